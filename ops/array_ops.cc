@@ -1,0 +1,121 @@
+// Shape-changing ops that move no arithmetic: Flatten, Reshape, Concat.
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ops/op_registry.h"
+#include "ops/shape_fns.h"
+
+namespace nereid {
+namespace {
+
+absl::StatusOr<std::vector<ShapeAndType>> FlattenShape(const InferenceContext& c) {
+  const TensorShape& x = c.input_shape(0);
+  int64_t axis = c.GetInt("axis");
+  if (axis < 0 || axis > x.rank()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'axis' ", axis, " is out of range for ", shape_fns::DescribeInput(c, 0)));
+  }
+  std::vector<int64_t> out(x.dims().begin(), x.dims().begin() + axis);
+  int64_t inner = 1;
+  for (int i = axis; i < x.rank(); ++i) {
+    ASSIGN_OR_RETURN(inner, shape_fns::MultiplyDims(inner, x.dim(i)));
+  }
+  out.push_back(inner);
+  return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> ReshapeShape(const InferenceContext& c) {
+  const TensorShape& x = c.input_shape(0);
+  std::vector<int64_t> target = c.GetIntList("shape");
+  int inferred = -1;
+  int64_t known_target = 1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == -1) {
+      if (inferred >= 0) return absl::InvalidArgumentError("attribute 'shape' has more than one -1");
+      inferred = static_cast<int>(i);
+    } else if (target[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute 'shape' has a negative dimension ", target[i]));
+    } else {
+      ASSIGN_OR_RETURN(known_target, shape_fns::MultiplyDims(known_target, target[i]));
+    }
+  }
+  std::string target_str = absl::StrCat("[", absl::StrJoin(target, ","), "]");
+  int64_t known_in = x.KnownElements();
+  if (x.HasUnknownDim()) {
+    if (inferred < 0 || known_target == 0 || known_in % known_target != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", shape_fns::DescribeInput(c, 0), " to ",
+                                                     target_str, ": with an unknown input dimension the "
+                                                     "target needs one -1 that absorbs it"));
+    }
+    target[inferred] = kUnknownDim;
+  } else if (inferred >= 0) {
+    if (known_target == 0 || known_in % known_target != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", shape_fns::DescribeInput(c, 0), " (",
+                                                     known_in, " elements) to ", target_str));
+    }
+    target[inferred] = known_in / known_target;
+  } else if (known_in != known_target) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", shape_fns::DescribeInput(c, 0), " (",
+                                                   known_in, " elements) to ", target_str, " (",
+                                                   known_target, " elements)"));
+  }
+  return shape_fns::Single(TensorShape(std::move(target)), c.input_dtype(0));
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> ConcatShape(const InferenceContext& c) {
+  const TensorShape& first = c.input_shape(0);
+  int rank = first.rank();
+  int64_t axis = c.GetInt("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"),
+                                                   " is out of range for ", shape_fns::DescribeInput(c, 0)));
+  }
+  std::vector<int64_t> out = first.dims();
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    RETURN_IF_ERROR(shape_fns::RequireSameDtype(c, 0, i));
+    const TensorShape& s = c.input_shape(i);
+    bool agree = s.rank() == rank;
+    for (int d = 0; agree && d < rank; ++d) {
+      if (d != axis && !shape_fns::DimsAgree(s.dim(d), out[d])) agree = false;
+    }
+    if (!agree) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot concatenate along axis ", axis, ": ",
+                                                     shape_fns::DescribeInput(c, 0), " and ",
+                                                     shape_fns::DescribeInput(c, i), " differ elsewhere"));
+    }
+    if (out[axis] == kUnknownDim || s.dim(axis) == kUnknownDim) {
+      out[axis] = kUnknownDim;
+    } else {
+      out[axis] += s.dim(axis);
+    }
+  }
+  return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
+NEREID_REGISTER_OP(OpDefBuilder("Flatten")
+                       .Summary("Collapses dimensions axis.. into one: [N,C,H,W] -> [N,C*H*W].")
+                       .Input("x")
+                       .Output("y")
+                       .Attr("axis", AttrType::kInt, IntAttr(1))
+                       .SetShapeFn(FlattenShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+NEREID_REGISTER_OP(OpDefBuilder("Reshape")
+                       .Summary("Reinterprets the elements with a new shape; one -1 is inferred.")
+                       .Input("x")
+                       .Output("y")
+                       .RequiredAttr("shape", AttrType::kIntList)
+                       .SetShapeFn(ReshapeShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+NEREID_REGISTER_OP(OpDefBuilder("Concat")
+                       .Summary("Joins tensors along `axis`.")
+                       .InputList("values", 1)
+                       .Output("y")
+                       .Attr("axis", AttrType::kInt, IntAttr(1))
+                       .SetShapeFn(ConcatShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+}  // namespace
+}  // namespace nereid

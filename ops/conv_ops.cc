@@ -1,0 +1,60 @@
+// 2-D convolution over NCHW input with OIHW filters (stride, padding,
+// dilation, groups).
+
+#include "absl/strings/str_cat.h"
+#include "ops/op_registry.h"
+#include "ops/shape_fns.h"
+
+namespace nereid {
+namespace {
+
+absl::StatusOr<std::vector<ShapeAndType>> Conv2DShape(const InferenceContext& c) {
+  RETURN_IF_ERROR(shape_fns::RequireRank(c, 0, 4, "NCHW"));
+  RETURN_IF_ERROR(shape_fns::RequireRank(c, 1, 4, "OIHW filter"));
+  RETURN_IF_ERROR(shape_fns::RequireSameDtype(c, 0, 1));
+  const TensorShape& x = c.input_shape(0);
+  const TensorShape& f = c.input_shape(1);
+  int64_t groups = c.GetInt("groups");
+  if (groups < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'groups' must be >= 1, got ", groups));
+  }
+  if (f.dim(0) % groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(shape_fns::DescribeInput(c, 1), ": ", f.dim(0), " output channels are not divisible by ",
+                     groups, " groups"));
+  }
+  if (x.dim(1) != kUnknownDim && x.dim(1) != f.dim(1) * groups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "channels disagree: ", shape_fns::DescribeInput(c, 0), " has ", x.dim(1), " channels but ",
+        shape_fns::DescribeInput(c, 1), " expects ", f.dim(1), " x ", groups, " group(s)"));
+  }
+  if (f.dim(2) < 1 || f.dim(3) < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(shape_fns::DescribeInput(c, 1), " has an empty window"));
+  }
+  ASSIGN_OR_RETURN(shape_fns::Window w, shape_fns::ReadWindow(c, {f.dim(2), f.dim(3)}));
+  ASSIGN_OR_RETURN(int64_t h, shape_fns::WindowOutputSize(c, x.dim(2), 0, w));
+  ASSIGN_OR_RETURN(int64_t wd, shape_fns::WindowOutputSize(c, x.dim(3), 1, w));
+  return shape_fns::Single(TensorShape({x.dim(0), f.dim(0), h, wd}), c.input_dtype(0));
+}
+
+int64_t Conv2DCost(const InferenceContext& c, const std::vector<ShapeAndType>& out) {
+  const TensorShape& f = c.input_shape(1);
+  return 2 * out[0].shape.KnownElements() * f.dim(1) * f.dim(2) * f.dim(3);
+}
+
+NEREID_REGISTER_OP(OpDefBuilder("Conv2D")
+                       .Summary("2-D convolution: NCHW input, OIHW filter (O, C/groups, KH, KW).")
+                       .Input("x", kFloatTypes)
+                       .Input("filter", kFloatTypes)
+                       .Output("y")
+                       .Attr("strides", AttrType::kIntList, IntListAttr({1, 1}))
+                       .Attr("dilations", AttrType::kIntList, IntListAttr({1, 1}))
+                       .EnumAttr("padding", {"VALID", "SAME", "EXPLICIT"}, "VALID")
+                       .Attr("pads", AttrType::kIntList, IntListAttr({}),
+                             "top, bottom, left, right; with padding EXPLICIT")
+                       .Attr("groups", AttrType::kInt, IntAttr(1))
+                       .SetShapeFn(Conv2DShape)
+                       .SetCostFn(Conv2DCost));
+
+}  // namespace
+}  // namespace nereid

@@ -1,0 +1,76 @@
+// Where values enter the graph: data inputs, trainable parameters, constants.
+
+#include "absl/strings/str_cat.h"
+#include "graph/tensor_proto.h"
+#include "ops/op_registry.h"
+#include "ops/shape_fns.h"
+
+namespace nereid {
+namespace {
+
+AttrValue DefaultInitializer() {
+  AttrValue a;
+  a.mutable_tensor()->set_dtype(DT_FLOAT);
+  a.mutable_tensor()->mutable_init()->set_kind("glorot_uniform");
+  return a;
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> InputShape(const InferenceContext& c) {
+  auto shape = TensorShape::FromProto(c.GetShape("shape"));
+  if (!shape.ok()) return shape.status();
+  return shape_fns::Single(*shape, c.GetType("dtype"));
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> ParameterShape(const InferenceContext& c) {
+  auto shape = TensorShape::FromProto(c.GetShape("shape"));
+  if (!shape.ok()) return shape.status();
+  if (!shape->IsFullyDefined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a parameter's shape must be fully known, got ", shape->ToString()));
+  }
+  auto checked = ValidateTensorProto(c.GetTensor("init"), &*shape);
+  if (!checked.ok()) return absl::InvalidArgumentError(absl::StrCat("attribute 'init': ", checked.status().message()));
+  return shape_fns::Single(*shape, c.GetType("dtype"));
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> ConstShape(const InferenceContext& c) {
+  const TensorProto& value = c.GetTensor("value");
+  if (value.has_init()) {
+    return absl::InvalidArgumentError("attribute 'value': a Const holds values, not an initialiser");
+  }
+  auto shape = ValidateTensorProto(value);
+  if (!shape.ok()) return absl::InvalidArgumentError(absl::StrCat("attribute 'value': ", shape.status().message()));
+  return shape_fns::Single(*shape, value.dtype());
+}
+
+NEREID_REGISTER_OP(OpDefBuilder("Input")
+                       .Summary("A batch of data fed from outside the graph (images, labels).")
+                       .Output("y")
+                       .RequiredAttr("shape", AttrType::kShape, "dim 0 is usually -1: the batch")
+                       .Attr("dtype", AttrType::kType, TypeAttr(DT_FLOAT))
+                       .Attr("feed", AttrType::kString, StringAttr(""),
+                             "which field of the dataset feeds it: images, labels")
+                       .SetShapeFn(InputShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+NEREID_REGISTER_OP(OpDefBuilder("Parameter")
+                       .Summary("A trainable (or running-statistic) tensor carried across iterations.")
+                       .Output("y")
+                       .RequiredAttr("shape", AttrType::kShape)
+                       .Attr("dtype", AttrType::kType, TypeAttr(DT_FLOAT))
+                       .Attr("init", AttrType::kTensor, DefaultInitializer(),
+                             "initial values, or an initialiser spec with a seed")
+                       .Attr("trainable", AttrType::kBool, BoolAttr(true),
+                             "false for state such as batch-norm running statistics")
+                       .SetShapeFn(ParameterShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+NEREID_REGISTER_OP(OpDefBuilder("Const")
+                       .Summary("A constant tensor.")
+                       .Output("y")
+                       .RequiredAttr("value", AttrType::kTensor)
+                       .SetShapeFn(ConstShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+}  // namespace
+}  // namespace nereid

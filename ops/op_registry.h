@@ -1,0 +1,193 @@
+#ifndef NEREID_OPS_OP_REGISTRY_H_
+#define NEREID_OPS_OP_REGISTRY_H_
+
+// One record per op: its signature (inputs, outputs, typed attributes with
+// defaults), its shape/dtype function and its cost function. Gradient
+// builders and kernels join this record in later issues, so the three can
+// never drift apart the way separate registries do.
+//
+// Registering an op is one statement in the op family's file:
+//
+//   NEREID_REGISTER_OP(OpDefBuilder("Relu")
+//       .Summary("max(x, 0), elementwise.")
+//       .Input("x", kFloatTypes)
+//       .Output("y")
+//       .SetShapeFn(shape_fns::UnchangedShape)
+//       .SetCostFn(cost_fns::OneFlopPerOutput));
+//
+// Op libraries are `alwayslink` so the linker cannot drop their registrations.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.pb.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+enum class AttrType {
+  kInt,
+  kFloat,
+  kString,
+  kBool,
+  kType,
+  kShape,
+  kTensor,
+  kIntList,
+  kFloatList,
+  kStringList,
+};
+
+// "int", "list(int)", ...
+std::string AttrTypeName(AttrType type);
+// The type an AttrValue holds; nullopt for an empty AttrValue. An empty list
+// matches every list type.
+bool AttrValueHasType(const AttrValue& value, AttrType type);
+// The type of a non-list value, or "list" with the element kind, for errors.
+std::string DescribeAttrValueType(const AttrValue& value);
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  std::optional<AttrValue> default_value;  // nullopt: required
+  std::vector<std::string> allowed_strings;  // for kString; empty: any
+  std::string doc;
+};
+
+struct ArgSpec {
+  std::string name;
+  std::vector<DataType> allowed_types;  // empty: any
+  bool variadic = false;                // a list of >= min_count inputs
+  int min_count = 1;
+};
+
+inline const std::vector<DataType> kFloatTypes = {DT_FLOAT, DT_DOUBLE, DT_HALF, DT_BFLOAT16};
+inline const std::vector<DataType> kIndexTypes = {DT_INT32, DT_INT64};
+
+// What a shape or cost function sees of one node: input shapes and dtypes,
+// and attributes whose presence and type validation has already checked
+// (defaults filled in), so the getters cannot fail.
+class InferenceContext {
+ public:
+  InferenceContext(const Node* node, const std::vector<const ShapeAndType*>& inputs,
+                   const absl::flat_hash_map<std::string, const AttrValue*>& attrs)
+      : node_(node), inputs_(inputs), attrs_(attrs) {}
+
+  const Node& node() const { return *node_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const TensorShape& input_shape(int i) const { return inputs_[i]->shape; }
+  DataType input_dtype(int i) const { return inputs_[i]->dtype; }
+
+  int64_t GetInt(absl::string_view name) const;
+  float GetFloat(absl::string_view name) const;
+  const std::string& GetString(absl::string_view name) const;
+  bool GetBool(absl::string_view name) const;
+  DataType GetType(absl::string_view name) const;
+  const TensorShapeProto& GetShape(absl::string_view name) const;
+  const TensorProto& GetTensor(absl::string_view name) const;
+  std::vector<int64_t> GetIntList(absl::string_view name) const;
+  const AttrValue& GetAttr(absl::string_view name) const;
+
+ private:
+  const Node* node_;
+  const std::vector<const ShapeAndType*>& inputs_;
+  const absl::flat_hash_map<std::string, const AttrValue*>& attrs_;
+};
+
+// Returns the op's outputs, or an error naming what disagrees (both shapes).
+using ShapeFn = std::function<absl::StatusOr<std::vector<ShapeAndType>>(const InferenceContext&)>;
+
+// Forward floating-point operations for one sample: unknown (batch)
+// dimensions count as 1. A multiply-add is two operations.
+using CostFn =
+    std::function<int64_t(const InferenceContext&, const std::vector<ShapeAndType>& outputs)>;
+
+struct OpDef {
+  std::string name;
+  std::string summary;
+  std::vector<ArgSpec> inputs;
+  std::vector<std::string> outputs;
+  std::vector<AttrSpec> attrs;
+  ShapeFn shape_fn;
+  CostFn cost_fn;
+  // True for Feedback: its input edge may close a cycle (the loop's back edge),
+  // and shape inference reads its output from attributes.
+  bool closes_cycles = false;
+
+  const AttrSpec* FindAttr(absl::string_view attr_name) const;
+  // How many data inputs the op accepts: [min, max]; max is -1 if unbounded.
+  int MinInputs() const;
+  int MaxInputs() const;
+  // "(a, b)" or "(values...)" for errors and --help.
+  std::string InputSignature() const;
+};
+
+class OpDefBuilder {
+ public:
+  explicit OpDefBuilder(std::string name);
+
+  OpDefBuilder& Summary(std::string text);
+  OpDefBuilder& Input(std::string name, std::vector<DataType> allowed_types = {});
+  OpDefBuilder& InputList(std::string name, int min_count, std::vector<DataType> allowed_types = {});
+  OpDefBuilder& Output(std::string name);
+  // An optional attribute with its default.
+  OpDefBuilder& Attr(std::string name, AttrType type, AttrValue default_value, std::string doc = "");
+  // An attribute the node must set.
+  OpDefBuilder& RequiredAttr(std::string name, AttrType type, std::string doc = "");
+  // A string attribute restricted to `allowed` (the default must be one).
+  OpDefBuilder& EnumAttr(std::string name, std::vector<std::string> allowed, std::string default_value,
+                         std::string doc = "");
+  OpDefBuilder& ClosesCycles();
+  OpDefBuilder& SetShapeFn(ShapeFn fn);
+  OpDefBuilder& SetCostFn(CostFn fn);
+
+  OpDef Build() const { return def_; }
+
+ private:
+  OpDef def_;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& Global();
+
+  // Fails on a duplicate name or a record without a shape function.
+  absl::Status Register(OpDef def);
+  const OpDef* Find(absl::string_view name) const;
+  // Sorted op names.
+  std::vector<std::string> OpNames() const;
+
+ private:
+  absl::flat_hash_map<std::string, std::unique_ptr<OpDef>> ops_;
+};
+
+// Registers at static-initialisation time; a bad registration is a
+// programming error and aborts with its message.
+struct OpRegistrar {
+  OpRegistrar(const OpDefBuilder& builder);  // NOLINT: implicit by design
+};
+
+// AttrValue constructors for defaults.
+AttrValue IntAttr(int64_t v);
+AttrValue FloatAttr(float v);
+AttrValue StringAttr(std::string v);
+AttrValue BoolAttr(bool v);
+AttrValue TypeAttr(DataType v);
+AttrValue IntListAttr(std::vector<int64_t> v);
+AttrValue ShapeAttr(std::vector<int64_t> dims);
+
+}  // namespace nereid
+
+#define NEREID_REGISTER_OP(builder) \
+  [[maybe_unused]] static ::nereid::OpRegistrar NEREID_OP_CONCAT(nereid_op_registrar_, __COUNTER__)(builder)
+#define NEREID_OP_CONCAT(a, b) NEREID_OP_CONCAT_INNER(a, b)
+#define NEREID_OP_CONCAT_INNER(a, b) a##b
+
+#endif  // NEREID_OPS_OP_REGISTRY_H_

@@ -1,0 +1,212 @@
+// nereid check MODEL: validates a model and prints its per-node summary.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/dot_export.h"
+#include "graph/graph_io.h"
+#include "graph/model_loader.h"
+#include "graph/model_summary.h"
+#include "runtime/cli/command.h"
+#include "runtime/json_writer.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kHelp[] =
+    "Usage: nereid check MODEL [--json] [--dot FILE]\n\n"
+    "Loads MODEL (protobuf text .pbtxt or binary .pb), validates it and infers\n"
+    "every node's output shape. Prints, per node: op, output shape and dtype,\n"
+    "parameter count, forward FLOPs and activation bytes per sample (the batch\n"
+    "dimension counted as 1); then the totals. On a bad model, prints the first\n"
+    "error (file:line:col: node 'NAME' (OP): what is wrong) and exits 1.\n\n"
+    "Options:\n"
+    "  --json       print the same report as JSON\n"
+    "  --dot FILE   also write the graph as Graphviz to FILE\n"
+    "  --help       this text\n";
+
+// 669706 -> "669,706"
+std::string Grouped(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// 1536 -> "1.5 KiB"
+std::string Bytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string OutputText(const NodeSummary& n) {
+  return absl::StrJoin(n.outputs, " ", [](std::string* out, const ShapeAndType& s) {
+    absl::StrAppend(out, s.shape.ToString(), " ", DataTypeName(s.dtype));
+  });
+}
+
+std::string FormatTable(const std::string& path, const ModelSummary& summary) {
+  std::vector<std::vector<std::string>> rows = {{"node", "op", "output", "params", "FLOPs/sample", "act/sample"}};
+  for (const NodeSummary& n : summary.nodes) {
+    std::string params = n.parameters > 0 ? Grouped(n.parameters)
+                         : n.state > 0    ? absl::StrCat(Grouped(n.state), " (state)")
+                                          : "-";
+    rows.push_back({n.name, n.op, OutputText(n), params, n.flops_per_sample ? Grouped(n.flops_per_sample) : "-",
+                    n.activation_bytes_per_sample ? Bytes(n.activation_bytes_per_sample) : "-"});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out = absl::StrCat(path, ": ", summary.nodes.size(), " nodes\n\n");
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      const std::string& cell = rows[r][i];
+      std::string pad(width[i] - cell.size(), ' ');
+      bool right = i >= 3;  // numbers align right
+      absl::StrAppend(&out, i ? "  " : "", right ? pad + cell : cell + (i + 1 < rows[r].size() ? pad : ""));
+    }
+    out += "\n";
+    if (r == 0) {
+      size_t total = 0;
+      for (size_t w : width) total += w + 2;
+      out += std::string(total - 2, '-') + "\n";
+    }
+  }
+  absl::StrAppend(&out, "\ntrainable parameters:  ", Grouped(summary.trainable_parameters), "\n");
+  if (summary.state_elements > 0) {
+    absl::StrAppend(&out, "non-trainable state:   ", Grouped(summary.state_elements), "\n");
+  }
+  absl::StrAppend(&out, "parameter bytes:       ", Grouped(summary.parameter_bytes), " (",
+                  Bytes(summary.parameter_bytes), ")\n");
+  absl::StrAppend(&out, "forward FLOPs/sample:  ", Grouped(summary.flops_per_sample), "\n");
+  absl::StrAppend(&out, "activations/sample:    ", Grouped(summary.activation_bytes_per_sample), " bytes (",
+                  Bytes(summary.activation_bytes_per_sample), ")\n");
+  return out;
+}
+
+std::string FormatJson(const std::string& path, const ModelSummary& summary) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("model");
+  w.String(path);
+  w.Key("nodes");
+  w.BeginArray();
+  for (const NodeSummary& n : summary.nodes) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(n.name);
+    w.Key("op");
+    w.String(n.op);
+    w.Key("outputs");
+    w.BeginArray();
+    for (const ShapeAndType& s : n.outputs) {
+      w.BeginObject();
+      w.Key("shape");
+      w.BeginArray();
+      for (int64_t d : s.shape.dims()) w.Int(d);
+      w.EndArray();
+      w.Key("dtype");
+      w.String(DataTypeName(s.dtype));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("parameters");
+    w.Int(n.parameters);
+    w.Key("state");
+    w.Int(n.state);
+    w.Key("flops_per_sample");
+    w.Int(n.flops_per_sample);
+    w.Key("activation_bytes_per_sample");
+    w.Int(n.activation_bytes_per_sample);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("totals");
+  w.BeginObject();
+  w.Key("trainable_parameters");
+  w.Int(summary.trainable_parameters);
+  w.Key("state_elements");
+  w.Int(summary.state_elements);
+  w.Key("parameter_bytes");
+  w.Int(summary.parameter_bytes);
+  w.Key("flops_per_sample");
+  w.Int(summary.flops_per_sample);
+  w.Key("activation_bytes_per_sample");
+  w.Int(summary.activation_bytes_per_sample);
+  w.EndObject();
+  w.EndObject();
+  return w.Take();
+}
+
+int RunCheck(const std::vector<std::string>& args) {
+  std::string model, dot_path;
+  bool json = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--dot") {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "nereid check: --dot needs a file name\n");
+        return kExitUsage;
+      }
+      dot_path = args[++i];
+    } else if (a.rfind("--dot=", 0) == 0) {
+      dot_path = a.substr(6);
+    } else if (a.rfind("-", 0) == 0) {
+      std::fprintf(stderr, "nereid check: unknown option '%s'\n\n%s", a.c_str(), kHelp);
+      return kExitUsage;
+    } else if (model.empty()) {
+      model = a;
+    } else {
+      std::fprintf(stderr, "nereid check: one model at a time (got '%s' and '%s')\n", model.c_str(), a.c_str());
+      return kExitUsage;
+    }
+  }
+  if (model.empty()) {
+    std::fprintf(stderr, "nereid check: no model given\n\n%s", kHelp);
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(model);
+  if (!graph.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
+    return kExitFailure;
+  }
+  ModelSummary summary = SummarizeModel(**graph);
+  std::string report = json ? FormatJson(model, summary) : FormatTable(model, summary);
+  std::fwrite(report.data(), 1, report.size(), stdout);
+  if (!dot_path.empty()) {
+    absl::Status written = WriteFileAtomically(dot_path, GraphToDot(**graph));
+    if (!written.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(written.message()).c_str());
+      return kExitFailure;
+    }
+    if (!json) std::printf("graphviz:              %s\n", dot_path.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& CheckCommand() {
+  static const Command command = {"check", "validate a model; print shapes, parameters, FLOPs, memory", kHelp,
+                                  RunCheck};
+  return command;
+}
+
+}  // namespace nereid

@@ -1,0 +1,56 @@
+// nereid: the command-line entry point. Dispatches to subcommands.
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/cli/command.h"
+
+namespace nereid {
+namespace {
+
+const std::vector<const Command*>& Commands() {
+  static const std::vector<const Command*> commands = {&CheckCommand(), &OpsCommand()};
+  return commands;
+}
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out,
+               "nereid: a dataflow-graph engine for distributed deep-net training.\n\n"
+               "Usage: nereid COMMAND [options]\n\nCommands:\n");
+  for (const Command* c : Commands()) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
+  std::fprintf(out,
+               "\nRun 'nereid COMMAND --help' for a command's options.\n"
+               "Not built yet: plan, run, bench (see the README's status table).\n");
+}
+
+}  // namespace
+}  // namespace nereid
+
+int main(int argc, char** argv) {
+  using nereid::Commands;
+  if (argc < 2) {
+    nereid::PrintUsage(stderr);
+    return nereid::kExitUsage;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    nereid::PrintUsage(stdout);
+    return nereid::kExitOk;
+  }
+  for (const nereid::Command* c : Commands()) {
+    if (name != c->name) continue;
+    std::vector<std::string> args(argv + 2, argv + argc);
+    for (const std::string& a : args) {
+      if (a == "--help" || a == "-h") {
+        std::printf("%s", c->help);
+        return nereid::kExitOk;
+      }
+    }
+    return c->run(args);
+  }
+  std::fprintf(stderr, "nereid: unknown command '%s'\n\n", name.c_str());
+  nereid::PrintUsage(stderr);
+  return nereid::kExitUsage;
+}

@@ -1,0 +1,71 @@
+// nereid ops [OP]: lists the registered ops, or one op's signature.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ops/op_registry.h"
+#include "runtime/cli/command.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kHelp[] =
+    "Usage: nereid ops [OP]\n\n"
+    "Without OP, lists every registered op with its summary. With OP, prints\n"
+    "its inputs, outputs and attributes (type, default).\n";
+
+std::string DefaultText(const AttrSpec& a) {
+  if (!a.default_value) return "required";
+  const AttrValue& v = *a.default_value;
+  switch (v.value_case()) {
+    case AttrValue::kI: return absl::StrCat("= ", v.i());
+    case AttrValue::kF: return absl::StrCat("= ", v.f());
+    case AttrValue::kS: return absl::StrCat("= \"", v.s(), "\"");
+    case AttrValue::kB: return v.b() ? "= true" : "= false";
+    case AttrValue::kType: return absl::StrCat("= ", DataTypeName(v.type()));
+    case AttrValue::kList: return absl::StrCat("= [", absl::StrJoin(v.list().i(), ","), "]");
+    case AttrValue::kTensor:
+      return v.tensor().has_init() ? absl::StrCat("= init ", v.tensor().init().kind()) : "= tensor";
+    default: return "";
+  }
+}
+
+int RunOps(const std::vector<std::string>& args) {
+  const OpRegistry& registry = OpRegistry::Global();
+  if (args.empty()) {
+    for (const std::string& name : registry.OpNames()) {
+      std::printf("%-20s %s\n", name.c_str(), registry.Find(name)->summary.c_str());
+    }
+    return kExitOk;
+  }
+  int status = kExitOk;
+  for (const std::string& name : args) {
+    const OpDef* def = registry.Find(name);
+    if (def == nullptr) {
+      std::fprintf(stderr, "nereid ops: unknown op '%s'\n", name.c_str());
+      status = kExitFailure;
+      continue;
+    }
+    std::printf("%s%s -> (%s)\n  %s\n", def->name.c_str(), def->InputSignature().c_str(),
+                absl::StrJoin(def->outputs, ", ").c_str(), def->summary.c_str());
+    for (const AttrSpec& a : def->attrs) {
+      std::string allowed =
+          a.allowed_strings.empty() ? "" : absl::StrCat(" (one of ", absl::StrJoin(a.allowed_strings, ", "), ")");
+      std::printf("  attr %-12s %-12s %s%s%s\n", a.name.c_str(), AttrTypeName(a.type).c_str(),
+                  DefaultText(a).c_str(), allowed.c_str(), a.doc.empty() ? "" : ("  # " + a.doc).c_str());
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+const Command& OpsCommand() {
+  static const Command command = {"ops", "list the registered ops and their signatures", kHelp, RunOps};
+  return command;
+}
+
+}  // namespace nereid

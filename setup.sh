@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package Nereid needs to build, test and train.
+# Idempotent: when everything is present it prints nothing and returns at once.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap bazel-platforms bazel-rules-java bazel-skylib
+  g++ libtbb-dev libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev
+  libgloo-dev libdnnl-dev libhiredis-dev libibverbs-dev zlib1g-dev
+  dataset-fashion-mnist redis-server iproute2 python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test: installs missing packages (setup.sh), then
+#   1. bazel test //...                  (all suites)
+#   2. bazel test --config=cuda //...    (adds the CUDA/NCCL targets: built with
+#                                         nvcc, their tests skip without a GPU)
+#   3. bazel test --config=asan on the graph, ops and tests suites
+#                                        (AddressSanitizer + UBSan)
+# and prints one closing line: "nereid: N passed, N failed".
+# Options: --quick skips the sanitizer pass; --tsan adds a ThreadSanitizer pass.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$root"
+"$root/setup.sh" || { echo "test.sh: setup failed"; exit 1; }
+
+quick=0
+tsan=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    --tsan) tsan=1 ;;
+    *) echo "test.sh: unknown option $arg (known: --quick, --tsan)"; exit 2 ;;
+  esac
+done
+
+passed=0
+failed=0
+overall=0
+summary=$(mktemp /tmp/nereid-test.XXXXXX)
+
+run_pass() {  # name, bazel args...
+  local name=$1
+  shift
+  echo "== $name: bazel test $*"
+  bazel test --test_summary=short "$@" 2>&1 | tee "$summary" | grep -vE '^(INFO|Loading|Analyzing)' | grep -E 'PASSED|FAILED|TIMEOUT|NO STATUS|ERROR|error:|Executed' || true
+  local rc=${PIPESTATUS[0]}
+  passed=$((passed + $(grep -cE '^//.* PASSED' "$summary")))
+  failed=$((failed + $(grep -cE '^//.* (FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$summary")))
+  # rc 4 means "no test targets" for a pattern; anything else non-zero failed.
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 4 ]; then
+    overall=1
+    [ "$(grep -cE '^//.* (FAILED|TIMEOUT)' "$summary")" -eq 0 ] && failed=$((failed + 1))
+  fi
+}
+
+run_pass "all suites" //...
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  run_pass "CUDA targets" --config=cuda //ops/cuda/...
+else
+  echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
+fi
+if [ "$quick" -eq 0 ]; then
+  run_pass "AddressSanitizer + UBSan" --config=asan //graph/... //ops/... //runtime/... //tests/...
+fi
+if [ "$tsan" -eq 1 ]; then
+  run_pass "ThreadSanitizer" --config=tsan //graph/... //ops/... //runtime/... //tests/...
+fi
+rm -f "$summary"
+echo "nereid: $passed passed, $failed failed"
+exit $overall
