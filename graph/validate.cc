@@ -113,7 +113,14 @@ absl::Status CheckAttrs(const Graph& graph, const Node& node, const OpDef& def) 
   return absl::OkStatus();
 }
 
-absl::Status CheckPlacement(const Graph& graph, const Node& node) {
+bool LoopDeclared(const Graph& graph, const std::string& name) {
+  for (const LoopScope& loop : graph.header().loop()) {
+    if (loop.name() == name) return true;
+  }
+  return false;
+}
+
+absl::Status CheckPlacement(const Graph& graph, const Node& node, const OpDef& def) {
   const NodeDef& d = node.def();
   if (d.has_worker() && d.worker() < 0) {
     return NodeError(graph, node, absl::StrCat("worker ", d.worker(), " is negative"));
@@ -121,12 +128,10 @@ absl::Status CheckPlacement(const Graph& graph, const Node& node) {
   if (d.has_stage() && d.stage() < 0) {
     return NodeError(graph, node, absl::StrCat("stage ", d.stage(), " is negative"));
   }
-  if (!d.loop().empty()) {
-    bool declared = false;
-    for (const LoopScope& loop : graph.header().loop()) declared = declared || loop.name() == d.loop();
-    if (!declared) {
-      return NodeError(graph, node, absl::StrCat("loop scope '", d.loop(), "' is not declared in the graph's loop list"));
-    }
+  std::string loop = d.loop();
+  if (def.closes_cycles) loop = d.attr().at("loop").s();  // present: CheckAttrs ran first
+  if (!loop.empty() && !LoopDeclared(graph, loop)) {
+    return NodeError(graph, node, absl::StrCat("loop scope '", loop, "' is not declared in the graph's loop list"));
   }
   return absl::OkStatus();
 }
@@ -159,7 +164,7 @@ absl::Status ValidateGraph(const Graph& graph) {
     const OpDef& def = *OpRegistry::Global().Find(node->op());
     RETURN_IF_ERROR(CheckInputs(graph, *node, def));
     RETURN_IF_ERROR(CheckAttrs(graph, *node, def));
-    RETURN_IF_ERROR(CheckPlacement(graph, *node));
+    RETURN_IF_ERROR(CheckPlacement(graph, *node, def));
   }
   RETURN_IF_ERROR(CheckLoopScopes(graph));
   return TopologicalOrder(graph).status();

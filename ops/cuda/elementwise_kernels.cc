@@ -1,0 +1,174 @@
+// Host launchers for the kernels in elementwise_kernels.cu: argument checks
+// and cudaError_t -> absl::Status translation (kept out of nvcc's way).
+
+#include "ops/cuda/elementwise_kernels.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "ops/cuda/elementwise_kernels_internal.h"
+
+namespace nereid::cuda {
+namespace {
+
+// Checks n and the pointers. Returns OK with *launch = false when n == 0.
+absl::Status CheckArgs(absl::string_view kernel, int64_t n,
+                       std::initializer_list<const void*> ptrs, bool* launch) {
+  *launch = false;
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kernel, ": negative element count ", n));
+  }
+  if (n == 0) return absl::OkStatus();
+  int index = 0;
+  for (const void* p : ptrs) {
+    if (p == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kernel, ": device pointer argument ", index, " is null with n = ", n));
+    }
+    ++index;
+  }
+  *launch = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Bytes(absl::string_view what, int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative element count ", n));
+  }
+  if (static_cast<uint64_t>(n) > SIZE_MAX / sizeof(float)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": element count ", n, " overflows size_t"));
+  }
+  return static_cast<size_t>(n) * sizeof(float);
+}
+
+}  // namespace
+
+absl::Status CudaErrorToStatus(int cuda_error, absl::string_view what) {
+  if (cuda_error == 0) return absl::OkStatus();
+  const auto err = static_cast<cudaError_t>(cuda_error);
+  const std::string message =
+      absl::StrCat(what, ": CUDA error ", cuda_error, " (",
+                   cudaGetErrorName(err), "): ", cudaGetErrorString(err));
+  switch (err) {
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidDevicePointer:
+      return absl::InvalidArgumentError(message);
+    case cudaErrorMemoryAllocation:
+      return absl::ResourceExhaustedError(message);
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+      return absl::UnavailableError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+absl::StatusOr<int> DeviceCount() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the error so later calls start clean
+    return CudaErrorToStatus(err, "cudaGetDeviceCount");
+  }
+  return count;
+}
+
+absl::Status ReluForward(const float* x, float* y, int64_t n, void* stream) {
+  bool launch;
+  absl::Status s = CheckArgs("ReluForward", n, {x, y}, &launch);
+  if (!s.ok() || !launch) return s;
+  return CudaErrorToStatus(internal::LaunchReluForward(x, y, n, stream),
+                           "ReluForward kernel launch");
+}
+
+absl::Status ReluBackward(const float* dy, const float* x, float* dx, int64_t n,
+                          void* stream) {
+  bool launch;
+  absl::Status s = CheckArgs("ReluBackward", n, {dy, x, dx}, &launch);
+  if (!s.ok() || !launch) return s;
+  return CudaErrorToStatus(internal::LaunchReluBackward(dy, x, dx, n, stream),
+                           "ReluBackward kernel launch");
+}
+
+absl::Status Add(const float* a, const float* b, float* y, int64_t n,
+                 void* stream) {
+  bool launch;
+  absl::Status s = CheckArgs("Add", n, {a, b, y}, &launch);
+  if (!s.ok() || !launch) return s;
+  return CudaErrorToStatus(internal::LaunchAdd(a, b, y, n, stream),
+                           "Add kernel launch");
+}
+
+absl::Status Mul(const float* a, const float* b, float* y, int64_t n,
+                 void* stream) {
+  bool launch;
+  absl::Status s = CheckArgs("Mul", n, {a, b, y}, &launch);
+  if (!s.ok() || !launch) return s;
+  return CudaErrorToStatus(internal::LaunchMul(a, b, y, n, stream),
+                           "Mul kernel launch");
+}
+
+absl::Status Axpy(float alpha, const float* x, float* y, int64_t n,
+                  void* stream) {
+  bool launch;
+  absl::Status s = CheckArgs("Axpy", n, {x, y}, &launch);
+  if (!s.ok() || !launch) return s;
+  return CudaErrorToStatus(internal::LaunchAxpy(alpha, x, y, n, stream),
+                           "Axpy kernel launch");
+}
+
+absl::StatusOr<float*> AllocateDevice(int64_t n) {
+  absl::StatusOr<size_t> bytes = Bytes("AllocateDevice", n);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes == 0) return nullptr;
+  void* ptr = nullptr;
+  absl::Status s = CudaErrorToStatus(cudaMalloc(&ptr, *bytes), "cudaMalloc");
+  if (!s.ok()) return s;
+  return static_cast<float*>(ptr);
+}
+
+absl::Status FreeDevice(float* ptr) {
+  if (ptr == nullptr) return absl::OkStatus();
+  return CudaErrorToStatus(cudaFree(ptr), "cudaFree");
+}
+
+absl::Status CopyToDevice(const float* host, float* device, int64_t n) {
+  absl::StatusOr<size_t> bytes = Bytes("CopyToDevice", n);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes == 0) return absl::OkStatus();
+  if (host == nullptr || device == nullptr) {
+    return absl::InvalidArgumentError("CopyToDevice: null pointer with n > 0");
+  }
+  return CudaErrorToStatus(
+      cudaMemcpy(device, host, *bytes, cudaMemcpyHostToDevice),
+      "cudaMemcpy host->device");
+}
+
+absl::Status CopyToHost(const float* device, float* host, int64_t n) {
+  absl::StatusOr<size_t> bytes = Bytes("CopyToHost", n);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes == 0) return absl::OkStatus();
+  if (host == nullptr || device == nullptr) {
+    return absl::InvalidArgumentError("CopyToHost: null pointer with n > 0");
+  }
+  return CudaErrorToStatus(
+      cudaMemcpy(host, device, *bytes, cudaMemcpyDeviceToHost),
+      "cudaMemcpy device->host");
+}
+
+absl::Status Synchronize(void* stream) {
+  return CudaErrorToStatus(
+      cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+      "cudaStreamSynchronize");
+}
+
+}  // namespace nereid::cuda

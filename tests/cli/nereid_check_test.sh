@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# End-to-end checks of the nereid binary: output, exit codes, error messages.
+set -uo pipefail
+nereid="$1"
+tmp="${TEST_TMPDIR:-/tmp}"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect() {  # expected_rc, pattern, command...
+  local want_rc=$1 pattern=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" -eq "$want_rc" ] || fail "'$*' exited $rc, expected $want_rc; output:\n$out"
+  echo "$out" | grep -qF -- "$pattern" || fail "'$*' output lacks '$pattern'; output:\n$out"
+}
+
+expect 0 "trainable parameters:  669,706" "$nereid" check models/mlp_fashion.pbtxt
+expect 0 "fc1/matmul" "$nereid" check models/mlp_fashion.pbtxt
+expect 0 "[?,16,10,10] float32" "$nereid" check models/lenet_fashion.pbtxt
+expect 0 "non-trainable state:   1,568" "$nereid" check models/resnet20_cifar.pbtxt
+expect 0 "Usage: nereid check MODEL" "$nereid" check --help
+expect 0 "Commands:" "$nereid" --help
+expect 0 "Conv2D(x, filter) -> (y)" "$nereid" ops Conv2D
+expect 2 "unknown command 'chekc'" "$nereid" chekc
+expect 2 "unknown option '--jsn'" "$nereid" check models/mlp_fashion.pbtxt --jsn
+expect 2 "no model given" "$nereid" check
+expect 1 "cannot open graph file" "$nereid" check "$tmp/missing.pbtxt"
+
+# --json is valid JSON with the same totals.
+"$nereid" check models/lenet_fashion.pbtxt --json >"$tmp/lenet.json" || fail "check --json failed"
+python3 - "$tmp/lenet.json" <<'PY' || fail "JSON report is wrong"
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["totals"]["trainable_parameters"] == 61706, report["totals"]
+names = [n["name"] for n in report["nodes"]]
+assert "conv1/conv" in names and names.index("images") < names.index("conv1/conv")
+conv = next(n for n in report["nodes"] if n["name"] == "conv1/conv")
+assert conv["outputs"][0]["shape"] == [-1, 6, 28, 28], conv
+PY
+
+# --dot writes Graphviz.
+"$nereid" check models/lenet_fashion.pbtxt --dot "$tmp/lenet.dot" >/dev/null || fail "check --dot failed"
+grep -q '"conv1/filter" -> "conv1/conv"' "$tmp/lenet.dot" || fail "dot file lacks an edge"
+
+# A bad model: the error names file, line, column, node and op; exit 1.
+cat >"$tmp/bad.pbtxt" <<'PB'
+version: 1
+node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 784 } } } }
+node { name: "w" op: "Parameter" attr { key: "shape" value { shape { dim: 500 dim: 10 } } } }
+node { name: "y" op: "MatMul" input: "x" input: "w" }
+PB
+expect 1 "bad.pbtxt:4:1: node 'y' (MatMul): inner dimensions disagree" "$nereid" check "$tmp/bad.pbtxt"
+
+# A syntax error carries line and column.
+printf 'node {\n  name: "x"\n  op: Input\n}\n' >"$tmp/syntax.pbtxt"
+expect 1 "syntax.pbtxt:3:" "$nereid" check "$tmp/syntax.pbtxt"
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all CLI checks passed"

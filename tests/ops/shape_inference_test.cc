@@ -1,0 +1,235 @@
+// Shape inference for every registered op, and the registry's own contract:
+// every op has a shape function, a cost function, and a case in this file.
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/op_registry.h"
+#include "graph/shape_inference.h"
+#include "tests/test_util.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using namespace ::nereid::testing;  // NOLINT
+
+// Ops exercised by a test below; RegistryTest checks the registry has no op
+// missing from this set.
+std::set<std::string>& Covered() {
+  static std::set<std::string> ops;
+  return ops;
+}
+
+// Loads `graph` and returns node `name`'s output as "[shape] dtype".
+std::string OutputOf(const std::string& graph, const std::string& name) {
+  auto g = LoadText(graph);
+  if (!g.ok()) return std::string(g.status().message());
+  const Node* node = (*g)->FindNode(name);
+  Covered().insert(node->op());
+  const ShapeAndType& out = node->outputs()[0];
+  return absl::StrCat(out.shape.ToString(), " ", DataTypeName(out.dtype));
+}
+
+const std::string kImage = InputNode("x", {-1, 3, 32, 32});
+
+TEST(ShapeTest, Input) { EXPECT_EQ(OutputOf(kImage, "x"), "[?,3,32,32] float32"); }
+
+TEST(ShapeTest, Parameter) { EXPECT_EQ(OutputOf(ParamNode("w", {3, 4}), "w"), "[3,4] float32"); }
+
+TEST(ShapeTest, ParameterMustBeFullyKnown) {
+  EXPECT_THAT(LoadError(ParamNode("w", {-1, 4})), HasSubstr("a parameter's shape must be fully known"));
+}
+
+TEST(ShapeTest, Const) {
+  std::string value = "tensor { dtype: DT_INT64 shape { dim: 2 } int64_val: 1 int64_val: 2 }";
+  EXPECT_EQ(OutputOf(OpNode("c", "Const", {}, Attr("value", value)), "c"), "[2] int64");
+}
+
+TEST(ShapeTest, ConstFromRawData) {
+  std::string value = "tensor { dtype: DT_FLOAT shape { dim: 2 } raw_data: \"\\000\\000\\200?\\000\\000\\000@\" }";
+  EXPECT_EQ(OutputOf(OpNode("c", "Const", {}, Attr("value", value)), "c"), "[2] float32");
+  std::string odd = "tensor { dtype: DT_FLOAT shape { dim: 2 } raw_data: \"\\000\\000\\200\" }";
+  EXPECT_THAT(LoadError(OpNode("c", "Const", {}, Attr("value", odd))), HasSubstr("not a whole number of float32"));
+}
+
+TEST(ShapeTest, MatMul) {
+  std::string g = InputNode("x", {-1, 784}) + ParamNode("w", {784, 10}) + ParamNode("t", {10, 784});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "MatMul", {"x", "w"}), "y"), "[?,10] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "MatMul", {"x", "t"}, Attr("transpose_b", "b: true")), "y"), "[?,10] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "MatMul", {"x", "t"})), HasSubstr("784 vs 10"));
+}
+
+TEST(ShapeTest, MatMulRank) {
+  EXPECT_THAT(LoadError(kImage + ParamNode("w", {3, 4}) + OpNode("y", "MatMul", {"x", "w"})),
+              HasSubstr("input 'a' [?,3,32,32] must have rank 2"));
+}
+
+TEST(ShapeTest, BiasAdd) {
+  std::string g = kImage + ParamNode("b", {3});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "BiasAdd", {"x", "b"}), "y"), "[?,3,32,32] float32");
+  EXPECT_THAT(LoadError(kImage + ParamNode("b", {4}) + OpNode("y", "BiasAdd", {"x", "b"})),
+              HasSubstr("input 'bias' [4] does not match dimension 1 of input 'x' [?,3,32,32]"));
+}
+
+TEST(ShapeTest, Conv2D) {
+  std::string g = kImage + ParamNode("f", {16, 3, 3, 3});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2D", {"x", "f"}), "y"), "[?,16,30,30] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("padding", "s: \"SAME\"")), "y"),
+            "[?,16,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2D", {"x", "f"},
+                                Attr("padding", "s: \"EXPLICIT\"") + Attr("pads", IntsValue({1, 1, 1, 1})) +
+                                    Attr("strides", IntsValue({2, 2}))),
+                     "y"),
+            "[?,16,16,16] float32");
+  // Dilation 2 makes the 3x3 window 5 wide.
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("dilations", IntsValue({2, 2}))), "y"),
+            "[?,16,28,28] float32");
+}
+
+TEST(ShapeTest, Conv2DGroups) {
+  std::string g = InputNode("x", {-1, 8, 10, 10}) + ParamNode("f", {8, 2, 3, 3});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("groups", "i: 4")), "y"), "[?,8,8,8] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "Conv2D", {"x", "f"})), HasSubstr("channels disagree"));
+}
+
+TEST(ShapeTest, Conv2DErrors) {
+  std::string g = kImage + ParamNode("f", {16, 3, 3, 3});
+  EXPECT_THAT(LoadError(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("strides", IntsValue({0, 1})))),
+              HasSubstr("'strides' must be two positive ints"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("padding", "s: \"EXPLICIT\""))),
+              HasSubstr("padding EXPLICIT needs 'pads'"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("pads", IntsValue({1, 1, 1, 1})))),
+              HasSubstr("only used with padding EXPLICIT"));
+  std::string tiny = InputNode("x", {-1, 3, 2, 2}) + ParamNode("f", {16, 3, 3, 3});
+  EXPECT_THAT(LoadError(tiny + OpNode("y", "Conv2D", {"x", "f"})),
+              HasSubstr("the 3-wide window does not fit the height of input 'x' [?,3,2,2]"));
+}
+
+TEST(ShapeTest, MaxPool) {
+  std::string attrs = Attr("ksize", IntsValue({2, 2})) + Attr("strides", IntsValue({2, 2}));
+  EXPECT_EQ(OutputOf(kImage + OpNode("p", "MaxPool", {"x"}, attrs), "p"), "[?,3,16,16] float32");
+  EXPECT_THAT(LoadError(kImage + OpNode("p", "MaxPool", {"x"})), HasSubstr("missing required attribute 'ksize'"));
+}
+
+TEST(ShapeTest, AvgPool) {
+  std::string attrs = Attr("ksize", IntsValue({3, 3})) + Attr("strides", IntsValue({1, 1})) +
+                      Attr("padding", "s: \"SAME\"");
+  EXPECT_EQ(OutputOf(kImage + OpNode("p", "AvgPool", {"x"}, attrs), "p"), "[?,3,32,32] float32");
+}
+
+TEST(ShapeTest, GlobalAvgPool) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("p", "GlobalAvgPool", {"x"}), "p"), "[?,3] float32");
+}
+
+TEST(ShapeTest, Activations) {
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Softmax", "Identity", "Dropout"}) {
+    EXPECT_EQ(OutputOf(kImage + OpNode("y", op, {"x"}), "y"), "[?,3,32,32] float32") << op;
+  }
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Softmax", {"x"}, Attr("axis", "i: 4"))), HasSubstr("'axis' 4 is out of range"));
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Dropout", {"x"}, Attr("rate", "f: 1.0"))), HasSubstr("'rate' must be in [0, 1)"));
+}
+
+TEST(ShapeTest, Losses) {
+  std::string g = InputNode("s", {-1, 10}) + InputNode("l", {-1}, "DT_INT64");
+  for (const char* op : {"SoftmaxCrossEntropy", "HingeLoss", "LogisticLoss"}) {
+    EXPECT_EQ(OutputOf(g + OpNode("loss", op, {"s", "l"}), "loss"), "[] float32") << op;
+  }
+  std::string mismatch = InputNode("s", {8, 10}) + InputNode("l", {4}, "DT_INT32");
+  EXPECT_THAT(LoadError(mismatch + OpNode("loss", "HingeLoss", {"s", "l"})),
+              HasSubstr("batch sizes disagree: input 'logits' [8,10] vs input 'labels' [4]"));
+}
+
+TEST(ShapeTest, AddAndMulBroadcast) {
+  std::string g = kImage + ParamNode("c", {3, 1, 1});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Add", {"x", "c"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Mul", {"c", "x"}), "y"), "[?,3,32,32] float32");
+  std::string bad = kImage + ParamNode("c", {4, 1, 1});
+  EXPECT_THAT(LoadError(bad + OpNode("y", "Add", {"x", "c"})),
+              HasSubstr("shapes [?,3,32,32] and [4,1,1] do not broadcast"));
+}
+
+TEST(ShapeTest, Flatten) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Flatten", {"x"}), "y"), "[?,3072] float32");
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Flatten", {"x"}, Attr("axis", "i: 2")), "y"), "[?,3,1024] float32");
+}
+
+TEST(ShapeTest, Reshape) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Reshape", {"x"}, Attr("shape", IntsValue({-1, 96, 32}))), "y"),
+            "[?,96,32] float32");
+  std::string fixed = InputNode("x", {4, 6});
+  EXPECT_EQ(OutputOf(fixed + OpNode("y", "Reshape", {"x"}, Attr("shape", IntsValue({3, -1}))), "y"), "[3,8] float32");
+  EXPECT_THAT(LoadError(fixed + OpNode("y", "Reshape", {"x"}, Attr("shape", IntsValue({5, 5})))),
+              HasSubstr("cannot reshape input 'x' [4,6] (24 elements) to [5,5] (25 elements)"));
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Reshape", {"x"}, Attr("shape", IntsValue({3072})))),
+              HasSubstr("needs one -1"));
+  EXPECT_THAT(LoadError(fixed + OpNode("y", "Reshape", {"x"}, Attr("shape", IntsValue({-1, -1})))),
+              HasSubstr("more than one -1"));
+}
+
+TEST(ShapeTest, Concat) {
+  std::string g = kImage + InputNode("z", {-1, 5, 32, 32});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Concat", {"x", "z"}), "y"), "[?,8,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Concat", {"x", "x"}, Attr("axis", "i: -1")), "y"), "[?,3,32,64] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "Concat", {"x", "z"}, Attr("axis", "i: 2"))),
+              HasSubstr("cannot concatenate along axis 2"));
+}
+
+TEST(ShapeTest, BatchNorm) {
+  std::string g = kImage;
+  for (const char* p : {"s", "o", "m", "v"}) g += ParamNode(p, {3});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "BatchNorm", {"x", "s", "o", "m", "v"}), "y"), "[?,3,32,32] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "BatchNorm", {"x", "s", "o", "m", "v"}, Attr("epsilon", "f: 0"))),
+              HasSubstr("'epsilon' must be > 0"));
+  std::string wrong = kImage + ParamNode("s", {4}) + ParamNode("o", {3}) + ParamNode("m", {3}) + ParamNode("v", {3});
+  EXPECT_THAT(LoadError(wrong + OpNode("y", "BatchNorm", {"x", "s", "o", "m", "v"})),
+              HasSubstr("input 'scale' [4] does not match the channels of input 'x' [?,3,32,32]"));
+}
+
+TEST(ShapeTest, Feedback) {
+  std::string g = "loop { name: \"l\" }\n" + InputNode("x", {4}) +
+                  OpNode("f", "Feedback", {"y"}, Attr("loop", "s: \"l\"") + Attr("shape", ShapeValue({4}))) +
+                  OpNode("y", "Add", {"x", "f"});
+  EXPECT_EQ(OutputOf(g, "f"), "[4] float32");
+}
+
+TEST(ShapeTest, FloatAttributeAcceptsAnIntegerLiteral) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Dropout", {"x"}, Attr("rate", "i: 0")), "y"), "[?,3,32,32] float32");
+}
+
+TEST(ShapeTest, FlopsPerSample) {
+  std::string g = InputNode("x", {-1, 784}) + ParamNode("w", {784, 10}) + OpNode("y", "MatMul", {"x", "w"});
+  auto graph = LoadText(g);
+  ASSERT_TRUE(graph.ok());
+  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("y")), 2 * 784 * 10);
+}
+
+// Runs last in this file (gtest keeps declaration order within a binary).
+TEST(RegistryTest, EveryOpHasShapeAndCostFunctionsAndATestHere) {
+  for (const std::string& name : OpRegistry::Global().OpNames()) {
+    const OpDef* def = OpRegistry::Global().Find(name);
+    EXPECT_TRUE(static_cast<bool>(def->shape_fn)) << name;
+    EXPECT_TRUE(static_cast<bool>(def->cost_fn)) << name << " has no cost function";
+    EXPECT_FALSE(def->summary.empty()) << name << " has no summary";
+    EXPECT_TRUE(Covered().count(name)) << name << " has no shape test in shape_inference_test.cc";
+  }
+}
+
+TEST(RegistryTest, DuplicateRegistrationIsRefused) {
+  OpRegistry& r = OpRegistry::Global();
+  OpDef relu = *r.Find("Relu");
+  EXPECT_EQ(r.Register(relu).code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(RegistryTest, ModelOpsAreRegistered) {
+  for (const char* op : {"Input", "Parameter", "Const", "MatMul", "BiasAdd", "Conv2D", "MaxPool", "AvgPool",
+                         "GlobalAvgPool", "Relu", "Sigmoid", "Tanh", "Softmax", "SoftmaxCrossEntropy", "HingeLoss",
+                         "LogisticLoss", "Add", "Mul", "Flatten", "Reshape", "Concat", "BatchNorm", "Dropout"}) {
+    EXPECT_NE(OpRegistry::Global().Find(op), nullptr) << op;
+  }
+}
+
+}  // namespace
+}  // namespace nereid
