@@ -1,6 +1,7 @@
 #include "ops/cuda/elementwise_kernels.h"
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include <cmath>
 #include <cstdint>
@@ -237,6 +238,20 @@ TEST(CudaErrorToStatusTest, TranslatesCodeNameAndString) {
       << s;
   EXPECT_EQ(CudaErrorToStatus(cudaErrorMemoryAllocation, "x").code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace nereid::cuda
+
+namespace nereid::cuda {
+namespace {
+
+// NCCL links into the same binaries; its version query needs no device.
+TEST(NcclLinkTest, ReportsItsVersion) {
+  int version = 0;
+  ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);
+  EXPECT_GE(version, 20000) << "NCCL " << version;
+  std::printf("NCCL version code %d\n", version);
 }
 
 }  // namespace
