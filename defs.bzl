@@ -14,9 +14,10 @@ def nereid_cc_library(name, copts = [], **kwargs):
 def nereid_cc_binary(name, copts = [], **kwargs):
     native.cc_binary(name = name, copts = NEREID_COPTS + copts, **kwargs)
 
-def nereid_cc_test(name, copts = [], deps = [], **kwargs):
+def nereid_cc_test(name, copts = [], deps = [], size = "small", **kwargs):
     native.cc_test(
         name = name,
+        size = size,
         copts = NEREID_COPTS + copts,
         deps = deps + ["@system//:gtest_main"],
         **kwargs
