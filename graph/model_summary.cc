@@ -2,6 +2,7 @@
 
 #include "graph/shape_inference.h"
 #include "graph/topo_order.h"
+#include "ops/shape_fns.h"
 
 namespace nereid {
 
@@ -29,7 +30,7 @@ ModelSummary SummarizeModel(const Graph& graph) {
     }
     summary.trainable_parameters += s.parameters;
     summary.state_elements += s.state;
-    summary.flops_per_sample += s.flops_per_sample;
+    summary.flops_per_sample = cost_fns::SaturatingAdd(summary.flops_per_sample, s.flops_per_sample);
     summary.activation_bytes_per_sample += s.activation_bytes_per_sample;
     summary.nodes.push_back(std::move(s));
   }

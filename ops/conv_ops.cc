@@ -39,7 +39,9 @@ absl::StatusOr<std::vector<ShapeAndType>> Conv2DShape(const InferenceContext& c)
 
 int64_t Conv2DCost(const InferenceContext& c, const std::vector<ShapeAndType>& out) {
   const TensorShape& f = c.input_shape(1);
-  return 2 * out[0].shape.KnownElements() * f.dim(1) * f.dim(2) * f.dim(3);
+  // Each tensor holds at most 2^32 elements, so each factor fits; the
+  // product may not.
+  return cost_fns::SaturatingMul(2 * out[0].shape.KnownElements(), f.dim(1) * f.dim(2) * f.dim(3));
 }
 
 NEREID_REGISTER_OP(OpDefBuilder("Conv2D")

@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<ShapeAndType>> MatMulShape(const InferenceContext& c)
 int64_t MatMulCost(const InferenceContext& c, const std::vector<ShapeAndType>& out) {
   const TensorShape& a = c.input_shape(0);
   int64_t k = c.GetBool("transpose_a") ? a.dim(0) : a.dim(1);
-  return 2 * out[0].shape.KnownElements() * (k == kUnknownDim ? 1 : k);
+  return cost_fns::SaturatingMul(2 * out[0].shape.KnownElements(), k == kUnknownDim ? 1 : k);
 }
 
 absl::StatusOr<std::vector<ShapeAndType>> BiasAddShape(const InferenceContext& c) {

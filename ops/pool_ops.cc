@@ -19,7 +19,7 @@ absl::StatusOr<std::vector<ShapeAndType>> PoolShape(const InferenceContext& c) {
 
 int64_t PoolCost(const InferenceContext& c, const std::vector<ShapeAndType>& out) {
   std::vector<int64_t> k = c.GetIntList("ksize");
-  return out[0].shape.KnownElements() * k[0] * k[1];
+  return cost_fns::SaturatingMul(out[0].shape.KnownElements(), cost_fns::SaturatingMul(k[0], k[1]));
 }
 
 absl::StatusOr<std::vector<ShapeAndType>> GlobalAvgPoolShape(const InferenceContext& c) {

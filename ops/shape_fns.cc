@@ -73,9 +73,9 @@ absl::StatusOr<TensorShape> Broadcast(const TensorShape& a, const TensorShape& b
 
 absl::StatusOr<std::vector<int64_t>> PairAttr(const InferenceContext& c, absl::string_view name) {
   std::vector<int64_t> v = c.GetIntList(name);
-  if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute '", name,
-                                                   "' must be two positive ints (height, width), got [",
+  if (v.size() != 2 || v[0] <= 0 || v[1] <= 0 || v[0] > kMaxWindowValue || v[1] > kMaxWindowValue) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must be two positive ints (height, width) "
+                                                   "of at most ", kMaxWindowValue, ", got [",
                                                    absl::StrJoin(v, ","), "]"));
   }
   return v;
@@ -97,10 +97,11 @@ absl::StatusOr<Window> ReadWindow(const InferenceContext& c, std::vector<int64_t
   const std::string& padding = c.GetString("padding");
   std::vector<int64_t> pads = c.GetIntList("pads");
   if (padding == "EXPLICIT") {
-    if (pads.size() != 4 || *std::min_element(pads.begin(), pads.end()) < 0) {
+    if (pads.size() != 4 || *std::min_element(pads.begin(), pads.end()) < 0 ||
+        *std::max_element(pads.begin(), pads.end()) > kMaxWindowValue) {
       return absl::InvalidArgumentError(
           absl::StrCat("padding EXPLICIT needs 'pads' as four non-negative ints (top, bottom, left, "
-                       "right), got [",
+                       "right) of at most ", kMaxWindowValue, ", got [",
                        absl::StrJoin(pads, ","), "]"));
     }
     w.pads = pads;
@@ -135,6 +136,18 @@ absl::StatusOr<int64_t> WindowOutputSize(const InferenceContext& c, int64_t in, 
 
 namespace cost_fns {
 
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t product;
+  if (__builtin_mul_overflow(a, b, &product)) return INT64_MAX;
+  return product;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return INT64_MAX;
+  return sum;
+}
+
 int64_t OneFlopPerOutput(const InferenceContext&, const std::vector<ShapeAndType>& outputs) {
   return outputs[0].shape.KnownElements();
 }
@@ -143,7 +156,7 @@ int64_t NoFlops(const InferenceContext&, const std::vector<ShapeAndType>&) { ret
 
 CostFn FlopsPerOutput(int64_t n) {
   return [n](const InferenceContext&, const std::vector<ShapeAndType>& outputs) {
-    return n * outputs[0].shape.KnownElements();
+    return SaturatingMul(n, outputs[0].shape.KnownElements());
   };
 }
 

@@ -16,6 +16,10 @@
 namespace nereid {
 namespace shape_fns {
 
+// Strides, window sizes, dilations and pads above this are refused, which
+// keeps window arithmetic far from overflow.
+inline constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
+
 // The output has input 0's shape and dtype.
 absl::StatusOr<std::vector<ShapeAndType>> UnchangedShape(const InferenceContext& c);
 
@@ -59,6 +63,10 @@ std::string DescribeInput(const InferenceContext& c, int i);
 }  // namespace shape_fns
 
 namespace cost_fns {
+
+// FLOP counts saturate at INT64_MAX instead of overflowing.
+int64_t SaturatingMul(int64_t a, int64_t b);
+int64_t SaturatingAdd(int64_t a, int64_t b);
 
 // One operation per output element (elementwise ops).
 int64_t OneFlopPerOutput(const InferenceContext& c, const std::vector<ShapeAndType>& outputs);

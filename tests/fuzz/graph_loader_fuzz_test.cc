@@ -27,7 +27,7 @@ const char* const kDictionary[] = {
     "node {",        "}",           "{",         "input: \"images\"", "input: \"^loss\"", "input: \"fc1/matmul:7\"",
     "dim: -1",       "dim: -7",     "dim: 0",    "dim: 4294967296",   "dim: 9223372036854775807",
     "op: \"Conv2D\"", "op: \"Feedback\"", "op: \"Concat\"", "name: \"images\"", "i: -1", "f: nan", "s: \"SAME\"",
-    "version: 99",   "loop { name: \"l\" }", "attr { key: \"shape\" value { shape { dim: 3 } } }",
+    "version: 99",   "i: 9223372036854775807", "i: 0",   "loop { name: \"l\" }", "attr { key: \"shape\" value { shape { dim: 3 } } }",
     "attr { key: \"pads\" value { list { i: 1 i: 2 } } }", "float_val: 1", "raw_data: \"\\000\"", "\"", "\\",
 };
 

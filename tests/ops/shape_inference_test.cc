@@ -1,6 +1,7 @@
 // Shape inference for every registered op, and the registry's own contract:
 // every op has a shape function, a cost function, and a case in this file.
 
+#include <cstdint>
 #include <set>
 
 #include "gmock/gmock.h"
@@ -106,6 +107,27 @@ TEST(ShapeTest, Conv2DErrors) {
   std::string tiny = InputNode("x", {-1, 3, 2, 2}) + ParamNode("f", {16, 3, 3, 3});
   EXPECT_THAT(LoadError(tiny + OpNode("y", "Conv2D", {"x", "f"})),
               HasSubstr("the 3-wide window does not fit the height of input 'x' [?,3,2,2]"));
+}
+
+TEST(ShapeTest, HugeWindowValuesAreRefused) {
+  std::string same = Attr("padding", "s: \"SAME\"");
+  EXPECT_THAT(LoadError(kImage + OpNode("p", "MaxPool", {"x"}, Attr("ksize", IntsValue({int64_t{1} << 40, 2})) + same)),
+              HasSubstr("'ksize' must be two positive ints (height, width) of at most 2147483648"));
+  std::string g = kImage + ParamNode("f", {16, 3, 3, 3});
+  std::string pads = Attr("padding", "s: \"EXPLICIT\"") + Attr("pads", IntsValue({1, 1, INT64_MAX, 1}));
+  EXPECT_THAT(LoadError(g + OpNode("y", "Conv2D", {"x", "f"}, pads)), HasSubstr("of at most 2147483648"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "Conv2D", {"x", "f"}, Attr("dilations", IntsValue({INT64_MAX, 1})))),
+              HasSubstr("'dilations' must be two positive ints"));
+}
+
+TEST(ShapeTest, FlopCountsSaturateInsteadOfOverflowing) {
+  // A large but legal convolution: 2^31-element output, 2^31-element filter.
+  std::string g = InputNode("x", {1, 2, 1, 1}) + ParamNode("f", {2, 2, 1 << 15, 1 << 15}) +
+                  OpNode("y", "Conv2D", {"x", "f"},
+                         Attr("padding", "s: \"EXPLICIT\"") + Attr("pads", IntsValue({1 << 15, 1 << 15, 1 << 15, 1 << 15})));
+  auto graph = LoadText(g);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_GT(ForwardFlopsPerSample(*(*graph)->FindNode("y")), 0);
 }
 
 TEST(ShapeTest, MaxPool) {
