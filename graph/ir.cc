@@ -46,6 +46,12 @@ absl::StatusOr<const Edge*> Graph::AddEdge(Node* src, int src_port, Node* dst, i
     return absl::FailedPreconditionError(
         absl::StrCat("input ", dst_port, " of node '", dst->name(), "' is already connected"));
   }
+  const Edge* edge = NewEdge(src, src_port, dst, dst_port);
+  dst->inputs_[dst_port] = edge;
+  return edge;
+}
+
+const Edge* Graph::NewEdge(Node* src, int src_port, Node* dst, int dst_port) {
   auto edge = std::make_unique<Edge>();
   edge->id = static_cast<int>(edges_.size());
   edge->src = src;
@@ -54,7 +60,6 @@ absl::StatusOr<const Edge*> Graph::AddEdge(Node* src, int src_port, Node* dst, i
   edge->dst_port = dst_port;
   const Edge* raw = edge.get();
   edges_.push_back(std::move(edge));
-  dst->inputs_[dst_port] = raw;
   src->out_edges_.push_back(raw);
   ++num_edges_;
   return raw;
@@ -64,18 +69,9 @@ const Edge* Graph::AddControlEdge(Node* src, Node* dst) {
   for (const Edge* e : dst->control_inputs_) {
     if (e->src == src) return e;
   }
-  auto edge = std::make_unique<Edge>();
-  edge->id = static_cast<int>(edges_.size());
-  edge->src = src;
-  edge->src_port = kControlPort;
-  edge->dst = dst;
-  edge->dst_port = kControlPort;
-  const Edge* raw = edge.get();
-  edges_.push_back(std::move(edge));
-  dst->control_inputs_.push_back(raw);
-  src->out_edges_.push_back(raw);
-  ++num_edges_;
-  return raw;
+  const Edge* edge = NewEdge(src, kControlPort, dst, kControlPort);
+  dst->control_inputs_.push_back(edge);
+  return edge;
 }
 
 void Graph::RemoveEdge(const Edge* edge) {

@@ -132,6 +132,10 @@ class Graph {
   GraphDef* mutable_header() { return &header_; }
 
  private:
+  // Creates an edge and lists it among src's outputs; the caller records it
+  // at the destination.
+  const Edge* NewEdge(Node* src, int src_port, Node* dst, int dst_port);
+
   std::vector<std::unique_ptr<Node>> nodes_;  // by id; null once removed
   std::vector<std::unique_ptr<Edge>> edges_;  // by id; null once removed
   absl::flat_hash_map<std::string, Node*> by_name_;

@@ -77,6 +77,16 @@ void JsonWriter::Null() {
   out_ += "null";
 }
 
+void JsonWriter::Member(absl::string_view key, int64_t value) {
+  Key(key);
+  Int(value);
+}
+
+void JsonWriter::Member(absl::string_view key, absl::string_view value) {
+  Key(key);
+  String(value);
+}
+
 std::string JsonWriter::Take() {
   std::string result = std::move(out_);
   result += "\n";

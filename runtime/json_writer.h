@@ -32,6 +32,10 @@ class JsonWriter {
   void Bool(bool value);
   void Null();
 
+  // Key followed by a value, for flat records.
+  void Member(absl::string_view key, int64_t value);
+  void Member(absl::string_view key, absl::string_view value);
+
   // The document so far, with a trailing newline.
   std::string Take();
 

@@ -102,16 +102,13 @@ std::string FormatTable(const std::string& path, const ModelSummary& summary) {
 std::string FormatJson(const std::string& path, const ModelSummary& summary) {
   JsonWriter w;
   w.BeginObject();
-  w.Key("model");
-  w.String(path);
+  w.Member("model", path);
   w.Key("nodes");
   w.BeginArray();
   for (const NodeSummary& n : summary.nodes) {
     w.BeginObject();
-    w.Key("name");
-    w.String(n.name);
-    w.Key("op");
-    w.String(n.op);
+    w.Member("name", n.name);
+    w.Member("op", n.op);
     w.Key("outputs");
     w.BeginArray();
     for (const ShapeAndType& s : n.outputs) {
@@ -120,34 +117,24 @@ std::string FormatJson(const std::string& path, const ModelSummary& summary) {
       w.BeginArray();
       for (int64_t d : s.shape.dims()) w.Int(d);
       w.EndArray();
-      w.Key("dtype");
-      w.String(DataTypeName(s.dtype));
+      w.Member("dtype", DataTypeName(s.dtype));
       w.EndObject();
     }
     w.EndArray();
-    w.Key("parameters");
-    w.Int(n.parameters);
-    w.Key("state");
-    w.Int(n.state);
-    w.Key("flops_per_sample");
-    w.Int(n.flops_per_sample);
-    w.Key("activation_bytes_per_sample");
-    w.Int(n.activation_bytes_per_sample);
+    w.Member("parameters", n.parameters);
+    w.Member("state", n.state);
+    w.Member("flops_per_sample", n.flops_per_sample);
+    w.Member("activation_bytes_per_sample", n.activation_bytes_per_sample);
     w.EndObject();
   }
   w.EndArray();
   w.Key("totals");
   w.BeginObject();
-  w.Key("trainable_parameters");
-  w.Int(summary.trainable_parameters);
-  w.Key("state_elements");
-  w.Int(summary.state_elements);
-  w.Key("parameter_bytes");
-  w.Int(summary.parameter_bytes);
-  w.Key("flops_per_sample");
-  w.Int(summary.flops_per_sample);
-  w.Key("activation_bytes_per_sample");
-  w.Int(summary.activation_bytes_per_sample);
+  w.Member("trainable_parameters", summary.trainable_parameters);
+  w.Member("state_elements", summary.state_elements);
+  w.Member("parameter_bytes", summary.parameter_bytes);
+  w.Member("flops_per_sample", summary.flops_per_sample);
+  w.Member("activation_bytes_per_sample", summary.activation_bytes_per_sample);
   w.EndObject();
   w.EndObject();
   return w.Take();
