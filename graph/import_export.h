@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportGraphDef(const GraphDef& def);
 
 GraphDef ExportGraph(const Graph& graph);
 
-// Splits "node:port" / "node" / "^node". Returns false if malformed.
+// Splits "node:port" / "node" / "^node"; an error names what is malformed.
 struct InputRef {
   std::string node;
   int port = 0;

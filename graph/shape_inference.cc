@@ -27,15 +27,6 @@ absl::flat_hash_map<std::string, const AttrValue*> AttrsWithDefaults(const Node&
   return attrs;
 }
 
-// The signature entry that input `port` belongs to. An op has at most one
-// input list, and the ops that have one take nothing after it.
-const ArgSpec& ArgForPort(const OpDef& def, int port) {
-  for (int i = 0; i < static_cast<int>(def.inputs.size()); ++i) {
-    if (def.inputs[i].variadic || i == port) return def.inputs[i];
-  }
-  return def.inputs.back();
-}
-
 const ShapeAndType kNotYetInferred;
 
 std::vector<const ShapeAndType*> InputsOf(const Node& node) {
@@ -58,21 +49,21 @@ absl::Status InferShapes(Graph& graph) {
     std::vector<const ShapeAndType*> inputs = InputsOf(*node);
     if (!def.closes_cycles) {
       for (int p = 0; p < node->num_inputs(); ++p) {
-        const ArgSpec& arg = ArgForPort(def, p);
+        const ArgSpec& arg = def.InputArg(p);
         DataType dtype = inputs[p]->dtype;
         if (!arg.allowed_types.empty() &&
             std::find(arg.allowed_types.begin(), arg.allowed_types.end(), dtype) == arg.allowed_types.end()) {
           std::vector<std::string> allowed;
           for (DataType t : arg.allowed_types) allowed.push_back(DataTypeName(t));
           return NodeError(graph, *node,
-                           absl::StrCat("input '", arg.name, "' from '", node->input_edge(p)->src->name(),
+                           absl::StrCat("input '", def.InputName(p), "' from '", node->input_edge(p)->src->name(),
                                         "' is ", DataTypeName(dtype), "; ", def.name, " accepts ",
                                         absl::StrJoin(allowed, ", ")));
         }
       }
     }
     auto attrs = AttrsWithDefaults(*node, def);
-    InferenceContext context(node, inputs, attrs);
+    InferenceContext context(node, &def, inputs, attrs);
     absl::StatusOr<std::vector<ShapeAndType>> outputs = def.shape_fn(context);
     if (!outputs.ok()) return NodeError(graph, *node, outputs.status().message(), outputs.status().code());
     if (outputs->size() != def.outputs.size()) {
@@ -107,7 +98,7 @@ int64_t ForwardFlopsPerSample(const Node& node) {
   if (def == nullptr || !def->cost_fn || node.outputs().empty()) return 0;
   std::vector<const ShapeAndType*> inputs = InputsOf(node);
   auto attrs = AttrsWithDefaults(node, *def);
-  InferenceContext context(&node, inputs, attrs);
+  InferenceContext context(&node, def, inputs, attrs);
   return def->cost_fn(context, node.outputs());
 }
 

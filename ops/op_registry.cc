@@ -122,6 +122,17 @@ const AttrSpec* OpDef::FindAttr(absl::string_view attr_name) const {
   return nullptr;
 }
 
+const ArgSpec& OpDef::InputArg(int port) const {
+  return inputs[std::min<int>(port, static_cast<int>(inputs.size()) - 1)];
+}
+
+std::string OpDef::InputName(int port) const {
+  if (inputs.empty()) return absl::StrCat(port);
+  int index = std::min<int>(port, static_cast<int>(inputs.size()) - 1);
+  const ArgSpec& arg = inputs[index];
+  return arg.variadic ? absl::StrCat(arg.name, "[", port - index, "]") : arg.name;
+}
+
 int OpDef::MinInputs() const {
   int n = 0;
   for (const ArgSpec& a : inputs) n += a.variadic ? a.min_count : 1;

@@ -47,10 +47,10 @@ enum class AttrType {
 
 // "int", "list(int)", ...
 std::string AttrTypeName(AttrType type);
-// The type an AttrValue holds; nullopt for an empty AttrValue. An empty list
-// matches every list type.
+// Whether `value` holds a `type`. An int also counts as a float, and an empty
+// list matches every list type.
 bool AttrValueHasType(const AttrValue& value, AttrType type);
-// The type of a non-list value, or "list" with the element kind, for errors.
+// What `value` holds ("int", "list(float)", ...), for errors.
 std::string DescribeAttrValueType(const AttrValue& value);
 
 struct AttrSpec {
@@ -74,13 +74,16 @@ inline const std::vector<DataType> kIndexTypes = {DT_INT32, DT_INT64};
 // What a shape or cost function sees of one node: input shapes and dtypes,
 // and attributes whose presence and type validation has already checked
 // (defaults filled in), so the getters cannot fail.
+struct OpDef;
+
 class InferenceContext {
  public:
-  InferenceContext(const Node* node, const std::vector<const ShapeAndType*>& inputs,
+  InferenceContext(const Node* node, const OpDef* op_def, const std::vector<const ShapeAndType*>& inputs,
                    const absl::flat_hash_map<std::string, const AttrValue*>& attrs)
-      : node_(node), inputs_(inputs), attrs_(attrs) {}
+      : node_(node), op_def_(op_def), inputs_(inputs), attrs_(attrs) {}
 
   const Node& node() const { return *node_; }
+  const OpDef& op_def() const { return *op_def_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
   const TensorShape& input_shape(int i) const { return inputs_[i]->shape; }
   DataType input_dtype(int i) const { return inputs_[i]->dtype; }
@@ -97,6 +100,7 @@ class InferenceContext {
 
  private:
   const Node* node_;
+  const OpDef* op_def_;
   const std::vector<const ShapeAndType*>& inputs_;
   const absl::flat_hash_map<std::string, const AttrValue*>& attrs_;
 };
@@ -122,6 +126,11 @@ struct OpDef {
   bool closes_cycles = false;
 
   const AttrSpec* FindAttr(absl::string_view attr_name) const;
+  // The signature entry input `port` belongs to. Registration guarantees an
+  // input list comes last, so every port past it maps onto the list.
+  const ArgSpec& InputArg(int port) const;
+  // "a" for a fixed input, "values[2]" for an element of an input list.
+  std::string InputName(int port) const;
   // How many data inputs the op accepts: [min, max]; max is -1 if unbounded.
   int MinInputs() const;
   int MaxInputs() const;

@@ -19,14 +19,7 @@ absl::StatusOr<std::vector<ShapeAndType>> Single(TensorShape shape, DataType dty
 }
 
 std::string DescribeInput(const InferenceContext& c, int i) {
-  const OpDef* def = OpRegistry::Global().Find(c.node().op());
-  std::string name = absl::StrCat(i);
-  if (def != nullptr && !def->inputs.empty()) {
-    int arg = std::min<int>(i, static_cast<int>(def->inputs.size()) - 1);
-    name = def->inputs[arg].variadic ? absl::StrCat(def->inputs[arg].name, "[", i - arg, "]")
-                                     : def->inputs[arg].name;
-  }
-  return absl::StrCat("input '", name, "' ", c.input_shape(i).ToString());
+  return absl::StrCat("input '", c.op_def().InputName(i), "' ", c.input_shape(i).ToString());
 }
 
 absl::Status RequireRank(const InferenceContext& c, int i, int rank, absl::string_view what) {
@@ -88,8 +81,7 @@ absl::StatusOr<Window> ReadWindow(const InferenceContext& c, std::vector<int64_t
   if (!stride.ok()) return stride.status();
   w.stride = *stride;
   w.dilation = {1, 1};
-  const OpDef* def = OpRegistry::Global().Find(c.node().op());
-  if (def != nullptr && def->FindAttr("dilations") != nullptr) {
+  if (c.op_def().FindAttr("dilations") != nullptr) {
     auto dilation = PairAttr(c, "dilations");
     if (!dilation.ok()) return dilation.status();
     w.dilation = *dilation;

@@ -16,15 +16,22 @@
 namespace nereid::cuda {
 namespace {
 
-// Checks n and the pointers. Returns OK with *launch = false when n == 0.
-absl::Status CheckArgs(absl::string_view kernel, int64_t n,
-                       std::initializer_list<const void*> ptrs, bool* launch) {
-  *launch = false;
+absl::Status CheckCount(absl::string_view what, int64_t n) {
   if (n < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kernel, ": negative element count ", n));
+        absl::StrCat(what, ": negative element count ", n));
   }
-  if (n == 0) return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+// Checks n and the device pointers, then runs `launch` (which returns the
+// launch's cudaError_t as an int) unless there is nothing to do.
+template <typename LaunchFn>
+absl::Status CheckedLaunch(absl::string_view kernel, int64_t n,
+                           std::initializer_list<const void*> ptrs,
+                           LaunchFn launch) {
+  absl::Status count = CheckCount(kernel, n);
+  if (!count.ok() || n == 0) return count;
   int index = 0;
   for (const void* p : ptrs) {
     if (p == nullptr) {
@@ -33,15 +40,12 @@ absl::Status CheckArgs(absl::string_view kernel, int64_t n,
     }
     ++index;
   }
-  *launch = true;
-  return absl::OkStatus();
+  return CudaErrorToStatus(launch(), absl::StrCat(kernel, " kernel launch"));
 }
 
 absl::StatusOr<size_t> Bytes(absl::string_view what, int64_t n) {
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": negative element count ", n));
-  }
+  absl::Status count = CheckCount(what, n);
+  if (!count.ok()) return count;
   if (static_cast<uint64_t>(n) > SIZE_MAX / sizeof(float)) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": element count ", n, " overflows size_t"));
@@ -83,47 +87,35 @@ absl::StatusOr<int> DeviceCount() {
 }
 
 absl::Status ReluForward(const float* x, float* y, int64_t n, void* stream) {
-  bool launch;
-  absl::Status s = CheckArgs("ReluForward", n, {x, y}, &launch);
-  if (!s.ok() || !launch) return s;
-  return CudaErrorToStatus(internal::LaunchReluForward(x, y, n, stream),
-                           "ReluForward kernel launch");
+  return CheckedLaunch("ReluForward", n, {x, y}, [&] {
+    return internal::LaunchReluForward(x, y, n, stream);
+  });
 }
 
 absl::Status ReluBackward(const float* dy, const float* x, float* dx, int64_t n,
                           void* stream) {
-  bool launch;
-  absl::Status s = CheckArgs("ReluBackward", n, {dy, x, dx}, &launch);
-  if (!s.ok() || !launch) return s;
-  return CudaErrorToStatus(internal::LaunchReluBackward(dy, x, dx, n, stream),
-                           "ReluBackward kernel launch");
+  return CheckedLaunch("ReluBackward", n, {dy, x, dx}, [&] {
+    return internal::LaunchReluBackward(dy, x, dx, n, stream);
+  });
 }
 
 absl::Status Add(const float* a, const float* b, float* y, int64_t n,
                  void* stream) {
-  bool launch;
-  absl::Status s = CheckArgs("Add", n, {a, b, y}, &launch);
-  if (!s.ok() || !launch) return s;
-  return CudaErrorToStatus(internal::LaunchAdd(a, b, y, n, stream),
-                           "Add kernel launch");
+  return CheckedLaunch("Add", n, {a, b, y},
+                       [&] { return internal::LaunchAdd(a, b, y, n, stream); });
 }
 
 absl::Status Mul(const float* a, const float* b, float* y, int64_t n,
                  void* stream) {
-  bool launch;
-  absl::Status s = CheckArgs("Mul", n, {a, b, y}, &launch);
-  if (!s.ok() || !launch) return s;
-  return CudaErrorToStatus(internal::LaunchMul(a, b, y, n, stream),
-                           "Mul kernel launch");
+  return CheckedLaunch("Mul", n, {a, b, y},
+                       [&] { return internal::LaunchMul(a, b, y, n, stream); });
 }
 
 absl::Status Axpy(float alpha, const float* x, float* y, int64_t n,
                   void* stream) {
-  bool launch;
-  absl::Status s = CheckArgs("Axpy", n, {x, y}, &launch);
-  if (!s.ok() || !launch) return s;
-  return CudaErrorToStatus(internal::LaunchAxpy(alpha, x, y, n, stream),
-                           "Axpy kernel launch");
+  return CheckedLaunch("Axpy", n, {x, y}, [&] {
+    return internal::LaunchAxpy(alpha, x, y, n, stream);
+  });
 }
 
 absl::StatusOr<float*> AllocateDevice(int64_t n) {

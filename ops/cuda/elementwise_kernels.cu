@@ -65,50 +65,41 @@ cudaStream_t AsStream(void* stream) {
   return static_cast<cudaStream_t>(stream);
 }
 
-// Clears an error left by an earlier runtime call (already reported to its
-// caller) so that the cudaGetLastError() after a launch reports that launch.
-// Sticky errors (a faulted context) cannot be cleared and still surface.
-void ClearStaleError() { (void)cudaGetLastError(); }
+// Launches `kernel` over n elements on `stream` and returns the launch's
+// error. An error left by an earlier runtime call (already reported to its
+// caller) is cleared first so that it is not blamed on this launch; sticky
+// errors (a faulted context) cannot be cleared and still surface.
+template <typename... Params, typename... Args>
+int Launch(void (*kernel)(Params...), int64_t n, void* stream, Args... args) {
+  (void)cudaGetLastError();
+  kernel<<<NumBlocks(n), kThreadsPerBlock, 0, AsStream(stream)>>>(args...);
+  return static_cast<int>(cudaGetLastError());
+}
 
 }  // namespace
 
 int LaunchReluForward(const float* x, float* y, int64_t n, void* stream) {
-  ClearStaleError();
-  ReluForwardKernel<<<NumBlocks(n), kThreadsPerBlock, 0, AsStream(stream)>>>(
-      x, y, n);
-  return static_cast<int>(cudaGetLastError());
+  return Launch(ReluForwardKernel, n, stream, x, y, n);
 }
 
 int LaunchReluBackward(const float* dy, const float* x, float* dx, int64_t n,
                        void* stream) {
-  ClearStaleError();
-  ReluBackwardKernel<<<NumBlocks(n), kThreadsPerBlock, 0, AsStream(stream)>>>(
-      dy, x, dx, n);
-  return static_cast<int>(cudaGetLastError());
+  return Launch(ReluBackwardKernel, n, stream, dy, x, dx, n);
 }
 
 int LaunchAdd(const float* a, const float* b, float* y, int64_t n,
               void* stream) {
-  ClearStaleError();
-  AddKernel<<<NumBlocks(n), kThreadsPerBlock, 0, AsStream(stream)>>>(a, b, y,
-                                                                     n);
-  return static_cast<int>(cudaGetLastError());
+  return Launch(AddKernel, n, stream, a, b, y, n);
 }
 
 int LaunchMul(const float* a, const float* b, float* y, int64_t n,
               void* stream) {
-  ClearStaleError();
-  MulKernel<<<NumBlocks(n), kThreadsPerBlock, 0, AsStream(stream)>>>(a, b, y,
-                                                                     n);
-  return static_cast<int>(cudaGetLastError());
+  return Launch(MulKernel, n, stream, a, b, y, n);
 }
 
 int LaunchAxpy(float alpha, const float* x, float* y, int64_t n,
                void* stream) {
-  ClearStaleError();
-  AxpyKernel<<<NumBlocks(n), kThreadsPerBlock, 0, AsStream(stream)>>>(alpha, x,
-                                                                      y, n);
-  return static_cast<int>(cudaGetLastError());
+  return Launch(AxpyKernel, n, stream, alpha, x, y, n);
 }
 
 }  // namespace nereid::cuda::internal
