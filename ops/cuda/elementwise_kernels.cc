@@ -53,6 +53,9 @@ absl::StatusOr<size_t> Bytes(absl::string_view what, int64_t n) {
   return static_cast<size_t>(n) * sizeof(float);
 }
 
+absl::Status Copy(absl::string_view what, float* dst, const float* src,
+                  int64_t n, cudaMemcpyKind kind);
+
 }  // namespace
 
 absl::Status CudaErrorToStatus(int cuda_error, absl::string_view what) {
@@ -134,28 +137,29 @@ absl::Status FreeDevice(float* ptr) {
 }
 
 absl::Status CopyToDevice(const float* host, float* device, int64_t n) {
-  absl::StatusOr<size_t> bytes = Bytes("CopyToDevice", n);
-  if (!bytes.ok()) return bytes.status();
-  if (*bytes == 0) return absl::OkStatus();
-  if (host == nullptr || device == nullptr) {
-    return absl::InvalidArgumentError("CopyToDevice: null pointer with n > 0");
-  }
-  return CudaErrorToStatus(
-      cudaMemcpy(device, host, *bytes, cudaMemcpyHostToDevice),
-      "cudaMemcpy host->device");
+  return Copy("cudaMemcpy host->device", device, host, n, cudaMemcpyHostToDevice);
 }
 
 absl::Status CopyToHost(const float* device, float* host, int64_t n) {
-  absl::StatusOr<size_t> bytes = Bytes("CopyToHost", n);
+  return Copy("cudaMemcpy device->host", host, device, n, cudaMemcpyDeviceToHost);
+}
+
+namespace {
+
+// A blocking copy of n floats; nothing to do for n == 0.
+absl::Status Copy(absl::string_view what, float* dst, const float* src,
+                  int64_t n, cudaMemcpyKind kind) {
+  absl::StatusOr<size_t> bytes = Bytes(what, n);
   if (!bytes.ok()) return bytes.status();
   if (*bytes == 0) return absl::OkStatus();
-  if (host == nullptr || device == nullptr) {
-    return absl::InvalidArgumentError("CopyToHost: null pointer with n > 0");
+  if (dst == nullptr || src == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": null pointer with n = ", n));
   }
-  return CudaErrorToStatus(
-      cudaMemcpy(host, device, *bytes, cudaMemcpyDeviceToHost),
-      "cudaMemcpy device->host");
+  return CudaErrorToStatus(cudaMemcpy(dst, src, *bytes, kind), what);
 }
+
+}  // namespace
 
 absl::Status Synchronize(void* stream) {
   return CudaErrorToStatus(
