@@ -45,6 +45,12 @@ struct SourceLocation {
   int column = 0;
 };
 
+// One output of a node: what an input edge refers to.
+struct NodeOut {
+  Node* node = nullptr;
+  int port = 0;
+};
+
 struct ShapeAndType {
   TensorShape shape;
   DataType dtype = DT_INVALID;

@@ -13,20 +13,6 @@
 namespace nereid {
 namespace {
 
-// The node's attributes with the op's defaults filled in.
-absl::flat_hash_map<std::string, const AttrValue*> AttrsWithDefaults(const Node& node, const OpDef& def) {
-  absl::flat_hash_map<std::string, const AttrValue*> attrs;
-  for (const AttrSpec& spec : def.attrs) {
-    auto it = node.def().attr().find(spec.name);
-    if (it != node.def().attr().end()) {
-      attrs[spec.name] = &it->second;
-    } else if (spec.default_value) {
-      attrs[spec.name] = &*spec.default_value;
-    }
-  }
-  return attrs;
-}
-
 const ShapeAndType kNotYetInferred;
 
 std::vector<const ShapeAndType*> InputsOf(const Node& node) {

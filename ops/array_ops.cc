@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -93,13 +94,51 @@ absl::StatusOr<std::vector<ShapeAndType>> ConcatShape(const InferenceContext& c)
   return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
 }
 
+// Reshapes move no data, so their gradient is dy given x's shape back.
+absl::StatusOr<GradResult> ReshapeGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "ReshapeLike", {dy, g.input(0)}));
+  return GradResult{dx};
+}
+
+// Each input's gradient is its slice of dy; offsets along the axis come from
+// the inputs' inferred shapes, so they must be known there.
+absl::StatusOr<GradResult> ConcatGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  int rank = g.node().outputs()[0].shape.rank();
+  int64_t axis = g.attr("axis").i();
+  if (axis < 0) axis += rank;
+  GradResult result;
+  int64_t begin = 0;
+  for (int i = 0; i < g.node().num_inputs(); ++i) {
+    NodeOut x = g.input(i);
+    int64_t size = x.node->outputs()[x.port].shape.dim(static_cast<int>(axis));
+    if (size == kUnknownDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot differentiate Concat along axis ", axis, ": input ", i, "'s size there is unknown"));
+    }
+    ASSIGN_OR_RETURN(NodeOut dx, g.Add(absl::StrCat("values_", i), "SliceLike", {dy, x},
+                                       {{"axis", IntAttr(axis)}, {"begin", IntAttr(begin)}}));
+    result.push_back(dx);
+    begin += size;
+  }
+  return result;
+}
+
+NEREID_REGISTER_OP(GradientOp("ReshapeLike", "dy reshaped to x's shape.", {"dy", "x"}, 1));
+NEREID_REGISTER_OP(GradientOp("SliceLike", "The slice of dy along `axis` starting at `begin`, as long as x is there.",
+                              {"dy", "x"}, 1)
+                       .RequiredAttr("axis", AttrType::kInt)
+                       .RequiredAttr("begin", AttrType::kInt));
+
 NEREID_REGISTER_OP(OpDefBuilder("Flatten")
                        .Summary("Collapses dimensions axis.. into one: [N,C,H,W] -> [N,C*H*W].")
                        .Input("x")
                        .Output("y")
                        .Attr("axis", AttrType::kInt, IntAttr(1))
                        .SetShapeFn(FlattenShape)
-                       .SetCostFn(cost_fns::NoFlops));
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(ReshapeGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Reshape")
                        .Summary("Reinterprets the elements with a new shape; one -1 is inferred.")
@@ -107,7 +146,8 @@ NEREID_REGISTER_OP(OpDefBuilder("Reshape")
                        .Output("y")
                        .RequiredAttr("shape", AttrType::kIntList)
                        .SetShapeFn(ReshapeShape)
-                       .SetCostFn(cost_fns::NoFlops));
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(ReshapeGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Concat")
                        .Summary("Joins tensors along `axis`.")
@@ -115,7 +155,8 @@ NEREID_REGISTER_OP(OpDefBuilder("Concat")
                        .Output("y")
                        .Attr("axis", AttrType::kInt, IntAttr(1))
                        .SetShapeFn(ConcatShape)
-                       .SetCostFn(cost_fns::NoFlops));
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(ConcatGradient));
 
 }  // namespace
 }  // namespace nereid

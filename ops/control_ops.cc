@@ -3,6 +3,7 @@
 // Feedback node's input is the only kind of edge allowed to close a cycle.
 
 #include "absl/strings/str_cat.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -25,7 +26,8 @@ NEREID_REGISTER_OP(OpDefBuilder("Identity")
                        .Input("x")
                        .Output("y")
                        .SetShapeFn(shape_fns::UnchangedShape)
-                       .SetCostFn(cost_fns::NoFlops));
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(PassThroughGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Feedback")
                        .Summary("Carries x from iteration t of `loop` to iteration t+1.")
@@ -35,6 +37,7 @@ NEREID_REGISTER_OP(OpDefBuilder("Feedback")
                        .RequiredAttr("shape", AttrType::kShape)
                        .Attr("dtype", AttrType::kType, TypeAttr(DT_FLOAT))
                        .ClosesCycles()
+                       .NoGradient("a loop edge: gradients do not flow from one iteration into the last")
                        .SetShapeFn(FeedbackShape)
                        .SetCostFn(cost_fns::NoFlops));
 

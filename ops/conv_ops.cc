@@ -2,6 +2,7 @@
 // dilation, groups).
 
 #include "absl/strings/str_cat.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -44,6 +45,29 @@ int64_t Conv2DCost(const InferenceContext& c, const std::vector<ShapeAndType>& o
   return cost_fns::SaturatingMul(2 * out[0].shape.KnownElements(), f.dim(1) * f.dim(2) * f.dim(3));
 }
 
+const std::vector<std::string> kConvAttrs = {"strides", "dilations", "padding", "pads", "groups"};
+
+absl::StatusOr<GradResult> Conv2DGrad(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "Conv2DBackpropInput", {g.input(0), g.input(1), dy}, kConvAttrs));
+  ASSIGN_OR_RETURN(NodeOut df,
+                   g.AddWithAttrsOf("filter", "Conv2DBackpropFilter", {g.input(0), g.input(1), dy}, kConvAttrs));
+  return GradResult{dx, df};
+}
+
+OpDefBuilder ConvGradientOp(const char* name, const char* summary, int shape_from) {
+  return GradientOp(name, summary, {"x", "filter", "dy"}, shape_from)
+      .Attr("strides", AttrType::kIntList, IntListAttr({1, 1}))
+      .Attr("dilations", AttrType::kIntList, IntListAttr({1, 1}))
+      .EnumAttr("padding", {"VALID", "SAME", "EXPLICIT"}, "VALID")
+      .Attr("pads", AttrType::kIntList, IntListAttr({}))
+      .Attr("groups", AttrType::kInt, IntAttr(1));
+}
+
+NEREID_REGISTER_OP(ConvGradientOp("Conv2DBackpropInput",
+                                  "The gradient of Conv2D with respect to its input (x is read for its shape).", 0));
+NEREID_REGISTER_OP(ConvGradientOp("Conv2DBackpropFilter", "The gradient of Conv2D with respect to its filter.", 1));
+
 NEREID_REGISTER_OP(OpDefBuilder("Conv2D")
                        .Summary("2-D convolution: NCHW input, OIHW filter (O, C/groups, KH, KW).")
                        .Input("x", kFloatTypes)
@@ -56,7 +80,8 @@ NEREID_REGISTER_OP(OpDefBuilder("Conv2D")
                              "top, bottom, left, right; with padding EXPLICIT")
                        .Attr("groups", AttrType::kInt, IntAttr(1))
                        .SetShapeFn(Conv2DShape)
-                       .SetCostFn(Conv2DCost));
+                       .SetCostFn(Conv2DCost)
+                       .SetGradient(Conv2DGrad));
 
 }  // namespace
 }  // namespace nereid

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/tensor_proto.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -50,11 +51,14 @@ NEREID_REGISTER_OP(OpDefBuilder("Input")
                        .Attr("dtype", AttrType::kType, TypeAttr(DT_FLOAT))
                        .Attr("feed", AttrType::kString, StringAttr(""),
                              "which field of the dataset feeds it: images, labels")
+                       .NoGradient("data from outside the graph")
                        .SetShapeFn(InputShape)
                        .SetCostFn(cost_fns::NoFlops));
 
 NEREID_REGISTER_OP(OpDefBuilder("Parameter")
-                       .Summary("A trainable (or running-statistic) tensor carried across iterations.")
+                       .Summary("A trainable (or running-statistic) tensor carried across iterations: its "
+                                "initial value at step 0, then the value its optional `next` input "
+                                "(a Feedback) carried from the previous step.")
                        .Output("y")
                        .RequiredAttr("shape", AttrType::kShape)
                        .Attr("dtype", AttrType::kType, TypeAttr(DT_FLOAT))
@@ -62,6 +66,8 @@ NEREID_REGISTER_OP(OpDefBuilder("Parameter")
                              "initial values, or an initialiser spec with a seed")
                        .Attr("trainable", AttrType::kBool, BoolAttr(true),
                              "false for state such as batch-norm running statistics")
+                       .InputList("next", 0, kFloatTypes)
+                       .NoGradient("a source: autodiff collects the gradient of trainable parameters here")
                        .SetShapeFn(ParameterShape)
                        .SetCostFn(cost_fns::NoFlops));
 
@@ -69,6 +75,7 @@ NEREID_REGISTER_OP(OpDefBuilder("Const")
                        .Summary("A constant tensor.")
                        .Output("y")
                        .RequiredAttr("value", AttrType::kTensor)
+                       .NoGradient("a constant")
                        .SetShapeFn(ConstShape)
                        .SetCostFn(cost_fns::NoFlops));
 

@@ -1,6 +1,7 @@
 // Dense layers: matrix multiply and bias add.
 
 #include "absl/strings/str_cat.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -45,6 +46,48 @@ absl::StatusOr<std::vector<ShapeAndType>> BiasAddShape(const InferenceContext& c
   return shape_fns::UnchangedShape(c);
 }
 
+// y = op(a) op(b); each gradient is again a MatMul with transposes chosen so
+// that no explicit transpose is materialised.
+absl::StatusOr<GradResult> MatMulGrad(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  bool ta = g.attr("transpose_a").b(), tb = g.attr("transpose_b").b();
+  NodeOut a = g.input(0), b = g.input(1);
+  auto mm = [&](const char* suffix, NodeOut x, NodeOut y, bool tx, bool ty) {
+    return g.Add(suffix, "MatMul", {x, y}, {{"transpose_a", BoolAttr(tx)}, {"transpose_b", BoolAttr(ty)}});
+  };
+  absl::StatusOr<NodeOut> da, db;
+  if (!ta && !tb) {
+    da = mm("a", dy, b, false, true);
+    db = mm("b", a, dy, true, false);
+  } else if (ta && !tb) {
+    da = mm("a", b, dy, false, true);
+    db = mm("b", a, dy, false, false);
+  } else if (!ta && tb) {
+    da = mm("a", dy, b, false, false);
+    db = mm("b", dy, a, true, false);
+  } else {
+    da = mm("a", b, dy, true, true);
+    db = mm("b", dy, a, true, true);
+  }
+  RETURN_IF_ERROR(da.status());
+  RETURN_IF_ERROR(db.status());
+  return GradResult{*da, *db};
+}
+
+absl::StatusOr<GradResult> BiasAddGradFn(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dbias, g.Add("bias", "BiasAddGrad", {dy}));
+  return GradResult{dy, dbias};
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> BiasAddGradShape(const InferenceContext& c) {
+  const TensorShape& dy = c.input_shape(0);
+  if (dy.rank() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(shape_fns::DescribeInput(c, 0), " must have rank >= 2"));
+  }
+  return shape_fns::Single(TensorShape({dy.dim(1)}), c.input_dtype(0));
+}
+
 NEREID_REGISTER_OP(OpDefBuilder("MatMul")
                        .Summary("y = a @ b for matrices (optionally transposed).")
                        .Input("a", kFloatTypes)
@@ -53,7 +96,8 @@ NEREID_REGISTER_OP(OpDefBuilder("MatMul")
                        .Attr("transpose_a", AttrType::kBool, BoolAttr(false))
                        .Attr("transpose_b", AttrType::kBool, BoolAttr(false))
                        .SetShapeFn(MatMulShape)
-                       .SetCostFn(MatMulCost));
+                       .SetCostFn(MatMulCost)
+                       .SetGradient(MatMulGrad));
 
 NEREID_REGISTER_OP(OpDefBuilder("BiasAdd")
                        .Summary("y = x + bias along dimension 1 (features, or NCHW channels).")
@@ -61,7 +105,16 @@ NEREID_REGISTER_OP(OpDefBuilder("BiasAdd")
                        .Input("bias", kFloatTypes)
                        .Output("y")
                        .SetShapeFn(BiasAddShape)
-                       .SetCostFn(cost_fns::OneFlopPerOutput));
+                       .SetCostFn(cost_fns::OneFlopPerOutput)
+                       .SetGradient(BiasAddGradFn));
+
+NEREID_REGISTER_OP(OpDefBuilder("BiasAddGrad")
+                       .Summary("The bias gradient of BiasAdd: dy summed over every dimension but 1.")
+                       .Input("dy", kFloatTypes)
+                       .Output("dbias")
+                       .NoGradient("a gradient op (no second derivatives)")
+                       .SetShapeFn(BiasAddGradShape)
+                       .SetCostFn(cost_fns::NoFlops));
 
 }  // namespace
 }  // namespace nereid

@@ -1,6 +1,7 @@
 // Batch normalisation and dropout.
 
 #include "absl/strings/str_cat.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -29,7 +30,31 @@ absl::StatusOr<std::vector<ShapeAndType>> BatchNormShape(const InferenceContext&
   if (momentum < 0 || momentum > 1) {
     return absl::InvalidArgumentError(absl::StrCat("attribute 'momentum' must be in [0, 1], got ", momentum));
   }
-  return shape_fns::UnchangedShape(c);
+  TensorShape channels({x.dim(1)});
+  DataType t = c.input_dtype(0);
+  return std::vector<ShapeAndType>{{x, t}, {channels, t}, {channels, t}, {channels, t}, {channels, t}};
+}
+
+// dx, dscale, doffset from one BatchNormGrad node (outputs 0, 1, 2); the
+// running statistics get none.
+absl::StatusOr<GradResult> BatchNormGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "BatchNormGrad",
+                                                {dy, g.input(0), g.input(1), g.output(1), g.output(2)},
+                                                {"epsilon"}));
+  return GradResult{dx, NodeOut{dx.node, 1}, NodeOut{dx.node, 2}, std::nullopt, std::nullopt};
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> BatchNormGradShape(const InferenceContext& c) {
+  TensorShape channels({c.input_shape(2).dim(0)});
+  DataType t = c.input_dtype(0);
+  return std::vector<ShapeAndType>{{c.input_shape(1), t}, {channels, t}, {channels, t}};
+}
+
+absl::StatusOr<GradResult> DropoutGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "DropoutGrad", {dy}, {"rate", "seed"}));
+  return GradResult{dx};
 }
 
 absl::StatusOr<std::vector<ShapeAndType>> DropoutShape(const InferenceContext& c) {
@@ -49,11 +74,33 @@ NEREID_REGISTER_OP(OpDefBuilder("BatchNorm")
                        .Input("running_mean", kFloatTypes)
                        .Input("running_var", kFloatTypes)
                        .Output("y")
+                       .Output("saved_mean")
+                       .Output("saved_var")
+                       .Output("next_running_mean")
+                       .Output("next_running_var")
                        .Attr("epsilon", AttrType::kFloat, FloatAttr(1e-5f))
                        .Attr("momentum", AttrType::kFloat, FloatAttr(0.1f),
                              "weight of the batch statistics in the running update")
+                       .UpdatesState(3, 3)
+                       .UpdatesState(4, 4)
                        .SetShapeFn(BatchNormShape)
-                       .SetCostFn(cost_fns::FlopsPerOutput(4)));
+                       .SetCostFn(cost_fns::FlopsPerOutput(4))
+                       .SetGradient(BatchNormGradient));
+
+NEREID_REGISTER_OP(OpDefBuilder("BatchNormGrad")
+                       .Summary("Gradients of training-mode BatchNorm: dx, dscale, doffset.")
+                       .Input("dy", kFloatTypes)
+                       .Input("x", kFloatTypes)
+                       .Input("scale", kFloatTypes)
+                       .Input("saved_mean", kFloatTypes)
+                       .Input("saved_var", kFloatTypes)
+                       .Output("dx")
+                       .Output("dscale")
+                       .Output("doffset")
+                       .Attr("epsilon", AttrType::kFloat, FloatAttr(1e-5f))
+                       .NoGradient("a gradient op (no second derivatives)")
+                       .SetShapeFn(BatchNormGradShape)
+                       .SetCostFn(cost_fns::NoFlops));
 
 NEREID_REGISTER_OP(OpDefBuilder("Dropout")
                        .Summary("While training, zeroes each element with probability `rate` and scales "
@@ -63,7 +110,15 @@ NEREID_REGISTER_OP(OpDefBuilder("Dropout")
                        .Attr("rate", AttrType::kFloat, FloatAttr(0.5f))
                        .Attr("seed", AttrType::kInt, IntAttr(0))
                        .SetShapeFn(DropoutShape)
-                       .SetCostFn(cost_fns::FlopsPerOutput(2)));
+                       .SetCostFn(cost_fns::FlopsPerOutput(2))
+                       .SetGradient(DropoutGradient));
+
+NEREID_REGISTER_OP(GradientOp("DropoutGrad",
+                              "dy through the same mask Dropout drew at this step (regenerated from the seed "
+                              "and the step, not stored).",
+                              {"dy"}, 0)
+                       .Attr("rate", AttrType::kFloat, FloatAttr(0.5f))
+                       .Attr("seed", AttrType::kInt, IntAttr(0)));
 
 }  // namespace
 }  // namespace nereid

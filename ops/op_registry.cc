@@ -204,6 +204,21 @@ OpDefBuilder& OpDefBuilder::SetShapeFn(ShapeFn fn) {
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::SetGradient(GradFn fn) {
+  def_.grad_fn = std::move(fn);
+  return *this;
+}
+
+OpDefBuilder& OpDefBuilder::UpdatesState(int input, int output) {
+  def_.state_updates.emplace_back(input, output);
+  return *this;
+}
+
+OpDefBuilder& OpDefBuilder::NoGradient(std::string reason) {
+  def_.no_gradient = std::move(reason);
+  return *this;
+}
+
 OpDefBuilder& OpDefBuilder::SetCostFn(CostFn fn) {
   def_.cost_fn = std::move(fn);
   return *this;
@@ -260,6 +275,19 @@ OpRegistrar::OpRegistrar(const OpDefBuilder& builder) {
     std::fprintf(stderr, "nereid: bad op registration: %s\n", status.ToString().c_str());
     std::abort();
   }
+}
+
+AttrMap AttrsWithDefaults(const Node& node, const OpDef& def) {
+  AttrMap attrs;
+  for (const AttrSpec& spec : def.attrs) {
+    auto it = node.def().attr().find(spec.name);
+    if (it != node.def().attr().end()) {
+      attrs[spec.name] = &it->second;
+    } else if (spec.default_value) {
+      attrs[spec.name] = &*spec.default_value;
+    }
+  }
+  return attrs;
 }
 
 AttrValue IntAttr(int64_t v) {

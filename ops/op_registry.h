@@ -108,6 +108,12 @@ class InferenceContext {
 // Returns the op's outputs, or an error naming what disagrees (both shapes).
 using ShapeFn = std::function<absl::StatusOr<std::vector<ShapeAndType>>(const InferenceContext&)>;
 
+// Given the gradients flowing into a node's outputs, adds the nodes that
+// compute the gradients of its inputs and returns one per input (nullopt where
+// none flows, e.g. into integer labels). See ops/gradient_builder.h.
+class GradientBuilder;
+using GradFn = std::function<absl::StatusOr<std::vector<std::optional<NodeOut>>>(GradientBuilder&)>;
+
 // Forward floating-point operations for one sample: unknown (batch)
 // dimensions count as 1. A multiply-add is two operations.
 using CostFn =
@@ -124,6 +130,14 @@ struct OpDef {
   // True for Feedback: its input edge may close a cycle (the loop's back edge),
   // and shape inference reads its output from attributes.
   bool closes_cycles = false;
+  // How gradients flow back through the op; ops with none say why in
+  // `no_gradient` (a test checks every op has one or the other).
+  GradFn grad_fn;
+  std::string no_gradient;
+  // (input, output) pairs: output `second` is the next value of the state
+  // Parameter feeding input `first` (batch norm's running statistics). The
+  // optimizer pass wires each through a Feedback to that Parameter.
+  std::vector<std::pair<int, int>> state_updates;
 
   const AttrSpec* FindAttr(absl::string_view attr_name) const;
   // The signature entry input `port` belongs to. Registration guarantees an
@@ -156,6 +170,11 @@ class OpDefBuilder {
   OpDefBuilder& ClosesCycles();
   OpDefBuilder& SetShapeFn(ShapeFn fn);
   OpDefBuilder& SetCostFn(CostFn fn);
+  OpDefBuilder& SetGradient(GradFn fn);
+  // The op passes no gradient to its inputs, and why (shown by `nereid ops`).
+  OpDefBuilder& NoGradient(std::string reason);
+  // Output `output` is the next value of the state fed to input `input`.
+  OpDefBuilder& UpdatesState(int input, int output);
 
   OpDef Build() const { return def_; }
 
@@ -182,6 +201,11 @@ class OpRegistry {
 struct OpRegistrar {
   OpRegistrar(const OpDefBuilder& builder);  // NOLINT: implicit by design
 };
+
+// The node's attributes with the op's defaults filled in (what shape
+// functions and kernels read).
+using AttrMap = absl::flat_hash_map<std::string, const AttrValue*>;
+AttrMap AttrsWithDefaults(const Node& node, const OpDef& def);
 
 // AttrValue constructors for defaults.
 AttrValue IntAttr(int64_t v);

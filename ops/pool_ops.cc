@@ -1,6 +1,7 @@
 // Spatial pooling over NCHW input: max, average, and global average.
 
 #include "absl/strings/str_cat.h"
+#include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"
 
@@ -32,28 +33,56 @@ int64_t GlobalAvgPoolCost(const InferenceContext& c, const std::vector<ShapeAndT
   return c.input_shape(0).KnownElements();
 }
 
-OpDefBuilder Pool(const char* name, const char* summary) {
-  return OpDefBuilder(name)
-      .Summary(summary)
-      .Input("x", kFloatTypes)
-      .Output("y")
-      .RequiredAttr("ksize", AttrType::kIntList, "window height, width")
+const std::vector<std::string> kPoolAttrs = {"ksize", "strides", "padding", "pads"};
+
+OpDefBuilder& AddPoolAttrs(OpDefBuilder& b) {
+  return b.RequiredAttr("ksize", AttrType::kIntList, "window height, width")
       .Attr("strides", AttrType::kIntList, IntListAttr({1, 1}))
       .EnumAttr("padding", {"VALID", "SAME", "EXPLICIT"}, "VALID")
-      .Attr("pads", AttrType::kIntList, IntListAttr({}), "top, bottom, left, right; with padding EXPLICIT")
-      .SetShapeFn(PoolShape)
-      .SetCostFn(PoolCost);
+      .Attr("pads", AttrType::kIntList, IntListAttr({}), "top, bottom, left, right; with padding EXPLICIT");
 }
 
-NEREID_REGISTER_OP(Pool("MaxPool", "Maximum over each window (NCHW)."));
-NEREID_REGISTER_OP(Pool("AvgPool", "Mean over each window (NCHW); padding is not counted."));
+// dx = PoolGrad(x, dy): the max pool's gradient recomputes which element won
+// each window from x rather than keeping a workspace alive between passes.
+GradFn PoolGradient(const char* grad_op) {
+  return [grad_op](GradientBuilder& g) -> absl::StatusOr<GradResult> {
+    ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+    ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", grad_op, {g.input(0), dy}, kPoolAttrs));
+    return GradResult{dx};
+  };
+}
+
+OpDefBuilder Pool(const char* name, const char* summary, const char* grad_op) {
+  OpDefBuilder b(name);
+  b.Summary(summary).Input("x", kFloatTypes).Output("y");
+  return AddPoolAttrs(b).SetShapeFn(PoolShape).SetCostFn(PoolCost).SetGradient(PoolGradient(grad_op));
+}
+
+OpDefBuilder PoolGradOp(const char* name, const char* summary) {
+  OpDefBuilder b = GradientOp(name, summary, {"x", "dy"}, 0);
+  return AddPoolAttrs(b);
+}
+
+NEREID_REGISTER_OP(Pool("MaxPool", "Maximum over each window (NCHW).", "MaxPoolGrad"));
+NEREID_REGISTER_OP(Pool("AvgPool", "Mean over each window (NCHW); padding is not counted.", "AvgPoolGrad"));
+NEREID_REGISTER_OP(PoolGradOp("MaxPoolGrad", "Routes dy to the maximum of each window of x."));
+NEREID_REGISTER_OP(PoolGradOp("AvgPoolGrad", "Spreads dy evenly over each window of x."));
+NEREID_REGISTER_OP(GradientOp("GlobalAvgPoolGrad", "Spreads dy [N,C] evenly over x's height and width.",
+                              {"x", "dy"}, 0));
+
+absl::StatusOr<GradResult> GlobalAvgPoolGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "GlobalAvgPoolGrad", {g.input(0), dy}));
+  return GradResult{dx};
+}
 
 NEREID_REGISTER_OP(OpDefBuilder("GlobalAvgPool")
                        .Summary("Mean over height and width: [N,C,H,W] -> [N,C].")
                        .Input("x", kFloatTypes)
                        .Output("y")
                        .SetShapeFn(GlobalAvgPoolShape)
-                       .SetCostFn(GlobalAvgPoolCost));
+                       .SetCostFn(GlobalAvgPoolCost)
+                       .SetGradient(GlobalAvgPoolGradient));
 
 }  // namespace
 }  // namespace nereid

@@ -23,6 +23,8 @@ struct Command {
 
 const Command& CheckCommand();
 const Command& OpsCommand();
+const Command& PlanCommand();
+const Command& RunCommand();
 
 }  // namespace nereid
 

@@ -11,7 +11,7 @@ namespace nereid {
 namespace {
 
 const std::vector<const Command*>& Commands() {
-  static const std::vector<const Command*> commands = {&CheckCommand(), &OpsCommand()};
+  static const std::vector<const Command*> commands = {&CheckCommand(), &OpsCommand(), &PlanCommand(), &RunCommand()};
   return commands;
 }
 

@@ -1,0 +1,69 @@
+#ifndef NEREID_OPS_CPU_CPU_UTIL_H_
+#define NEREID_OPS_CPU_CPU_UTIL_H_
+
+// What the CPU kernels share: parallel loops that respect the worker's thread
+// budget, the oneDNN engine, and the thread count oneDNN's OpenMP runtime
+// uses for one primitive call.
+//
+// Who owns the cores: the executor. A worker given T threads runs at most T
+// nodes at once; a kernel borrows idle cores through
+// OpKernelContext::AcquireThreads. Loops here split into exactly that many
+// oneTBB tasks (run in the executor's arena of T threads); oneDNN primitives
+// get the same count through omp_set_num_threads, set on the calling thread
+// just before the call. So the busy threads never exceed T.
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "ops/kernel.h"
+#include "runtime/tensor.h"
+#include "tbb/parallel_for.h"
+
+namespace nereid {
+namespace cpu {
+
+// Runs fn(begin, end) over [0, n) split into as many equal chunks as the
+// kernel may use threads (each chunk at least `min_per_thread` items). The
+// split depends only on the thread count, so results are deterministic for a
+// given --threads.
+template <typename F>
+void ParallelFor(OpKernelContext* ctx, int64_t n, int64_t min_per_thread, F&& fn) {
+  if (n <= 0) return;
+  int threads = ctx->AcquireThreads(n, min_per_thread);
+  if (threads <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  int64_t chunk = (n + threads - 1) / threads;
+  tbb::parallel_for(0, threads, [&](int i) {
+    int64_t begin = i * chunk, end = std::min(n, begin + chunk);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+// Elements per thread below which splitting an elementwise loop costs more
+// than it saves.
+inline constexpr int64_t kElementwiseGrain = 1 << 15;
+
+const dnnl::engine& CpuEngine();
+
+// Runs a oneDNN primitive on `threads` OpenMP threads and waits for it;
+// oneDNN's exceptions become statuses naming the primitive.
+absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
+                          const char* what);
+
+// A oneDNN memory over a tensor's buffer (no copy).
+dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t);
+// A plain row-major f32 descriptor of `dims`.
+dnnl::memory::desc PlainDesc(const std::vector<int64_t>& dims);
+
+// Converts a oneDNN exception from building a primitive into a status.
+absl::Status DnnlError(const dnnl::error& e, const char* what);
+
+}  // namespace cpu
+}  // namespace nereid
+
+#endif  // NEREID_OPS_CPU_CPU_UTIL_H_

@@ -1,0 +1,111 @@
+#include "ops/kernel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/errors.h"
+#include "graph/status_macros.h"
+#include "graph/tensor_shape.h"
+
+namespace nereid {
+namespace {
+
+std::string KeyOf(absl::string_view op, absl::string_view device, DataType dtype) {
+  return absl::StrCat(op, "|", device, "|", dtype);
+}
+
+}  // namespace
+
+OpKernelContext::~OpKernelContext() {
+  if (borrowed_ > 0) budget_->Return(borrowed_);
+}
+
+absl::StatusOr<Tensor*> OpKernelContext::AllocateOutput(int i, DataType dtype) {
+  ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(dtype, (*output_dims_)[i]));
+  return &outputs_[i];
+}
+
+absl::Status OpKernelContext::SetOutput(int i, Tensor tensor) {
+  if (tensor.dims() != (*output_dims_)[i]) {
+    return absl::InternalError(absl::StrCat("output ", i, " is ", tensor.DebugString(), " but shape inference said ",
+                                            DimsToString((*output_dims_)[i])));
+  }
+  outputs_[i] = std::move(tensor);
+  return absl::OkStatus();
+}
+
+int OpKernelContext::AcquireThreads(int64_t work_items, int64_t min_items_per_thread) {
+  int64_t useful = std::max<int64_t>(1, work_items / std::max<int64_t>(1, min_items_per_thread));
+  if (threads_ == 0) {
+    threads_ = 1;
+    if (budget_ != nullptr && useful > 1) {
+      borrowed_ = budget_->Borrow(static_cast<int>(std::min<int64_t>(useful - 1, 1 << 16)));
+      threads_ += borrowed_;
+    }
+  }
+  return static_cast<int>(std::min<int64_t>(threads_, useful));
+}
+
+KernelRegistry& KernelRegistry::Global() {
+  static KernelRegistry* registry = new KernelRegistry();
+  return *registry;
+}
+
+absl::Status KernelRegistry::Register(std::string op, std::string device, DataType dtype, KernelFactory factory) {
+  std::string key = KeyOf(op, device, dtype);
+  if (factories_.contains(key)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("a ", device, " kernel for ", op, " (", DataTypeName(dtype), ") is already registered"));
+  }
+  factories_[key] = std::move(factory);
+  return absl::OkStatus();
+}
+
+bool KernelRegistry::Has(absl::string_view op, absl::string_view device, DataType dtype) const {
+  return factories_.contains(KeyOf(op, device, dtype));
+}
+
+std::vector<DataType> KernelRegistry::DtypesFor(absl::string_view op, absl::string_view device) const {
+  std::vector<DataType> dtypes;
+  for (int t = DataType_MIN; t <= DataType_MAX; ++t) {
+    if (DataType_IsValid(t) && Has(op, device, static_cast<DataType>(t))) dtypes.push_back(static_cast<DataType>(t));
+  }
+  return dtypes;
+}
+
+absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const Graph& graph, const Node& node,
+                                                                 absl::string_view device) const {
+  DataType dtype = KernelDtype(node);
+  auto it = factories_.find(KeyOf(node.op(), device, dtype));
+  if (it == factories_.end()) {
+    std::vector<std::string> have;
+    for (DataType t : DtypesFor(node.op(), device)) have.push_back(DataTypeName(t));
+    return NodeError(graph, node, absl::StrCat("no ", device, " kernel for ", DataTypeName(dtype),
+                                        have.empty() ? std::string(" (this op has no kernels on that device)")
+                                                     : absl::StrCat("; kernels exist for ", absl::StrJoin(have, ", "))));
+  }
+  const OpDef* def = OpRegistry::Global().Find(node.op());
+  if (def == nullptr) return NodeError(graph, node, "unknown op");
+  std::unique_ptr<OpKernel> kernel = it->second();
+  absl::Status init = kernel->Init(node, AttrsWithDefaults(node, *def));
+  if (!init.ok()) return NodeError(graph, node, init.message());
+  return kernel;
+}
+
+KernelRegistrar::KernelRegistrar(std::string op, absl::string_view device, DataType dtype, KernelFactory factory) {
+  absl::Status s = KernelRegistry::Global().Register(std::move(op), std::string(device), dtype, std::move(factory));
+  if (!s.ok()) {
+    std::fprintf(stderr, "kernel registration failed: %s\n", std::string(s.message()).c_str());
+    std::abort();
+  }
+}
+
+DataType KernelDtype(const Node& node) {
+  if (!node.outputs().empty()) return node.outputs()[0].dtype;
+  return DT_INVALID;
+}
+
+}  // namespace nereid

@@ -1,0 +1,143 @@
+#ifndef NEREID_OPS_KERNEL_H_
+#define NEREID_OPS_KERNEL_H_
+
+// Kernels: the code that computes an op on a device for a dtype. One kernel
+// object is created per graph node (so it can cache what depends on the
+// node's attributes and input shapes, such as oneDNN primitives) and is
+// registered per (op, device, dtype):
+//
+//   class ReluKernel : public OpKernel { ... };
+//   NEREID_REGISTER_KERNEL("Relu", kCpu, DT_FLOAT, ReluKernel);
+//
+// The executor supplies an OpKernelContext per run: the inputs, the output
+// dims that shape inference computed for these inputs, the step, and a
+// thread budget the kernel may borrow idle cores from.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/ir.h"
+#include "ops/op_registry.h"
+#include "runtime/tensor.h"
+
+namespace nereid {
+
+inline constexpr absl::string_view kCpu = "CPU";
+inline constexpr absl::string_view kGpu = "GPU";
+
+// Where in training a run happens: the loop timestamp and the phase.
+struct StepInfo {
+  int64_t epoch = 0;
+  int64_t step = 0;             // global iteration counter, monotone across epochs
+  int64_t step_in_epoch = 0;
+  int64_t steps_per_epoch = 1;
+  int64_t total_epochs = 1;
+  bool training = true;         // false for evaluation: dropout off, batch norm uses running statistics
+};
+
+// Cores a running kernel may borrow for intra-op parallelism. The executor
+// owns the worker's cores; a running node holds one, and a kernel with enough
+// work borrows the idle ones for the duration of its run.
+class ThreadBudget {
+ public:
+  virtual ~ThreadBudget() = default;
+  // Takes up to `max` idle cores and returns how many it took (maybe 0).
+  virtual int Borrow(int max) = 0;
+  virtual void Return(int n) = 0;
+};
+
+class OpKernelContext {
+ public:
+  OpKernelContext(const Node* node, std::vector<const Tensor*> inputs,
+                  const std::vector<std::vector<int64_t>>* output_dims, const StepInfo* step, ThreadBudget* budget)
+      : node_(node), inputs_(std::move(inputs)), output_dims_(output_dims), step_(step), budget_(budget),
+        outputs_(output_dims->size()) {}
+  ~OpKernelContext();
+
+  const Node& node() const { return *node_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  const StepInfo& step() const { return *step_; }
+
+  // Allocates output i with the dims shape inference gave it for these inputs.
+  absl::StatusOr<Tensor*> AllocateOutput(int i, DataType dtype = DT_FLOAT);
+  // Makes output i an existing tensor (sharing its buffer); its dims must be
+  // the inferred ones.
+  absl::Status SetOutput(int i, Tensor tensor);
+  const std::vector<int64_t>& output_dims(int i) const { return (*output_dims_)[i]; }
+  std::vector<Tensor>& outputs() { return outputs_; }
+
+  // The cores this kernel may use now (1 + what it could borrow), for work of
+  // `work_items` independent items of which each thread should get at least
+  // `min_items_per_thread`. Borrowed cores are returned when the run ends.
+  int AcquireThreads(int64_t work_items, int64_t min_items_per_thread);
+
+  // Inputs of source ops, supplied by the executor: the batch for an Input
+  // node, the current value for a Parameter.
+  void set_source_value(const Tensor* value) { source_value_ = value; }
+  const Tensor* source_value() const { return source_value_; }
+
+ private:
+  const Node* node_;
+  std::vector<const Tensor*> inputs_;
+  const std::vector<std::vector<int64_t>>* output_dims_;
+  const StepInfo* step_;
+  ThreadBudget* budget_;
+  std::vector<Tensor> outputs_;
+  const Tensor* source_value_ = nullptr;
+  int borrowed_ = 0;
+  int threads_ = 0;  // 0 until AcquireThreads is first called
+};
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  // Reads attributes; called once when the kernel is created for a node.
+  virtual absl::Status Init(const Node& node, const AttrMap& attrs) { return absl::OkStatus(); }
+  // Computes the outputs. May run concurrently for different steps, so state
+  // shared across runs (caches) must be guarded.
+  virtual absl::Status Compute(OpKernelContext* ctx) = 0;
+};
+
+using KernelFactory = std::function<std::unique_ptr<OpKernel>()>;
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& Global();
+
+  absl::Status Register(std::string op, std::string device, DataType dtype, KernelFactory factory);
+  bool Has(absl::string_view op, absl::string_view device, DataType dtype) const;
+  // The dtypes `op` has kernels for on `device`.
+  std::vector<DataType> DtypesFor(absl::string_view op, absl::string_view device) const;
+
+  // Creates and initialises the kernel for `node` (after shape inference: the
+  // key's dtype is that of the node's first output). The error names the node
+  // and lists the dtypes that do have kernels.
+  absl::StatusOr<std::unique_ptr<OpKernel>> Create(const Graph& graph, const Node& node,
+                                                   absl::string_view device) const;
+
+ private:
+  absl::flat_hash_map<std::string, KernelFactory> factories_;  // "op|device|dtype"
+};
+
+struct KernelRegistrar {
+  KernelRegistrar(std::string op, absl::string_view device, DataType dtype, KernelFactory factory);
+};
+
+// The dtype a node's kernel is chosen by.
+DataType KernelDtype(const Node& node);
+
+}  // namespace nereid
+
+#define NEREID_REGISTER_KERNEL(op, device, dtype, KernelClass)                                        \
+  [[maybe_unused]] static ::nereid::KernelRegistrar NEREID_OP_CONCAT(nereid_kernel_registrar_, __COUNTER__)( \
+      op, device, dtype, [] { return std::unique_ptr<::nereid::OpKernel>(new KernelClass()); })
+
+#endif  // NEREID_OPS_KERNEL_H_

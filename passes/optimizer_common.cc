@@ -1,0 +1,114 @@
+#include "passes/optimizer_common.h"
+
+#include "absl/strings/str_cat.h"
+#include "graph/errors.h"
+#include "graph/status_macros.h"
+#include "ops/gradient_builder.h"
+#include "ops/op_registry.h"
+
+namespace nereid {
+namespace {
+
+LoopScope* TrainLoop(Graph& graph) {
+  for (LoopScope& loop : *graph.mutable_header()->mutable_loop()) {
+    if (loop.name() == kTrainLoop) return &loop;
+  }
+  LoopScope* loop = graph.mutable_header()->add_loop();
+  loop->set_name(kTrainLoop);
+  loop->set_max_in_flight(1);
+  return loop;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<GradientOfParameter>> FindGradients(Graph& graph) {
+  std::vector<GradientOfParameter> found;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != "Gradient") continue;
+    const std::string& name = n->def().attr().at("parameter").s();
+    Node* p = graph.FindNode(name);
+    if (p == nullptr || p->op() != "Parameter") {
+      return NodeError(graph, *n, absl::StrCat("names parameter '", name, "', which is not a Parameter node"));
+    }
+    if (p->num_inputs() > 0) return NodeError(graph, *p, "already has an optimizer update (an optimizer pass ran before)");
+    found.push_back({p, n});
+  }
+  if (found.empty()) {
+    return absl::InvalidArgumentError("the graph has no gradients: run the autodiff pass before an optimizer");
+  }
+  return found;
+}
+
+std::vector<PassOptionSpec> LearningRateOptions(const std::string& default_lr) {
+  return {
+      {"lr", OptionType::kFloat, default_lr, "the base learning rate"},
+      {"schedule", OptionType::kString, "constant", "constant, step or cosine"},
+      {"step_epochs", OptionType::kInt, "30", "step schedule: decay every this many epochs"},
+      {"gamma", OptionType::kFloat, "0.1", "step schedule: the decay factor"},
+      {"warmup_epochs", OptionType::kFloat, "0", "linear warm-up over this many (fractional) epochs"},
+      {"min_lr", OptionType::kFloat, "0", "cosine schedule: the final rate"},
+  };
+}
+
+absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& o) {
+  const std::string& schedule = o.GetString("schedule");
+  if (schedule != "constant" && schedule != "step" && schedule != "cosine") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule=", schedule, " is not a schedule; use constant, step or cosine"));
+  }
+  if (o.GetFloat("lr") < 0) return absl::InvalidArgumentError("lr must be >= 0");
+  AttrValue sched;
+  sched.set_s(schedule);
+  return AddOpNode(&graph, "optimizer/learning_rate", "LearningRate", {},
+                   {{"base", FloatAttr(static_cast<float>(o.GetFloat("lr")))},
+                    {"schedule", sched},
+                    {"step_epochs", IntAttr(o.GetInt("step_epochs"))},
+                    {"gamma", FloatAttr(static_cast<float>(o.GetFloat("gamma")))},
+                    {"warmup_epochs", FloatAttr(static_cast<float>(o.GetFloat("warmup_epochs")))},
+                    {"min_lr", FloatAttr(static_cast<float>(o.GetFloat("min_lr")))}});
+}
+
+absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::string& suffix) {
+  AttrValue shape;
+  *shape.mutable_shape() = like.outputs()[0].shape.ToProto();
+  AttrValue init;
+  init.mutable_tensor()->set_dtype(DT_FLOAT);
+  init.mutable_tensor()->mutable_init()->set_kind("zeros");
+  return AddOpNode(&graph, absl::StrCat(like.name(), "/", suffix), "Parameter", {},
+                   {{"shape", shape}, {"init", init}, {"trainable", BoolAttr(false)}});
+}
+
+absl::Status CloseLoop(Graph& graph, Node* parameter, NodeOut next) {
+  AttrValue loop, shape;
+  loop.set_s(kTrainLoop);
+  *shape.mutable_shape() = parameter->def().attr().at("shape").shape();  // new state has no inferred shape yet
+  LoopScope* scope = TrainLoop(graph);
+  ASSIGN_OR_RETURN(Node * feedback, AddOpNode(&graph, absl::StrCat(parameter->name(), "/next"), "Feedback", {next},
+                                              {{"loop", loop}, {"shape", shape}}));
+  RETURN_IF_ERROR(graph.SetNumInputs(parameter, 1));
+  RETURN_IF_ERROR(graph.AddEdge(feedback, 0, parameter, 0).status());
+  scope->add_ingress(parameter->name());
+  scope->add_feedback(feedback->name());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> CloseStateUpdates(Graph& graph) {
+  int closed = 0;
+  for (Node* n : graph.nodes()) {
+    const OpDef* def = OpRegistry::Global().Find(n->op());
+    if (def == nullptr) continue;
+    for (auto [input, output] : def->state_updates) {
+      const Edge* e = n->input_edge(input);
+      if (e == nullptr || e->src->op() != "Parameter") {
+        return NodeError(graph, *n, absl::StrCat("input ", def->InputName(input),
+                                                 " is updated as state, so it must come from a Parameter"));
+      }
+      if (e->src->num_inputs() > 0) continue;  // already carried
+      RETURN_IF_ERROR(CloseLoop(graph, e->src, NodeOut{n, output}));
+      ++closed;
+    }
+  }
+  return closed;
+}
+
+}  // namespace nereid

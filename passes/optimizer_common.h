@@ -1,0 +1,49 @@
+#ifndef NEREID_PASSES_OPTIMIZER_COMMON_H_
+#define NEREID_PASSES_OPTIMIZER_COMMON_H_
+
+// What every optimizer pass does around its update op: find the gradients,
+// add the learning-rate schedule, create optimizer state as Parameters, and
+// close the training loop by carrying each updated value through a Feedback
+// node into the next step's Parameter.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+#include "passes/pass.h"
+
+namespace nereid {
+
+inline constexpr char kTrainLoop[] = "train";
+
+struct GradientOfParameter {
+  Node* parameter;
+  Node* gradient;  // the Gradient node
+};
+
+// Every Gradient node with its Parameter; an error if there are none (the
+// optimizer needs autodiff first) or a parameter already has an update.
+absl::StatusOr<std::vector<GradientOfParameter>> FindGradients(Graph& graph);
+
+// The options every optimizer shares: lr and its schedule.
+std::vector<PassOptionSpec> LearningRateOptions(const std::string& default_lr);
+// Adds "optimizer/learning_rate" from those options.
+absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& options);
+
+// A zero-initialised, non-trainable Parameter shaped like `like`, named
+// "<like>/<suffix>" (momentum buffers, Adam moments).
+absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::string& suffix);
+
+// Carries value `next` into `parameter` at the next step: adds
+// Feedback "<parameter>/next" and connects it to the Parameter's `next`
+// input, and records both in the training loop scope.
+absl::Status CloseLoop(Graph& graph, Node* parameter, NodeOut next);
+
+// Wires the state updates ops declare (batch norm's running statistics)
+// through Feedback nodes, for every state Parameter not yet carried.
+absl::StatusOr<int> CloseStateUpdates(Graph& graph);
+
+}  // namespace nereid
+
+#endif  // NEREID_PASSES_OPTIMIZER_COMMON_H_

@@ -1,0 +1,174 @@
+#include "passes/pass_manager.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "graph/shape_inference.h"
+#include "graph/status_macros.h"
+
+namespace nereid {
+namespace {
+
+const char* TypeName(OptionType t) {
+  switch (t) {
+    case OptionType::kFloat:
+      return "a number";
+    case OptionType::kInt:
+      return "an integer";
+    case OptionType::kBool:
+      return "true or false";
+    case OptionType::kString:
+      return "a word";
+  }
+  return "?";
+}
+
+bool ValueHasType(const std::string& value, OptionType t) {
+  double d;
+  int64_t i;
+  switch (t) {
+    case OptionType::kFloat:
+      return absl::SimpleAtod(value, &d);
+    case OptionType::kInt:
+      return absl::SimpleAtoi(value, &i);
+    case OptionType::kBool:
+      return value == "true" || value == "false" || value == "1" || value == "0";
+    case OptionType::kString:
+      return !value.empty();
+  }
+  return false;
+}
+
+std::string OptionList(const PassInfo& info) {
+  if (info.options.empty()) return "it takes no options";
+  std::vector<std::string> names;
+  for (const PassOptionSpec& s : info.options) names.push_back(absl::StrCat(s.name, " (", TypeName(s.type), ")"));
+  return absl::StrCat("its options are ", absl::StrJoin(names, ", "));
+}
+
+// Splits at commas outside parentheses.
+absl::StatusOr<std::vector<std::string>> SplitStages(absl::string_view pipeline) {
+  std::vector<std::string> stages;
+  std::string current;
+  int depth = 0;
+  for (char c : pipeline) {
+    if (c == '(') ++depth;
+    if (c == ')' && --depth < 0) return absl::InvalidArgumentError(absl::StrCat("unbalanced ')' in '", pipeline, "'"));
+    if (c == ',' && depth == 0) {
+      stages.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (depth != 0) return absl::InvalidArgumentError(absl::StrCat("unclosed '(' in '", pipeline, "'"));
+  stages.push_back(current);
+  return stages;
+}
+
+absl::StatusOr<PipelineStage> ParseStage(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  std::string name(text.substr(0, text.find('(')));
+  name = std::string(absl::StripAsciiWhitespace(name));
+  if (name.empty()) return absl::InvalidArgumentError("empty pass name in the pipeline");
+  const PassInfo* info = PassRegistry::Global().Find(name);
+  if (info == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown pass '", name, "'; passes are: ",
+                                                   absl::StrJoin(PassRegistry::Global().Names(), ", ")));
+  }
+  absl::flat_hash_map<std::string, std::string> values;
+  for (const PassOptionSpec& s : info->options) values[s.name] = s.default_value;
+  size_t open = text.find('(');
+  if (open != absl::string_view::npos) {
+    if (text.back() != ')') return absl::InvalidArgumentError(absl::StrCat("pass '", name, "': expected ')' at the end"));
+    absl::string_view args = text.substr(open + 1, text.size() - open - 2);
+    for (absl::string_view arg : absl::StrSplit(args, ',', absl::SkipWhitespace())) {
+      std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+      if (kv.size() != 2) {
+        return absl::InvalidArgumentError(absl::StrCat("pass '", name, "': option '", absl::StripAsciiWhitespace(arg),
+                                                       "' is not key=value"));
+      }
+      std::string key(absl::StripAsciiWhitespace(kv[0])), value(absl::StripAsciiWhitespace(kv[1]));
+      const PassOptionSpec* spec = nullptr;
+      for (const PassOptionSpec& s : info->options) {
+        if (s.name == key) spec = &s;
+      }
+      if (spec == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("pass '", name, "' has no option '", key, "'; ", OptionList(*info)));
+      }
+      if (!ValueHasType(value, spec->type)) {
+        return absl::InvalidArgumentError(absl::StrCat("pass '", name, "': option ", key, "=", value, " must be ",
+                                                       TypeName(spec->type)));
+      }
+      values[key] = value;
+    }
+  }
+  return PipelineStage{info, PassOptions(std::move(values))};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PipelineStage>> ParsePipeline(absl::string_view pipeline) {
+  std::vector<PipelineStage> stages;
+  if (absl::StripAsciiWhitespace(pipeline).empty()) return stages;
+  ASSIGN_OR_RETURN(std::vector<std::string> texts, SplitStages(pipeline));
+  for (const std::string& text : texts) {
+    ASSIGN_OR_RETURN(PipelineStage stage, ParseStage(text));
+    stages.push_back(std::move(stage));
+  }
+  return stages;
+}
+
+absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vector<PipelineStage>& pipeline,
+                                                    const PipelineOptions& options) {
+  std::vector<PassReport> reports;
+  for (const std::string& name : options.dump_after) {
+    bool found = false;
+    for (const PipelineStage& s : pipeline) found |= s.pass->name == name;
+    if (!found) return absl::InvalidArgumentError(absl::StrCat("--dump-after=", name, ": no such pass in the pipeline"));
+  }
+  for (const PipelineStage& stage : pipeline) {
+    absl::flat_hash_set<std::string> before;
+    for (Node* n : graph.nodes()) before.insert(n->name());
+    PassLog log;
+    std::unique_ptr<Pass> pass = stage.pass->factory();
+    absl::Status status = pass->Run(graph, stage.options, &log);
+    if (status.ok()) status = ValidateAndInferShapes(graph);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("failed after ", stage.pass->name, ": ", status.message()));
+    }
+    PassReport report;
+    report.pass = stage.pass->name;
+    report.options = stage.options.ToString(stage.pass->options);
+    absl::flat_hash_set<std::string> after;
+    for (Node* n : graph.nodes()) {
+      after.insert(n->name());
+      if (!before.contains(n->name())) report.added.push_back(n->name());
+    }
+    for (const std::string& name : before) {
+      if (!after.contains(name)) report.removed.push_back(name);
+    }
+    std::sort(report.removed.begin(), report.removed.end());
+    report.notes = std::move(log.notes);
+    report.nodes_after = graph.num_nodes();
+    reports.push_back(std::move(report));
+    for (const std::string& name : options.dump_after) {
+      if (name == stage.pass->name && options.dump) RETURN_IF_ERROR(options.dump(name, graph));
+    }
+  }
+  return reports;
+}
+
+std::string FormatReport(const PassReport& r) {
+  std::string out = absl::StrCat(r.pass, r.options.empty() ? "" : absl::StrCat("(", r.options, ")"), ": +",
+                                 r.added.size(), " nodes, -", r.removed.size(), " nodes, ", r.nodes_after, " in all");
+  for (const std::string& note : r.notes) absl::StrAppend(&out, "\n  ", note);
+  return out;
+}
+
+}  // namespace nereid

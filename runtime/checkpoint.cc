@@ -1,0 +1,152 @@
+#include "runtime/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "graph/graph_io.h"
+#include "graph/status_macros.h"
+#include "graph/tensor_shape.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kMagic[8] = {'N', 'E', 'R', 'E', 'I', 'D', 'C', 'K'};
+constexpr uint32_t kVersion = 1;
+constexpr uint32_t kMaxTensors = 1 << 20;
+constexpr uint32_t kMaxNameLength = 4096;
+
+uint64_t Fnv1a(absl::string_view data) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+template <typename T>
+void Put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+class Reader {
+ public:
+  Reader(absl::string_view data, std::string path) : data_(data), path_(std::move(path)) {}
+  template <typename T>
+  absl::StatusOr<T> Get(const char* what) {
+    T v;
+    if (data_.size() - pos_ < sizeof(T)) return Truncated(what);
+    std::memcpy(&v, data_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  absl::StatusOr<absl::string_view> Bytes(uint64_t n, const char* what) {
+    if (data_.size() - pos_ < n) return Truncated(what);
+    absl::string_view v = data_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  absl::Status Error(absl::string_view msg) const {
+    return absl::DataLossError(absl::StrCat(path_, ": ", msg, " (at byte ", pos_, ")"));
+  }
+
+ private:
+  absl::Status Truncated(const char* what) const { return Error(absl::StrCat("truncated while reading ", what)); }
+  absl::string_view data_;
+  std::string path_;
+  size_t pos_ = 0;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InternalError(absl::StrCat(dir, ": cannot create the checkpoint directory: ", std::strerror(errno)));
+  }
+  std::string out(kMagic, sizeof(kMagic));
+  Put<uint32_t>(&out, kVersion);
+  Put<int64_t>(&out, c.epochs_completed);
+  Put<int64_t>(&out, c.step);
+  Put<uint32_t>(&out, static_cast<uint32_t>(c.tensors.size()));
+  for (const auto& [name, t] : c.tensors) {
+    Put<uint32_t>(&out, static_cast<uint32_t>(name.size()));
+    out.append(name);
+    Put<int32_t>(&out, t.dtype());
+    Put<uint32_t>(&out, static_cast<uint32_t>(t.rank()));
+    for (int64_t d : t.dims()) Put<int64_t>(&out, d);
+    Put<uint64_t>(&out, static_cast<uint64_t>(t.num_bytes()));
+    out.append(static_cast<const char*>(t.raw()), t.num_bytes());
+  }
+  Put<uint64_t>(&out, Fnv1a(out));
+  std::string file = absl::StrCat("epoch-", c.epochs_completed, ".ckpt");
+  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", file), out));
+  return WriteFileAtomically(absl::StrCat(dir, "/LATEST"), absl::StrCat(file, "\n"));
+}
+
+absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::string latest, ReadFile(absl::StrCat(dir, "/LATEST")));
+  std::string name(absl::StripAsciiWhitespace(latest));
+  if (name.empty() || name.find('/') != std::string::npos) {
+    return absl::DataLossError(absl::StrCat(dir, "/LATEST: does not name a checkpoint file"));
+  }
+  return ReadCheckpointFile(absl::StrCat(dir, "/", name));
+}
+
+absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  Reader r(data, path);
+  if (data.size() < sizeof(kMagic) + 8 || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
+    return r.Error("not a Nereid checkpoint (bad magic)");
+  }
+  uint64_t stored_hash;
+  std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
+  if (Fnv1a(absl::string_view(data).substr(0, data.size() - 8)) != stored_hash) {
+    return r.Error("checksum mismatch: the file is corrupt");
+  }
+  Reader body(absl::string_view(data).substr(0, data.size() - 8), path);
+  RETURN_IF_ERROR(body.Bytes(sizeof(kMagic), "magic").status());
+  ASSIGN_OR_RETURN(uint32_t version, body.Get<uint32_t>("version"));
+  if (version != kVersion) return body.Error(absl::StrCat("version ", version, " is not ", kVersion));
+  Checkpoint c;
+  ASSIGN_OR_RETURN(c.epochs_completed, body.Get<int64_t>("epoch"));
+  ASSIGN_OR_RETURN(c.step, body.Get<int64_t>("step"));
+  ASSIGN_OR_RETURN(uint32_t count, body.Get<uint32_t>("tensor count"));
+  if (count > kMaxTensors) return body.Error(absl::StrCat("implausible tensor count ", count));
+  for (uint32_t i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(uint32_t length, body.Get<uint32_t>("name length"));
+    if (length > kMaxNameLength) return body.Error("implausible name length");
+    ASSIGN_OR_RETURN(absl::string_view name, body.Bytes(length, "name"));
+    ASSIGN_OR_RETURN(int32_t dtype, body.Get<int32_t>("dtype"));
+    ASSIGN_OR_RETURN(uint32_t rank, body.Get<uint32_t>("rank"));
+    if (rank > static_cast<uint32_t>(kMaxRank) || !DataType_IsValid(dtype)) return body.Error("bad dtype or rank");
+    std::vector<int64_t> dims(rank);
+    for (uint32_t d = 0; d < rank; ++d) {
+      ASSIGN_OR_RETURN(dims[d], body.Get<int64_t>("dims"));
+    }
+    ASSIGN_OR_RETURN(uint64_t bytes, body.Get<uint64_t>("byte count"));
+    absl::StatusOr<int64_t> elements = CheckedElementCount(dims);
+    if (!elements.ok() || static_cast<uint64_t>(*elements) * DataTypeSize(static_cast<DataType>(dtype)) != bytes) {
+      return body.Error(absl::StrCat("tensor '", name, "': byte count disagrees with its dims"));
+    }
+    // Read (bounds-checked against the file) before allocating anything.
+    ASSIGN_OR_RETURN(absl::string_view raw, body.Bytes(bytes, "tensor data"));
+    absl::StatusOr<Tensor> t = Tensor::Allocate(static_cast<DataType>(dtype), dims);
+    if (!t.ok()) return body.Error(t.status().message());
+    if (bytes > 0) std::memcpy(t->raw(), raw.data(), bytes);
+    c.tensors.emplace_back(std::string(name), *std::move(t));
+  }
+  return c;
+}
+
+}  // namespace nereid

@@ -1,0 +1,39 @@
+#ifndef NEREID_RUNTIME_CHECKPOINT_H_
+#define NEREID_RUNTIME_CHECKPOINT_H_
+
+// Checkpoints: every Parameter's value (trainable weights, optimizer state,
+// running statistics) plus where training stands. Each checkpoint is one file
+// written atomically (temporary file, fsync, rename), then a LATEST file
+// naming it is replaced the same way, so a crash at any moment leaves the
+// last complete checkpoint readable.
+//
+// File format (little-endian): "NEREIDCK" magic, u32 version, i64 epochs
+// completed, i64 global step, u32 tensor count; per tensor: u32 name length,
+// name, i32 dtype, u32 rank, i64 dims..., u64 byte count, bytes. A trailing
+// u64 FNV-1a hash of everything before it detects corruption.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/tensor.h"
+
+namespace nereid {
+
+struct Checkpoint {
+  int64_t epochs_completed = 0;
+  int64_t step = 0;  // the next global step to run
+  std::vector<std::pair<std::string, Tensor>> tensors;
+};
+
+// Writes DIR/epoch-<N>.ckpt and points DIR/LATEST at it (creating DIR).
+absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint);
+// Reads the checkpoint DIR/LATEST names; NotFound if there is none.
+absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir);
+absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_CHECKPOINT_H_

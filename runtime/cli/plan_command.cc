@@ -1,0 +1,91 @@
+// nereid plan: applies a pass pipeline to a model and writes the plan.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "graph/graph_io.h"
+#include "graph/import_export.h"
+#include "graph/model_loader.h"
+#include "passes/pass_manager.h"
+#include "runtime/cli/command.h"
+#include "runtime/cli/flags.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kHelp[] =
+    "Usage: nereid plan MODEL --passes=PIPELINE -o PLAN [--dump-after=PASS[,PASS]]\n\n"
+    "Runs the passes in order (the graph is validated after each) and writes the planned graph.\n"
+    "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4). Passes:\n";
+
+std::string Help() {
+  std::string help = kHelp;
+  for (const std::string& name : PassRegistry::Global().Names()) {
+    const PassInfo* p = PassRegistry::Global().Find(name);
+    absl::StrAppend(&help, "  ", name, ": ", p->summary, "\n");
+    for (const PassOptionSpec& o : p->options) {
+      absl::StrAppend(&help, "      ", o.name, " (default ", o.default_value.empty() ? "none" : o.default_value,
+                      "): ", o.doc, "\n");
+    }
+  }
+  return help;
+}
+
+GraphFormat FormatFor(const std::string& path) {
+  return absl::EndsWith(path, ".pb") ? GraphFormat::kBinary : GraphFormat::kText;
+}
+
+int Plan(const std::vector<std::string>& args) {
+  std::vector<std::string> normalized;
+  for (const std::string& a : args) normalized.push_back(a == "-o" ? "--output" : a);
+  Flags flags({"passes", "output", "dump-after"}, {"help"});
+  absl::Status parsed = flags.Parse(normalized);
+  if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1 || !flags.Has("output")) {
+    if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
+    std::fputs(Help().c_str(), flags.Has("help") ? stdout : stderr);
+    return flags.Has("help") && parsed.ok() ? kExitOk : kExitUsage;
+  }
+  const std::string model = flags.positional()[0], output = flags.String("output");
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(flags.String("passes"));
+  if (!pipeline.ok()) {
+    std::fprintf(stderr, "error: --passes: %s\n", std::string(pipeline.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(model);
+  if (!graph.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
+    return kExitFailure;
+  }
+  PipelineOptions options;
+  if (flags.Has("dump-after")) options.dump_after = absl::StrSplit(flags.String("dump-after"), ',');
+  options.dump = [&](const std::string& pass, const Graph& g) {
+    std::string path = absl::StrCat(output, ".after-", pass, ".pbtxt");
+    std::printf("wrote %s\n", path.c_str());
+    return WriteGraphFile(ExportGraph(g), path, GraphFormat::kText);
+  };
+  absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, *pipeline, options);
+  if (!reports.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(reports.status().message()).c_str());
+    return kExitFailure;
+  }
+  for (const PassReport& r : *reports) std::printf("%s\n", FormatReport(r).c_str());
+  absl::Status written = WriteGraphFile(ExportGraph(**graph), output, FormatFor(output));
+  if (!written.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(written.message()).c_str());
+    return kExitFailure;
+  }
+  std::printf("wrote %s (%d nodes)\n", output.c_str(), (*graph)->num_nodes());
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& PlanCommand() {
+  static const Command command{"plan", "apply compiler passes to a model and write the plan", kHelp, Plan};
+  return command;
+}
+
+}  // namespace nereid

@@ -1,0 +1,69 @@
+#ifndef NEREID_RUNTIME_TRAINER_H_
+#define NEREID_RUNTIME_TRAINER_H_
+
+// The training driver behind `nereid run`: plans the model (or takes a plan),
+// feeds batches from the data loader into the executor step by step, reports
+// progress, evaluates on the test set after every epoch, checkpoints, and
+// writes the metrics.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+struct TrainOptions {
+  std::string model_path;
+  std::string passes = "autodiff,sgd(lr=0.01,momentum=0.9)";  // ignored for a plan
+  int workers = 1;
+  int threads = 1;
+  int64_t epochs = 1;
+  int64_t batch = 64;
+  uint64_t seed = 0;
+  std::string dataset;          // "" = the model's `dataset` attribute
+  std::string data_dir;         // "" = the dataset's default
+  int64_t train_limit = 0;      // 0 = every example (tests use fewer)
+  int64_t test_limit = 0;
+  int64_t eval_batch = 1000;
+  int64_t max_steps = 0;        // 0 = whole epochs; else stop after this many steps (benchmarks)
+  std::string metrics_json;     // "" = none
+  std::string checkpoint_dir;   // "" = none
+  bool resume = false;
+  std::FILE* progress = stderr;  // null = silent
+};
+
+struct EpochMetrics {
+  int64_t epoch = 0;
+  double train_loss = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  double samples_per_second = 0;
+  double seconds = 0;
+};
+
+struct TrainResult {
+  std::string model;
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  double final_train_loss = 0;
+  double final_test_accuracy = 0;
+  double samples_per_second = 0;
+  double wall_seconds = 0;
+  int64_t peak_rss_bytes = 0;
+  int64_t peak_tensor_bytes = 0;
+  std::vector<EpochMetrics> per_epoch;
+  std::vector<std::pair<std::string, std::string>> plan_summary;  // pass -> what it did
+};
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options);
+
+// The metrics JSON `--metrics-json` writes.
+std::string MetricsJson(const TrainOptions& options, const TrainResult& result);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_TRAINER_H_

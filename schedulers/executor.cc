@@ -1,0 +1,470 @@
+#include "schedulers/executor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/errors.h"
+#include "graph/status_macros.h"
+#include "graph/topo_order.h"
+#include "ops/op_registry.h"
+#include "runtime/initializers.h"
+#include "tbb/task_arena.h"
+#include "tbb/task_group.h"
+
+namespace nereid {
+
+// oneTBB's arena (T slots, none reserved for the thread that submits work:
+// the driver only waits) and the group the node tasks run in.
+struct Executor::Pool {
+  explicit Pool(int threads) : arena(threads, 0) {}
+  tbb::task_arena arena;
+  tbb::task_group group;
+};
+
+class Executor::CoreBudget : public ThreadBudget {
+ public:
+  explicit CoreBudget(Executor* e) : e_(e) {}
+  // Idle cores that no ready node is waiting for.
+  int Borrow(int max) override {
+    std::lock_guard<std::mutex> lock(e_->mu_);
+    int spare = e_->free_cores_ - static_cast<int>(e_->ready_.size());
+    int n = std::max(0, std::min(max, spare));
+    e_->free_cores_ -= n;
+    return n;
+  }
+  void Return(int n) override {
+    std::unique_lock<std::mutex> lock(e_->mu_);
+    e_->free_cores_ += n;
+    e_->Dispatch(lock);
+  }
+
+ private:
+  Executor* e_;
+};
+
+struct Executor::StepRun {
+  StepInfo info;
+  Timestamp time;
+  FeedMap feeds;
+  std::vector<std::string> fetch_names;
+  std::vector<int> fetch_ids;
+  std::vector<int> pending;                 // by node id: inputs not yet produced
+  std::vector<int> uses_left;               // by node id: consumers not yet run
+  std::vector<std::vector<Tensor>> values;  // by node id: outputs
+  std::vector<Tensor> fetched;
+  absl::flat_hash_map<int, Tensor> sources;  // Parameter values read at this step
+  int nodes_left = 0;
+  bool done = false;
+  absl::Status status;
+};
+
+Executor::Executor(const Graph* graph, ExecutorOptions options)
+    : graph_(graph), options_(std::move(options)), threads_(std::max(1, options_.threads)), free_cores_(threads_) {}
+
+Executor::~Executor() {
+  if (pool_ != nullptr) pool_->arena.execute([&] { pool_->group.wait(); });
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, ExecutorOptions options) {
+  std::unique_ptr<Executor> e(new Executor(graph, std::move(options)));
+  RETURN_IF_ERROR(e->Init());
+  return e;
+}
+
+absl::Status Executor::Init() {
+  int max_id = 0;
+  for (Node* n : graph_->nodes()) max_id = std::max(max_id, n->id() + 1);
+  nodes_.assign(max_id, nullptr);
+  kernels_.resize(max_id);
+  feedback_target_.assign(max_id, -1);
+  in_step_inputs_.assign(max_id, 0);
+  consumers_.assign(max_id, 0);
+  shape_caches_.resize(max_id);
+  for (Node* n : graph_->nodes()) {
+    nodes_[n->id()] = n;
+    ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
+    shape_caches_[n->id()] = std::make_unique<ShapeCache>();
+    if (n->op() == "Parameter") {
+      auto it = n->def().attr().find("init");
+      TensorProto init;
+      if (it != n->def().attr().end()) {
+        init = it->second.tensor();
+      } else {
+        init.set_dtype(DT_FLOAT);
+        init.mutable_init()->set_kind("glorot_uniform");
+      }
+      absl::StatusOr<Tensor> value = MaterializeTensor(init, n->outputs()[0].shape);
+      if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
+      parameter_values_[n->id()][0] = *std::move(value);
+    }
+  }
+  for (Node* n : graph_->nodes()) {
+    if (n->op() == "Feedback") {
+      for (const Edge* e : n->out_edges()) {
+        if (e->dst->op() != "Parameter") {
+          return NodeError(*graph_, *n,
+                           absl::StrCat("a Feedback may only feed Parameters, not '", e->dst->name(), "'"));
+        }
+        feedback_target_[n->id()] = e->dst->id();
+      }
+      continue;
+    }
+    for (const Edge* e : n->out_edges()) {
+      ++in_step_inputs_[e->dst->id()];
+      if (!e->IsControl()) ++consumers_[n->id()];
+    }
+  }
+  int k = options_.max_steps_in_flight;
+  if (k <= 0) {
+    k = 1;
+    for (const LoopScope& loop : graph_->header().loop()) k = std::max(k, loop.max_in_flight());
+  }
+  ASSIGN_OR_RETURN(tracker_, ProgressTracker::Create(k));
+  budget_ = std::make_unique<CoreBudget>(this);
+  pool_ = std::make_unique<Pool>(threads_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const std::vector<std::vector<int64_t>>*> Executor::OutputDims(
+    const Node& node, const std::vector<const Tensor*>& inputs) {
+  ShapeCache& cache = *shape_caches_[node.id()];
+  std::vector<std::vector<int64_t>> key;
+  for (const Tensor* t : inputs) key.push_back(t->dims());
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto it = cache.dims.find(key);
+  if (it != cache.dims.end()) return &it->second;
+  // Shape inference with the concrete shapes: kernels allocate exactly what
+  // the static checks promised, and a wrong run-time shape is the same clear
+  // error as a wrong static one.
+  const OpDef* def = OpRegistry::Global().Find(node.op());
+  std::vector<ShapeAndType> in(inputs.size());
+  std::vector<const ShapeAndType*> in_ptrs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in[i] = {TensorShape(inputs[i]->dims()), inputs[i]->dtype()};
+    in_ptrs.push_back(&in[i]);
+  }
+  AttrMap attrs = AttrsWithDefaults(node, *def);
+  InferenceContext context(&node, def, in_ptrs, attrs);
+  absl::StatusOr<std::vector<ShapeAndType>> out = def->shape_fn(context);
+  if (!out.ok()) return NodeError(*graph_, node, out.status().message());
+  std::vector<std::vector<int64_t>> dims;
+  for (size_t i = 0; i < out->size(); ++i) {
+    const TensorShape& s = (*out)[i].shape;
+    if (!s.IsFullyDefined()) {
+      // Sources: an Input's batch dimension comes from the fed value.
+      if (node.op() == "Input") {
+        dims.push_back({});
+        continue;
+      }
+      return NodeError(*graph_, node, absl::StrCat("output ", i, " has unknown shape ", s.ToString(), " at run time"));
+    }
+    dims.push_back(s.dims());
+  }
+  return &cache.dims.emplace(std::move(key), std::move(dims)).first->second;
+}
+
+absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
+                               const std::vector<std::vector<Tensor>>& values, const Tensor* source,
+                               ThreadBudget* budget, std::vector<Tensor>* outputs) {
+  std::vector<const Tensor*> inputs;
+  if (node.op() != "Parameter") {
+    for (int i = 0; i < node.num_inputs(); ++i) {
+      const Edge* e = node.input_edge(i);
+      const std::vector<Tensor>& v = values[e->src->id()];
+      if (e->src_port >= static_cast<int>(v.size()) || !v[e->src_port].valid()) {
+        return absl::InternalError(absl::StrCat("input ", i, " of '", node.name(), "' was not computed"));
+      }
+      inputs.push_back(&v[e->src_port]);
+    }
+  }
+  if (node.op() == "Input") {
+    const std::string& feed = node.def().attr().count("feed") ? node.def().attr().at("feed").s() : node.name();
+    auto it = feeds.find(feed);
+    if (it == feeds.end()) return NodeError(*graph_, node, absl::StrCat("nothing was fed for '", feed, "'"));
+    source = &it->second;
+  }
+  const std::vector<std::vector<int64_t>>* dims;
+  std::vector<std::vector<int64_t>> fed_dims;
+  if (node.op() == "Input") {
+    if (source->dtype() != node.outputs()[0].dtype) {
+      return NodeError(
+          *graph_, node,
+          absl::StrCat("fed ", source->DebugString(), " but expects ", DataTypeName(node.outputs()[0].dtype)));
+    }
+    const TensorShape& declared = node.outputs()[0].shape;
+    bool fits = declared.rank() == source->rank();
+    for (int i = 0; fits && i < declared.rank(); ++i) {
+      fits = declared.dim(i) == kUnknownDim || declared.dim(i) == source->dim(i);
+    }
+    if (!fits) {
+      return NodeError(*graph_, node,
+                       absl::StrCat("fed ", source->DebugString(), " but the node's shape is ", declared.ToString()));
+    }
+    fed_dims = {source->dims()};
+    dims = &fed_dims;
+  } else {
+    ASSIGN_OR_RETURN(dims, OutputDims(node, inputs));
+  }
+  OpKernelContext ctx(&node, std::move(inputs), dims, &step, budget);
+  ctx.set_source_value(source);
+  absl::Status s = kernels_[node.id()]->Compute(&ctx);
+  if (!s.ok()) return NodeError(*graph_, node, absl::StrCat("at step ", step.step, ": ", s.message()));
+  *outputs = std::move(ctx.outputs());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> Executor::Order(const std::vector<std::string>& fetches, bool whole_graph) const {
+  ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(*graph_));
+  std::vector<bool> needed(nodes_.size(), whole_graph);
+  for (const std::string& f : fetches) {
+    Node* n = graph_->FindNode(f);
+    if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot fetch '", f, "': no such node"));
+    needed[n->id()] = true;
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node* n = *it;
+    if (!needed[n->id()] || n->op() == "Parameter") continue;
+    for (int i = 0; i < n->num_inputs(); ++i) needed[n->input_edge(i)->src->id()] = true;
+    for (const Edge* e : n->control_inputs()) needed[e->src->id()] = true;
+  }
+  std::vector<int64_t> ids;
+  for (const Node* n : order) {
+    if (needed[n->id()]) ids.push_back(n->id());
+  }
+  return ids;
+}
+
+absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, const FeedMap& feeds,
+                                                       const std::vector<std::string>& fetches) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids, Order(fetches, false));
+  std::vector<std::vector<Tensor>> values(nodes_.size());
+  absl::flat_hash_map<int, Tensor> params;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return failed_;
+    for (auto& [id, by_step] : parameter_values_) params[id] = by_step.rbegin()->second;
+  }
+  // Evaluation runs the nodes in order on one task that may borrow every core.
+  absl::Status status;
+  pool_->arena.execute([&] {
+    for (int64_t id : ids) {
+      const Node& n = *nodes_[id];
+      const Tensor* source = n.op() == "Parameter" ? &params[id] : nullptr;
+      status = RunNode(n, step, feeds, values, source, budget_.get(), &values[id]);
+      if (!status.ok()) return;
+    }
+  });
+  RETURN_IF_ERROR(status);
+  std::vector<Tensor> out;
+  for (const std::string& f : fetches) out.push_back(values[graph_->FindNode(f)->id()][0]);
+  return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> Executor::RunStep(const StepInfo& step, const FeedMap& feeds,
+                                                      const std::vector<std::string>& fetches) {
+  RETURN_IF_ERROR(StartStep(step, feeds, fetches));
+  return FinishStep(step.step);
+}
+
+absl::Status Executor::StartStep(const StepInfo& step, FeedMap feeds, const std::vector<std::string>& fetches) {
+  auto run = std::make_unique<StepRun>();
+  run->info = step;
+  run->time = Timestamp{step.epoch, step.step};
+  run->feeds = std::move(feeds);
+  run->fetch_names = fetches;
+  for (const std::string& f : fetches) {
+    Node* n = graph_->FindNode(f);
+    if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot fetch '", f, "': no such node"));
+    run->fetch_ids.push_back(n->id());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.ok()) return failed_;
+    if (next_step_ >= 0 && step.step != next_step_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("steps must run in order: step ", next_step_, " is next, not ", step.step));
+    }
+  }
+  RETURN_IF_ERROR(tracker_->WaitToBegin(step.step, absl::Now() + options_.step_timeout));
+  std::vector<PointstampDelta> begin = {{run->time, kStepOpen, +1}};
+  std::unique_lock<std::mutex> lock(mu_);
+  if (next_step_ < 0) {
+    // The first step run: every Parameter's initial value is valid now.
+    for (auto& [id, by_step] : parameter_values_) {
+      Tensor v = by_step.rbegin()->second;
+      by_step.clear();
+      by_step[step.step] = v;
+    }
+    last_completed_step_ = step.step - 1;
+  }
+  next_step_ = step.step + 1;
+  run->pending = in_step_inputs_;
+  run->uses_left = consumers_;
+  run->values.resize(nodes_.size());
+  for (const Node* n : nodes_) {
+    if (n == nullptr) continue;
+    ++run->nodes_left;
+    begin.push_back({run->time, n->id(), +1});
+    if (n->op() == "Parameter") {
+      auto& by_step = parameter_values_[n->id()];
+      auto it = by_step.find(step.step);
+      if (it != by_step.end()) {
+        run->sources[n->id()] = it->second;
+      } else {
+        ++run->pending[n->id()];  // waits for its Feedback of the step before
+      }
+    }
+  }
+  for (int id : run->fetch_ids) ++run->uses_left[id];
+  begin.push_back({run->time, kStepOpen, -1});
+  RETURN_IF_ERROR(tracker_->Apply(begin));
+  StepRun* r = run.get();
+  r->fetched.resize(r->fetch_ids.size());
+  tracker_->NotifyAt(r->time, [this, r] {
+    std::lock_guard<std::mutex> l(mu_);
+    r->done = true;
+    changed_.notify_all();
+  });
+  runs_[step.step] = std::move(run);
+  for (const Node* n : nodes_) {
+    if (n != nullptr && r->pending[n->id()] == 0) ready_.push_back({r, n->id()});
+  }
+  Dispatch(lock);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = runs_.find(step);
+  if (it == runs_.end()) return absl::FailedPreconditionError(absl::StrCat("step ", step, " was not started"));
+  StepRun* run = it->second.get();
+  absl::Time deadline = absl::Now() + options_.step_timeout;
+  while (!run->done && failed_.ok()) {
+    if (changed_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now())) == std::cv_status::timeout &&
+        absl::Now() >= deadline) {
+      failed_ = absl::DeadlineExceededError(
+          absl::StrCat("step ", step, " made no progress for ", absl::FormatDuration(options_.step_timeout)));
+    }
+  }
+  if (!failed_.ok()) {
+    changed_.wait(lock, [&] { return running_ == 0; });
+    tracker_->Cancel();
+    return failed_;
+  }
+  // Older steps' parameter values are no longer needed.
+  for (auto& [id, by_step] : parameter_values_) {
+    while (by_step.size() > 1 && by_step.begin()->first <= step) by_step.erase(by_step.begin());
+  }
+  last_completed_step_ = step;
+  std::vector<Tensor> fetched = std::move(run->fetched);
+  runs_.erase(it);
+  return fetched;
+}
+
+void Executor::Dispatch(std::unique_lock<std::mutex>& lock) {
+  while (free_cores_ > 0 && !ready_.empty() && failed_.ok()) {
+    auto [run, id] = ready_.front();
+    ready_.erase(ready_.begin());
+    --free_cores_;
+    ++running_;
+    pool_->arena.execute([this, run = run, id = id] { pool_->group.run([this, run, id] { Execute(run, id); }); });
+  }
+}
+
+void Executor::Execute(StepRun* run, int node_id) {
+  const Node& node = *nodes_[node_id];
+  const Tensor* source = nullptr;
+  if (node.op() == "Parameter") {
+    std::lock_guard<std::mutex> lock(mu_);
+    source = &run->sources[node_id];
+  }
+  std::vector<Tensor> outputs;
+  absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, budget_.get(), &outputs);
+  Finish(run, node_id, std::move(status), std::move(outputs));
+}
+
+void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs) {
+  const Node& node = *nodes_[node_id];
+  std::unique_lock<std::mutex> lock(mu_);
+  ++free_cores_;
+  --running_;
+  if (!status.ok()) {
+    if (failed_.ok()) failed_ = status;
+    changed_.notify_all();
+    return;
+  }
+  if (!failed_.ok()) {
+    changed_.notify_all();
+    return;
+  }
+  run->values[node_id] = std::move(outputs);
+  for (size_t i = 0; i < run->fetch_ids.size(); ++i) {
+    if (run->fetch_ids[i] == node_id) {
+      run->fetched[i] = run->values[node_id][0];
+      --run->uses_left[node_id];
+    }
+  }
+  if (feedback_target_[node_id] >= 0) {
+    // The value of the target Parameter at the next step.
+    int target = feedback_target_[node_id];
+    int64_t next = run->info.step + 1;
+    parameter_values_[target][next] = run->values[node_id][0];
+    auto it = runs_.find(next);
+    if (it != runs_.end() && !it->second->sources.contains(target)) {
+      it->second->sources[target] = run->values[node_id][0];
+      if (--it->second->pending[target] == 0) ready_.push_back({it->second.get(), target});
+    }
+  } else {
+    for (const Edge* e : node.out_edges()) {
+      if (--run->pending[e->dst->id()] == 0) ready_.push_back({run, e->dst->id()});
+    }
+  }
+  // The memory plan: drop each input value whose consumers in this step have
+  // all run, so its buffer returns to the pool.
+  if (node.op() != "Parameter") {
+    for (int i = 0; i < node.num_inputs(); ++i) {
+      int src = node.input_edge(i)->src->id();
+      if (--run->uses_left[src] == 0) run->values[src].clear();
+    }
+  }
+  if (run->uses_left[node_id] == 0) run->values[node_id].clear();
+  --run->nodes_left;
+  Timestamp time = run->time;
+  Dispatch(lock);
+  lock.unlock();
+  // May complete the step, whose notification takes mu_.
+  absl::Status s = tracker_->Update(time, node_id, -1);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (failed_.ok()) failed_ = s;
+    changed_.notify_all();
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Executor::State() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (const auto& [id, by_step] : parameter_values_) state.emplace_back(nodes_[id]->name(), by_step.rbegin()->second);
+  std::sort(state.begin(), state.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return state;
+}
+
+absl::Status Executor::SetState(const std::string& name, const Tensor& value) {
+  Node* n = graph_->FindNode(name);
+  if (n == nullptr || n->op() != "Parameter") {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a Parameter of this graph"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!runs_.empty()) return absl::FailedPreconditionError("cannot set state while steps are running");
+  auto& by_step = parameter_values_[n->id()];
+  Tensor& current = by_step.rbegin()->second;
+  if (current.dims() != value.dims() || current.dtype() != value.dtype()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is ", current.DebugString(), ", not ", value.DebugString()));
+  }
+  current = value;
+  return absl::OkStatus();
+}
+
+}  // namespace nereid

@@ -1,0 +1,136 @@
+#ifndef NEREID_SCHEDULERS_EXECUTOR_H_
+#define NEREID_SCHEDULERS_EXECUTOR_H_
+
+// Runs a planned graph, one training step (loop iteration) at a time or
+// several overlapped, as the progress tracker's bound allows.
+//
+// Within a step every node is a oneTBB task, dispatched once all its inputs of
+// that step exist. Across steps, a Parameter at step s takes the value its
+// Feedback produced at step s-1 (or its initial value at the first step), so
+// step s+1 may start as soon as the tracker lets it (K = max_steps_in_flight:
+// 1 is synchronous) and each Parameter's read waits for its own value only.
+//
+// Cores: the worker's T threads are tokens. A node needs one to run; a kernel
+// borrows idle tokens for intra-op parallelism (oneDNN's OpenMP threads or
+// oneTBB loops), never ones ready nodes are waiting for. So at most T threads
+// are busy, whichever library is computing.
+//
+// Memory: each value of a step is dropped once its last consumer in that step
+// has run, which returns its buffer to the pool for the next allocation.
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "graph/ir.h"
+#include "ops/kernel.h"
+#include "runtime/tensor.h"
+#include "schedulers/progress_tracker.h"
+
+namespace nereid {
+
+struct ExecutorOptions {
+  int threads = 1;
+  std::string device = std::string(kCpu);
+  // 0: take it from the graph's training loop scope (default 1).
+  int max_steps_in_flight = 0;
+  // A step that makes no progress for this long fails, naming what it waits on.
+  absl::Duration step_timeout = absl::Minutes(10);
+};
+
+// Feed name ("images", "labels") -> the batch tensor.
+using FeedMap = absl::flat_hash_map<std::string, Tensor>;
+
+class Executor {
+ public:
+  // `graph` must have passed validation and shape inference and outlive the
+  // executor. Creates a kernel per node (an error names a node without one)
+  // and materialises every Parameter's initial value.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(const Graph* graph, ExecutorOptions options);
+  ~Executor();
+
+  // Runs one training step: every node of the graph once, at `step`.
+  // Returns the fetched nodes' output 0.
+  absl::StatusOr<std::vector<Tensor>> RunStep(const StepInfo& step, const FeedMap& feeds,
+                                              const std::vector<std::string>& fetches);
+  // RunStep in two halves, so a driver can start step s+1 before step s has
+  // finished (the tracker decides whether it may: StartStep blocks until it
+  // does). Steps must start in order, one after the other.
+  absl::Status StartStep(const StepInfo& step, FeedMap feeds, const std::vector<std::string>& fetches);
+  absl::StatusOr<std::vector<Tensor>> FinishStep(int64_t step);
+
+  // Computes `fetches` from the current parameter values without changing
+  // them (evaluation: step.training is normally false). Runs only the nodes
+  // the fetches need.
+  absl::StatusOr<std::vector<Tensor>> Evaluate(const StepInfo& step, const FeedMap& feeds,
+                                               const std::vector<std::string>& fetches);
+
+  // The value every Parameter (trainable or state) has after the last
+  // completed step, by node name.
+  std::vector<std::pair<std::string, Tensor>> State() const;
+  // Replaces a Parameter's current value (restoring a checkpoint); dims must
+  // match.
+  absl::Status SetState(const std::string& name, const Tensor& value);
+
+  int threads() const { return threads_; }
+  const ProgressTracker& tracker() const { return *tracker_; }
+
+ private:
+  struct StepRun;
+  class CoreBudget;
+
+  Executor(const Graph* graph, ExecutorOptions options);
+  absl::Status Init();
+  absl::StatusOr<std::vector<int64_t>> Order(const std::vector<std::string>& fetches, bool whole_graph) const;
+  // Runs one node's kernel; inputs come from `values`.
+  absl::Status RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
+                       const std::vector<std::vector<Tensor>>& values, const Tensor* source, ThreadBudget* budget,
+                       std::vector<Tensor>* outputs);
+  absl::StatusOr<const std::vector<std::vector<int64_t>>*> OutputDims(const Node& node,
+                                                                      const std::vector<const Tensor*>& inputs);
+  void Dispatch(std::unique_lock<std::mutex>& lock);
+  void Execute(StepRun* run, int node_id);
+  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs);
+
+  const Graph* graph_;
+  ExecutorOptions options_;
+  int threads_;
+  std::vector<const Node*> nodes_;  // by id (null for removed ids)
+  std::vector<std::unique_ptr<OpKernel>> kernels_;
+  std::vector<int> feedback_target_;  // by id: the Parameter a Feedback feeds, or -1
+  std::vector<int> in_step_inputs_;   // by id: data and control inputs within a step
+  std::vector<int> consumers_;        // by id: data out-edges within a step
+  std::unique_ptr<ProgressTracker> tracker_;
+
+  struct ShapeCache {
+    std::mutex mu;
+    std::map<std::vector<std::vector<int64_t>>, std::vector<std::vector<int64_t>>> dims;
+  };
+  std::vector<std::unique_ptr<ShapeCache>> shape_caches_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  // Parameter id -> its value by the step it is valid at.
+  std::map<int, std::map<int64_t, Tensor>> parameter_values_;
+  int64_t last_completed_step_ = -1;
+  int64_t next_step_ = -1;  // -1 until the first step
+  std::map<int64_t, std::unique_ptr<StepRun>> runs_;
+  std::vector<std::pair<StepRun*, int>> ready_;
+  int free_cores_;
+  int running_ = 0;
+  absl::Status failed_;
+  std::unique_ptr<CoreBudget> budget_;
+  struct Pool;
+  std::unique_ptr<Pool> pool_;
+};
+
+}  // namespace nereid
+
+#endif  // NEREID_SCHEDULERS_EXECUTOR_H_
