@@ -321,12 +321,16 @@ absl::Status Executor::StartStep(const StepInfo& step, FeedMap feeds, const std:
   RETURN_IF_ERROR(tracker_->Apply(begin));
   StepRun* r = run.get();
   r->fetched.resize(r->fetch_ids.size());
+  runs_[step.step] = std::move(run);
+  // Registered outside mu_: the callback takes it, and nothing of this step
+  // can complete before the dispatch below.
+  lock.unlock();
   tracker_->NotifyAt(r->time, [this, r] {
     std::lock_guard<std::mutex> l(mu_);
     r->done = true;
     changed_.notify_all();
   });
-  runs_[step.step] = std::move(run);
+  lock.lock();
   for (const Node* n : nodes_) {
     if (n != nullptr && r->pending[n->id()] == 0) ready_.push_back({r, n->id()});
   }

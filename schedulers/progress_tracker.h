@@ -29,9 +29,8 @@
 //   L4 Notifications fire in timestamp order. Callbacks run one at a time and
 //      never under the tracker's lock; of the callbacks pending together, the
 //      smaller timestamp runs first, equal timestamps in registration order.
-//   L5 Step s may begin only when every step <= s - K is complete; the steps
-//      before the first one begun plus K need nothing (that first step sets the
-//      window's base). A step-open delta that would begin a step outside the
+//   L5 Step s may begin only when every step <= s - K is complete; steps below
+//      b + K, where b is the first step begun, need nothing. A step-open delta that would begin a step outside the
 //      window is refused (FailedPrecondition); MayBegin and WaitToBegin tell the
 //      executor when it may. So at most K steps are ever in flight: with K = 1
 //      steps never overlap; with K = 2 step s overlaps step s-1 only.

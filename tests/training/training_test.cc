@@ -1,0 +1,142 @@
+// Training end to end: convergence, determinism, resume, bad data. Runs use
+// the synthetic dataset (or a slice of Fashion-MNIST) to stay fast.
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint.h"
+#include "runtime/trainer.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempDir(const std::string& name) {
+  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  return dir;
+}
+
+TrainOptions Synthetic(const std::string& model, int64_t epochs) {
+  TrainOptions o;
+  o.model_path = "models/" + model + ".pbtxt";
+  o.dataset = "synthetic";
+  o.epochs = epochs;
+  o.batch = 32;
+  o.threads = 2;
+  o.seed = 7;
+  o.progress = nullptr;
+  return o;
+}
+
+// Logistic regression on separable synthetic classes reaches a small loss
+// and perfect accuracy.
+TEST(TrainingTest, TinyModelConverges) {
+  auto result = Train(Synthetic("logreg_fashion", 3));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LT(result->final_train_loss, 0.05);
+  EXPECT_GT(result->per_epoch[0].train_loss, result->final_train_loss);
+  EXPECT_DOUBLE_EQ(result->final_test_accuracy, 1.0);
+  EXPECT_GT(result->peak_tensor_bytes, 0);
+}
+
+std::vector<std::pair<std::string, Tensor>> FinalState(const std::string& dir) {
+  auto ckpt = LoadLatestCheckpoint(dir);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  return ckpt.ok() ? ckpt->tensors : std::vector<std::pair<std::string, Tensor>>{};
+}
+
+void ExpectBitwiseEqual(const std::vector<std::pair<std::string, Tensor>>& a,
+                        const std::vector<std::pair<std::string, Tensor>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(a[i].second.BitwiseEquals(b[i].second)) << a[i].first;
+  }
+}
+
+TEST(TrainingTest, SameSeedSameParametersBitwise) {
+  for (const char* model : {"mlp_fashion", "lenet_fashion"}) {
+    TrainOptions a = Synthetic(model, 1), b = Synthetic(model, 1);
+    a.checkpoint_dir = TempDir(std::string(model) + "_a");
+    b.checkpoint_dir = TempDir(std::string(model) + "_b");
+    ASSERT_TRUE(Train(a).ok());
+    ASSERT_TRUE(Train(b).ok());
+    ExpectBitwiseEqual(FinalState(a.checkpoint_dir), FinalState(b.checkpoint_dir));
+  }
+}
+
+TEST(TrainingTest, ResumeMatchesAnUninterruptedRun) {
+  TrainOptions whole = Synthetic("mlp_fashion", 2);
+  whole.checkpoint_dir = TempDir("whole");
+  auto full = Train(whole);
+  ASSERT_TRUE(full.ok()) << full.status();
+
+  TrainOptions first = Synthetic("mlp_fashion", 1);
+  first.checkpoint_dir = TempDir("interrupted");
+  ASSERT_TRUE(Train(first).ok());
+  TrainOptions rest = Synthetic("mlp_fashion", 2);
+  rest.checkpoint_dir = first.checkpoint_dir;
+  rest.resume = true;
+  auto resumed = Train(rest);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->epochs, 1);  // only the second epoch ran
+  ExpectBitwiseEqual(FinalState(whole.checkpoint_dir), FinalState(rest.checkpoint_dir));
+  EXPECT_DOUBLE_EQ(resumed->final_test_accuracy, full->final_test_accuracy);
+  EXPECT_DOUBLE_EQ(resumed->final_train_loss, full->final_train_loss);
+}
+
+TEST(TrainingTest, CorruptCheckpointIsAClearError) {
+  TrainOptions o = Synthetic("logreg_fashion", 1);
+  o.checkpoint_dir = TempDir("corrupt");
+  ASSERT_TRUE(Train(o).ok());
+  {
+    std::fstream f(o.checkpoint_dir + "/epoch-1.ckpt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  o.resume = true;
+  o.epochs = 2;
+  auto result = Train(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("epoch-1.ckpt: checksum mismatch"));
+}
+
+TEST(TrainingTest, DivergenceIsReportedWithItsStep) {
+  TrainOptions o = Synthetic("mlp_fashion", 1);
+  o.passes = "autodiff,sgd(lr=1e30)";
+  auto result = Train(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("training diverged"));
+}
+
+TEST(TrainingTest, MissingAndCorruptDataFilesNameTheFile) {
+  TrainOptions o = Synthetic("mlp_fashion", 1);
+  o.dataset = "fashion-mnist";
+  o.data_dir = TempDir("no_such_dir");
+  auto result = Train(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("no_such_dir/train-images-idx3-ubyte.gz"));
+
+  std::string dir = TempDir("bad_data");
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"}) {
+    std::ofstream(dir + "/" + f) << "this is not an IDX file";
+  }
+  o.data_dir = dir;
+  result = Train(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("bad_data/train-images-idx3-ubyte.gz"));
+}
+
+TEST(TrainingTest, UnbuiltWorkerCountsAreRefused) {
+  TrainOptions o = Synthetic("mlp_fashion", 1);
+  o.workers = 4;
+  EXPECT_THAT(std::string(Train(o).status().message()), HasSubstr("not built yet"));
+}
+
+}  // namespace
+}  // namespace nereid
