@@ -9,6 +9,12 @@ PACKAGES=(
   libgloo-dev libdnnl-dev libhiredis-dev libibverbs-dev zlib1g-dev
   dataset-fashion-mnist redis-server iproute2 python3
 )
+# `./setup.sh --bench` adds the peer the benchmarks compare against: PyTorch
+# 1.13 with OpenBLAS (without libopenblas0, torch falls back to the slow
+# reference BLAS and every comparison would flatter Nereid).
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(python3-torch python3-numpy libopenblas0)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

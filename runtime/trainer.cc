@@ -163,6 +163,21 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   std::string dataset_name = options.dataset.empty() ? GraphAttr(*graph, "dataset") : options.dataset;
   data::DatasetOptions dopts;
   dopts.dir = options.data_dir;
+  if (dataset_name == "synthetic") {
+    // Synthetic data takes the shape the model's images input declares.
+    for (Node* n : graph->nodes()) {
+      const auto& attr = n->def().attr();
+      if (n->op() != "Input" || !attr.count("feed") || attr.at("feed").s() != "images") continue;
+      const TensorShape& s = n->outputs()[0].shape;
+      if (s.rank() == 4) {
+        dopts.channels = s.dim(1);
+        dopts.height = s.dim(2);
+        dopts.width = s.dim(3);
+      }
+    }
+    auto classes = graph->header().attr().find("num_classes");
+    if (classes != graph->header().attr().end()) dopts.num_classes = static_cast<int>(classes->second.i());
+  }
   dopts.seed = options.seed;
   dopts.limit = options.train_limit;
   ASSIGN_OR_RETURN(data::Dataset train_set, data::LoadNamedDataset(dataset_name, data::Split::kTrain, dopts));

@@ -172,10 +172,14 @@ class BatchNormGradKernel : public OpKernel {
     }
     ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims()));
     int threads = ctx->AcquireThreads(x.num_elements(), kBatchNormGrain);
+    // oneDNN 2.6 counts DNNL_ARG_SHIFT among the inputs of the backward pass
+    // under use_shift and refuses to run without it, though no gradient
+    // depends on the offset; scale stands in for it (read-only, never used).
     return cpu::RunPrimitive(p->primitive,
                              {{DNNL_ARG_SRC, cpu::Wrap(p->data, x)},
                               {DNNL_ARG_DIFF_DST, cpu::Wrap(p->data, dy)},
                               {DNNL_ARG_SCALE, cpu::Wrap(p->channels, ctx->input(2))},
+                              {DNNL_ARG_SHIFT, cpu::Wrap(p->channels, ctx->input(2))},
                               {DNNL_ARG_MEAN, cpu::Wrap(p->channels, ctx->input(3))},
                               {DNNL_ARG_VARIANCE, cpu::Wrap(p->channels, ctx->input(4))},
                               {DNNL_ARG_DIFF_SRC, cpu::Wrap(p->data, *dx)},

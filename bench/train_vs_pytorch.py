@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""Training throughput: Nereid vs PyTorch 1.13 (Debian's python3-torch), back to back.
+
+For each model and thread count, runs `nereid run` and bench/pytorch_reference.py
+alternately (--repeats times each, same batch, same threads, same number of
+steps) and prints the median samples/s of each and their ratio. Only same-run
+ratios mean anything: this machine's speed drifts by up to 2x within minutes.
+
+Nereid's figure covers every step including the first (oneDNN primitive
+creation); PyTorch's excludes its warm-up steps. So the ratio is conservative.
+
+    bench/train_vs_pytorch.py [--models mlp_fashion,lenet_fashion,vgg11_cifar]
+                              [--threads 1,2] [--repeats 3] [--json PATH]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = {"mlp_fashion": 300, "lenet_fashion": 300, "logreg_fashion": 300, "svm_fashion": 300, "vgg11_cifar": 8}
+
+
+def nereid(model, threads, batch, steps, out):
+    cmd = [os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid"), "run", f"models/{model}.pbtxt",
+           "--threads", str(threads), "--batch", str(batch), "--max-steps", str(steps),
+           "--test-limit", "1000", "--quiet", "--metrics-json", out]
+    if model.endswith("_cifar"):
+        cmd += ["--dataset", "synthetic"]
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return json.load(open(out))["samples_per_second"]
+
+
+def pytorch(model, threads, batch, steps, out):
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/pytorch_reference.py"), "--model", model,
+           "--threads", str(threads), "--batch", str(batch), "--max-steps", str(steps + 3),
+           "--warmup-steps", "3", "--no-eval", "--json", out]
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return json.load(open(out))["samples_per_second"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="mlp_fashion,lenet_fashion,vgg11_cifar")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    subprocess.run([os.path.join(ROOT, "setup.sh"), "--bench"], check=True)
+    subprocess.run(["bazel", "build", "-c", "opt", "//runtime/cli:nereid"], cwd=ROOT, check=True,
+                   stderr=subprocess.DEVNULL)
+    rows = []
+    tmp = tempfile.mkdtemp()
+    print(f"{'model':16} {'threads':>7} {'nereid/s':>10} {'pytorch/s':>10} {'ratio':>6}")
+    for model in args.models.split(","):
+        for threads in [int(t) for t in args.threads.split(",")]:
+            ours, theirs = [], []
+            for r in range(args.repeats):
+                # Alternate which goes first, so drift hits both alike.
+                order = [(nereid, ours), (pytorch, theirs)]
+                for run, into in (order if r % 2 == 0 else order[::-1]):
+                    into.append(run(model, threads, args.batch, STEPS[model], os.path.join(tmp, "m.json")))
+            row = {"model": model, "threads": threads, "batch": args.batch, "steps": STEPS[model],
+                   "nereid_samples_per_second": statistics.median(ours),
+                   "pytorch_samples_per_second": statistics.median(theirs), "nereid_runs": ours, "pytorch_runs": theirs}
+            row["ratio"] = row["nereid_samples_per_second"] / row["pytorch_samples_per_second"]
+            rows.append(row)
+            print(f"{model:16} {threads:7d} {row['nereid_samples_per_second']:10.0f} "
+                  f"{row['pytorch_samples_per_second']:10.0f} {row['ratio']:6.2f}", flush=True)
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
