@@ -3,7 +3,7 @@
 #   1. bazel test //...                  (all suites)
 #   2. bazel test --config=cuda //...    (adds the CUDA/NCCL targets: built with
 #                                         nvcc, their tests skip without a GPU)
-#   3. bazel test --config=asan on the graph, ops and tests suites
+#   3. bazel test --config=asan on every C++ suite
 #                                        (AddressSanitizer + UBSan)
 # and prints one closing line: "nereid: N passed, N failed".
 # Options: --quick skips the sanitizer pass; --tsan adds a ThreadSanitizer pass.
@@ -49,10 +49,10 @@ else
   echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
 fi
 if [ "$quick" -eq 0 ]; then
-  run_pass "AddressSanitizer + UBSan" --config=asan //graph/... //ops/... //runtime/... //tests/...
+  run_pass "AddressSanitizer + UBSan" --config=asan //graph/... //ops/... //passes/... //runtime/... //schedulers/... //tests/...
 fi
 if [ "$tsan" -eq 1 ]; then
-  run_pass "ThreadSanitizer" --config=tsan //graph/... //ops/... //runtime/... //tests/...
+  run_pass "ThreadSanitizer" --config=tsan //graph/... //ops/... //passes/... //runtime/... //schedulers/... //tests/...
 fi
 rm -f "$summary"
 echo "nereid: $passed passed, $failed failed"

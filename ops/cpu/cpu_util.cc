@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <mutex>
+
 #include "absl/strings/str_cat.h"
 
 namespace nereid {
@@ -18,6 +20,13 @@ absl::Status DnnlError(const dnnl::error& e, const char* what) {
 
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
                           const char* what) {
+  // Debian's oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, so its
+  // primitives share one library-managed scratchpad: two running at once
+  // corrupt each other (observed as heap corruption with --threads 2).
+  // Primitive calls are therefore serialised; each still uses every core the
+  // kernel could borrow, and non-oneDNN nodes run alongside.
+  static std::mutex* serial = new std::mutex();
+  std::lock_guard<std::mutex> lock(*serial);
   omp_set_num_threads(std::max(1, threads));
   try {
     dnnl::stream stream(CpuEngine());

@@ -25,7 +25,7 @@ void PrintUsage(FILE* out) {
   for (const Command* c : Commands()) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
   std::fprintf(out,
                "\nRun 'nereid COMMAND --help' for a command's options.\n"
-               "Not built yet: plan, run, bench (see the README's status table).\n");
+               "Not built yet: bench, multi-worker runs (see the README's status table).\n");
 }
 
 }  // namespace

@@ -229,6 +229,39 @@ TEST(ShapeTest, FlopsPerSample) {
 }
 
 // Runs last in this file (gtest keeps declaration order within a binary).
+// Gradient and training ops: each output takes the shape of the input it is
+// the gradient of (or the parameter's).
+TEST(ShapeTest, GradientOps) {
+  std::string g = kImage + InputNode("dy", {-1, 3, 32, 32}) + ParamNode("f", {3, 3, 3, 3}) +
+                  InputNode("dm", {-1, 10}) + InputNode("logits", {-1, 10}) +
+                  InputNode("labels", {-1}, "DT_INT32") + ParamNode("scalar", {}) + ParamNode("c", {3});
+  for (const char* op : {"ReluGrad", "SigmoidGrad", "TanhGrad", "SoftmaxGrad"}) {
+    EXPECT_EQ(OutputOf(g + OpNode("y", op, {"dy", "x"}), "y"), "[?,3,32,32] float32") << op;
+  }
+  EXPECT_EQ(OutputOf(g + OpNode("y", "BiasAddGrad", {"dy"}), "y"), "[3] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2DBackpropInput", {"x", "f", "dy"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Conv2DBackpropFilter", {"x", "f", "dy"}), "y"), "[3,3,3,3] float32");
+  for (const char* op : {"MaxPoolGrad", "AvgPoolGrad"}) {
+    EXPECT_EQ(OutputOf(g + OpNode("y", op, {"x", "dy"}, Attr("ksize", IntsValue({2, 2}))), "y"), "[?,3,32,32] float32");
+  }
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GlobalAvgPoolGrad", {"x", "dy"}), "y"), "[?,3,32,32] float32");
+  for (const char* op : {"SoftmaxCrossEntropyGrad", "HingeLossGrad", "LogisticLossGrad"}) {
+    EXPECT_EQ(OutputOf(g + OpNode("y", op, {"logits", "labels", "scalar"}), "y"), "[?,10] float32") << op;
+  }
+  EXPECT_EQ(OutputOf(g + OpNode("y", "ReduceToShapeOf", {"dy", "c"}), "y"), "[3] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "ReshapeLike", {"dm", "logits"}), "y"), "[?,10] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "SliceLike", {"dm", "c"}, Attr("axis", "i: 0") + Attr("begin", "i: 0")), "y"),
+            "[3] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "BatchNormGrad", {"dy", "x", "c", "c", "c"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "DropoutGrad", {"dy"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "AddN", {"dy", "x"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Gradient", {"f"}, Attr("parameter", "s: \"f\"")), "y"), "[3,3,3,3] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LearningRate", {}, Attr("base", "f: 0.1")), "y"), "[] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "ApplySgd", {"c", "c", "scalar", "c"}), "y"), "[3] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "ApplyAdam", {"c", "c", "scalar", "c", "c"}), "y"), "[3] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "ApplySgd", {"c", "f", "scalar"})), HasSubstr("shapes disagree"));
+}
+
 TEST(RegistryTest, EveryOpHasShapeAndCostFunctionsAndATestHere) {
   for (const std::string& name : OpRegistry::Global().OpNames()) {
     const OpDef* def = OpRegistry::Global().Find(name);
