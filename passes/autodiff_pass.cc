@@ -101,9 +101,9 @@ class AutodiffPass : public Pass {
       }
       if (!any) continue;
       if (IsTrainableParameter(*node)) {
-        ASSIGN_OR_RETURN(Node * g, AddOpNode(&graph, absl::StrCat(node->name(), "/grad"), "Gradient",
-                                             {*output_grads[0]}, {{"parameter", StringAttrOf(node->name())}}));
-        (void)g;
+        RETURN_IF_ERROR(AddOpNode(&graph, absl::StrCat(node->name(), "/grad"), "Gradient", {*output_grads[0]},
+                                  {{"parameter", StringAttrOf(node->name())}})
+                            .status());
         ++params;
         continue;
       }

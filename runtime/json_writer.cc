@@ -87,6 +87,11 @@ void JsonWriter::Member(absl::string_view key, absl::string_view value) {
   String(value);
 }
 
+void JsonWriter::Member(absl::string_view key, double value) {
+  Key(key);
+  Double(value);
+}
+
 std::string JsonWriter::Take() {
   std::string result = std::move(out_);
   result += "\n";

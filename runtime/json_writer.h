@@ -35,6 +35,7 @@ class JsonWriter {
   // Key followed by a value, for flat records.
   void Member(absl::string_view key, int64_t value);
   void Member(absl::string_view key, absl::string_view value);
+  void Member(absl::string_view key, double value);
 
   // The document so far, with a trailing newline.
   std::string Take();

@@ -287,14 +287,10 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   w.Member("steps", r.steps);
   w.Member("batch_per_worker", options.batch);
   w.Member("seed", static_cast<int64_t>(options.seed));
-  w.Key("final_train_loss");
-  w.Double(r.final_train_loss);
-  w.Key("final_test_accuracy");
-  w.Double(r.final_test_accuracy);
-  w.Key("samples_per_second");
-  w.Double(r.samples_per_second);
-  w.Key("wall_seconds");
-  w.Double(r.wall_seconds);
+  w.Member("final_train_loss", r.final_train_loss);
+  w.Member("final_test_accuracy", r.final_test_accuracy);
+  w.Member("samples_per_second", r.samples_per_second);
+  w.Member("wall_seconds", r.wall_seconds);
   w.Member("peak_rss_bytes", r.peak_rss_bytes);
   w.Member("peak_tensor_bytes", r.peak_tensor_bytes);
   w.Key("per_epoch");
@@ -302,16 +298,11 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   for (const EpochMetrics& m : r.per_epoch) {
     w.BeginObject();
     w.Member("epoch", m.epoch + 1);
-    w.Key("train_loss");
-    w.Double(m.train_loss);
-    w.Key("test_accuracy");
-    w.Double(m.test_accuracy);
-    w.Key("test_loss");
-    w.Double(m.test_loss);
-    w.Key("samples_per_second");
-    w.Double(m.samples_per_second);
-    w.Key("seconds");
-    w.Double(m.seconds);
+    w.Member("train_loss", m.train_loss);
+    w.Member("test_accuracy", m.test_accuracy);
+    w.Member("test_loss", m.test_loss);
+    w.Member("samples_per_second", m.samples_per_second);
+    w.Member("seconds", m.seconds);
     w.EndObject();
   }
   w.EndArray();

@@ -218,9 +218,12 @@ absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const Fee
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int64_t>> Executor::Order(const std::vector<std::string>& fetches, bool whole_graph) const {
+absl::StatusOr<const std::vector<int64_t>*> Executor::EvaluationOrder(const std::vector<std::string>& fetches) {
+  std::lock_guard<std::mutex> lock(order_mu_);
+  auto cached = evaluation_orders_.find(fetches);
+  if (cached != evaluation_orders_.end()) return &cached->second;
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(*graph_));
-  std::vector<bool> needed(nodes_.size(), whole_graph);
+  std::vector<bool> needed(nodes_.size(), false);
   for (const std::string& f : fetches) {
     Node* n = graph_->FindNode(f);
     if (n == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot fetch '", f, "': no such node"));
@@ -236,12 +239,12 @@ absl::StatusOr<std::vector<int64_t>> Executor::Order(const std::vector<std::stri
   for (const Node* n : order) {
     if (needed[n->id()]) ids.push_back(n->id());
   }
-  return ids;
+  return &evaluation_orders_.emplace(fetches, std::move(ids)).first->second;
 }
 
 absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, const FeedMap& feeds,
                                                        const std::vector<std::string>& fetches) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> ids, Order(fetches, false));
+  ASSIGN_OR_RETURN(const std::vector<int64_t>* ids, EvaluationOrder(fetches));
   std::vector<std::vector<Tensor>> values(nodes_.size());
   absl::flat_hash_map<int, Tensor> params;
   {
@@ -252,7 +255,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
   // Evaluation runs the nodes in order on one task that may borrow every core.
   absl::Status status;
   pool_->arena.execute([&] {
-    for (int64_t id : ids) {
+    for (int64_t id : *ids) {
       const Node& n = *nodes_[id];
       const Tensor* source = n.op() == "Parameter" ? &params[id] : nullptr;
       status = RunNode(n, step, feeds, values, source, budget_.get(), &values[id]);
@@ -373,7 +376,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
 void Executor::Dispatch(std::unique_lock<std::mutex>& lock) {
   while (free_cores_ > 0 && !ready_.empty() && failed_.ok()) {
     auto [run, id] = ready_.front();
-    ready_.erase(ready_.begin());
+    ready_.pop_front();
     --free_cores_;
     ++running_;
     pool_->arena.execute([this, run = run, id = id] { pool_->group.run([this, run, id] { Execute(run, id); }); });

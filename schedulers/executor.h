@@ -20,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,7 +89,9 @@ class Executor {
 
   Executor(const Graph* graph, ExecutorOptions options);
   absl::Status Init();
-  absl::StatusOr<std::vector<int64_t>> Order(const std::vector<std::string>& fetches, bool whole_graph) const;
+  // The nodes `fetches` need, in topological order (cached: evaluation asks
+  // for the same fetches every batch).
+  absl::StatusOr<const std::vector<int64_t>*> EvaluationOrder(const std::vector<std::string>& fetches);
   // Runs one node's kernel; inputs come from `values`.
   absl::Status RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
                        const std::vector<std::vector<Tensor>>& values, const Tensor* source, ThreadBudget* budget,
@@ -115,6 +118,9 @@ class Executor {
   };
   std::vector<std::unique_ptr<ShapeCache>> shape_caches_;
 
+  std::mutex order_mu_;
+  std::map<std::vector<std::string>, std::vector<int64_t>> evaluation_orders_;
+
   mutable std::mutex mu_;
   std::condition_variable changed_;
   // Parameter id -> its value by the step it is valid at.
@@ -122,7 +128,7 @@ class Executor {
   int64_t last_completed_step_ = -1;
   int64_t next_step_ = -1;  // -1 until the first step
   std::map<int64_t, std::unique_ptr<StepRun>> runs_;
-  std::vector<std::pair<StepRun*, int>> ready_;
+  std::deque<std::pair<StepRun*, int>> ready_;  // FIFO: first ready, first run
   int free_cores_;
   int running_ = 0;
   absl::Status failed_;

@@ -2,8 +2,6 @@
 // softmax through oneDNN.
 
 #include <cmath>
-#include <map>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
@@ -83,24 +81,13 @@ class SoftmaxKernel : public OpKernel {
     if (out->num_elements() == 0) return absl::OkStatus();
     dnnl::memory::desc md = cpu::PlainDesc(first.dims());
     int threads = ctx->AcquireThreads(out->num_elements(), cpu::kElementwiseGrain);
-    const dnnl::primitive* primitive = nullptr;
-    try {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto& p = cache_[first.dims()];
-      if (!p) {
-        dnnl::softmax_forward::primitive_desc fwd(
-            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis), cpu::CpuEngine());
-        if (backward_) {
-          dnnl::softmax_backward::primitive_desc bwd(dnnl::softmax_backward::desc(md, md, axis), cpu::CpuEngine(), fwd);
-          p = std::make_unique<dnnl::primitive>(dnnl::softmax_backward(bwd));
-        } else {
-          p = std::make_unique<dnnl::primitive>(dnnl::softmax_forward(fwd));
-        }
-      }
-      primitive = p.get();
-    } catch (const dnnl::error& e) {
-      return cpu::DnnlError(e, "softmax");
-    }
+    ASSIGN_OR_RETURN(const dnnl::primitive* primitive, cache_.Get(first.dims(), [&] {
+      dnnl::softmax_forward::primitive_desc fwd(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis), cpu::CpuEngine());
+      if (!backward_) return dnnl::primitive(dnnl::softmax_forward(fwd));
+      return dnnl::primitive(dnnl::softmax_backward(
+          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, axis), cpu::CpuEngine(), fwd)));
+    }, "softmax"));
     if (backward_) {
       return cpu::RunPrimitive(*primitive,
                                {{DNNL_ARG_DIFF_DST, cpu::Wrap(md, ctx->input(0))},
@@ -115,8 +102,7 @@ class SoftmaxKernel : public OpKernel {
  private:
   bool backward_;
   int axis_ = -1;
-  std::mutex mu_;
-  std::map<std::vector<int64_t>, std::unique_ptr<dnnl::primitive>> cache_;
+  cpu::PrimitiveCache<std::vector<int64_t>, dnnl::primitive> cache_;
 };
 
 class SoftmaxGradKernel : public SoftmaxKernel {

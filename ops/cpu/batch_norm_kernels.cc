@@ -40,6 +40,12 @@ constexpr int64_t kBatchNormGrain = 1 << 16;
 
 // (x, scale, offset, running_mean, running_var)
 //   -> (y, saved_mean, saved_var, next_running_mean, next_running_var).
+// A built primitive with the descriptors its arguments are wrapped in.
+struct Primitive {
+  memory::desc data, channels;
+  dnnl::primitive primitive;
+};
+
 class BatchNormKernel : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
@@ -107,17 +113,8 @@ class BatchNormKernel : public OpKernel {
   }
 
  private:
-  struct Primitive {
-    memory::desc data, channels;
-    dnnl::primitive primitive;
-  };
-
   absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, bool training) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto key = std::make_pair(xd, training);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return &it->second;
-    try {
+    return cache_.Get(std::make_pair(xd, training), [&] {
       Primitive p;
       p.data = DataDesc(xd);
       p.channels = cpu::PlainDesc({xd[1]});
@@ -128,16 +125,13 @@ class BatchNormKernel : public OpKernel {
               training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, p.data, epsilon_, f),
           cpu::CpuEngine());
       p.primitive = dnnl::batch_normalization_forward(pd);
-      return &cache_.emplace(std::move(key), std::move(p)).first->second;
-    } catch (const dnnl::error& e) {
-      return cpu::DnnlError(e, "batch normalization");
-    }
+      return p;
+    }, "batch normalization");
   }
 
   float epsilon_ = 1e-5f;
   float momentum_ = 0.1f;
-  std::mutex mu_;
-  std::map<std::pair<std::vector<int64_t>, bool>, Primitive> cache_;
+  cpu::PrimitiveCache<std::pair<std::vector<int64_t>, bool>, Primitive> cache_;
 };
 
 // (dy, x, scale, saved_mean, saved_var) -> (dx, dscale, doffset), the
@@ -189,16 +183,8 @@ class BatchNormGradKernel : public OpKernel {
   }
 
  private:
-  struct Primitive {
-    memory::desc data, channels;
-    dnnl::primitive primitive;
-  };
-
   absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(xd);
-    if (it != cache_.end()) return &it->second;
-    try {
+    return cache_.Get(xd, [&] {
       Primitive p;
       p.data = DataDesc(xd);
       p.channels = cpu::PlainDesc({xd[1]});
@@ -209,15 +195,12 @@ class BatchNormGradKernel : public OpKernel {
       dnnl::batch_normalization_backward::primitive_desc bwd(
           dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, p.data, p.data, epsilon_, f), eng, fwd);
       p.primitive = dnnl::batch_normalization_backward(bwd);
-      return &cache_.emplace(xd, std::move(p)).first->second;
-    } catch (const dnnl::error& e) {
-      return cpu::DnnlError(e, "batch normalization backward");
-    }
+      return p;
+    }, "batch normalization backward");
   }
 
   float epsilon_ = 1e-5f;
-  std::mutex mu_;
-  std::map<std::vector<int64_t>, Primitive> cache_;
+  cpu::PrimitiveCache<std::vector<int64_t>, Primitive> cache_;
 };
 
 NEREID_REGISTER_KERNEL("BatchNorm", kCpu, DT_FLOAT, BatchNormKernel);

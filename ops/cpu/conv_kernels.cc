@@ -69,12 +69,14 @@ class ConvKernel : public OpKernel {
 
   absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, const std::vector<int64_t>& fd,
                                        const std::vector<int64_t>& yd) {
-    std::lock_guard<std::mutex> lock(mu_);
     std::vector<int64_t> key = xd;
     key.insert(key.end(), fd.begin(), fd.end());
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return &it->second;
-    try {
+    return cache_.Get(key, [&] { return Build(xd, fd, yd); }, "convolution");
+  }
+
+  Primitive Build(const std::vector<int64_t>& xd, const std::vector<int64_t>& fd,
+                  const std::vector<int64_t>& yd) const {
+    {
       Primitive p;
       p.x = memory::desc({xd.begin(), xd.end()}, memory::data_type::f32, tag::nchw);
       p.y = memory::desc({yd.begin(), yd.end()}, memory::data_type::f32, tag::nchw);
@@ -104,17 +106,14 @@ class ConvKernel : public OpKernel {
             eng, fwd);
         p.primitive = dnnl::convolution_backward_weights(bwd);
       }
-      return &cache_.emplace(key, std::move(p)).first->second;
-    } catch (const dnnl::error& e) {
-      return cpu::DnnlError(e, "convolution");
+      return p;
     }
   }
 
   ConvPass pass_;
   cpu::WindowAttrs window_;
   int64_t groups_ = 1;
-  std::mutex mu_;
-  std::map<std::vector<int64_t>, Primitive> cache_;
+  cpu::PrimitiveCache<std::vector<int64_t>, Primitive> cache_;
 };
 
 class Conv2DKernel : public ConvKernel {

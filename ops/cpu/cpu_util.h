@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,6 +52,34 @@ inline constexpr int64_t kElementwiseGrain = 1 << 15;
 
 const dnnl::engine& CpuEngine();
 
+// Converts a oneDNN exception from building a primitive into a status.
+absl::Status DnnlError(const dnnl::error& e, const char* what);
+
+// The oneDNN primitives a kernel built, by the shapes they were built for.
+// Building one costs far more than running it, so each is built once per
+// shape; the map is guarded because a kernel may run for two steps at once.
+template <typename Key, typename Value>
+class PrimitiveCache {
+ public:
+  // `build()` returns the Value for `key` and may throw dnnl::error, which
+  // becomes a status naming `what`.
+  template <typename Build>
+  absl::StatusOr<const Value*> Get(const Key& key, Build&& build, const char* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return &it->second;
+    try {
+      return &cache_.emplace(key, build()).first->second;
+    } catch (const dnnl::error& e) {
+      return DnnlError(e, what);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<Key, Value> cache_;
+};
+
 // Runs a oneDNN primitive on `threads` OpenMP threads and waits for it;
 // oneDNN's exceptions become statuses naming the primitive.
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
@@ -59,9 +89,6 @@ absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int
 dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t);
 // A plain row-major f32 descriptor of `dims`.
 dnnl::memory::desc PlainDesc(const std::vector<int64_t>& dims);
-
-// Converts a oneDNN exception from building a primitive into a status.
-absl::Status DnnlError(const dnnl::error& e, const char* what);
 
 }  // namespace cpu
 }  // namespace nereid

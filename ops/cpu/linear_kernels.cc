@@ -1,8 +1,7 @@
 // MatMul through oneDNN's matmul primitive (transposes are strides, never
 // copies); BiasAdd and its gradient as plain loops.
 
-#include <map>
-#include <mutex>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
@@ -50,26 +49,21 @@ class MatMulKernel : public OpKernel {
   }
 
   absl::StatusOr<const Primitive*> Get(int64_t m, int64_t k, int64_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto key = std::make_tuple(m, k, n);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return &it->second;
-    try {
-      Primitive p;
-      p.a = Matrix(m, k, transpose_a_);
-      p.b = Matrix(k, n, transpose_b_);
-      p.y = Matrix(m, n, false);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.y), cpu::CpuEngine());
-      p.matmul = dnnl::matmul(pd);
-      return &cache_.emplace(key, std::move(p)).first->second;
-    } catch (const dnnl::error& e) {
-      return cpu::DnnlError(e, "matmul");
-    }
+    return cache_.Get(
+        std::make_tuple(m, k, n),
+        [&] {
+          Primitive p;
+          p.a = Matrix(m, k, transpose_a_);
+          p.b = Matrix(k, n, transpose_b_);
+          p.y = Matrix(m, n, false);
+          p.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.y), cpu::CpuEngine()));
+          return p;
+        },
+        "matmul");
   }
 
   bool transpose_a_ = false, transpose_b_ = false;
-  std::mutex mu_;
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Primitive> cache_;
+  cpu::PrimitiveCache<std::tuple<int64_t, int64_t, int64_t>, Primitive> cache_;
 };
 
 // Views x as [outer, channels, inner] (N, C, H*W for images; N, C, 1 for

@@ -81,14 +81,22 @@ struct LogisticLoss {
   }
 };
 
-template <typename L>
-class LossKernel : public OpKernel {
+// Reads the hinge margin (the other losses have none).
+class ClassLossKernelBase : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     auto it = attrs.find("margin");
     if (it != attrs.end()) margin_ = it->second->f();
     return absl::OkStatus();
   }
+
+ protected:
+  float margin_ = 1.0f;
+};
+
+template <typename L>
+class LossKernel : public ClassLossKernelBase {
+ public:
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& logits = ctx->input(0);
     int64_t n = logits.dim(0), k = logits.dim(1);
@@ -99,20 +107,12 @@ class LossKernel : public OpKernel {
     out->data<float>()[0] = n > 0 ? static_cast<float>(total / static_cast<double>(n)) : 0.0f;
     return absl::OkStatus();
   }
-
- private:
-  float margin_ = 1.0f;
 };
 
 // (logits, labels, dloss) -> dlogits = dloss * d(mean loss)/d logits.
 template <typename L>
-class LossGradKernel : public OpKernel {
+class LossGradKernel : public ClassLossKernelBase {
  public:
-  absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    auto it = attrs.find("margin");
-    if (it != attrs.end()) margin_ = it->second->f();
-    return absl::OkStatus();
-  }
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& logits = ctx->input(0);
     int64_t n = logits.dim(0), k = logits.dim(1);
@@ -126,9 +126,6 @@ class LossGradKernel : public OpKernel {
     }
     return absl::OkStatus();
   }
-
- private:
-  float margin_ = 1.0f;
 };
 
 NEREID_REGISTER_KERNEL("SoftmaxCrossEntropy", kCpu, DT_FLOAT, LossKernel<SoftmaxCrossEntropy>);

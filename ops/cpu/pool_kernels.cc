@@ -67,10 +67,11 @@ class PoolKernel : public OpKernel {
   };
 
   absl::StatusOr<const Primitives*> Get(const std::vector<int64_t>& xd, const std::vector<int64_t>& yd) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(xd);
-    if (it != cache_.end()) return &it->second;
-    try {
+    return cache_.Get(xd, [&] { return Build(xd, yd); }, "pooling");
+  }
+
+  Primitives Build(const std::vector<int64_t>& xd, const std::vector<int64_t>& yd) const {
+    {
       Primitives p;
       p.x = memory::desc({xd.begin(), xd.end()}, memory::data_type::f32, tag::nchw);
       p.y = memory::desc({yd.begin(), yd.end()}, memory::data_type::f32, tag::nchw);
@@ -89,9 +90,7 @@ class PoolKernel : public OpKernel {
             dnnl::pooling_backward::desc(algorithm_, p.x, p.y, w.strides, kernel, w.pad_l, w.pad_r), eng, fwd);
         p.backward = dnnl::pooling_backward(bwd);
       }
-      return &cache_.emplace(xd, std::move(p)).first->second;
-    } catch (const dnnl::error& e) {
-      return cpu::DnnlError(e, "pooling");
+      return p;
     }
   }
 
@@ -99,8 +98,7 @@ class PoolKernel : public OpKernel {
   PoolPass pass_;
   cpu::WindowAttrs window_;
   std::vector<int64_t> ksize_;
-  std::mutex mu_;
-  std::map<std::vector<int64_t>, Primitives> cache_;
+  cpu::PrimitiveCache<std::vector<int64_t>, Primitives> cache_;
 };
 
 class MaxPoolKernel : public PoolKernel {

@@ -1,11 +1,11 @@
 // nereid: the command-line entry point. Dispatches to subcommands.
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
-
-#include <unistd.h>
-#include <cstdlib>
 #include <vector>
 
 #include "runtime/cli/command.h"
