@@ -52,10 +52,10 @@ absl::Status InferShapes(Graph& graph) {
     InferenceContext context(node, &def, inputs, attrs);
     absl::StatusOr<std::vector<ShapeAndType>> outputs = def.shape_fn(context);
     if (!outputs.ok()) return NodeError(graph, *node, outputs.status().message(), outputs.status().code());
-    if (outputs->size() != def.outputs.size()) {
+    if (static_cast<int>(outputs->size()) != def.NumOutputs(node->num_inputs())) {
       return NodeError(graph, *node,
                        absl::StrCat("shape function returned ", outputs->size(), " outputs, op declares ",
-                                    def.outputs.size()),
+                                    def.NumOutputs(node->num_inputs())),
                        absl::StatusCode::kInternal);
     }
     for (const ShapeAndType& out : *outputs) {

@@ -63,7 +63,7 @@ absl::Status CheckInputs(const Graph& graph, const Node& node, const OpDef& def)
     const Edge* e = node.input_edge(p);
     if (e == nullptr) return NodeError(graph, node, absl::StrCat("input ", p, " is not connected"));
     const OpDef* src = OpRegistry::Global().Find(e->src->op());
-    int outputs = static_cast<int>(src->outputs.size());
+    int outputs = src->NumOutputs(e->src->num_inputs());
     if (e->src_port >= outputs) {
       return NodeError(graph, node,
                        absl::StrCat("input ", p, " names output ", e->src_port, " of node '", e->src->name(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -106,6 +107,13 @@ KernelRegistrar::KernelRegistrar(std::string op, absl::string_view device, DataT
 DataType KernelDtype(const Node& node) {
   if (!node.outputs().empty()) return node.outputs()[0].dtype;
   return DT_INVALID;
+}
+
+absl::Status AsyncOpKernel::Compute(OpKernelContext* ctx) {
+  std::promise<absl::Status> finished;
+  std::future<absl::Status> result = finished.get_future();
+  ComputeAsync(ctx, [&finished](absl::Status s) { finished.set_value(std::move(s)); });
+  return result.get();
 }
 
 }  // namespace nereid

@@ -29,6 +29,8 @@
 
 namespace nereid {
 
+class CollectiveEngine;  // runtime/collective_engine.h
+
 inline constexpr absl::string_view kCpu = "CPU";
 inline constexpr absl::string_view kGpu = "GPU";
 
@@ -84,6 +86,11 @@ class OpKernelContext {
   void set_source_value(const Tensor* value) { source_value_ = value; }
   const Tensor* source_value() const { return source_value_; }
 
+  // The worker's collective engine (communication kernels); null when the
+  // worker runs alone.
+  void set_collectives(CollectiveEngine* engine) { collectives_ = engine; }
+  CollectiveEngine* collectives() const { return collectives_; }
+
  private:
   const Node* node_;
   std::vector<const Tensor*> inputs_;
@@ -92,6 +99,7 @@ class OpKernelContext {
   ThreadBudget* budget_;
   std::vector<Tensor> outputs_;
   const Tensor* source_value_ = nullptr;
+  CollectiveEngine* collectives_ = nullptr;
   int borrowed_ = 0;
   int threads_ = 0;  // 0 until AcquireThreads is first called
 };
@@ -104,6 +112,21 @@ class OpKernel {
   // Computes the outputs. May run concurrently for different steps, so state
   // shared across runs (caches) must be guarded.
   virtual absl::Status Compute(OpKernelContext* ctx) = 0;
+
+  // Asynchronous kernels (communication) start their work in ComputeAsync and
+  // return; the executor gives the node's core back meanwhile and finishes
+  // the node when `done` runs (on any thread). `ctx` lives until then.
+  virtual bool IsAsync() const { return false; }
+  virtual void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) { done(Compute(ctx)); }
+};
+
+// Base for asynchronous kernels: Compute (used where a caller must wait, as
+// in evaluation) runs ComputeAsync and blocks until it is done.
+class AsyncOpKernel : public OpKernel {
+ public:
+  bool IsAsync() const override { return true; }
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override = 0;
+  absl::Status Compute(OpKernelContext* ctx) override;
 };
 
 using KernelFactory = std::function<std::unique_ptr<OpKernel>()>;

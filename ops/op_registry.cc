@@ -176,6 +176,12 @@ OpDefBuilder& OpDefBuilder::Output(std::string name) {
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::OutputList(std::string name) {
+  def_.outputs.push_back(std::move(name));
+  def_.output_per_input = true;
+  return *this;
+}
+
 OpDefBuilder& OpDefBuilder::Attr(std::string name, AttrType type, AttrValue default_value,
                                  std::string doc) {
   def_.attrs.push_back({std::move(name), type, std::move(default_value), {}, std::move(doc)});
@@ -239,6 +245,9 @@ absl::Status OpRegistry::Register(OpDef def) {
   }
   if (def.outputs.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("op '", def.name, "' has no outputs"));
+  }
+  if (def.output_per_input && def.outputs.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("op '", def.name, "': an output list must be the only output"));
   }
   for (const AttrSpec& a : def.attrs) {
     if (a.default_value && !AttrValueHasType(*a.default_value, a.type)) {

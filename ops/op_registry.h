@@ -124,6 +124,9 @@ struct OpDef {
   std::string summary;
   std::vector<ArgSpec> inputs;
   std::vector<std::string> outputs;
+  // True for ops with one output per input (OutputList): `outputs` holds the
+  // list's one name and a node has as many outputs as inputs.
+  bool output_per_input = false;
   std::vector<AttrSpec> attrs;
   ShapeFn shape_fn;
   CostFn cost_fn;
@@ -150,6 +153,10 @@ struct OpDef {
   int MaxInputs() const;
   // "(a, b)" or "(values...)" for errors and --help.
   std::string InputSignature() const;
+  // How many outputs a node of this op with `num_inputs` inputs has.
+  int NumOutputs(int num_inputs) const {
+    return output_per_input ? num_inputs : static_cast<int>(outputs.size());
+  }
 };
 
 class OpDefBuilder {
@@ -160,6 +167,9 @@ class OpDefBuilder {
   OpDefBuilder& Input(std::string name, std::vector<DataType> allowed_types = {});
   OpDefBuilder& InputList(std::string name, int min_count, std::vector<DataType> allowed_types = {});
   OpDefBuilder& Output(std::string name);
+  // One output per input (an op over a list of tensors, e.g. a gradient
+  // bucket's allreduce); the op's only output declaration.
+  OpDefBuilder& OutputList(std::string name);
   // An optional attribute with its default.
   OpDefBuilder& Attr(std::string name, AttrType type, AttrValue default_value, std::string doc = "");
   // An attribute the node must set.

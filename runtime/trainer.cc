@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "graph/graph_io.h"
@@ -13,7 +17,9 @@
 #include "graph/status_macros.h"
 #include "passes/pass_manager.h"
 #include "runtime/buffer_pool.h"
+#include "graph/import_export.h"
 #include "runtime/checkpoint.h"
+#include "runtime/data_parallel_group.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/data/datasets.h"
 #include "runtime/json_writer.h"
@@ -102,13 +108,19 @@ struct Evaluation {
   double loss = 0;
 };
 
+// Each rank evaluates its shard of the test set; the counts are summed over
+// the ranks, so every rank reports the whole test set's figures.
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
                                            const TrainOptions& options, const std::string& logits,
-                                           const std::string& loss, StepInfo info) {
+                                           const std::string& loss, StepInfo info, DataParallelGroup* group) {
   data::LoaderOptions lo;
   lo.batch_size = options.eval_batch;
   lo.shuffle = false;
   lo.prefetch = 1;
+  if (group != nullptr) {
+    lo.rank = group->rank();
+    lo.world = group->world();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(test, lo));
   loader->StartEpoch(0);
   info.training = false;
@@ -126,6 +138,16 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
     }
     loss_sum += out[1].data<float>()[0] * batch->size;
     seen += batch->size;
+    if (options.report) {
+      options.report(absl::StrCat("phase=eval epoch=", info.epoch, " batch=", batch->index_in_epoch));
+    }
+  }
+  if (group != nullptr) {
+    std::vector<double> sums = {static_cast<double>(correct), loss_sum, static_cast<double>(seen)};
+    RETURN_IF_ERROR(group->SumAcrossRanks(sums));
+    correct = static_cast<int64_t>(std::llround(sums[0]));
+    loss_sum = sums[1];
+    seen = static_cast<int64_t>(std::llround(sums[2]));
   }
   Evaluation e;
   if (seen > 0) {
@@ -135,21 +157,73 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   return e;
 }
 
+// Calls `tick` every `period` on a thread of its own until destroyed.
+class PeriodicReporter {
+ public:
+  PeriodicReporter(absl::Duration period, std::function<void()> tick)
+      : thread_([this, period, tick = std::move(tick)] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!stop_) {
+            if (cv_.wait_for(lock, absl::ToChronoNanoseconds(period), [this] { return stop_; })) break;
+            lock.unlock();
+            tick();
+            lock.lock();
+          }
+        }) {}
+  ~PeriodicReporter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// With several workers and no communication pass, data_parallel goes right
+// after autodiff.
+std::string PassesFor(const TrainOptions& options) {
+  if (options.workers <= 1 || absl::StrContains(options.passes, "data_parallel")) return options.passes;
+  size_t at = options.passes.find("autodiff");
+  if (at == std::string::npos) return options.passes;
+  size_t end = at + std::string("autodiff").size();
+  if (end < options.passes.size() && options.passes[end] == '(') end = options.passes.find(')', end) + 1;
+  return options.passes.substr(0, end) + ",data_parallel" + options.passes.substr(end);
+}
+
+// What every rank must agree on: the plan and the settings that shape the
+// run's arithmetic.
+std::string PlanFingerprint(const Graph& graph, const TrainOptions& options) {
+  std::string text = GraphDefToText(ExportGraph(graph));
+  text += absl::StrCat("|batch=", options.batch, "|seed=", options.seed, "|epochs=", options.epochs,
+                       "|dataset=", options.dataset, "|train_limit=", options.train_limit);
+  return absl::StrCat(absl::Hex(Fingerprint64(text.data(), text.size()), absl::kZeroPad16));
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
-  if (options.workers != 1) {
-    return absl::UnimplementedError(
-        "--workers above 1 (data-parallel training over Gloo) is not built yet; run with --workers 1");
+  if (options.threads < 1 || options.batch < 1 || options.epochs < 1 || options.workers < 1) {
+    return absl::InvalidArgumentError("--workers, --threads, --batch and --epochs must be >= 1");
   }
-  if (options.threads < 1 || options.batch < 1 || options.epochs < 1) {
-    return absl::InvalidArgumentError("--threads, --batch and --epochs must be >= 1");
+  bool distributed = options.workers > 1;
+  if (distributed && (options.rank < 0 || options.rank >= options.workers)) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", options.rank, " is outside [0, ", options.workers, ")"));
+  }
+  if (distributed && options.rendezvous.empty()) {
+    return absl::InvalidArgumentError("a worker of a multi-worker run needs a rendezvous (--rendezvous file:DIR)");
   }
   absl::Time start = absl::Now();
   TrainResult result;
   ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, LoadModel(options.model_path));
   if (!IsPlanned(*graph)) {
-    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(options.passes));
+    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(PassesFor(options)));
     ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph, pipeline));
     for (const PassReport& r : reports) result.plan_summary.emplace_back(r.pass, FormatReport(r));
   }
@@ -158,6 +232,27 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   if (logits.empty() || loss.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(options.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
+  }
+
+  std::unique_ptr<DataParallelGroup> group;
+  if (distributed) {
+    bool communicates = false;
+    for (Node* n : graph->nodes()) communicates |= n->op() == "AllReduce";
+    if (!communicates) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.model_path, " has no gradient communication: plan it with data_parallel to train on ",
+          options.workers, " workers"));
+    }
+    GroupOptions g;
+    g.rank = options.rank;
+    g.world = options.workers;
+    g.rendezvous = options.rendezvous;
+    g.run_id = options.run_id;
+    g.timeout = options.comm_timeout;
+    g.plan_fingerprint = PlanFingerprint(*graph, options);
+    if (options.report) options.report("phase=rendezvous");
+    ASSIGN_OR_RETURN(group, DataParallelGroup::Join(*graph, g));
+    result.strategy = "data_parallel";
   }
 
   std::string dataset_name = options.dataset.empty() ? GraphAttr(*graph, "dataset") : options.dataset;
@@ -188,13 +283,19 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
 
   ExecutorOptions eopts;
   eopts.threads = options.threads;
+  if (group != nullptr) eopts.collectives = group->engine();
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::Create(graph.get(), eopts));
 
   data::LoaderOptions lo;
   lo.batch_size = options.batch;
   lo.seed = options.seed;
+  lo.rank = options.rank;
+  lo.world = options.workers;
   ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(train, lo));
-  int64_t steps_per_epoch = loader->batches_per_epoch();
+  // Ranks step in lock-step: all take as many steps as the smallest shard
+  // (N / world examples) gives, so an odd example out is skipped.
+  int64_t smallest_shard = train->num_examples / options.workers;
+  int64_t steps_per_epoch = (smallest_shard + options.batch - 1) / options.batch;
 
   int64_t first_epoch = 0, step = 0;
   if (options.resume) {
@@ -214,8 +315,26 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     }
   }
 
+  if (group != nullptr) {
+    RETURN_IF_ERROR(group->CheckIdenticalState(*executor));
+    group->engine()->Reset(step);
+  }
+  TrafficCounters traffic_before_step, traffic_in_steps;
+  // While this rank waits in a collective for its peers it is not hung: say
+  // so every second, so the launcher blames the rank that stopped instead.
+  std::unique_ptr<PeriodicReporter> waiting_reporter;
+  if (group != nullptr && options.report) {
+    CollectiveEngine* engine = group->engine();
+    waiting_reporter = std::make_unique<PeriodicReporter>(absl::Seconds(1), [engine, &options] {
+      if (std::optional<std::pair<int64_t, int>> key = engine->running()) {
+        options.report(absl::StrCat("phase=allreduce step=", key->first, " bucket=", key->second,
+                                    " waiting_for_peers"));
+      }
+    });
+  }
+
   BufferPool::Global().ResetPeak();
-  Progress progress(options.progress, options.epochs, steps_per_epoch);
+  Progress progress(options.rank == 0 ? options.progress : nullptr, options.epochs, steps_per_epoch);
   double train_seconds = 0;
   int64_t train_samples = 0;
   for (int64_t epoch = first_epoch; epoch < options.epochs; ++epoch) {
@@ -223,11 +342,20 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     loader->StartEpoch(epoch);
     double loss_sum = 0;
     int64_t epoch_samples = 0, index = 0;
-    while (std::optional<data::Batch> batch = loader->Next()) {
+    while (index < steps_per_epoch) {
+      std::optional<data::Batch> batch = loader->Next();
+      if (!batch) break;
       if (options.max_steps > 0 && result.steps >= options.max_steps) break;
       ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
       StepInfo info{epoch, step, index, steps_per_epoch, options.epochs, true};
+      if (group != nullptr) traffic_before_step = group->communicator().traffic();
       ASSIGN_OR_RETURN(std::vector<Tensor> out, executor->RunStep(info, feeds, {loss}));
+      if (group != nullptr) {
+        TrafficCounters now = group->communicator().traffic();
+        traffic_in_steps.bytes_sent += now.bytes_sent - traffic_before_step.bytes_sent;
+        traffic_in_steps.bytes_received += now.bytes_received - traffic_before_step.bytes_received;
+      }
+      if (options.report) options.report(absl::StrCat("phase=train epoch=", epoch, " step=", step));
       float value = out[0].data<float>()[0];
       if (!std::isfinite(value)) {
         return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", epoch + 1, ", step ",
@@ -239,7 +367,14 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
       ++index;
       ++result.steps;
       double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-      progress.Step(epoch, index - 1, loss_sum / epoch_samples, elapsed > 0 ? epoch_samples / elapsed : 0);
+      progress.Step(epoch, index - 1, loss_sum / epoch_samples,
+                    elapsed > 0 ? epoch_samples * options.workers / elapsed : 0);
+    }
+    if (group != nullptr) {
+      std::vector<double> sums = {loss_sum, static_cast<double>(epoch_samples)};
+      RETURN_IF_ERROR(group->SumAcrossRanks(sums));
+      loss_sum = sums[0];
+      epoch_samples = static_cast<int64_t>(std::llround(sums[1]));
     }
     EpochMetrics m;
     m.epoch = epoch;
@@ -249,12 +384,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     train_seconds += m.seconds;
     train_samples += epoch_samples;
     StepInfo eval_info{epoch, step, 0, steps_per_epoch, options.epochs, false};
-    ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*executor, test, options, logits, loss, eval_info));
+    ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*executor, test, options, logits, loss, eval_info, group.get()));
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
     progress.EpochDone(m);
     result.per_epoch.push_back(m);
-    if (!options.checkpoint_dir.empty()) {
+    if (!options.checkpoint_dir.empty() && options.rank == 0) {
       Checkpoint c{epoch + 1, step, executor->State()};
       RETURN_IF_ERROR(SaveCheckpoint(options.checkpoint_dir, c));
     }
@@ -269,6 +404,21 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.peak_rss_bytes = PeakRssBytes();
   result.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
+  result.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor);
+  if (group != nullptr && std::getenv("NEREID_DEBUG_COMM")) {
+    std::fprintf(stderr, "comm busy %.3f s, reorder wait %.3f s, train %.3f s\n",
+                 absl::ToDoubleSeconds(group->engine()->busy_time()),
+                 absl::ToDoubleSeconds(group->engine()->reorder_wait_time()), train_seconds);
+  }
+  if (group != nullptr) {
+    std::vector<double> bytes = {static_cast<double>(traffic_in_steps.bytes_sent),
+                                 static_cast<double>(traffic_in_steps.bytes_received)};
+    RETURN_IF_ERROR(group->SumAcrossRanks(bytes));
+    if (result.steps > 0) {
+      result.bytes_sent_per_step = bytes[0] / options.workers / result.steps;
+      result.bytes_received_per_step = bytes[1] / options.workers / result.steps;
+    }
+  }
   if (!options.metrics_json.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(options.metrics_json, MetricsJson(options, result)));
   }
@@ -280,9 +430,10 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   w.BeginObject();
   w.Member("model", r.model);
   w.Member("workers", int64_t{options.workers});
+  w.Member("rank", int64_t{options.rank});
   w.Member("threads", int64_t{options.threads});
-  w.Member("strategy", "single");
-  w.Member("passes", options.passes);
+  w.Member("strategy", r.strategy);
+  w.Member("passes", PassesFor(options));
   w.Member("epochs", r.epochs);
   w.Member("steps", r.steps);
   w.Member("batch_per_worker", options.batch);
@@ -293,6 +444,9 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   w.Member("wall_seconds", r.wall_seconds);
   w.Member("peak_rss_bytes", r.peak_rss_bytes);
   w.Member("peak_tensor_bytes", r.peak_tensor_bytes);
+  w.Member("bytes_sent_per_step", r.bytes_sent_per_step);
+  w.Member("bytes_received_per_step", r.bytes_received_per_step);
+  w.Member("parameter_fingerprint", absl::StrCat(absl::Hex(r.parameter_fingerprint, absl::kZeroPad16)));
   w.Key("per_epoch");
   w.BeginArray();
   for (const EpochMetrics& m : r.per_epoch) {

@@ -11,15 +11,27 @@
 #include <string>
 #include <vector>
 
+#include <functional>
+
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "graph/ir.h"
 
 namespace nereid {
 
 struct TrainOptions {
   std::string model_path;
-  std::string passes = "autodiff,sgd(lr=0.01,momentum=0.9)";  // ignored for a plan
+  // Ignored for a plan. With workers > 1, data_parallel is added after
+  // autodiff when the pipeline has no communication pass.
+  std::string passes = "autodiff,sgd(lr=0.01,momentum=0.9)";
+  // Data parallelism: this process is rank `rank` of `workers`, meeting the
+  // others through `rendezvous` ("file:DIR", "redis://HOST:PORT"). The
+  // launcher (runtime/launcher/) starts local workers with these set.
   int workers = 1;
+  int rank = 0;
+  std::string rendezvous;
+  std::string run_id = "default";
+  absl::Duration comm_timeout = absl::Seconds(60);
   int threads = 1;
   int64_t epochs = 1;
   int64_t batch = 64;
@@ -34,6 +46,9 @@ struct TrainOptions {
   std::string checkpoint_dir;   // "" = none
   bool resume = false;
   std::FILE* progress = stderr;  // null = silent
+  // Called after every step and evaluation batch ("phase=train epoch=0
+  // step=12"): the launcher's liveness signal.
+  std::function<void(const std::string&)> report;
 };
 
 struct EpochMetrics {
@@ -55,6 +70,12 @@ struct TrainResult {
   double wall_seconds = 0;
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
+  std::string strategy = "single";
+  // Mean over workers of the bytes each sent and received per training step.
+  double bytes_sent_per_step = 0;
+  double bytes_received_per_step = 0;
+  // FNV-1a of every parameter's final bytes (equal on every rank).
+  uint64_t parameter_fingerprint = 0;
   std::vector<EpochMetrics> per_epoch;
   std::vector<std::pair<std::string, std::string>> plan_summary;  // pass -> what it did
 };

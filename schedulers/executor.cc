@@ -168,9 +168,18 @@ absl::StatusOr<const std::vector<std::vector<int64_t>>*> Executor::OutputDims(
   return &cache.dims.emplace(std::move(key), std::move(dims)).first->second;
 }
 
-absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
-                               const std::vector<std::vector<Tensor>>& values, const Tensor* source,
-                               ThreadBudget* budget, std::vector<Tensor>* outputs) {
+struct Executor::NodeRun {
+  std::vector<std::vector<int64_t>> fed_dims;  // an Input's dims: those of the fed batch
+  std::unique_ptr<OpKernelContext> ctx;
+};
+
+absl::Status Executor::KernelError(const Node& node, const StepInfo& step, const absl::Status& status) const {
+  return NodeError(*graph_, node, absl::StrCat("at step ", step.step, ": ", status.message()), status.code());
+}
+
+absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
+    const Node& node, const StepInfo& step, const FeedMap& feeds, const std::vector<std::vector<Tensor>>& values,
+    const Tensor* source, ThreadBudget* budget) {
   std::vector<const Tensor*> inputs;
   if (node.op() != "Parameter") {
     for (int i = 0; i < node.num_inputs(); ++i) {
@@ -182,15 +191,13 @@ absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const Fee
       inputs.push_back(&v[e->src_port]);
     }
   }
+  auto prepared = std::make_unique<NodeRun>();
+  const std::vector<std::vector<int64_t>>* dims;
   if (node.op() == "Input") {
     const std::string& feed = node.def().attr().count("feed") ? node.def().attr().at("feed").s() : node.name();
     auto it = feeds.find(feed);
     if (it == feeds.end()) return NodeError(*graph_, node, absl::StrCat("nothing was fed for '", feed, "'"));
     source = &it->second;
-  }
-  const std::vector<std::vector<int64_t>>* dims;
-  std::vector<std::vector<int64_t>> fed_dims;
-  if (node.op() == "Input") {
     if (source->dtype() != node.outputs()[0].dtype) {
       return NodeError(
           *graph_, node,
@@ -205,16 +212,24 @@ absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const Fee
       return NodeError(*graph_, node,
                        absl::StrCat("fed ", source->DebugString(), " but the node's shape is ", declared.ToString()));
     }
-    fed_dims = {source->dims()};
-    dims = &fed_dims;
+    prepared->fed_dims = {source->dims()};
+    dims = &prepared->fed_dims;
   } else {
     ASSIGN_OR_RETURN(dims, OutputDims(node, inputs));
   }
-  OpKernelContext ctx(&node, std::move(inputs), dims, &step, budget);
-  ctx.set_source_value(source);
-  absl::Status s = kernels_[node.id()]->Compute(&ctx);
-  if (!s.ok()) return NodeError(*graph_, node, absl::StrCat("at step ", step.step, ": ", s.message()));
-  *outputs = std::move(ctx.outputs());
+  prepared->ctx = std::make_unique<OpKernelContext>(&node, std::move(inputs), dims, &step, budget);
+  prepared->ctx->set_source_value(source);
+  prepared->ctx->set_collectives(options_.collectives);
+  return prepared;
+}
+
+absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
+                               const std::vector<std::vector<Tensor>>& values, const Tensor* source,
+                               ThreadBudget* budget, std::vector<Tensor>* outputs) {
+  ASSIGN_OR_RETURN(std::unique_ptr<NodeRun> prepared, PrepareNode(node, step, feeds, values, source, budget));
+  absl::Status s = kernels_[node.id()]->Compute(prepared->ctx.get());
+  if (!s.ok()) return KernelError(node, step, s);
+  *outputs = std::move(prepared->ctx->outputs());
   return absl::OkStatus();
 }
 
@@ -354,8 +369,11 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
   while (!run->done && failed_.ok()) {
     if (changed_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now())) == std::cv_status::timeout &&
         absl::Now() >= deadline) {
-      failed_ = absl::DeadlineExceededError(
+      absl::Status timeout = absl::DeadlineExceededError(
           absl::StrCat("step ", step, " made no progress for ", absl::FormatDuration(options_.step_timeout)));
+      lock.unlock();
+      Fail(timeout);
+      lock.lock();
     }
   }
   if (!failed_.ok()) {
@@ -390,19 +408,53 @@ void Executor::Execute(StepRun* run, int node_id) {
     std::lock_guard<std::mutex> lock(mu_);
     source = &run->sources[node_id];
   }
-  std::vector<Tensor> outputs;
-  absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, budget_.get(), &outputs);
-  Finish(run, node_id, std::move(status), std::move(outputs));
-}
-
-void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs) {
-  const Node& node = *nodes_[node_id];
+  OpKernel& kernel = *kernels_[node_id];
+  if (!kernel.IsAsync()) {
+    std::vector<Tensor> outputs;
+    absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, budget_.get(), &outputs);
+    Finish(run, node_id, std::move(status), std::move(outputs), /*holds_core=*/true);
+    return;
+  }
+  // Asynchronous (communication): start it, then give the core back; the
+  // kernel's callback finishes the node.
+  absl::StatusOr<std::unique_ptr<NodeRun>> prepared =
+      PrepareNode(node, run->info, run->feeds, run->values, source, budget_.get());
+  if (!prepared.ok()) {
+    Finish(run, node_id, prepared.status(), {}, /*holds_core=*/true);
+    return;
+  }
+  std::shared_ptr<NodeRun> shared = *std::move(prepared);
+  OpKernelContext* ctx = shared->ctx.get();
+  kernel.ComputeAsync(ctx, [this, run, node_id, shared](absl::Status status) mutable {
+    std::vector<Tensor> outputs = std::move(shared->ctx->outputs());
+    if (!status.ok()) status = KernelError(*nodes_[node_id], run->info, status);
+    shared.reset();  // returns borrowed cores, which takes mu_
+    Finish(run, node_id, std::move(status), std::move(outputs), /*holds_core=*/false);
+  });
   std::unique_lock<std::mutex> lock(mu_);
   ++free_cores_;
-  --running_;
-  if (!status.ok()) {
+  Dispatch(lock);
+}
+
+void Executor::Fail(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     if (failed_.ok()) failed_ = status;
     changed_.notify_all();
+  }
+  if (options_.collectives != nullptr) options_.collectives->Abort(status);
+}
+
+void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs,
+                      bool holds_core) {
+  const Node& node = *nodes_[node_id];
+  std::unique_lock<std::mutex> lock(mu_);
+  if (holds_core) ++free_cores_;
+  --running_;
+  if (!status.ok()) {
+    changed_.notify_all();
+    lock.unlock();
+    Fail(std::move(status));
     return;
   }
   if (!failed_.ok()) {
@@ -446,11 +498,7 @@ void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vecto
   lock.unlock();
   // May complete the step, whose notification takes mu_.
   absl::Status s = tracker_->Update(time, node_id, -1);
-  if (!s.ok()) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (failed_.ok()) failed_ = s;
-    changed_.notify_all();
-  }
+  if (!s.ok()) Fail(std::move(s));
 }
 
 std::vector<std::pair<std::string, Tensor>> Executor::State() const {

@@ -33,6 +33,7 @@
 #include "graph/ir.h"
 #include "ops/kernel.h"
 #include "runtime/tensor.h"
+#include "runtime/collective_engine.h"
 #include "schedulers/progress_tracker.h"
 
 namespace nereid {
@@ -44,6 +45,9 @@ struct ExecutorOptions {
   int max_steps_in_flight = 0;
   // A step that makes no progress for this long fails, naming what it waits on.
   absl::Duration step_timeout = absl::Minutes(10);
+  // The worker's collective engine for communication kernels (null: a worker
+  // alone). On a failure the executor aborts it, so no kernel waits forever.
+  CollectiveEngine* collectives = nullptr;
 };
 
 // Feed name ("images", "labels") -> the batch tensor.
@@ -92,15 +96,25 @@ class Executor {
   // The nodes `fetches` need, in topological order (cached: evaluation asks
   // for the same fetches every batch).
   absl::StatusOr<const std::vector<int64_t>*> EvaluationOrder(const std::vector<std::string>& fetches);
-  // Runs one node's kernel; inputs come from `values`.
+  // A node's kernel context: its inputs from `values`, its output dims.
+  struct NodeRun;
+  absl::StatusOr<std::unique_ptr<NodeRun>> PrepareNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
+                                                       const std::vector<std::vector<Tensor>>& values,
+                                                       const Tensor* source, ThreadBudget* budget);
+  // Runs one node's kernel to completion (an asynchronous one is waited for).
   absl::Status RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
                        const std::vector<std::vector<Tensor>>& values, const Tensor* source, ThreadBudget* budget,
                        std::vector<Tensor>* outputs);
+  absl::Status KernelError(const Node& node, const StepInfo& step, const absl::Status& status) const;
   absl::StatusOr<const std::vector<std::vector<int64_t>>*> OutputDims(const Node& node,
                                                                       const std::vector<const Tensor*>& inputs);
   void Dispatch(std::unique_lock<std::mutex>& lock);
   void Execute(StepRun* run, int node_id);
-  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs);
+  // `holds_core`: the node still holds its core (false for an asynchronous
+  // kernel, which gave it back when it started).
+  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs, bool holds_core);
+  // Records the first failure; aborts the collective engine. Called without mu_.
+  void Fail(absl::Status status);
 
   const Graph* graph_;
   ExecutorOptions options_;

@@ -50,7 +50,7 @@ int RunOps(const std::vector<std::string>& args) {
       continue;
     }
     std::printf("%s%s -> (%s)\n  %s\n", def->name.c_str(), def->InputSignature().c_str(),
-                absl::StrJoin(def->outputs, ", ").c_str(), def->summary.c_str());
+                (absl::StrJoin(def->outputs, ", ") + (def->output_per_input ? "..." : "")).c_str(), def->summary.c_str());
     for (const AttrSpec& a : def->attrs) {
       std::string allowed =
           a.allowed_strings.empty() ? "" : absl::StrCat(" (one of ", absl::StrJoin(a.allowed_strings, ", "), ")");

@@ -1,12 +1,21 @@
 // nereid run: trains a model (or a plan) and evaluates it every epoch.
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
+#include "runtime/comm/launch_env.h"
+#include "runtime/launcher/launcher.h"
+#include "runtime/launcher/progress_reporter.h"
+#include "runtime/launcher/split_threads.h"
 #include "runtime/trainer.h"
 
 namespace nereid {
@@ -17,8 +26,10 @@ constexpr char kHelp[] =
     "Trains on the model's dataset and evaluates on its test set after every epoch.\n\n"
     "  --passes P          pass pipeline for a model (default autodiff,sgd(lr=0.01,momentum=0.9));\n"
     "                      ignored for a plan written by `nereid plan`\n"
-    "  --workers N         worker processes (only 1 is built yet)\n"
-    "  --threads T         cores per worker, every library included (default 1)\n"
+    "  --workers N         data-parallel worker processes (default 1); N > 1 starts N local\n"
+    "                      workers over Gloo on loopback and adds data_parallel to the passes\n"
+    "  --threads T         cores per worker, every library included (default 1; with\n"
+    "                      --workers and no --threads, the machine's cores are split)\n"
     "  --epochs N          (default 1)\n"
     "  --batch B           batch size per worker (default 64)\n"
     "  --seed S            data shuffling seed (default 0)\n"
@@ -30,11 +41,86 @@ constexpr char kHelp[] =
     "  --metrics-json PATH write the run's metrics as JSON\n"
     "  --checkpoint DIR    save parameters and optimizer state after every epoch\n"
     "  --resume            continue from the last complete checkpoint in DIR\n"
-    "  --quiet             no progress output\n";
+    "  --quiet             no progress output\n\n"
+    "One worker per invocation (across machines, or under mpirun/Slurm/torchrun):\n"
+    "  --rendezvous SPEC   where the workers meet: file:DIR (shared file system) or\n"
+    "                      redis://HOST:PORT\n"
+    "  --rank R            this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)\n"
+    "  --world N           the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
+    "                      WORLD_SIZE)\n"
+    "  --run-id ID         keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)\n\n"
+    "Supervision:\n"
+    "  --comm-timeout S    seconds a collective waits for its peers (default 60)\n"
+    "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
+    "                      stopped (default 300)\n";
+
+// Flags the launcher passes through to its workers unchanged.
+bool PassedThrough(const std::string& flag) {
+  for (const char* own : {"--workers", "--threads", "--metrics-json", "--worker-timeout"}) {
+    if (flag == own || flag.rfind(std::string(own) + "=", 0) == 0) return false;
+  }
+  return true;
+}
+
+// `nereid run --workers N`: N local workers, each this binary with a rank,
+// meeting in a fresh file store, supervised by the launcher.
+int LaunchLocalWorkers(const std::vector<std::string>& args, const Flags& flags, int workers, int64_t threads,
+                       int64_t worker_timeout) {
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) {
+    std::fprintf(stderr, "error: cannot find this program's path: %s\n", ec.message().c_str());
+    return kExitFailure;
+  }
+  std::string dir_template = (std::filesystem::temp_directory_path() / "nereid-run-XXXXXX").string();
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    std::fprintf(stderr, "error: cannot create a rendezvous directory in %s\n", dir_template.c_str());
+    return kExitFailure;
+  }
+  std::vector<int> per_worker = threads > 0 ? std::vector<int>(workers, static_cast<int>(threads))
+                                            : launcher::SplitThreads(
+                                                  static_cast<int>(std::thread::hardware_concurrency()), workers);
+  std::vector<std::string> passed;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool takes_value = args[i].find('=') == std::string::npos && args[i].rfind("--", 0) == 0 &&
+                       !(args[i] == "--resume" || args[i] == "--quiet");
+    if (!PassedThrough(args[i])) {
+      if (takes_value) ++i;
+      continue;
+    }
+    passed.push_back(args[i]);
+  }
+  launcher::LaunchOptions lo;
+  lo.progress_timeout = absl::Seconds(worker_timeout);
+  lo.startup_timeout = absl::Seconds(std::max<int64_t>(worker_timeout, 120));
+  for (int r = 0; r < workers; ++r) {
+    std::vector<std::string> argv = {exe, "run"};
+    argv.insert(argv.end(), passed.begin(), passed.end());
+    for (const std::string& a : {std::string("--rendezvous"), "file:" + dir_template, std::string("--rank"),
+                                 absl::StrCat(r), std::string("--world"), absl::StrCat(workers),
+                                 std::string("--threads"), absl::StrCat(per_worker[r])}) {
+      argv.push_back(a);
+    }
+    // Rank 0's metrics are the run's: it sums its figures over the ranks.
+    if (r == 0 && flags.Has("metrics-json")) {
+      argv.push_back("--metrics-json");
+      argv.push_back(flags.String("metrics-json"));
+    }
+    lo.workers.push_back({argv, {}});
+  }
+  absl::Status status = launcher::RunWorkers(std::move(lo));
+  std::filesystem::remove_all(dir_template, ec);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
 
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
-               "test-limit", "max-steps", "metrics-json", "checkpoint"},
+               "test-limit", "max-steps", "metrics-json", "checkpoint", "rendezvous", "rank", "world", "run-id",
+               "comm-timeout", "worker-timeout"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -55,10 +141,12 @@ int Run(const std::vector<std::string>& args) {
     const char* name;
     int64_t* target;
   };
-  int64_t workers = 1, threads = 1, seed = 0;
+  int64_t workers = 1, threads = 0, seed = 0, rank = -1, world = -1, comm_timeout = 60, worker_timeout = 300;
   for (IntFlag f : {IntFlag{"workers", &workers}, IntFlag{"threads", &threads}, IntFlag{"epochs", &o.epochs},
                     IntFlag{"batch", &o.batch}, IntFlag{"seed", &seed}, IntFlag{"train-limit", &o.train_limit},
-                    IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps}}) {
+                    IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
+                    IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
+                    IntFlag{"worker-timeout", &worker_timeout}}) {
     absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
     if (!v.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());
@@ -66,14 +154,41 @@ int Run(const std::vector<std::string>& args) {
     }
     *f.target = *v;
   }
-  o.workers = static_cast<int>(workers);
-  o.threads = static_cast<int>(threads);
+  if (workers < 1 || comm_timeout < 1 || worker_timeout < 1) {
+    std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
+    return kExitUsage;
+  }
+  bool one_of_many = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
+  if (!one_of_many && workers > 1) return LaunchLocalWorkers(args, flags, static_cast<int>(workers), threads, worker_timeout);
+  o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);
+  o.comm_timeout = absl::Seconds(comm_timeout);
+  launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
+  if (one_of_many) {
+    if (!flags.Has("rendezvous")) {
+      std::fprintf(stderr, "error: a worker started with --rank/--world needs --rendezvous file:DIR or redis://HOST:PORT\n");
+      return kExitUsage;
+    }
+    absl::StatusOr<LaunchInfo> launch =
+        ResolveLaunch(static_cast<int>(rank), static_cast<int>(world), ProcessEnv());
+    if (!launch.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(launch.status().message()).c_str());
+      return kExitUsage;
+    }
+    o.rank = launch->rank;
+    o.workers = launch->world;
+    o.rendezvous = flags.String("rendezvous");
+    o.run_id = flags.String("run-id", launch->run_id);
+    if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };
+  } else {
+    o.workers = 1;
+  }
   absl::StatusOr<TrainResult> result = Train(o);
   if (!result.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
     return kExitFailure;
   }
+  if (o.rank != 0) return kExitOk;  // rank 0 reports the run
   std::printf("%s: %lld epochs, %lld steps, final train loss %.4f, test accuracy %.2f%%, %.0f samples/s, "
               "%.1f s, peak RSS %.1f MiB, peak tensors %.1f MiB\n",
               o.model_path.c_str(), static_cast<long long>(result->epochs), static_cast<long long>(result->steps),

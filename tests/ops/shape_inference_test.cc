@@ -257,6 +257,16 @@ TEST(ShapeTest, GradientOps) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "AddN", {"dy", "x"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "Gradient", {"f"}, Attr("parameter", "s: \"f\"")), "y"), "[3,3,3,3] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "LearningRate", {}, Attr("base", "f: 0.1")), "y"), "[] float32");
+  // AllReduce has one output per input.
+  std::string bucket = OpNode("y", "AllReduce", {"c", "f"}, Attr("bucket", "i: 0"));
+  EXPECT_EQ(OutputOf(g + bucket, "y"), "[3] float32");
+  EXPECT_EQ(OutputOf(g + bucket + OpNode("z", "Gradient", {"y:1"}, Attr("parameter", "s: \"f\"")), "z"),
+            "[3,3,3,3] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "AllReduce", {"c"}, Attr("bucket", "i: 0")) +
+                        OpNode("z", "Gradient", {"y:1"}, Attr("parameter", "s: \"f\""))),
+              HasSubstr("has 1 output(s)"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "AllReduce", {"dy"}, Attr("bucket", "i: 0"))),
+              HasSubstr("must have a fully known shape"));
   EXPECT_EQ(OutputOf(g + OpNode("y", "ApplySgd", {"c", "c", "scalar", "c"}), "y"), "[3] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "ApplyAdam", {"c", "c", "scalar", "c", "c"}), "y"), "[3] float32");
   EXPECT_THAT(LoadError(g + OpNode("y", "ApplySgd", {"c", "f", "scalar"})), HasSubstr("shapes disagree"));

@@ -1,5 +1,8 @@
 // The pass manager, autodiff and the optimizer passes on real models.
 
+#include <algorithm>
+
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
@@ -34,7 +37,7 @@ TEST(PipelineTest, ParsesPassesAndOptions) {
 
 TEST(PipelineTest, BadPipelinesSayWhatExists) {
   EXPECT_THAT(std::string(ParsePipeline("autodif").status().message()),
-              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, sgd"));
+              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, data_parallel, sgd"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(rate=1)").status().message()),
               HasSubstr("pass 'sgd' has no option 'rate'; its options are lr (a number)"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(lr=fast)").status().message()), HasSubstr("lr=fast must be a number"));
@@ -102,6 +105,53 @@ TEST(SgdTest, RejectsBadHyperparameters) {
               HasSubstr("momentum must be in [0, 1)"));
   EXPECT_THAT(std::string(Planned("mlp_fashion", "autodiff,sgd(schedule=fast)").status().message()),
               HasSubstr("schedule=fast is not a schedule"));
+}
+
+TEST(DataParallelTest, EveryGradientIsAveragedOnce) {
+  auto graph = Planned("lenet_fashion", "autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1,momentum=0.9)");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int gradients = 0, reduced = 0;
+  std::vector<int64_t> bucket_numbers;
+  for (Node* n : (*graph)->nodes()) {
+    if (n->op() == "Gradient") {
+      ++gradients;
+      EXPECT_EQ(n->input_edge(0)->src->op(), "AllReduce") << n->name();
+    }
+    if (n->op() == "AllReduce") {
+      reduced += n->num_inputs();
+      bucket_numbers.push_back(n->def().attr().at("bucket").i());
+      int64_t bytes = 0;
+      for (const ShapeAndType& out : n->outputs()) bytes += out.shape.KnownElements() * 4;
+      // Over the cap only when the bucket is a single oversized gradient.
+      if (n->num_inputs() > 1) {
+        EXPECT_LE(bytes, 64 * 1024) << n->name();
+      }
+    }
+  }
+  EXPECT_EQ(reduced, gradients);
+  EXPECT_GT(bucket_numbers.size(), 1u);
+  std::sort(bucket_numbers.begin(), bucket_numbers.end());
+  for (size_t i = 0; i < bucket_numbers.size(); ++i) EXPECT_EQ(bucket_numbers[i], static_cast<int64_t>(i));
+  EXPECT_EQ((*graph)->header().attr().at("strategy").s(), "data_parallel");
+}
+
+TEST(DataParallelTest, FirstBucketHoldsTheLastLayer) {
+  // Backward runs from the loss: the output layer's gradients are ready first.
+  auto graph = Planned("mlp_fashion", "autodiff,data_parallel(bucket_kb=1),sgd(lr=0.1)");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  Node* first = (*graph)->FindNode("data_parallel/bucket_0");
+  ASSERT_NE(first, nullptr);
+  bool last_layer = false;
+  for (const Edge* e : first->out_edges()) last_layer |= absl::StrContains(e->dst->name(), "fc3");
+  EXPECT_TRUE(last_layer) << "bucket 0 feeds " << first->out_edges()[0]->dst->name();
+}
+
+TEST(DataParallelTest, NeedsGradientsAndRefusesTwice) {
+  EXPECT_THAT(Planned("mlp_fashion", "data_parallel").status().message(), HasSubstr("run autodiff first"));
+  EXPECT_THAT(Planned("mlp_fashion", "autodiff,data_parallel,data_parallel").status().message(),
+              HasSubstr("applied twice"));
+  EXPECT_THAT(Planned("mlp_fashion", "autodiff,data_parallel(bucket_kb=0)").status().message(),
+              HasSubstr("bucket_kb must be > 0"));
 }
 
 }  // namespace

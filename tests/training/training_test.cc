@@ -132,10 +132,13 @@ TEST(TrainingTest, MissingAndCorruptDataFilesNameTheFile) {
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("bad_data/train-images-idx3-ubyte.gz"));
 }
 
-TEST(TrainingTest, UnbuiltWorkerCountsAreRefused) {
+TEST(TrainingTest, WorkersOfAMultiWorkerRunNeedARendezvous) {
   TrainOptions o = Synthetic("mlp_fashion", 1);
   o.workers = 4;
-  EXPECT_THAT(std::string(Train(o).status().message()), HasSubstr("not built yet"));
+  EXPECT_THAT(std::string(Train(o).status().message()), HasSubstr("needs a rendezvous"));
+  o.rendezvous = "file:/tmp/unused";
+  o.rank = 4;
+  EXPECT_THAT(std::string(Train(o).status().message()), HasSubstr("rank 4 is outside [0, 4)"));
 }
 
 }  // namespace

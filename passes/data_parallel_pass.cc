@@ -1,0 +1,103 @@
+// data_parallel: synchronous data-parallel SGD. Every rank computes gradients
+// on its own shard of the batch; this pass averages them across ranks before
+// the optimizer sees them, by routing each Gradient node's input through an
+// AllReduce bucket.
+//
+// Buckets (DDP's gradient bucketing): gradients are taken in the order they
+// become ready in the backward pass (their producers' positions in the
+// deterministic topological order, which is the order the executor's FIFO
+// dispatch follows) and packed greedily into buckets of at most bucket_kb
+// kilobytes; a gradient larger than the cap gets a bucket of its own. A
+// bucket's AllReduce node depends only on its own gradients, so it is issued
+// as soon as the last of them exists and its communication overlaps the rest
+// of the backward pass. Bucket numbers fix the issue order on every rank.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "graph/topo_order.h"
+#include "ops/gradient_builder.h"
+#include "passes/pass.h"
+
+namespace nereid {
+namespace {
+
+struct PendingGradient {
+  Node* gradient;  // the Gradient marker node
+  NodeOut value;   // what feeds it
+  int64_t bytes;
+  size_t ready_position;
+};
+
+class DataParallelPass : public Pass {
+ public:
+  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+    double cap_kb = o.GetFloat("bucket_kb");
+    if (!(cap_kb > 0)) return absl::InvalidArgumentError("data_parallel: bucket_kb must be > 0");
+    int64_t cap = static_cast<int64_t>(cap_kb * 1024);
+    ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
+    std::vector<size_t> position(order.size() + graph.num_nodes() + 1);
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i]->id() >= static_cast<int>(position.size())) position.resize(order[i]->id() + 1);
+      position[order[i]->id()] = i;
+    }
+    std::vector<PendingGradient> grads;
+    for (Node* n : order) {
+      if (n->op() == "AllReduce") {
+        return absl::FailedPreconditionError("data_parallel: the graph already has AllReduce nodes (applied twice?)");
+      }
+      if (n->op() != "Gradient") continue;
+      const Edge* in = n->input_edge(0);
+      const ShapeAndType& out = in->src->outputs()[in->src_port];
+      if (!out.shape.IsFullyDefined()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("data_parallel: gradient '", n->name(), "' has unknown shape ", out.shape.ToString()));
+      }
+      grads.push_back({n, {in->src, in->src_port}, out.shape.KnownElements() * 4,
+                       position[in->src->id()]});
+    }
+    if (grads.empty()) {
+      return absl::FailedPreconditionError("data_parallel: no Gradient nodes; run autodiff first");
+    }
+    std::stable_sort(grads.begin(), grads.end(), [](const PendingGradient& a, const PendingGradient& b) {
+      return a.ready_position < b.ready_position;
+    });
+    std::vector<std::vector<PendingGradient>> buckets;
+    int64_t filled = 0;
+    for (const PendingGradient& g : grads) {
+      if (buckets.empty() || filled + g.bytes > cap) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(g);
+      filled += g.bytes;
+    }
+    int64_t total = 0;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      std::vector<NodeOut> inputs;
+      for (const PendingGradient& g : buckets[b]) inputs.push_back(g.value);
+      ASSIGN_OR_RETURN(Node * reduce, AddOpNode(&graph, absl::StrCat("data_parallel/bucket_", b), "AllReduce", inputs,
+                                                {{"bucket", IntAttr(static_cast<int64_t>(b))},
+                                                 {"reduce", StringAttr("avg")}}));
+      for (size_t i = 0; i < buckets[b].size(); ++i) {
+        RETURN_IF_ERROR(graph.ReplaceInput(buckets[b][i].gradient, 0, reduce, static_cast<int>(i)));
+        total += buckets[b][i].bytes;
+      }
+    }
+    (*graph.mutable_header()->mutable_attr())["strategy"] = StringAttr("data_parallel");
+    log->notes.push_back(absl::StrCat("averages ", grads.size(), " gradients (", total, " bytes) in ", buckets.size(),
+                                      " bucket", buckets.size() == 1 ? "" : "s", " of at most ", cap_kb, " KB"));
+    return absl::OkStatus();
+  }
+};
+
+NEREID_REGISTER_PASS((PassInfo{
+    "data_parallel",
+    "Synchronous data parallelism: averages every gradient across ranks with bucketed allreduces that overlap "
+    "the backward pass.",
+    {{"bucket_kb", OptionType::kFloat, "1024", "bucket size cap in kilobytes"}},
+    [] { return std::make_unique<DataParallelPass>(); }}));
+
+}  // namespace
+}  // namespace nereid

@@ -1,0 +1,52 @@
+#ifndef NEREID_RUNTIME_COMM_RENDEZVOUS_H_
+#define NEREID_RUNTIME_COMM_RENDEZVOUS_H_
+
+// Rendezvous: how the ranks of one run find each other and agree they run the
+// same thing before connecting Gloo.
+//
+// ConnectGloo opens the store named by the spec (rendezvous_spec.h), scoped to
+// the run by a gloo::rendezvous::PrefixStore ("nereid/<run_id>"), and then,
+// before Gloo's connectFullMesh:
+//   1. writes this rank's identity (worker_identity.h) under "ident/<rank>";
+//   2. rank 0 reads every other rank's identity as it appears; each other
+//      rank reads rank 0's. A difference is FailedPrecondition naming the
+//      field, both values and both ranks ("rank 1 has plan fingerprint
+//      1234abcd but rank 0 has 99ff0012");
+//   3. rank 0 writes its verdict under "ident/verdict" (ok, a mismatch, or
+//      the ranks that never appeared) and the other ranks wait for it, so a
+//      mismatch between ranks 0 and 2 also stops rank 1 at once instead of
+//      leaving it waiting in connectFullMesh.
+// All waits are bounded by options.connect_timeout: a peer that never appears
+// is DeadlineExceeded naming the missing ranks and the store. Ranks other
+// than 0 wait for the verdict up to connect_timeout + 2 s after they saw rank
+// 0's identity, so that rank 0's report of a missing rank reaches them.
+//
+// Waiting: this Gloo (2022-05) offers Store::wait(keys, timeout), but its
+// FileStore and RedisStore measure the elapsed time in whole seconds (a 500 ms
+// timeout fires after 1 s, 2.5 s after 3 s) and cannot say which keys are
+// missing. So the identity exchange polls each key with the stores' own
+// non-blocking check() every 10 ms against its own deadline, and only get()s
+// keys that exist. Gloo's connectFullMesh then waits for the peers' addresses
+// with the context timeout (= connect_timeout).
+//
+// Keys are written once: reusing a run id in the same store fails with
+// AlreadyExists on the first rank whose key is taken.
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/comm/rendezvous_spec.h"
+#include "runtime/comm/worker_identity.h"
+
+namespace nereid {
+
+// `identity.world_size` 0 means `world`; any other value must equal `world`.
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& spec, int rank, int world,
+                                                          const WorkerIdentity& identity,
+                                                          const GlooConnectOptions& options);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_COMM_RENDEZVOUS_H_

@@ -1,0 +1,90 @@
+#include "runtime/data_parallel_group.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "runtime/comm/fault_injection.h"
+#include "runtime/comm/fault_plan.h"
+#include "runtime/comm/rendezvous.h"
+#include "runtime/version.h"
+
+namespace nereid {
+
+uint64_t Fingerprint64(const void* data, size_t size, uint64_t seed) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = seed;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const Graph& graph,
+                                                                           const GroupOptions& options) {
+  int buckets = 0;
+  for (Node* n : graph.nodes()) {
+    if (n->op() == "AllReduce") ++buckets;
+  }
+  std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
+  group->timeout_ = options.timeout;
+  ASSIGN_OR_RETURN(RendezvousSpec spec, ParseRendezvousSpec(options.rendezvous, options.run_id));
+  WorkerIdentity identity;
+  identity.nereid_version = kNereidVersion;
+  identity.plan_fingerprint = options.plan_fingerprint;
+  identity.world_size = options.world;
+  GlooConnectOptions connect;
+  connect.hostname = options.hostname;
+  connect.connect_timeout = options.timeout;
+  ASSIGN_OR_RETURN(group->communicator_, ConnectGloo(spec, options.rank, options.world, identity, connect));
+  // Tests inject faults (a killed or stopped rank) through NEREID_FAULTS.
+  ASSIGN_OR_RETURN(FaultPlan faults, FaultPlanFromEnv(ProcessEnv()));
+  faults = faults.ForRank(options.rank);
+  if (!faults.empty()) group->communicator_ = WithFaults(std::move(group->communicator_), faults);
+  group->engine_ = std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(buckets, 1), options.timeout);
+  return group;
+}
+
+DataParallelGroup::~DataParallelGroup() { engine_.reset(); }
+
+absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor) {
+  for (const auto& [name, value] : executor.State()) {
+    if (value.dtype() != DT_FLOAT) continue;
+    std::vector<float> root(value.data<float>(), value.data<float>() + value.num_elements());
+    CollectiveOptions o{NextDriverTag(), timeout_};
+    RETURN_IF_ERROR(communicator_->Broadcast(absl::MakeSpan(root), 0, o));
+    if (std::memcmp(root.data(), value.data<float>(), value.num_bytes()) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("parameter '", name, "' on rank ", rank(),
+                       " differs from rank 0's: the ranks did not start from identical parameters (same plan, "
+                       "seed and checkpoint are needed)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DataParallelGroup::SumAcrossRanks(std::vector<double>& values) {
+  // Split each double into a high and a low float so the sum keeps ~48 bits.
+  std::vector<float> parts;
+  for (double v : values) {
+    float hi = static_cast<float>(v);
+    parts.push_back(hi);
+    parts.push_back(static_cast<float>(v - hi));
+  }
+  CollectiveOptions o{NextDriverTag(), timeout_};
+  RETURN_IF_ERROR(communicator_->AllReduce(absl::MakeSpan(parts), ReduceOp::kSum, o));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(parts[2 * i]) + parts[2 * i + 1];
+  return absl::OkStatus();
+}
+
+uint64_t DataParallelGroup::StateFingerprint(const Executor& executor) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, value] : executor.State()) {
+    h = Fingerprint64(name.data(), name.size(), h);
+    h = Fingerprint64(value.raw(), value.num_bytes(), h);
+  }
+  return h;
+}
+
+}  // namespace nereid

@@ -1,0 +1,76 @@
+#ifndef NEREID_RUNTIME_DATA_PARALLEL_GROUP_H_
+#define NEREID_RUNTIME_DATA_PARALLEL_GROUP_H_
+
+// One rank's membership in a data-parallel run: the communicator (Gloo over
+// TCP, met through the rendezvous store), the collective engine the plan's
+// AllReduce buckets go through, and what the training driver itself needs
+// from the other ranks: identical starting parameters, and sums of metrics.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "graph/ir.h"
+#include "runtime/collective_engine.h"
+#include "runtime/comm/communicator.h"
+#include "schedulers/executor.h"
+
+namespace nereid {
+
+struct GroupOptions {
+  int rank = 0;
+  int world = 1;
+  std::string rendezvous;  // "file:DIR" or "redis://HOST:PORT"
+  std::string run_id = "default";  // keeps runs sharing a store apart
+  std::string hostname = "127.0.0.1";
+  absl::Duration timeout = absl::Seconds(60);
+  // Must be equal on every rank (the plan and the run's settings); a rank
+  // that differs is refused at the rendezvous.
+  std::string plan_fingerprint;
+};
+
+class DataParallelGroup {
+ public:
+  // Connects to the other ranks; `graph` is the plan (its AllReduce buckets
+  // fix the engine's per-step order).
+  static absl::StatusOr<std::unique_ptr<DataParallelGroup>> Join(const Graph& graph, const GroupOptions& options);
+  ~DataParallelGroup();
+
+  int rank() const { return communicator_->rank(); }
+  int world() const { return communicator_->world(); }
+  CollectiveEngine* engine() { return engine_.get(); }
+  Communicator& communicator() { return *communicator_; }
+
+  // Broadcasts rank 0's parameters and checks they equal this rank's: every
+  // rank must start from identical values (same seed, same checkpoint). An
+  // error names the first parameter that differs.
+  absl::Status CheckIdenticalState(const Executor& executor);
+
+  // Sums `values` over the ranks (in place). Only between steps.
+  absl::Status SumAcrossRanks(std::vector<double>& values);
+
+  // A fingerprint of the parameters (FNV-1a of their bytes), for tests that
+  // compare ranks.
+  static uint64_t StateFingerprint(const Executor& executor);
+
+ private:
+  DataParallelGroup() = default;
+  uint32_t NextDriverTag() { return kDriverTagBase + driver_calls_++; }
+
+  // Tags of the driver's own collectives, above any bucket number.
+  static constexpr uint32_t kDriverTagBase = 1u << 20;
+  std::unique_ptr<Communicator> communicator_;
+  std::unique_ptr<CollectiveEngine> engine_;
+  absl::Duration timeout_;
+  uint32_t driver_calls_ = 0;
+};
+
+// FNV-1a, 64 bit.
+uint64_t Fingerprint64(const void* data, size_t size, uint64_t seed = 1469598103934665603ull);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_DATA_PARALLEL_GROUP_H_

@@ -1,0 +1,33 @@
+#include "runtime/launcher/line_splitter.h"
+
+#include <utility>
+
+namespace nereid {
+namespace launcher {
+
+void LineSplitter::Append(absl::string_view bytes, std::vector<std::string>* lines) {
+  for (char c : bytes) {
+    const bool newline_ends_nothing = line_just_ended_;
+    line_just_ended_ = false;
+    if (c == '\n') {
+      if (!newline_ends_nothing) lines->push_back(std::exchange(partial_, std::string()));
+    } else if (c == '\r') {
+      if (!partial_.empty()) lines->push_back(std::exchange(partial_, std::string()));
+      line_just_ended_ = true;
+    } else {
+      partial_.push_back(c);
+      if (partial_.size() >= max_line_) {
+        lines->push_back(std::exchange(partial_, std::string()));
+        line_just_ended_ = true;
+      }
+    }
+  }
+}
+
+void LineSplitter::Flush(std::vector<std::string>* lines) {
+  if (!partial_.empty()) lines->push_back(std::exchange(partial_, std::string()));
+  line_just_ended_ = false;
+}
+
+}  // namespace launcher
+}  // namespace nereid

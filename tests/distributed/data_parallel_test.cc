@@ -1,0 +1,246 @@
+// Data-parallel training end to end: real `nereid` worker processes talking
+// Gloo over loopback TCP, started by hand (as on several machines) or by the
+// launcher (`nereid run --workers N`).
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/checkpoint.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kNereid[] = "runtime/cli/nereid";
+// A small run on synthetic data shaped like Fashion-MNIST: 512 examples, so
+// a rank of 2 takes 8 steps of 32 and one of 4 takes 4.
+constexpr char kSmallRun[] =
+    "models/mlp_fashion.pbtxt --dataset synthetic --train-limit 512 --test-limit 128 --epochs 1 --quiet "
+    "--comm-timeout 20";
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command (bounded by `timeout -s KILL`), returning its exit code
+// and its stdout and stderr together.
+Outcome Shell(const std::string& command, int timeout_seconds = 120) {
+  std::string line = absl::StrCat("timeout -s KILL ", timeout_seconds, " sh -c '", command, "' 2>&1");
+  Outcome o;
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return o;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) o.output.append(buffer, n);
+  int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A string or number field of the metrics JSON.
+std::string JsonField(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (std::regex_search(json, m, std::regex("\"" + key + "\": *\"([^\"]*)\""))) return m[1].str();
+  return std::regex_search(json, m, std::regex("\"" + key + "\": *([^,}]*)")) ? m[1].str() : "";
+}
+
+class DataParallelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+
+  // `world` workers started by hand, each with its own rank and metrics file,
+  // in the background; waits for all. Returns every rank's exit code.
+  std::vector<int> RunByHand(int world, const std::string& rendezvous, const std::vector<std::string>& extra_per_rank,
+                             std::string* output) {
+    std::string script;
+    for (int r = 0; r < world; ++r) {
+      absl::StrAppend(&script, kNereid, " run ", kSmallRun, " --rank ", r, " --world ", world, " --rendezvous ",
+                      rendezvous, " --metrics-json ", dir_, "/rank", r, ".json ",
+                      r < static_cast<int>(extra_per_rank.size()) ? extra_per_rank[r] : "", " > ", dir_, "/rank", r,
+                      ".log 2>&1 & pid", r, "=$!; ");
+    }
+    for (int r = 0; r < world; ++r) absl::StrAppend(&script, "wait $pid", r, "; echo rank", r, "=$?; ");
+    Outcome o = Shell(script);
+    *output = o.output;
+    std::vector<int> codes;
+    for (int r = 0; r < world; ++r) {
+      std::smatch m;
+      std::regex pattern(absl::StrCat("rank", r, "=([0-9]+)"));
+      codes.push_back(std::regex_search(o.output, m, pattern) ? std::stoi(m[1].str()) : -1);
+      absl::StrAppend(output, "\n--- rank ", r, " ---\n", ReadFile(absl::StrCat(dir_, "/rank", r, ".log")));
+    }
+    return codes;
+  }
+
+  std::string dir_;
+};
+
+class WorldSizeTest : public DataParallelTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(WorldSizeTest, EveryRankEndsWithBitwiseIdenticalParameters) {
+  int world = GetParam();
+  std::string output;
+  std::vector<int> codes = RunByHand(world, "file:" + dir_ + "/store", {}, &output);
+  std::string first;
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(codes[r], 0) << output;
+    std::string json = ReadFile(absl::StrCat(dir_, "/rank", r, ".json"));
+    EXPECT_EQ(JsonField(json, "strategy"), "data_parallel");
+    EXPECT_EQ(JsonField(json, "steps"), absl::StrCat(512 / world / 64 + (512 / world % 64 != 0)));
+    EXPECT_GT(std::stod(JsonField(json, "bytes_sent_per_step")), 0);
+    std::string fingerprint = JsonField(json, "parameter_fingerprint");
+    ASSERT_FALSE(fingerprint.empty()) << json;
+    if (r == 0) first = fingerprint;
+    EXPECT_EQ(fingerprint, first) << "rank " << r << " diverged from rank 0";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoAndFour, WorldSizeTest, ::testing::Values(2, 4));
+
+// Two workers with batch 32 each take the same steps as one worker with batch
+// 64: rank r's batch t is the examples at positions 64t + 2i + r of the
+// epoch's order, so the two halves are exactly one worker's batch, and the
+// average of the two halves' mean gradients is the whole batch's mean. Only
+// the order of float additions differs (per-rank sums, then the allreduce),
+// which perturbs each gradient by a few float32 ulps (relative ~1e-7); eight
+// SGD steps with momentum carry that into the parameters (measured: at most
+// 1.8e-7 absolute). The tolerance, 1e-5 absolute on weights of scale ~0.1,
+// leaves a 50x margin while still catching any real difference (a wrong
+// shard, a missing average or a sum instead of a mean moves weights by
+// >= 1e-3).
+TEST_F(DataParallelTest, TwoWorkersMatchOneWorkerWithTheCombinedBatch) {
+  Outcome one = Shell(absl::StrCat(kNereid, " run ", kSmallRun, " --batch 64 --max-steps 8 --checkpoint ", dir_,
+                                   "/one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  std::string output;
+  std::vector<int> codes =
+      RunByHand(2, "file:" + dir_ + "/store", {"--batch 32 --max-steps 8 --checkpoint " + dir_ + "/two",
+                                               "--batch 32 --max-steps 8 --checkpoint " + dir_ + "/two"},
+                &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  absl::StatusOr<Checkpoint> a = LoadLatestCheckpoint(dir_ + "/one");
+  absl::StatusOr<Checkpoint> b = LoadLatestCheckpoint(dir_ + "/two");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(a->step, 8);
+  ASSERT_EQ(b->step, 8);
+  ASSERT_EQ(a->tensors.size(), b->tensors.size());
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < a->tensors.size(); ++i) {
+    const auto& [name, x] = a->tensors[i];
+    const Tensor& y = b->tensors[i].second;
+    ASSERT_EQ(name, b->tensors[i].first);
+    ASSERT_EQ(x.num_elements(), y.num_elements()) << name;
+    for (int64_t k = 0; k < x.num_elements(); ++k) {
+      worst = std::max(worst, std::fabs(static_cast<double>(x.data<float>()[k]) - y.data<float>()[k]));
+      if (absl::StrContains(name, "momentum")) moved = std::max(moved, std::fabs(static_cast<double>(x.data<float>()[k])));
+    }
+  }
+  std::printf("largest parameter difference: %.3g (momentum up to %.3g)\n", worst, moved);
+  EXPECT_GT(moved, 1e-4) << "training did not move the parameters";
+  EXPECT_LT(worst, 1e-5);
+}
+
+TEST_F(DataParallelTest, LauncherRunsWorkersAndReportsTheRun) {
+  Outcome o = Shell(absl::StrCat(kNereid, " run ", kSmallRun, " --workers 2 --threads 1 --batch 32 --metrics-json ",
+                                 dir_, "/run.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::string json = ReadFile(dir_ + "/run.json");
+  EXPECT_EQ(JsonField(json, "workers"), "2");
+  EXPECT_EQ(JsonField(json, "strategy"), "data_parallel");
+  EXPECT_THAT(JsonField(json, "passes"), HasSubstr("data_parallel"));
+  // Ring allreduce over 2 ranks sends each gradient byte once: the mlp has
+  // 784*512+512 + 512*512+512 + 512*10+10 = 669,706 floats.
+  EXPECT_NEAR(std::stod(JsonField(json, "bytes_sent_per_step")), 669706 * 4, 64);
+  EXPECT_NEAR(std::stod(JsonField(json, "bytes_received_per_step")), 669706 * 4, 64);
+  EXPECT_THAT(o.output, HasSubstr("[rank 0]"));
+}
+
+// Calls 1-12 are the start-up check of the 12 parameter and momentum
+// tensors; call 20 is an allreduce a few steps into training.
+TEST_F(DataParallelTest, KilledWorkerEndsTheRunNamingTheRank) {
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:kill@20 ", kNereid, " run ", kSmallRun,
+                                 " --workers 2 --threads 1 --batch 32 --worker-timeout 5"));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("rank 1 was killed by signal 9"));
+}
+
+TEST_F(DataParallelTest, StoppedWorkerEndsTheRunNamingTheRank) {
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:stop@20 ", kNereid, " run ", kSmallRun,
+                                 " --workers 2 --threads 1 --batch 32 --worker-timeout 3"));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("rank 1 made no progress for 3s"));
+}
+
+TEST_F(DataParallelTest, WorkersWithDifferentPlansAreRefused) {
+  std::string output;
+  std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store", {"--batch 32", "--batch 16"}, &output);
+  EXPECT_NE(codes[0], 0) << output;
+  EXPECT_NE(codes[1], 0) << output;
+  EXPECT_THAT(output, HasSubstr("plan fingerprint"));
+}
+
+TEST_F(DataParallelTest, RedisRendezvous) {
+  if (!std::filesystem::exists("/usr/bin/redis-server")) GTEST_SKIP() << "redis-server is not installed";
+  // A free port: bind to 0 and ask, then hand it to redis.
+  int port = 20000 + static_cast<int>(getpid() % 20000);
+  pid_t redis = fork();
+  if (redis == 0) {
+    execl("/usr/bin/redis-server", "redis-server", "--port", std::to_string(port).c_str(), "--bind", "127.0.0.1",
+          "--save", "", "--appendonly", "no", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(redis, 0);
+  // Wait (bounded) until it answers.
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = Shell(absl::StrCat("redis-cli -p ", port, " ping"), 5).output.find("PONG") != std::string::npos;
+    if (!up) usleep(50000);
+  }
+  std::string output;
+  std::vector<int> codes;
+  if (up) {
+    codes = RunByHand(2, absl::StrCat("redis://127.0.0.1:", port), {"--batch 32 --run-id redis-test",
+                                                                   "--batch 32 --run-id redis-test"},
+                      &output);
+  }
+  kill(redis, SIGKILL);
+  waitpid(redis, nullptr, 0);
+  ASSERT_TRUE(up) << "redis-server did not start on port " << port;
+  EXPECT_EQ(codes, std::vector<int>({0, 0})) << output;
+  EXPECT_EQ(JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint"),
+            JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
+}
+
+}  // namespace
+}  // namespace nereid
