@@ -52,15 +52,18 @@ def _die_with_us():
         pass
 
 
-def _kill_group(pgid, grace=5.0):
-    """SIGTERM the process group this script started, SIGKILL what is left after `grace` s.
+def _kill_group(proc, grace=5.0):
+    """SIGTERM the process group that `proc` leads (started by this script with
+    start_new_session), SIGKILL what is left of it after `grace` s.
     Returns whether any process of the group was still there."""
+    pgid = proc.pid
     try:
         os.killpg(pgid, signal.SIGTERM)
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
+        proc.poll()  # reap the leader: a zombie would keep the group alive
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
@@ -83,22 +86,38 @@ def run_command(cmd, env, timeout):
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            _kill_group(proc)
             proc.wait()
             rc = 124
             print(f"  timed out after {timeout} s; killed", file=sys.stderr, flush=True)
         except BaseException:  # Ctrl-C, SIGTERM: take the run's processes down with us
-            _kill_group(proc.pid)
+            _kill_group(proc)
             proc.wait()
             raise
         seconds = time.monotonic() - t0
         # The launcher is gone; any worker still in its group is a straggler.
-        if _kill_group(proc.pid, grace=2.0):
+        if _kill_group(proc, grace=2.0):
             print(f"  warning: processes of {os.path.basename(cmd[0])}'s group outlived it; killed them",
                   file=sys.stderr, flush=True)
         err.seek(0)
         tail = err.read()[-2000:].decode(errors="replace")
     return rc, tail, seconds
+
+
+def read_metrics(rec, path):
+    """The run's metrics JSON, or None (and rec marked failed) when the run failed or wrote none."""
+    if rec["rc"] != 0:
+        return None
+    try:
+        with open(path) as f:
+            m = json.load(f)
+        if not m.get("samples_per_second"):
+            raise ValueError("no samples_per_second")
+        return m
+    except (OSError, ValueError) as e:
+        rec["rc"] = -1
+        rec["error"] = f"exit 0, but no usable metrics in {path}: {e}"
+        return None
 
 
 def run_nereid(args, model, workers, out):
@@ -109,13 +128,13 @@ def run_nereid(args, model, workers, out):
         cmd += ["--dataset", "synthetic"]
     rc, tail, seconds = run_command(cmd, dict(os.environ), args.timeout)
     rec = {"framework": "nereid", "rc": rc, "run_seconds": seconds, "command": " ".join(cmd)}
-    if rc == 0:
-        m = json.load(open(out))
+    m = read_metrics(rec, out)
+    if m is not None:
         rec.update({"samples_per_second": m["samples_per_second"], "steps": m.get("steps"),
                     "bytes_sent_per_step": m.get("bytes_sent_per_step"),
                     "bytes_received_per_step": m.get("bytes_received_per_step"),
                     "wall_seconds": m.get("wall_seconds")})
-    else:
+    elif rc != 0:
         rec["error"] = tail
     return rec
 
@@ -132,12 +151,12 @@ def run_pytorch(args, model, workers, out):
         env[var] = str(args.threads)
     rc, tail, seconds = run_command(cmd, env, args.timeout + 30)
     rec = {"framework": "pytorch", "rc": rc, "run_seconds": seconds, "command": " ".join(cmd)}
-    if rc == 0:
-        m = json.load(open(out))
+    m = read_metrics(rec, out)
+    if m is not None:
         rec.update({"samples_per_second": m["samples_per_second"], "steps": m.get("steps"),
                     "timed_seconds": m.get("timed_seconds"), "gradient_bytes": m.get("gradient_bytes"),
                     "rank_timed_seconds": m.get("rank_timed_seconds")})
-    else:
+    elif rc != 0:
         rec["error"] = tail
     return rec
 
@@ -152,6 +171,19 @@ def median_or_none(values):
 
 def fmt(v, spec):
     return format(v, spec) if v is not None else "-"
+
+
+def print_run(rec):
+    head = f"{rec['model']:14} workers {rec['workers']}  repeat {rec['repeat']}  {rec['framework']:8}"
+    if rec["rc"] != 0:
+        print(f"{head} FAILED (exit {rec['rc']})\n{rec.get('error', '')}", flush=True)
+        return
+    extra = ""
+    if rec.get("bytes_sent_per_step") is not None and rec["workers"] > 1:
+        extra = f"  sent {rec['bytes_sent_per_step'] / 2**20:.2f} MiB/step/worker"
+    if rec.get("gradient_bytes") is not None:
+        extra = f"  gradients {rec['gradient_bytes'] / 2**20:.2f} MiB/step"
+    print(f"{head} {rec['samples_per_second']:9.1f} samples/s  ({rec['run_seconds']:.1f} s run){extra}", flush=True)
 
 
 def main():
@@ -205,31 +237,23 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="ddp-vs-pytorch-")
     runs = []
-    for model in models:
-        for r in range(args.repeats):
-            for workers in counts:
-                # Alternate which framework goes first, so drift hits both alike.
-                order = frameworks if r % 2 == 0 else frameworks[::-1]
-                for fw in order:
-                    out = os.path.join(tmp, f"{fw}.json")
-                    if os.path.exists(out):
-                        os.remove(out)
-                    rec = RUNNERS[fw](args, model, workers, out)
-                    rec.update({"model": model, "workers": workers, "threads": args.threads,
-                                "batch": args.batch, "max_steps": args.max_steps, "repeat": r + 1})
-                    runs.append(rec)
-                    if rec["rc"] == 0:
-                        extra = ""
-                        if rec.get("bytes_sent_per_step") is not None and workers > 1:
-                            extra = f"  sent {rec['bytes_sent_per_step'] / 2**20:.2f} MiB/step/worker"
-                        if rec.get("gradient_bytes") is not None:
-                            extra = f"  gradients {rec['gradient_bytes'] / 2**20:.2f} MiB/step"
-                        print(f"{model:14} workers {workers}  repeat {r + 1}  {fw:8} "
-                              f"{rec['samples_per_second']:9.1f} samples/s  ({rec['run_seconds']:.1f} s run)"
-                              f"{extra}", flush=True)
-                    else:
-                        print(f"{model:14} workers {workers}  repeat {r + 1}  {fw:8} FAILED (exit {rec['rc']})\n"
-                              f"{rec.get('error', '')}", flush=True)
+    try:
+        for model in models:
+            for r in range(args.repeats):
+                for workers in counts:
+                    # Alternate which framework goes first, so drift hits both alike.
+                    order = frameworks if r % 2 == 0 else frameworks[::-1]
+                    for fw in order:
+                        out = os.path.join(tmp, f"{fw}.json")
+                        if os.path.exists(out):
+                            os.remove(out)
+                        rec = RUNNERS[fw](args, model, workers, out)
+                        rec.update({"model": model, "workers": workers, "threads": args.threads,
+                                    "batch": args.batch, "max_steps": args.max_steps, "repeat": r + 1})
+                        runs.append(rec)
+                        print_run(rec)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
     # Summary: medians per configuration; efficiency from the medians.
     summary = []
@@ -253,12 +277,15 @@ def main():
                 row["nereid_bytes_sent_per_step"] = median_or_none(
                     [x.get("bytes_sent_per_step") for x in runs if x["model"] == model and
                      x["workers"] == workers and x["framework"] == "nereid"])
+            if "pytorch" in frameworks:
+                row["pytorch_gradient_bytes"] = median_or_none(
+                    [x.get("gradient_bytes") for x in runs if x["model"] == model and
+                     x["workers"] == workers and x["framework"] == "pytorch"])
             if len(frameworks) == 2:
                 n, t = row["nereid_samples_per_second"], row["pytorch_samples_per_second"]
                 row["ratio"] = n / t if n and t else None
             summary.append(row)
 
-    shutil.rmtree(tmp, ignore_errors=True)
     load_end = os.getloadavg()
     print(f"\nmedians of {args.repeats} runs; efficiency = samples/s(N) / (N x samples/s(1)); "
           f"load average at the end {load_end[0]:.2f}")
@@ -268,7 +295,9 @@ def main():
     if len(frameworks) == 2:
         head += f" {'ratio':>6}"
     if "nereid" in frameworks:
-        head += f" {'nereid MiB/step':>15}"
+        head += f" {'sent MiB/step':>13}"
+    if "pytorch" in frameworks:
+        head += f" {'grad MiB':>8}"
     print(head)
     for row in summary:
         line = f"{row['model']:14} {row['workers']:7d} {row['threads']:7d}"
@@ -279,10 +308,18 @@ def main():
             line += f" {fmt(row['ratio'], '6.2f'):>6}"
         if "nereid" in frameworks:
             b = row["nereid_bytes_sent_per_step"]
-            line += f" {fmt(b / 2**20 if b is not None and row['workers'] > 1 else None, '15.2f'):>15}"
+            line += f" {fmt(b / 2**20 if b is not None and row['workers'] > 1 else None, '13.2f'):>13}"
+        if "pytorch" in frameworks:
+            g = row["pytorch_gradient_bytes"]
+            line += f" {fmt(g / 2**20 if g is not None else None, '8.2f'):>8}"
         if row["oversubscribed"]:
             line += "  (oversubscribed)"
         print(line, flush=True)
+    if "nereid" in frameworks:
+        print("sent MiB/step: Nereid's bytes sent per worker per step (its traffic counters)")
+    if "pytorch" in frameworks:
+        print("grad MiB: the float32 gradients PyTorch DDP all-reduces every step (a ring all-reduce "
+              "sends 2(N-1)/N of that per worker)")
     if oversubscribed:
         print(f"(oversubscribed: workers x threads > {cores} cores; efficiency below 1 is expected there)")
 

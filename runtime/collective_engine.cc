@@ -74,6 +74,12 @@ std::optional<std::pair<int64_t, int>> CollectiveEngine::running() const {
   return running_;
 }
 
+void CollectiveEngine::set_trace(TraceRecorder* trace) {
+  if (trace != nullptr) trace->NameTrack(kTraceTrack, "collectives");
+  std::lock_guard<std::mutex> lock(mu_);
+  trace_ = trace;
+}
+
 absl::Duration CollectiveEngine::reorder_wait_time() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reorder_wait_;
@@ -92,20 +98,37 @@ void CollectiveEngine::Loop() {
       waiting_since = absl::Now();
       continue;
     }
+    absl::Time waited_from = waiting_since;
     if (waiting_since != absl::InfiniteFuture()) {
       reorder_wait_ += absl::Now() - waiting_since;
       waiting_since = absl::InfiniteFuture();
     }
     Request request = std::move(it->second);
     running_ = it->first;
+    std::pair<int64_t, int> key = it->first;
+    TraceRecorder* trace = trace_;
     queue_.erase(it);
     next_ = next_.second + 1 < buckets_per_step_ ? std::make_pair(next_.first, next_.second + 1)
                                                   : std::make_pair(next_.first + 1, 0);
     absl::Status status = failed_;
     lock.unlock();
     absl::Time start = absl::Now();
+    TrafficCounters before = trace != nullptr ? communicator_->traffic() : TrafficCounters{};
     if (status.ok()) status = request.work(*communicator_);
-    absl::Duration took = absl::Now() - start;
+    absl::Time end = absl::Now();
+    absl::Duration took = end - start;
+    if (trace != nullptr) {
+      if (waited_from != absl::InfiniteFuture()) {
+        trace->CompleteOnTrack(kTraceTrack, absl::StrCat("reorder wait for bucket ", key.second), "wait",
+                               waited_from, start, {{"step", key.first}, {"bucket", key.second}});
+      }
+      TrafficCounters after = communicator_->traffic();
+      trace->CompleteOnTrack(kTraceTrack, absl::StrCat("allreduce bucket ", key.second), "comm", start, end,
+                             {{"step", key.first},
+                              {"bucket", key.second},
+                              {"bytes_sent", after.bytes_sent - before.bytes_sent},
+                              {"bytes_received", after.bytes_received - before.bytes_received}});
+    }
     if (!status.ok()) Abort(status);
     request.done(status);
     lock.lock();

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/trace.h"
 
 namespace nereid {
 
@@ -64,6 +65,12 @@ class CollectiveEngine {
   // waiting there is waiting for its peers, not hung itself.
   std::optional<std::pair<int64_t, int>> running() const;
 
+  // Records every collective ("comm") and every reorder wait ("wait") on the
+  // trace's track kTraceTrack, named "collectives" (null: none). `trace`
+  // must outlive the engine or be unset first.
+  static constexpr int kTraceTrack = 1000;
+  void set_trace(TraceRecorder* trace);
+
  private:
   struct Request {
     Work work;
@@ -83,6 +90,7 @@ class CollectiveEngine {
   bool stopping_ = false;
   absl::Duration busy_ = absl::ZeroDuration();
   absl::Duration reorder_wait_ = absl::ZeroDuration();
+  TraceRecorder* trace_ = nullptr;
   std::thread thread_;
 };
 

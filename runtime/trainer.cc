@@ -23,6 +23,7 @@
 #include "runtime/data/batch_loader.h"
 #include "runtime/data/datasets.h"
 #include "runtime/json_writer.h"
+#include "runtime/trace.h"
 #include "schedulers/executor.h"
 
 namespace nereid {
@@ -206,9 +207,8 @@ std::string PlanFingerprint(const Graph& graph, const TrainOptions& options) {
   return absl::StrCat(absl::Hex(Fingerprint64(text.data(), text.size()), absl::kZeroPad16));
 }
 
-}  // namespace
-
-absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
+// Train, recording into `trace` (null: no trace).
+absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder* trace) {
   if (options.threads < 1 || options.batch < 1 || options.epochs < 1 || options.workers < 1) {
     return absl::InvalidArgumentError("--workers, --threads, --batch and --epochs must be >= 1");
   }
@@ -220,6 +220,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     return absl::InvalidArgumentError("a worker of a multi-worker run needs a rendezvous (--rendezvous file:DIR)");
   }
   absl::Time start = absl::Now();
+  if (trace != nullptr) trace->NameThisThread("driver");
   TrainResult result;
   ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, LoadModel(options.model_path));
   if (!IsPlanned(*graph)) {
@@ -284,6 +285,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   ExecutorOptions eopts;
   eopts.threads = options.threads;
   if (group != nullptr) eopts.collectives = group->engine();
+  eopts.trace = trace;
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::Create(graph.get(), eopts));
 
   data::LoaderOptions lo;
@@ -318,6 +320,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   if (group != nullptr) {
     RETURN_IF_ERROR(group->CheckIdenticalState(*executor));
     group->engine()->Reset(step);
+    group->engine()->set_trace(trace);
   }
   TrafficCounters traffic_before_step, traffic_in_steps;
   // While this rank waits in a collective for its peers it is not hung: say
@@ -346,6 +349,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
       std::optional<data::Batch> batch = loader->Next();
       if (!batch) break;
       if (options.max_steps > 0 && result.steps >= options.max_steps) break;
+      TraceSpan step_span(trace, absl::StrCat("step ", step), "step", {{"step", step}, {"epoch", epoch}});
       ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
       StepInfo info{epoch, step, index, steps_per_epoch, options.epochs, true};
       if (group != nullptr) traffic_before_step = group->communicator().traffic();
@@ -384,7 +388,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
     train_seconds += m.seconds;
     train_samples += epoch_samples;
     StepInfo eval_info{epoch, step, 0, steps_per_epoch, options.epochs, false};
+    TraceSpan eval_span(trace, "evaluate", "eval", {{"epoch", epoch}, {"step", step}});
     ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*executor, test, options, logits, loss, eval_info, group.get()));
+    eval_span.End();
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
     progress.EpochDone(m);
@@ -422,6 +428,19 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
   if (!options.metrics_json.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(options.metrics_json, MetricsJson(options, result)));
   }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
+  if (options.trace_path.empty()) return TrainWith(options, nullptr);
+  // Outlives everything that records into it: TrainWith has stopped its
+  // executor and collective engine when it returns, even on an error.
+  TraceRecorder trace(options.rank);
+  absl::StatusOr<TrainResult> result = TrainWith(options, &trace);
+  absl::Status written = trace.WriteJson(TracePathForRank(options.trace_path, options.rank, options.workers));
+  if (result.ok() && !written.ok()) return written;
   return result;
 }
 

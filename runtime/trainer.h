@@ -43,6 +43,11 @@ struct TrainOptions {
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;        // 0 = whole epochs; else stop after this many steps (benchmarks)
   std::string metrics_json;     // "" = none
+  // "" = none; else a Chrome trace-event timeline of the run (nodes,
+  // collectives, waits, steps, evaluations): this path for one worker, with
+  // ".rank<r>" before the extension for rank r of several (TracePathForRank).
+  // Written also when training fails.
+  std::string trace_path;
   std::string checkpoint_dir;   // "" = none
   bool resume = false;
   std::FILE* progress = stderr;  // null = silent

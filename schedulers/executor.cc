@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "graph/errors.h"
 #include "graph/status_macros.h"
 #include "graph/topo_order.h"
@@ -226,6 +227,7 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
 absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
                                const std::vector<std::vector<Tensor>>& values, const Tensor* source,
                                ThreadBudget* budget, std::vector<Tensor>* outputs) {
+  TraceSpan span(options_.trace, node.name(), node.op(), {{"step", step.step}});
   ASSIGN_OR_RETURN(std::unique_ptr<NodeRun> prepared, PrepareNode(node, step, feeds, values, source, budget));
   absl::Status s = kernels_[node.id()]->Compute(prepared->ctx.get());
   if (!s.ok()) return KernelError(node, step, s);
@@ -417,6 +419,8 @@ void Executor::Execute(StepRun* run, int node_id) {
   }
   // Asynchronous (communication): start it, then give the core back; the
   // kernel's callback finishes the node.
+  TraceSpan span(options_.trace, node.name(), node.op(), {{"step", run->info.step}});
+  absl::Time submitted = options_.trace != nullptr ? absl::Now() : absl::InfinitePast();
   absl::StatusOr<std::unique_ptr<NodeRun>> prepared =
       PrepareNode(node, run->info, run->feeds, run->values, source, budget_.get());
   if (!prepared.ok()) {
@@ -425,12 +429,16 @@ void Executor::Execute(StepRun* run, int node_id) {
   }
   std::shared_ptr<NodeRun> shared = *std::move(prepared);
   OpKernelContext* ctx = shared->ctx.get();
-  kernel.ComputeAsync(ctx, [this, run, node_id, shared](absl::Status status) mutable {
+  kernel.ComputeAsync(ctx, [this, run, node_id, shared, submitted](absl::Status status) mutable {
+    if (options_.trace != nullptr) {
+      options_.trace->Async(nodes_[node_id]->name(), "wait", submitted, absl::Now(), {{"step", run->info.step}});
+    }
     std::vector<Tensor> outputs = std::move(shared->ctx->outputs());
     if (!status.ok()) status = KernelError(*nodes_[node_id], run->info, status);
     shared.reset();  // returns borrowed cores, which takes mu_
     Finish(run, node_id, std::move(status), std::move(outputs), /*holds_core=*/false);
   });
+  span.End();
   std::unique_lock<std::mutex> lock(mu_);
   ++free_cores_;
   Dispatch(lock);

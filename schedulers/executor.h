@@ -34,6 +34,7 @@
 #include "ops/kernel.h"
 #include "runtime/tensor.h"
 #include "runtime/collective_engine.h"
+#include "runtime/trace.h"
 #include "schedulers/progress_tracker.h"
 
 namespace nereid {
@@ -48,6 +49,10 @@ struct ExecutorOptions {
   // The worker's collective engine for communication kernels (null: a worker
   // alone). On a failure the executor aborts it, so no kernel waits forever.
   CollectiveEngine* collectives = nullptr;
+  // Records every node run (name, op type, step) on its thread's track, and an
+  // asynchronous node's wait from submission to done (null: none). Must
+  // outlive the executor.
+  TraceRecorder* trace = nullptr;
 };
 
 // Feed name ("images", "labels") -> the batch tensor.

@@ -21,6 +21,7 @@ struct Command {
   int (*run)(const std::vector<std::string>& args);
 };
 
+const Command& BenchCommand();
 const Command& CheckCommand();
 const Command& OpsCommand();
 const Command& PlanCommand();

@@ -14,7 +14,8 @@ namespace nereid {
 namespace {
 
 const std::vector<const Command*>& Commands() {
-  static const std::vector<const Command*> commands = {&CheckCommand(), &OpsCommand(), &PlanCommand(), &RunCommand()};
+  static const std::vector<const Command*> commands = {&BenchCommand(), &CheckCommand(), &OpsCommand(), &PlanCommand(),
+                                                        &RunCommand()};
   return commands;
 }
 
@@ -24,8 +25,7 @@ void PrintUsage(FILE* out) {
                "Usage: nereid COMMAND [options]\n\nCommands:\n");
   for (const Command* c : Commands()) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
   std::fprintf(out,
-               "\nRun 'nereid COMMAND --help' for a command's options.\n"
-               "Not built yet: bench, multi-worker runs (see the README's status table).\n");
+               "\nRun 'nereid COMMAND --help' for a command's options.\n");
 }
 
 }  // namespace

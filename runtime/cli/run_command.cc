@@ -1,21 +1,15 @@
 // nereid run: trains a model (or a plan) and evaluates it every epoch.
 
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/comm/launch_env.h"
-#include "runtime/launcher/launcher.h"
+#include "runtime/cli/local_launch.h"
 #include "runtime/launcher/progress_reporter.h"
-#include "runtime/launcher/split_threads.h"
 #include "runtime/trainer.h"
 
 namespace nereid {
@@ -39,6 +33,10 @@ constexpr char kHelp[] =
     "  --test-limit N      use the first N test examples (0: all)\n"
     "  --max-steps N       stop after N steps (benchmarks)\n"
     "  --metrics-json PATH write the run's metrics as JSON\n"
+    "  --trace PATH        write a timeline (Chrome trace-event JSON, for Perfetto or\n"
+    "                      chrome://tracing): every node run, collective, wait, step and\n"
+    "                      evaluation; with several workers rank R writes PATH with .rankR\n"
+    "                      before the extension (trace.json -> trace.rank0.json, ...)\n"
     "  --checkpoint DIR    save parameters and optimizer state after every epoch\n"
     "  --resume            continue from the last complete checkpoint in DIR\n"
     "  --quiet             no progress output\n\n"
@@ -54,73 +52,10 @@ constexpr char kHelp[] =
     "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
     "                      stopped (default 300)\n";
 
-// Flags the launcher passes through to its workers unchanged.
-bool PassedThrough(const std::string& flag) {
-  for (const char* own : {"--workers", "--threads", "--metrics-json", "--worker-timeout"}) {
-    if (flag == own || flag.rfind(std::string(own) + "=", 0) == 0) return false;
-  }
-  return true;
-}
-
-// `nereid run --workers N`: N local workers, each this binary with a rank,
-// meeting in a fresh file store, supervised by the launcher.
-int LaunchLocalWorkers(const std::vector<std::string>& args, const Flags& flags, int workers, int64_t threads,
-                       int64_t worker_timeout) {
-  std::error_code ec;
-  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) {
-    std::fprintf(stderr, "error: cannot find this program's path: %s\n", ec.message().c_str());
-    return kExitFailure;
-  }
-  std::string dir_template = (std::filesystem::temp_directory_path() / "nereid-run-XXXXXX").string();
-  if (mkdtemp(dir_template.data()) == nullptr) {
-    std::fprintf(stderr, "error: cannot create a rendezvous directory in %s\n", dir_template.c_str());
-    return kExitFailure;
-  }
-  std::vector<int> per_worker = threads > 0 ? std::vector<int>(workers, static_cast<int>(threads))
-                                            : launcher::SplitThreads(
-                                                  static_cast<int>(std::thread::hardware_concurrency()), workers);
-  std::vector<std::string> passed;
-  for (size_t i = 0; i < args.size(); ++i) {
-    bool takes_value = args[i].find('=') == std::string::npos && args[i].rfind("--", 0) == 0 &&
-                       !(args[i] == "--resume" || args[i] == "--quiet");
-    if (!PassedThrough(args[i])) {
-      if (takes_value) ++i;
-      continue;
-    }
-    passed.push_back(args[i]);
-  }
-  launcher::LaunchOptions lo;
-  lo.progress_timeout = absl::Seconds(worker_timeout);
-  lo.startup_timeout = absl::Seconds(std::max<int64_t>(worker_timeout, 120));
-  for (int r = 0; r < workers; ++r) {
-    std::vector<std::string> argv = {exe, "run"};
-    argv.insert(argv.end(), passed.begin(), passed.end());
-    for (const std::string& a : {std::string("--rendezvous"), "file:" + dir_template, std::string("--rank"),
-                                 absl::StrCat(r), std::string("--world"), absl::StrCat(workers),
-                                 std::string("--threads"), absl::StrCat(per_worker[r])}) {
-      argv.push_back(a);
-    }
-    // Rank 0's metrics are the run's: it sums its figures over the ranks.
-    if (r == 0 && flags.Has("metrics-json")) {
-      argv.push_back("--metrics-json");
-      argv.push_back(flags.String("metrics-json"));
-    }
-    lo.workers.push_back({argv, {}});
-  }
-  absl::Status status = launcher::RunWorkers(std::move(lo));
-  std::filesystem::remove_all(dir_template, ec);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return kExitFailure;
-  }
-  return kExitOk;
-}
-
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "checkpoint", "rendezvous", "rank", "world", "run-id",
-               "comm-timeout", "worker-timeout"},
+               "comm-timeout", "worker-timeout", "trace"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -134,6 +69,7 @@ int Run(const std::vector<std::string>& args) {
   o.dataset = flags.String("dataset");
   o.data_dir = flags.String("data-dir");
   o.metrics_json = flags.String("metrics-json");
+  o.trace_path = flags.String("trace");
   o.checkpoint_dir = flags.String("checkpoint");
   o.resume = flags.Has("resume");
   if (flags.Has("quiet")) o.progress = nullptr;
@@ -159,7 +95,19 @@ int Run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   bool one_of_many = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
-  if (!one_of_many && workers > 1) return LaunchLocalWorkers(args, flags, static_cast<int>(workers), threads, worker_timeout);
+  if (!one_of_many && workers > 1) {
+    LocalLaunch launch;
+    launch.command = "run";
+    launch.args = args;
+    launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout"};
+    launch.bool_flags = {"--resume", "--quiet"};
+    launch.workers = static_cast<int>(workers);
+    launch.threads = threads;
+    launch.worker_timeout = absl::Seconds(worker_timeout);
+    // Rank 0's metrics are the run's: it sums its figures over the ranks.
+    if (flags.Has("metrics-json")) launch.rank0_args = {"--metrics-json", flags.String("metrics-json")};
+    return LaunchLocalWorkers(launch);
+  }
   o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);
   o.comm_timeout = absl::Seconds(comm_timeout);

@@ -94,6 +94,9 @@ class GlooCommunicator final : public Communicator {
 
   TrafficCounters traffic() const override { return meter_.Snapshot(); }
 
+  // The Gloo context, for benchmarks that compare against raw Gloo calls.
+  const std::shared_ptr<gloo::Context>& context() const { return context_; }
+
  private:
   // "gloo/tcp allreduce (tag 3, rank 0 of 4, <peers>)".
   std::string Where(const char* op, uint32_t tag, const std::string& peers) const;

@@ -180,6 +180,10 @@ class IdentityExchange {
                         absl::StrCat(where_, ": rank 0 reports: ", verdict.substr(newline + 1)));
   }
 
+  // The store accessors are public for RendezvousStoreImpl (OpenRendezvous).
+ public:
+  const std::string& where() const { return where_; }
+
   absl::Status Set(const std::string& key, const std::string& value) {
     const std::string where = absl::StrCat(where_, ": writing ", key);
     // Checked first because Gloo's RedisStore::set leaks its reply when it
@@ -221,6 +225,7 @@ class IdentityExchange {
     return std::string(bytes.begin(), bytes.end());
   }
 
+ private:
   absl::StatusOr<WorkerIdentity> GetIdentity(int rank) {
     ASSIGN_OR_RETURN(const std::string text, Get(IdentityKey(rank)));
     absl::StatusOr<WorkerIdentity> identity = DecodeIdentity(text);
@@ -238,12 +243,37 @@ class IdentityExchange {
   const std::string where_;
 };
 
-}  // namespace
+// OpenRendezvous's result: the opened store and the exchange's accessors on it.
+class RendezvousStoreImpl final : public RendezvousStore {
+ public:
+  RendezvousStoreImpl(OpenedStore store, int rank, int world, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), exchange_(store_, rank, world, timeout) {}
 
-absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& spec, int rank, int world,
-                                                          const WorkerIdentity& identity,
-                                                          const GlooConnectOptions& options) {
-  const std::string where = absl::StrCat("ConnectGloo(", spec.ToString(), ", rank ", rank, " of ", world, ")");
+  absl::Status Exchange(const WorkerIdentity& me) { return exchange_.Run(me); }
+
+  const std::string& name() const override { return store_.name; }
+  absl::Status Set(const std::string& key, const std::string& value) override { return exchange_.Set(key, value); }
+  absl::StatusOr<std::string> WaitAndGet(const std::string& key, absl::Duration timeout) override {
+    ASSIGN_OR_RETURN(const std::chrono::milliseconds ms,
+                     ToGlooTimeout(timeout, absl::StrCat(exchange_.where(), ": waiting for ", key)));
+    ASSIGN_OR_RETURN(const bool present, exchange_.WaitFor(key, Clock::now() + ms));
+    if (!present) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(exchange_.where(), ": key ", key, " did not appear within ", ms.count(), "ms"));
+    }
+    return exchange_.Get(key);
+  }
+
+ private:
+  OpenedStore store_;
+  IdentityExchange exchange_;  // refers to store_
+};
+
+// The checks shared by ConnectGloo and OpenRendezvous: rank and world in
+// range, and the identity with world_size 0 filled in (any other value must
+// equal world).
+absl::StatusOr<WorkerIdentity> CheckedIdentity(const std::string& where, int rank, int world,
+                                               const WorkerIdentity& identity) {
   if (world < 1 || rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": need world >= 1 and 0 <= rank < world"));
   }
@@ -253,6 +283,29 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& 
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": identity says world size ", me.world_size, " but world is ", world));
   }
+  return me;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvous(const RendezvousSpec& spec, int rank, int world,
+                                                                const WorkerIdentity& identity,
+                                                                absl::Duration timeout) {
+  const std::string where =
+      absl::StrCat("OpenRendezvous(", spec.ToString(), ", rank ", rank, " of ", world, ")");
+  ASSIGN_OR_RETURN(const WorkerIdentity me, CheckedIdentity(where, rank, world, identity));
+  ASSIGN_OR_RETURN(const std::chrono::milliseconds ms, ToGlooTimeout(timeout, where));
+  ASSIGN_OR_RETURN(OpenedStore store, Open(spec));
+  auto opened = std::make_unique<RendezvousStoreImpl>(std::move(store), rank, world, ms);
+  RETURN_IF_ERROR(opened->Exchange(me));
+  return std::unique_ptr<RendezvousStore>(std::move(opened));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& spec, int rank, int world,
+                                                          const WorkerIdentity& identity,
+                                                          const GlooConnectOptions& options) {
+  const std::string where = absl::StrCat("ConnectGloo(", spec.ToString(), ", rank ", rank, " of ", world, ")");
+  ASSIGN_OR_RETURN(const WorkerIdentity me, CheckedIdentity(where, rank, world, identity));
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, ToGlooTimeout(options.connect_timeout, where));
   ASSIGN_OR_RETURN(OpenedStore store, Open(spec));
   RETURN_IF_ERROR(IdentityExchange(store, rank, world, timeout).Run(me));

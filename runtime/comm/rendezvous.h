@@ -33,8 +33,11 @@
 // AlreadyExists on the first rank whose key is taken.
 
 #include <memory>
+#include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/comm/rendezvous_spec.h"
@@ -46,6 +49,29 @@ namespace nereid {
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& spec, int rank, int world,
                                                           const WorkerIdentity& identity,
                                                           const GlooConnectOptions& options);
+
+// --- The same rendezvous for other backends (added for ConnectNccl) ---------
+//
+// OpenRendezvous runs ConnectGloo's first part alone: it opens the store named
+// by `spec` (scoped to the run) and runs the identity exchange above, each
+// wait bounded by `timeout`. It does not connect Gloo; instead it hands back
+// the run's store so that the caller can exchange its own keys (NCCL's unique
+// id). Validation and errors are those of ConnectGloo.
+class RendezvousStore {
+ public:
+  virtual ~RendezvousStore() = default;
+  // "file:/tmp/x (run 'abc')", for messages.
+  virtual const std::string& name() const = 0;
+  // Writes `value` under the run's `key`; keys are write-once (AlreadyExists).
+  virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
+  // Polls for `key` every 10 ms and returns its value; DeadlineExceeded if it
+  // has not appeared within `timeout`.
+  virtual absl::StatusOr<std::string> WaitAndGet(const std::string& key, absl::Duration timeout) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvous(const RendezvousSpec& spec, int rank, int world,
+                                                                const WorkerIdentity& identity,
+                                                                absl::Duration timeout);
 
 }  // namespace nereid
 

@@ -186,6 +186,26 @@ TEST_F(DataParallelTest, LauncherRunsWorkersAndReportsTheRun) {
   EXPECT_THAT(o.output, HasSubstr("[rank 0]"));
 }
 
+// With --trace, every rank writes its own timeline (trace.rank<r>.json),
+// with its collectives on the engine's track and its steps.
+TEST_F(DataParallelTest, LaunchedWorkersEachWriteATrace) {
+  Outcome o = Shell(absl::StrCat(kNereid, " run ", kSmallRun,
+                                 " --workers 2 --threads 1 --batch 32 --max-steps 2 --trace ", dir_, "/trace.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/trace.json"));
+  for (int r = 0; r < 2; ++r) {
+    std::string trace = ReadFile(absl::StrCat(dir_, "/trace.rank", r, ".json"));
+    ASSERT_FALSE(trace.empty()) << "rank " << r;
+    EXPECT_THAT(trace, HasSubstr("\"traceEvents\":["));
+    EXPECT_THAT(trace, HasSubstr(absl::StrCat(
+                           "{\"name\":\"allreduce bucket 0\",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":", r,
+                           ",\"tid\":1000,")));
+    EXPECT_THAT(trace, HasSubstr("\"args\":{\"name\":\"collectives\"}"));
+    EXPECT_THAT(trace, HasSubstr("{\"name\":\"step 1\",\"cat\":\"step\",\"ph\":\"X\""));
+    EXPECT_THAT(trace, HasSubstr("\"cat\":\"wait\",\"ph\":\"b\""));
+  }
+}
+
 // Calls 1-12 are the start-up check of the 12 parameter and momentum
 // tensors; call 20 is an allreduce a few steps into training.
 TEST_F(DataParallelTest, KilledWorkerEndsTheRunNamingTheRank) {

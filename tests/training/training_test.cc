@@ -2,8 +2,11 @@
 // the synthetic dataset (or a slice of Fashion-MNIST) to stay fast.
 
 #include <fstream>
+#include <sstream>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint.h"
 #include "runtime/trainer.h"
@@ -139,6 +142,53 @@ TEST(TrainingTest, WorkersOfAMultiWorkerRunNeedARendezvous) {
   o.rendezvous = "file:/tmp/unused";
   o.rank = 4;
   EXPECT_THAT(std::string(Train(o).status().message()), HasSubstr("rank 4 is outside [0, 4)"));
+}
+
+// The events of a trace file, parsed by protobuf's (strict) JSON parser.
+std::vector<google::protobuf::Struct> TraceEvents(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  google::protobuf::Struct doc;
+  auto status = google::protobuf::util::JsonStringToMessage(text.str(), &doc);
+  EXPECT_TRUE(status.ok()) << path << ": " << status.ToString();
+  std::vector<google::protobuf::Struct> events;
+  if (!doc.fields().contains("traceEvents")) return events;
+  for (const auto& v : doc.fields().at("traceEvents").list_value().values()) events.push_back(v.struct_value());
+  return events;
+}
+
+int CountEvents(const std::vector<google::protobuf::Struct>& events, const std::string& name,
+                const std::string& category) {
+  int n = 0;
+  for (const auto& e : events) {
+    const auto& f = e.fields();
+    n += f.at("ph").string_value() == "X" && f.at("name").string_value() == name && f.contains("cat") &&
+         f.at("cat").string_value() == category && f.contains("dur");
+  }
+  return n;
+}
+
+TEST(TrainingTest, TraceHasEveryNodeRunStepsAndEvaluation) {
+  TrainOptions o = Synthetic("mlp_fashion", 1);
+  o.train_limit = 96;  // 3 steps of 32
+  o.test_limit = 64;
+  o.trace_path = TempDir("trace.json");
+  auto result = Train(o);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::vector<google::protobuf::Struct> events = TraceEvents(o.trace_path);
+  EXPECT_EQ(CountEvents(events, "fc1/matmul", "MatMul"), 3 + 1);  // every step, and evaluation's batch
+  EXPECT_EQ(CountEvents(events, "step 0", "step"), 1);
+  EXPECT_EQ(CountEvents(events, "step 2", "step"), 1);
+  EXPECT_EQ(CountEvents(events, "evaluate", "eval"), 1);
+}
+
+TEST(TrainingTest, AFailedRunStillWritesItsTrace) {
+  TrainOptions o = Synthetic("mlp_fashion", 1);
+  o.passes = "autodiff,sgd(lr=1e30)";
+  o.trace_path = TempDir("diverged.json");
+  ASSERT_FALSE(Train(o).ok());
+  EXPECT_GE(CountEvents(TraceEvents(o.trace_path), "step 0", "step"), 1);
 }
 
 }  // namespace

@@ -1,0 +1,77 @@
+#include "runtime/cli/local_launch.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cli/command.h"
+#include "runtime/launcher/launcher.h"
+#include "runtime/launcher/split_threads.h"
+
+namespace nereid {
+namespace {
+
+bool Named(const std::string& arg, const std::vector<std::string>& flags) {
+  for (const std::string& f : flags) {
+    if (arg == f || arg.rfind(f + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int LaunchLocalWorkers(const LocalLaunch& launch) {
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) {
+    std::fprintf(stderr, "error: cannot find this program's path: %s\n", ec.message().c_str());
+    return kExitFailure;
+  }
+  std::string store = (std::filesystem::temp_directory_path() / "nereid-run-XXXXXX").string();
+  if (mkdtemp(store.data()) == nullptr) {
+    std::fprintf(stderr, "error: cannot create a rendezvous directory %s\n", store.c_str());
+    return kExitFailure;
+  }
+  std::vector<int> threads =
+      launch.threads > 0
+          ? std::vector<int>(launch.workers, static_cast<int>(launch.threads))
+          : launcher::SplitThreads(std::max(1, static_cast<int>(std::thread::hardware_concurrency())), launch.workers);
+  std::vector<std::string> passed;
+  const std::vector<std::string>& args = launch.args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool takes_value = args[i].rfind("--", 0) == 0 && args[i].find('=') == std::string::npos &&
+                       !Named(args[i], launch.bool_flags);
+    if (Named(args[i], launch.not_passed)) {
+      if (takes_value) ++i;
+      continue;
+    }
+    passed.push_back(args[i]);
+  }
+  launcher::LaunchOptions options;
+  options.progress_timeout = launch.worker_timeout;
+  options.startup_timeout = std::max(launch.worker_timeout, absl::Minutes(2));
+  for (int r = 0; r < launch.workers; ++r) {
+    std::vector<std::string> argv = {exe, launch.command};
+    argv.insert(argv.end(), passed.begin(), passed.end());
+    for (const std::string& a : {std::string("--rendezvous"), "file:" + store, std::string("--rank"), absl::StrCat(r),
+                                 std::string("--world"), absl::StrCat(launch.workers), std::string("--threads"),
+                                 absl::StrCat(threads[r])}) {
+      argv.push_back(a);
+    }
+    if (r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
+    options.workers.push_back({argv, {}});
+  }
+  absl::Status status = launcher::RunWorkers(std::move(options));
+  std::filesystem::remove_all(store, ec);
+  if (!status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace nereid

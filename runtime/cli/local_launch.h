@@ -1,0 +1,32 @@
+#ifndef NEREID_RUNTIME_CLI_LOCAL_LAUNCH_H_
+#define NEREID_RUNTIME_CLI_LOCAL_LAUNCH_H_
+
+// `--workers N` on one machine: runs N copies of this program's `command`,
+// each told its rank, the world size and a fresh file-store rendezvous, under
+// the launcher's supervision (runtime/launcher/).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace nereid {
+
+struct LocalLaunch {
+  std::string command;                  // "run", "bench"
+  std::vector<std::string> args;        // the command's own arguments
+  std::vector<std::string> not_passed;  // value flags the workers must not get
+  std::vector<std::string> bool_flags;  // flags that take no value
+  int workers = 1;
+  int64_t threads = 0;                  // per worker; 0 = split this machine's cores
+  absl::Duration worker_timeout = absl::Minutes(5);
+  std::vector<std::string> rank0_args;  // extra arguments for rank 0 only
+};
+
+// Returns the process exit code (0 when every worker succeeded).
+int LaunchLocalWorkers(const LocalLaunch& launch);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_CLI_LOCAL_LAUNCH_H_
