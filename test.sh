@@ -31,7 +31,10 @@ run_pass() {  # name, bazel args...
   local name=$1
   shift
   echo "== $name: bazel test $*"
-  bazel test --test_summary=short "$@" 2>&1 | tee "$summary" | grep -vE '^(INFO|Loading|Analyzing)' | grep -E 'PASSED|FAILED|TIMEOUT|NO STATUS|ERROR|error:|Executed' || true
+  # No `|| true` here: it would replace PIPESTATUS with true's (and hide a
+  # failing bazel); the script runs without -e, so a grep that matches nothing
+  # is harmless.
+  bazel test --test_summary=short "$@" 2>&1 | tee "$summary" | grep -vE '^(INFO|Loading|Analyzing)' | grep -E 'PASSED|FAILED|TIMEOUT|NO STATUS|ERROR|error:|Executed'
   local rc=${PIPESTATUS[0]}
   passed=$((passed + $(grep -cE '^//.* PASSED' "$summary")))
   failed=$((failed + $(grep -cE '^//.* (FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$summary")))
