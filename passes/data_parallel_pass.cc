@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/status_macros.h"
 #include "graph/topo_order.h"
@@ -37,11 +38,8 @@ class DataParallelPass : public Pass {
     if (!(cap_kb > 0)) return absl::InvalidArgumentError("data_parallel: bucket_kb must be > 0");
     int64_t cap = static_cast<int64_t>(cap_kb * 1024);
     ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
-    std::vector<size_t> position(order.size() + graph.num_nodes() + 1);
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (order[i]->id() >= static_cast<int>(position.size())) position.resize(order[i]->id() + 1);
-      position[order[i]->id()] = i;
-    }
+    absl::flat_hash_map<int, size_t> position;  // node id -> place in `order`
+    for (size_t i = 0; i < order.size(); ++i) position[order[i]->id()] = i;
     std::vector<PendingGradient> grads;
     for (Node* n : order) {
       if (n->op() == "AllReduce") {
@@ -54,8 +52,7 @@ class DataParallelPass : public Pass {
         return absl::FailedPreconditionError(
             absl::StrCat("data_parallel: gradient '", n->name(), "' has unknown shape ", out.shape.ToString()));
       }
-      grads.push_back({n, {in->src, in->src_port}, out.shape.KnownElements() * 4,
-                       position[in->src->id()]});
+      grads.push_back({n, {in->src, in->src_port}, out.shape.KnownElements() * 4, position.at(in->src->id())});
     }
     if (grads.empty()) {
       return absl::FailedPreconditionError("data_parallel: no Gradient nodes; run autodiff first");

@@ -12,6 +12,7 @@
 #include "graph/graph_io.h"
 #include "graph/status_macros.h"
 #include "graph/tensor_shape.h"
+#include "runtime/fingerprint.h"
 
 namespace nereid {
 namespace {
@@ -20,12 +21,6 @@ constexpr char kMagic[8] = {'N', 'E', 'R', 'E', 'I', 'D', 'C', 'K'};
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kMaxTensors = 1 << 20;
 constexpr uint32_t kMaxNameLength = 4096;
-
-uint64_t Fnv1a(absl::string_view data) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
 
 template <typename T>
 void Put(std::string* out, T v) {

@@ -7,19 +7,10 @@
 #include "runtime/comm/fault_injection.h"
 #include "runtime/comm/fault_plan.h"
 #include "runtime/comm/rendezvous.h"
+#include "runtime/fingerprint.h"
 #include "runtime/version.h"
 
 namespace nereid {
-
-uint64_t Fingerprint64(const void* data, size_t size, uint64_t seed) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  uint64_t h = seed;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const Graph& graph,
                                                                            const GroupOptions& options) {
@@ -79,10 +70,10 @@ absl::Status DataParallelGroup::SumAcrossRanks(std::vector<double>& values) {
 }
 
 uint64_t DataParallelGroup::StateFingerprint(const Executor& executor) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aOffset;
   for (const auto& [name, value] : executor.State()) {
-    h = Fingerprint64(name.data(), name.size(), h);
-    h = Fingerprint64(value.raw(), value.num_bytes(), h);
+    h = Fnv1a(name, h);
+    h = Fnv1a(value.raw(), value.num_bytes(), h);
   }
   return h;
 }

@@ -68,9 +68,6 @@ class DataParallelGroup {
   uint32_t driver_calls_ = 0;
 };
 
-// FNV-1a, 64 bit.
-uint64_t Fingerprint64(const void* data, size_t size, uint64_t seed = 1469598103934665603ull);
-
 }  // namespace nereid
 
 #endif  // NEREID_RUNTIME_DATA_PARALLEL_GROUP_H_

@@ -20,6 +20,7 @@
 #include "graph/import_export.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_parallel_group.h"
+#include "runtime/fingerprint.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/data/datasets.h"
 #include "runtime/json_writer.h"
@@ -204,7 +205,7 @@ std::string PlanFingerprint(const Graph& graph, const TrainOptions& options) {
   std::string text = GraphDefToText(ExportGraph(graph));
   text += absl::StrCat("|batch=", options.batch, "|seed=", options.seed, "|epochs=", options.epochs,
                        "|dataset=", options.dataset, "|train_limit=", options.train_limit);
-  return absl::StrCat(absl::Hex(Fingerprint64(text.data(), text.size()), absl::kZeroPad16));
+  return absl::StrCat(absl::Hex(Fnv1a(text), absl::kZeroPad16));
 }
 
 // Train, recording into `trace` (null: no trace).
@@ -411,11 +412,6 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   result.peak_rss_bytes = PeakRssBytes();
   result.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
   result.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor);
-  if (group != nullptr && std::getenv("NEREID_DEBUG_COMM")) {
-    std::fprintf(stderr, "comm busy %.3f s, reorder wait %.3f s, train %.3f s\n",
-                 absl::ToDoubleSeconds(group->engine()->busy_time()),
-                 absl::ToDoubleSeconds(group->engine()->reorder_wait_time()), train_seconds);
-  }
   if (group != nullptr) {
     std::vector<double> bytes = {static_cast<double>(traffic_in_steps.bytes_sent),
                                  static_cast<double>(traffic_in_steps.bytes_received)};

@@ -380,49 +380,38 @@ absl::Status NcclCommunicator::Broadcast(absl::Span<float> data, int root, const
 }
 
 absl::Status NcclCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
-  RETURN_IF_ERROR(Begin("send", options));
-  const std::string where = Where("send", options.tag, absl::StrCat("peer ", peer));
-  if (peer < 0 || peer >= world_ || peer == rank_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": peer ", peer, " is not another rank of world ", world_));
-  }
-  if (data.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
-    // ncclGroupEnd is called whatever ncclSend returned; the first error wins.
-    ncclResult_t result = ncclGroupStart();
-    if (result != ncclSuccess) return result;
-    const ncclResult_t sent = ncclSend(data.data(), data.size(), ncclFloat32, peer, comm, stream_);
-    result = ncclGroupEnd();
-    return sent != ncclSuccess ? sent : result;
-  }));
-  meter_.RecordCall({static_cast<int64_t>(data.size()) * kBytesPerElement, 0});
-  return absl::OkStatus();
+  return PointToPoint("send", const_cast<float*>(data.data()), data.size(), peer, options);
 }
 
 absl::Status NcclCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
-  RETURN_IF_ERROR(Begin("recv", options));
-  const std::string where = Where("recv", options.tag, absl::StrCat("peer ", peer));
+  return PointToPoint("recv", data.data(), data.size(), peer, options);
+}
+
+absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t size, int peer,
+                                            const CollectiveOptions& options) {
+  const bool send = std::string(op) == "send";
+  RETURN_IF_ERROR(Begin(op, options));
+  const std::string where = Where(op, options.tag, absl::StrCat("peer ", peer));
   if (peer < 0 || peer >= world_ || peer == rank_) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": peer ", peer, " is not another rank of world ", world_));
   }
-  if (data.empty()) {
+  if (size == 0) {
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data));
   RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    // ncclGroupEnd is called whatever the transfer returned; the first error wins.
     ncclResult_t result = ncclGroupStart();
     if (result != ncclSuccess) return result;
-    const ncclResult_t received = ncclRecv(data.data(), data.size(), ncclFloat32, peer, comm, stream_);
+    const ncclResult_t moved = send ? ncclSend(data, size, ncclFloat32, peer, comm, stream_)
+                                    : ncclRecv(data, size, ncclFloat32, peer, comm, stream_);
     result = ncclGroupEnd();
-    return received != ncclSuccess ? received : result;
+    return moved != ncclSuccess ? moved : result;
   }));
-  meter_.RecordCall({0, static_cast<int64_t>(data.size()) * kBytesPerElement});
+  const int64_t bytes = static_cast<int64_t>(size) * kBytesPerElement;
+  meter_.RecordCall(send ? TrafficBytes{bytes, 0} : TrafficBytes{0, bytes});
   return absl::OkStatus();
 }
 

@@ -120,6 +120,8 @@ class NcclCommunicator final : public Communicator {
   // InvalidArgument for a timeout that is not positive.
   absl::Status Begin(const char* op, const CollectiveOptions& options) const;
   // InvalidArgument unless `data` is device (or managed) memory on device_.
+  // Send or Recv ("send"/"recv"): one ncclSend or ncclRecv in a group.
+  absl::Status PointToPoint(const char* op, float* data, size_t size, int peer, const CollectiveOptions& options);
   absl::Status CheckDeviceBuffer(const std::string& where, const char* what, const void* data) const;
   // Enqueues the work (`enqueue(comm)` returns NCCL's result) on stream_ and waits
   // for it until the timeout; aborts the communicator on timeout or on an
