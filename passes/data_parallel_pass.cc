@@ -19,6 +19,7 @@
 #include "graph/status_macros.h"
 #include "graph/topo_order.h"
 #include "ops/gradient_builder.h"
+#include "passes/optimizer_common.h"
 #include "passes/pass.h"
 
 namespace nereid {
@@ -37,6 +38,10 @@ class DataParallelPass : public Pass {
     double cap_kb = o.GetFloat("bucket_kb");
     if (!(cap_kb > 0)) return absl::InvalidArgumentError("data_parallel: bucket_kb must be > 0");
     int64_t cap = static_cast<int64_t>(cap_kb * 1024);
+    if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
+      // It would average the delayed gradients: right, but nothing overlaps.
+      return absl::FailedPreconditionError("data_parallel must come before pipeline in the pass list");
+    }
     ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
     absl::flat_hash_map<int, size_t> position;  // node id -> place in `order`
     for (size_t i = 0; i < order.size(); ++i) position[order[i]->id()] = i;

@@ -7,8 +7,6 @@
 #include "ops/op_registry.h"
 
 namespace nereid {
-namespace {
-
 LoopScope* TrainLoop(Graph& graph) {
   for (LoopScope& loop : *graph.mutable_header()->mutable_loop()) {
     if (loop.name() == kTrainLoop) return &loop;
@@ -18,8 +16,6 @@ LoopScope* TrainLoop(Graph& graph) {
   loop->set_max_in_flight(1);
   return loop;
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<GradientOfParameter>> FindGradients(Graph& graph) {
   std::vector<GradientOfParameter> found;

@@ -16,6 +16,11 @@
 namespace nereid {
 
 inline constexpr char kTrainLoop[] = "train";
+// The graph attribute the pipeline pass sets to its width.
+inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
+
+// The training loop scope, created (max_in_flight 1) if the graph has none.
+LoopScope* TrainLoop(Graph& graph);
 
 struct GradientOfParameter {
   Node* parameter;

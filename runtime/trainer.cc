@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <deque>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -250,6 +252,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
     g.world = options.workers;
     g.rendezvous = options.rendezvous;
     g.run_id = options.run_id;
+    g.hostname = options.bind_address;
     g.timeout = options.comm_timeout;
     g.plan_fingerprint = PlanFingerprint(*graph, options);
     if (options.report) options.report("phase=rendezvous");
@@ -323,7 +326,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
     group->engine()->Reset(step);
     group->engine()->set_trace(trace);
   }
-  TrafficCounters traffic_before_step, traffic_in_steps;
+  TrafficCounters traffic_in_steps;
   // While this rank waits in a collective for its peers it is not hung: say
   // so every second, so the launcher blames the rank that stopped instead.
   std::unique_ptr<PeriodicReporter> waiting_reporter;
@@ -341,39 +344,77 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   Progress progress(options.rank == 0 ? options.progress : nullptr, options.epochs, steps_per_epoch);
   double train_seconds = 0;
   int64_t train_samples = 0;
+  // Pipelined plans (pipeline(width=K)) keep up to K steps in flight: step s
+  // starts once step s-K is finished (the tracker's bound; StartStep waits
+  // for it), and each step's loss is read when it finishes.
+  const int in_flight = executor->tracker().max_steps_in_flight();
+  struct StepInFlight {
+    int64_t step, epoch, index, examples;
+    absl::Time started;
+  };
   for (int64_t epoch = first_epoch; epoch < options.epochs; ++epoch) {
     absl::Time epoch_start = absl::Now();
     loader->StartEpoch(epoch);
     double loss_sum = 0;
     int64_t epoch_samples = 0, index = 0;
-    while (index < steps_per_epoch) {
-      std::optional<data::Batch> batch = loader->Next();
-      if (!batch) break;
-      if (options.max_steps > 0 && result.steps >= options.max_steps) break;
-      TraceSpan step_span(trace, absl::StrCat("step ", step), "step", {{"step", step}, {"epoch", epoch}});
-      ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
-      StepInfo info{epoch, step, index, steps_per_epoch, options.epochs, true};
-      if (group != nullptr) traffic_before_step = group->communicator().traffic();
-      ASSIGN_OR_RETURN(std::vector<Tensor> out, executor->RunStep(info, feeds, {loss}));
-      if (group != nullptr) {
-        TrafficCounters now = group->communicator().traffic();
-        traffic_in_steps.bytes_sent += now.bytes_sent - traffic_before_step.bytes_sent;
-        traffic_in_steps.bytes_received += now.bytes_received - traffic_before_step.bytes_received;
+    std::deque<StepInFlight> flight;
+    // On an error (a failed step, a NaN loss), steps still in flight are
+    // aborted and waited for, so none outlives the executor.
+    absl::Cleanup drain = [&] {
+      if (flight.empty()) return;
+      executor->Abort(absl::CancelledError("training stopped on an earlier error"));
+      for (const StepInFlight& f : flight) executor->FinishStep(f.step).IgnoreError();
+    };
+    TrafficCounters traffic_at_start;
+    if (group != nullptr) traffic_at_start = group->communicator().traffic();
+    auto finish_oldest = [&]() -> absl::Status {
+      StepInFlight f = flight.front();
+      flight.pop_front();
+      absl::StatusOr<std::vector<Tensor>> out = executor->FinishStep(f.step);
+      if (trace != nullptr) {
+        // Overlapping steps cannot share the driver's track.
+        std::string name = absl::StrCat("step ", f.step);
+        TraceArg args[] = {{"step", f.step}, {"epoch", f.epoch}};
+        if (in_flight == 1) {
+          trace->Complete(name, "step", f.started, absl::Now(), args);
+        } else {
+          trace->Async(name, "step", f.started, absl::Now(), args);
+        }
       }
-      if (options.report) options.report(absl::StrCat("phase=train epoch=", epoch, " step=", step));
-      float value = out[0].data<float>()[0];
+      if (!out.ok()) return out.status();
+      if (options.report) options.report(absl::StrCat("phase=train epoch=", f.epoch, " step=", f.step));
+      float value = (*out)[0].data<float>()[0];
       if (!std::isfinite(value)) {
-        return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", epoch + 1, ", step ",
-                                                       step, ": training diverged (try a smaller learning rate)"));
+        return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", f.epoch + 1,
+                                                       ", step ", f.step,
+                                                       ": training diverged (try a smaller learning rate)"));
       }
-      loss_sum += static_cast<double>(value) * batch->size;
-      epoch_samples += batch->size;
-      ++step;
-      ++index;
+      loss_sum += static_cast<double>(value) * f.examples;
+      epoch_samples += f.examples;
       ++result.steps;
       double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-      progress.Step(epoch, index - 1, loss_sum / epoch_samples,
+      progress.Step(epoch, f.index, loss_sum / epoch_samples,
                     elapsed > 0 ? epoch_samples * options.workers / elapsed : 0);
+      return absl::OkStatus();
+    };
+    while (index < steps_per_epoch) {
+      if (options.max_steps > 0 && result.steps + static_cast<int64_t>(flight.size()) >= options.max_steps) break;
+      std::optional<data::Batch> batch = loader->Next();
+      if (!batch) break;
+      ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
+      while (static_cast<int>(flight.size()) >= in_flight) RETURN_IF_ERROR(finish_oldest());
+      StepInfo info{epoch, step, index, steps_per_epoch, options.epochs, true};
+      flight.push_back({step, epoch, index, batch->size, absl::Now()});
+      RETURN_IF_ERROR(executor->StartStep(info, std::move(feeds), {loss}));
+      ++step;
+      ++index;
+    }
+    // Evaluation and checkpoints see every step of the epoch applied.
+    while (!flight.empty()) RETURN_IF_ERROR(finish_oldest());
+    if (group != nullptr) {
+      TrafficCounters now = group->communicator().traffic();
+      traffic_in_steps.bytes_sent += now.bytes_sent - traffic_at_start.bytes_sent;
+      traffic_in_steps.bytes_received += now.bytes_received - traffic_at_start.bytes_received;
     }
     if (group != nullptr) {
       std::vector<double> sums = {loss_sum, static_cast<double>(epoch_samples)};

@@ -31,6 +31,9 @@ struct TrainOptions {
   int rank = 0;
   std::string rendezvous;
   std::string run_id = "default";
+  // The address this worker's Gloo device listens on and peers connect to
+  // (an interface's address on a real cluster or an emulated one).
+  std::string bind_address = "127.0.0.1";
   absl::Duration comm_timeout = absl::Seconds(60);
   int threads = 1;
   int64_t epochs = 1;

@@ -89,6 +89,10 @@ class Executor {
   // match.
   absl::Status SetState(const std::string& name, const Tensor& value);
 
+  // Fails every step in flight with `status` (and aborts the collective
+  // engine); FinishStep then returns it once their nodes have stopped.
+  void Abort(absl::Status status) { Fail(std::move(status)); }
+
   int threads() const { return threads_; }
   const ProgressTracker& tracker() const { return *tracker_; }
 

@@ -28,7 +28,8 @@ constexpr char kHelp[] =
     "  --sizes LIST       message sizes (default 4K,256K,4M,64M)\n"
     "  --rounds R         alternations of ours and raw Gloo per size (default 3)\n"
     "  --json PATH        write the results as JSON\n"
-    "One worker per invocation: --rendezvous SPEC --rank R --world N (as for `nereid run`).\n";
+    "One worker per invocation: --rendezvous SPEC --rank R --world N [--bind ADDR] (as for\n"
+    "`nereid run`).\n";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
@@ -36,7 +37,7 @@ int Fail(const absl::Status& s) {
 }
 
 int Bench(const std::vector<std::string>& args) {
-  Flags flags({"workers", "sizes", "rounds", "json", "rendezvous", "rank", "world", "threads", "worker-timeout"},
+  Flags flags({"workers", "sizes", "rounds", "json", "rendezvous", "rank", "world", "threads", "worker-timeout", "bind"},
               {"help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.positional().size() != 1 || flags.positional()[0] != "allreduce") {
@@ -77,8 +78,9 @@ int Bench(const std::vector<std::string>& args) {
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   reporter.Report("phase=rendezvous");
   WorkerIdentity identity{kNereidVersion, absl::StrCat("bench allreduce ", flags.String("sizes")), info->world};
-  absl::StatusOr<std::unique_ptr<Communicator>> comm =
-      ConnectGloo(*spec, info->rank, info->world, identity, GlooConnectOptions());
+  GlooConnectOptions connect;
+  connect.hostname = flags.String("bind", connect.hostname);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(*spec, info->rank, info->world, identity, connect);
   if (!comm.ok()) return Fail(comm.status());
   auto* gloo = dynamic_cast<GlooCommunicator*>(comm->get());
   if (gloo == nullptr) return Fail(absl::InternalError("the allreduce benchmark needs the Gloo communicator"));

@@ -46,7 +46,10 @@ constexpr char kHelp[] =
     "  --rank R            this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)\n"
     "  --world N           the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
     "                      WORLD_SIZE)\n"
-    "  --run-id ID         keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)\n\n"
+    "  --run-id ID         keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)\n"
+    "  --bind ADDR         the address this worker listens on and its peers reach it at\n"
+    "                      (default 127.0.0.1; on a cluster: this machine's address on the\n"
+    "                      training network)\n\n"
     "Supervision:\n"
     "  --comm-timeout S    seconds a collective waits for its peers (default 60)\n"
     "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
@@ -55,7 +58,7 @@ constexpr char kHelp[] =
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "checkpoint", "rendezvous", "rank", "world", "run-id",
-               "comm-timeout", "worker-timeout", "trace"},
+               "comm-timeout", "worker-timeout", "trace", "bind"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -127,6 +130,7 @@ int Run(const std::vector<std::string>& args) {
     o.workers = launch->world;
     o.rendezvous = flags.String("rendezvous");
     o.run_id = flags.String("run-id", launch->run_id);
+    o.bind_address = flags.String("bind", o.bind_address);
     if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };
   } else {
     o.workers = 1;

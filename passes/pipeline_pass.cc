@@ -1,0 +1,81 @@
+// pipeline(width=K): Pipe-SGD's bounded-staleness pipelining.
+//
+// The update at iteration t applies the gradient computed on the parameters
+// of iteration t-K+1, so iterations t..t+K-1 may be in flight at once and the
+// allreduce of iteration t overlaps the forward and backward passes of the
+// next K-1 iterations:
+//
+//   w[t+1] = w[t] - lr * g(w[t-K+1])      (g of a negative iteration is 0)
+//
+// In the graph this is a delay line: each Gradient node's input (the averaged
+// gradient, when data_parallel ran first) is carried through K-1 zero-started
+// state Parameters, each fed by a Feedback from the one before, so the
+// optimizer at step t reads the gradient of step t-K+1. Nothing special is
+// asked of the executor: the training loop's max_in_flight becomes K, which
+// the progress tracker enforces as its frontier bound (step s may begin once
+// step s-K is complete, i.e. once its gradients were received and stored).
+// K=1 leaves the graph unchanged: synchronous training, bit for bit.
+//
+// Weight decay and momentum, which the optimizer computes, see the delayed
+// gradient and the current parameters. The delayed gradients are state: they
+// are checkpointed, checked identical across ranks at start-up, and resumed.
+
+#include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
+#include "ops/gradient_builder.h"
+#include "passes/optimizer_common.h"
+#include "passes/pass.h"
+
+namespace nereid {
+namespace {
+
+class PipelinePass : public Pass {
+ public:
+  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+    int64_t width = o.GetInt("width");
+    if (width < 1 || width > 64) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline: width=", width, " must be in [1, 64]"));
+    }
+    if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
+      return absl::FailedPreconditionError("pipeline: the graph is already pipelined (applied twice?)");
+    }
+    std::vector<Node*> gradients;
+    int64_t bytes = 0;
+    for (Node* n : graph.nodes()) {
+      if (n->op() != "Gradient") continue;
+      gradients.push_back(n);
+      bytes += n->outputs()[0].shape.KnownElements() * 4;
+    }
+    if (gradients.empty()) return absl::FailedPreconditionError("pipeline: no Gradient nodes; run autodiff first");
+    for (Node* gradient : gradients) {
+      const Edge* in = gradient->input_edge(0);
+      NodeOut previous{in->src, in->src_port};
+      for (int64_t k = 1; k < width; ++k) {
+        ASSIGN_OR_RETURN(Node * delayed, AddStateLike(graph, *gradient, absl::StrCat("delay_", k)));
+        RETURN_IF_ERROR(CloseLoop(graph, delayed, previous));
+        previous = {delayed, 0};
+      }
+      if (width > 1) RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, previous.node, previous.port));
+    }
+    TrainLoop(graph)->set_max_in_flight(static_cast<int32_t>(width));
+    (*graph.mutable_header()->mutable_attr())[kPipelineWidthAttr] = IntAttr(width);
+    if (width == 1) {
+      log->notes.push_back("width 1: synchronous, graph unchanged");
+    } else {
+      log->notes.push_back(absl::StrCat(width, " steps in flight; ", gradients.size(), " gradients delayed by ",
+                                        width - 1, " step", width == 2 ? "" : "s", " (", bytes * (width - 1),
+                                        " bytes of state)"));
+    }
+    return absl::OkStatus();
+  }
+};
+
+NEREID_REGISTER_PASS((PassInfo{
+    "pipeline",
+    "Pipe-SGD: the update at step t applies the gradient of step t-width+1, so up to width steps run at once "
+    "and communication overlaps the next steps' compute.",
+    {{"width", OptionType::kInt, "2", "steps in flight (1: synchronous)"}},
+    [] { return std::make_unique<PipelinePass>(); }}));
+
+}  // namespace
+}  // namespace nereid

@@ -1,0 +1,246 @@
+// The pipeline pass (Pipe-SGD): its parameter sequence against a reference
+// written directly from the update rule
+//   v[t+1] = m v[t] + g(w[t-K+1]) + wd w[t],   w[t+1] = w[t] - lr v[t+1]
+// (g of a negative step is 0), for K = 1, 2, 3; overlapped execution
+// against step-by-step execution; K = 1 against no pipeline; refusals.
+
+#include <cmath>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "passes/pass_manager.h"
+#include "runtime/tensor.h"
+#include "schedulers/executor.h"
+#include "tests/test_util.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Attr;
+using testing::InputNode;
+using testing::OpNode;
+using testing::ParamNode;
+
+constexpr int kBatch = 6, kIn = 5, kClasses = 3, kSteps = 8;
+constexpr double kLr = 0.5, kMomentum = 0.5, kWeightDecay = 0.01;
+
+// logits = x w + b; loss = mean softmax cross-entropy.
+std::string TinyModel() {
+  return std::string("attr { key: \"loss\" value { s: \"loss\" } }\n") + InputNode("x", {-1, kIn}) + OpNode("labels", "Input", {}, Attr("shape", "shape { dim: -1 }") +
+                                                                       Attr("dtype", "type: DT_INT32")) +
+         ParamNode("w", {kIn, kClasses}) +
+         OpNode("b", "Parameter", {},
+                Attr("shape", testing::ShapeValue({kClasses})) +
+                    Attr("init", "tensor { dtype: DT_FLOAT init { kind: \"uniform\" } }")) +
+         OpNode("xw", "MatMul", {"x", "w"}) + OpNode("logits", "BiasAdd", {"xw", "b"}) +
+         OpNode("loss", "SoftmaxCrossEntropy", {"logits", "labels"});
+}
+
+std::string Passes(int width) {
+  std::string sgd = absl::StrCat("sgd(lr=", kLr, ",momentum=", kMomentum, ",weight_decay=", kWeightDecay, ")");
+  return width == 0 ? "autodiff," + sgd : absl::StrCat("autodiff,pipeline(width=", width, "),", sgd);
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> Plan(const std::string& passes) {
+  auto graph = testing::LoadText(TinyModel());
+  if (!graph.ok()) return graph.status();
+  auto pipeline = ParsePipeline(passes);
+  if (!pipeline.ok()) return pipeline.status();
+  auto reports = RunPipeline(**graph, *pipeline);
+  if (!reports.ok()) return reports.status();
+  return graph;
+}
+
+struct Batch {
+  std::vector<float> x;
+  std::vector<int32_t> labels;
+};
+
+std::vector<Batch> Batches() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<Batch> batches(kSteps);
+  for (int t = 0; t < kSteps; ++t) {
+    for (int i = 0; i < kBatch * kIn; ++i) batches[t].x.push_back(normal(rng));
+    for (int i = 0; i < kBatch; ++i) batches[t].labels.push_back(static_cast<int32_t>(rng() % kClasses));
+  }
+  return batches;
+}
+
+FeedMap Feeds(const Batch& b) {
+  FeedMap feeds;
+  feeds["x"] = *Tensor::FromVector({kBatch, kIn}, b.x);
+  Tensor labels = *Tensor::Allocate(DT_INT32, {kBatch});
+  std::copy(b.labels.begin(), b.labels.end(), labels.data<int32_t>());
+  feeds["labels"] = labels;
+  return feeds;
+}
+
+StepInfo Step(int t) { return StepInfo{0, t, t, kSteps, 1, true}; }
+
+// Parameters w (kIn x kClasses) then b (kClasses), flattened.
+using Params = std::vector<double>;
+
+Params ParamsOf(const Executor& e) {
+  Params out(kIn * kClasses + kClasses);
+  for (const auto& [name, value] : e.State()) {
+    if (name == "w") std::copy(value.data<float>(), value.data<float>() + kIn * kClasses, out.begin());
+    if (name == "b") std::copy(value.data<float>(), value.data<float>() + kClasses, out.begin() + kIn * kClasses);
+  }
+  return out;
+}
+
+// The gradient of the mean cross-entropy at `p` on batch `b`, in double.
+Params Gradient(const Params& p, const Batch& b) {
+  Params g(p.size(), 0.0);
+  for (int r = 0; r < kBatch; ++r) {
+    double z[kClasses], max = -1e300, sum = 0;
+    for (int c = 0; c < kClasses; ++c) {
+      z[c] = p[kIn * kClasses + c];
+      for (int i = 0; i < kIn; ++i) z[c] += b.x[r * kIn + i] * p[i * kClasses + c];
+      max = std::max(max, z[c]);
+    }
+    for (int c = 0; c < kClasses; ++c) sum += std::exp(z[c] - max);
+    for (int c = 0; c < kClasses; ++c) {
+      double dz = (std::exp(z[c] - max) / sum - (c == b.labels[r] ? 1.0 : 0.0)) / kBatch;
+      for (int i = 0; i < kIn; ++i) g[i * kClasses + c] += b.x[r * kIn + i] * dz;
+      g[kIn * kClasses + c] += dz;
+    }
+  }
+  return g;
+}
+
+// The parameters after each step, from the update rule with width K.
+std::vector<Params> Reference(const Params& w0, const std::vector<Batch>& batches, int width) {
+  std::vector<Params> w = {w0}, grads;
+  Params velocity(w0.size(), 0.0);
+  for (int t = 0; t < kSteps; ++t) {
+    grads.push_back(Gradient(w[t], batches[t]));
+    int source = t - width + 1;  // the step whose gradient this update applies
+    Params next = w[t];
+    for (size_t i = 0; i < next.size(); ++i) {
+      double g = source >= 0 ? grads[source][i] : 0.0;
+      velocity[i] = kMomentum * velocity[i] + g + kWeightDecay * w[t][i];
+      next[i] -= kLr * velocity[i];
+    }
+    w.push_back(next);
+  }
+  return w;
+}
+
+double MaxDiff(const Params& a, const Params& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+class PipelineWidthTest : public ::testing::TestWithParam<int> {};
+
+// Step by step, the engine's parameters follow the update rule for width K
+// (float32 against float64: 1e-5 absolute on values of order 1 after 8
+// steps), and differ from the neighbouring width's rule (the check can fail).
+TEST_P(PipelineWidthTest, ParametersFollowTheUpdateRule) {
+  const int width = GetParam();
+  auto graph = Plan(Passes(width));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExecutorOptions options;
+  options.threads = 2;
+  auto executor = Executor::Create(graph->get(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  std::vector<Batch> batches = Batches();
+  Params w0 = ParamsOf(**executor);
+  std::vector<Params> expected = Reference(w0, batches, width);
+  std::vector<Params> other = Reference(w0, batches, width == 1 ? 2 : width - 1);
+  double max_diff = 0, max_other = 0;
+  for (int t = 0; t < kSteps; ++t) {
+    ASSERT_TRUE((*executor)->RunStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
+    Params got = ParamsOf(**executor);
+    max_diff = std::max(max_diff, MaxDiff(got, expected[t + 1]));
+    max_other = std::max(max_other, MaxDiff(got, other[t + 1]));
+  }
+  EXPECT_LE(max_diff, 1e-5) << "width " << width;
+  EXPECT_GE(max_other, 1e-3) << "width " << width << " is indistinguishable from its neighbour";
+}
+
+// With K steps truly in flight (StartStep runs ahead of FinishStep), the
+// result is bitwise that of running them one at a time.
+TEST_P(PipelineWidthTest, OverlappedStepsMatchSequentialBitwise) {
+  const int width = GetParam();
+  std::vector<Batch> batches = Batches();
+  auto sequential_graph = Plan(Passes(width));
+  auto overlapped_graph = Plan(Passes(width));
+  ASSERT_TRUE(sequential_graph.ok() && overlapped_graph.ok());
+  ExecutorOptions options;
+  options.threads = 2;
+  auto sequential = Executor::Create(sequential_graph->get(), options);
+  auto overlapped = Executor::Create(overlapped_graph->get(), options);
+  ASSERT_TRUE(sequential.ok() && overlapped.ok());
+  EXPECT_EQ((*overlapped)->tracker().max_steps_in_flight(), width);
+  for (int t = 0; t < kSteps; ++t) {
+    ASSERT_TRUE((*sequential)->RunStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
+  }
+  int finished = 0;
+  for (int t = 0; t < kSteps; ++t) {
+    if (t - finished >= width) {
+      ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
+    }
+    ASSERT_TRUE((*overlapped)->StartStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
+  }
+  while (finished < kSteps) {
+    ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
+  }
+  auto a = (*sequential)->State(), b = (*overlapped)->State();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    ASSERT_EQ(a[i].first, b[i].first);
+    ASSERT_EQ(a[i].second.num_elements(), b[i].second.num_elements());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data<float>(), b[i].second.data<float>(),
+                             a[i].second.num_elements() * sizeof(float)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, PipelineWidthTest, ::testing::Values(1, 2, 3));
+
+// pipeline(width=1) is synchronous training, bit for bit, and adds no nodes.
+TEST(PipelinePassTest, WidthOneIsSynchronousBitwise) {
+  auto plain = Plan(Passes(0));
+  auto width_one = Plan(Passes(1));
+  ASSERT_TRUE(plain.ok() && width_one.ok());
+  EXPECT_EQ((*plain)->num_nodes(), (*width_one)->num_nodes());
+  ExecutorOptions options;
+  options.threads = 2;
+  auto a = Executor::Create(plain->get(), options);
+  auto b = Executor::Create(width_one->get(), options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<Batch> batches = Batches();
+  for (int t = 0; t < kSteps; ++t) {
+    ASSERT_TRUE((*a)->RunStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
+    ASSERT_TRUE((*b)->RunStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
+  }
+  EXPECT_EQ(ParamsOf(**a), ParamsOf(**b));
+}
+
+TEST(PipelinePassTest, SetsTheLoopBoundAndAddsDelayState) {
+  auto graph = Plan(Passes(3));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_EQ((*graph)->header().loop_size(), 1);
+  EXPECT_EQ((*graph)->header().loop(0).max_in_flight(), 3);
+  int delays = 0;
+  for (Node* n : (*graph)->nodes()) delays += n->op() == "Parameter" && absl::StrContains(n->name(), "/delay_");
+  EXPECT_EQ(delays, 2 * 2);  // two gradients (w, b), two delay steps each
+}
+
+TEST(PipelinePassTest, RefusesBadWidthsAndOrders) {
+  EXPECT_THAT(std::string(Plan("autodiff,pipeline(width=0),sgd").status().message()), HasSubstr("width=0"));
+  EXPECT_THAT(std::string(Plan("pipeline(width=2),sgd").status().message()), HasSubstr("run autodiff first"));
+  EXPECT_THAT(std::string(Plan("autodiff,pipeline,pipeline,sgd").status().message()), HasSubstr("applied twice"));
+  EXPECT_THAT(std::string(Plan("autodiff,pipeline,data_parallel,sgd").status().message()),
+              HasSubstr("data_parallel must come before pipeline"));
+}
+
+}  // namespace
+}  // namespace nereid
