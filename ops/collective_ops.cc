@@ -31,6 +31,9 @@ NEREID_REGISTER_OP(OpDefBuilder("AllReduce")
                        .OutputList("reduced")
                        .RequiredAttr("bucket", AttrType::kInt, "position in the fixed per-step issue order")
                        .EnumAttr("reduce", {"avg", "sum"}, "avg")
+                       .EnumAttr("wire", {"float32", "float16", "bfloat16"}, "float32",
+                                 "number format on the wire (the compress pass sets 16-bit ones); sums "
+                                 "are taken in float32")
                        .NoGradient("communication is inserted after autodiff")
                        .SetShapeFn(SameAsInputs)
                        .SetCostFn(cost_fns::NoFlops));

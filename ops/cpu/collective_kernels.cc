@@ -20,6 +20,7 @@ class AllReduceKernel : public AsyncOpKernel {
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     bucket_ = static_cast<int>(attrs.at("bucket")->i());
     op_ = attrs.at("reduce")->s() == "sum" ? ReduceOp::kSum : ReduceOp::kAvg;
+    ASSIGN_OR_RETURN(wire_, ParseWireType(attrs.at("wire")->s()));
     return absl::OkStatus();
   }
 
@@ -54,6 +55,7 @@ class AllReduceKernel : public AsyncOpKernel {
     CollectiveOptions options;
     options.tag = static_cast<uint32_t>(bucket_);
     options.timeout = engine->timeout();
+    options.wire = wire_;
     ReduceOp op = op_;
     engine->Submit(
         ctx->step().step, bucket_,
@@ -73,6 +75,7 @@ class AllReduceKernel : public AsyncOpKernel {
 
  private:
   int bucket_ = 0;
+  WireType wire_ = WireType::kFloat32;
   ReduceOp op_ = ReduceOp::kAvg;
 };
 

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "runtime/comm/wire_format.h"
 
 namespace nereid {
 
@@ -31,6 +32,9 @@ enum class ReduceOp { kSum, kAvg };
 struct CollectiveOptions {
   uint32_t tag = 0;
   absl::Duration timeout = absl::Seconds(60);
+  // AllReduce only: the number format on the wire (wire_format.h). Sums are
+  // still taken in float32; every rank ends with the same values.
+  WireType wire = WireType::kFloat32;
 };
 
 // Bytes this rank put on and took off the wire, by the algorithm each backend

@@ -27,6 +27,7 @@ namespace {
 // 0x01..0x08 (gloo/types.h).
 constexpr uint8_t kReduceScatterSlotPrefix = 0x80;
 constexpr uint8_t kSendRecvSlotPrefix = 0x81;
+constexpr uint8_t kAllReduce16SlotPrefix = 0x82;
 
 constexpr int64_t kBytesPerElement = sizeof(float);
 
@@ -107,6 +108,7 @@ absl::Status GlooCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, co
     meter_.RecordCall();
     return absl::OkStatus();
   }
+  if (options.wire != WireType::kFloat32) return RingAllReduce16(data, op, options, timeout);
   RETURN_IF_ERROR(Finish(CallGloo(Where("allreduce", options.tag, RingPeers()), [&] {
     gloo::AllreduceOptions o(context_);
     o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -118,6 +120,58 @@ absl::Status GlooCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, co
   })));
   if (op == ReduceOp::kAvg) Scale(data, n);
   meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(data.size()) * kBytesPerElement));
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::RingAllReduce16(absl::Span<float> data, ReduceOp op,
+                                               const CollectiveOptions& options, std::chrono::milliseconds timeout) {
+  const int n = world();
+  const int r = rank();
+  const WireType wire = options.wire;
+  // Chunk c is [begin(c), begin(c + 1)); sizes differ by at most one.
+  const size_t total = data.size();
+  auto begin = [&](int c) { return total * static_cast<size_t>(c) / static_cast<size_t>(n); };
+  auto chunk = [&](int c) { return absl::MakeSpan(data.data() + begin(c), begin(c + 1) - begin(c)); };
+  auto mod = [n](int x) { return ((x % n) + n) % n; };
+  std::vector<uint16_t> staging(total);
+  const std::string where = Where("allreduce", options.tag, RingPeers());
+  RETURN_IF_ERROR(Finish(CallGloo(where, [&] {
+    auto buf = context_->createUnboundBuffer(staging.data(), total * sizeof(uint16_t));
+    const uint64_t slot = gloo::Slot::build(kAllReduce16SlotPrefix, options.tag);
+    const int right = (r + 1) % n, left = (r + n - 1) % n;
+    // One ring step: send chunk `out` (already encoded in staging) right,
+    // receive chunk `in` from the left into staging. Empty chunks are skipped
+    // on both sides alike (every rank knows every chunk's size).
+    auto exchange = [&](int out, int in) {
+      const size_t in_bytes = chunk(in).size() * sizeof(uint16_t);
+      const size_t out_bytes = chunk(out).size() * sizeof(uint16_t);
+      if (in_bytes > 0) buf->recv(left, slot, begin(in) * sizeof(uint16_t), in_bytes);
+      if (out_bytes > 0) buf->send(right, slot, begin(out) * sizeof(uint16_t), out_bytes);
+      if (in_bytes > 0) Completed(buf->waitRecv(timeout), "receive");
+      if (out_bytes > 0) Completed(buf->waitSend(timeout), "send");
+    };
+    // Reduce-scatter: at step s send the partial sum of chunk r-s, add the
+    // left neighbour's partial sum of chunk r-s-1. Rank r ends owning chunk
+    // r+1 with all n terms.
+    for (int s = 0; s < n - 1; ++s) {
+      const int out = mod(r - s), in = mod(r - s - 1);
+      EncodeWire(wire, chunk(out), staging.data() + begin(out));
+      exchange(out, in);
+      DecodeWireAdd(wire, staging.data() + begin(in), chunk(in));
+    }
+    // The owner rounds its chunk once, as everyone else will receive it.
+    const int owned = mod(r + 1);
+    EncodeWire(wire, chunk(owned), staging.data() + begin(owned));
+    DecodeWire(wire, staging.data() + begin(owned), chunk(owned));
+    // Allgather: pass the rounded chunks around the ring unchanged.
+    for (int s = 0; s < n - 1; ++s) {
+      const int out = mod(r + 1 - s), in = mod(r - s);
+      exchange(out, in);
+      DecodeWire(wire, staging.data() + begin(in), chunk(in));
+    }
+  })));
+  if (op == ReduceOp::kAvg) Scale(data, n);
+  meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(total) * WireBytesPerElement(wire)));
   return absl::OkStatus();
 }
 

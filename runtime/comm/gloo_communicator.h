@@ -6,7 +6,10 @@
 // Algorithms (all with Gloo's options-style API, the call's tag as Gloo's tag
 // and the call's timeout as Gloo's per-wait timeout):
 //   AllReduce      gloo::allreduce, ring algorithm; kAvg = sum, then each
-//                  element times 1/world.
+//                  element times 1/world. With a 16-bit wire format, our own
+//                  ring (reduce-scatter, then allgather) that sends 16-bit
+//                  values and adds in float32; each reduced chunk is rounded
+//                  once by its owner, so every rank ends bitwise equal.
 //   ReduceScatter  our own ring over Gloo unbound buffers (n-1 steps, each
 //                  passing one chunk to the right neighbour and adding the one
 //                  from the left). Gloo 2022-05 has no options-style
@@ -105,6 +108,9 @@ class GlooCommunicator final : public Communicator {
   // Remembers the first error that left the context unusable.
   absl::Status Finish(absl::Status status);
   std::string RingPeers() const;
+  // AllReduce with a 16-bit wire format (see the header comment).
+  absl::Status RingAllReduce16(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
+                               std::chrono::milliseconds timeout);
 
   const std::shared_ptr<gloo::Context> context_;
   TrafficMeter meter_;

@@ -4,6 +4,7 @@
 // against the formulas. One world per size is connected once and reused.
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -142,6 +143,45 @@ TEST_P(GlooCollectivesTest, AllReduceAvg) {
     return ExpectTraffic(r, before, c.traffic(), RingAllReduceTraffic(n(), size() * kFloat));
   });
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// 16-bit wire formats: every rank ends bitwise equal; each element is within
+// the rounding the ring allows (a partial sum is rounded before each of its
+// n-1 hops and once more by its owner: at most n half-ulps of the sum of
+// magnitudes); the wire really is 16-bit (values with more mantissa bits than
+// fp16 keeps do come back rounded); half the bytes of float32.
+TEST_P(GlooCollectivesTest, AllReduceWith16BitWire) {
+  for (WireType wire : {WireType::kFloat16, WireType::kBFloat16}) {
+    const float half_ulp = wire == WireType::kFloat16 ? 0x1p-11f : 0x1p-8f;
+    auto value = [](int r, size_t i) { return 1.0f + 0.001f * static_cast<float>(r) + 1e-6f * static_cast<float>(i % 997); };
+    std::vector<std::vector<float>> results(n());
+    const absl::Status status = OnRanks([&](int r, Communicator& c) -> absl::Status {
+      std::vector<float> data(size());
+      for (size_t i = 0; i < data.size(); ++i) data[i] = value(r, i);
+      const TrafficCounters before = c.traffic();
+      CollectiveOptions options = Options(3);
+      options.wire = wire;
+      RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, options));
+      results[r] = data;
+      const int64_t wire_bytes = n() == 1 ? 0 : static_cast<int64_t>(size()) * 2;
+      return n() == 1 ? absl::OkStatus() : ExpectTraffic(r, before, c.traffic(), RingAllReduceTraffic(n(), wire_bytes));
+    });
+    ASSERT_TRUE(status.ok()) << status;
+    bool rounded = false;
+    for (size_t i = 0; i < size(); ++i) {
+      double exact = 0, magnitude = 0;
+      for (int r = 0; r < n(); ++r) {
+        exact += value(r, i);
+        magnitude += std::fabs(value(r, i));
+      }
+      for (int r = 1; r < n(); ++r) ASSERT_EQ(results[r][i], results[0][i]) << "rank " << r << " element " << i;
+      ASSERT_LE(std::fabs(results[0][i] - exact), n() * half_ulp * magnitude) << "element " << i;
+      rounded |= static_cast<double>(results[0][i]) != static_cast<double>(static_cast<float>(exact));
+    }
+    if (n() > 1 && size() > 1) {
+      EXPECT_TRUE(rounded) << WireTypeName(wire) << ": nothing was rounded";
+    }
+  }
 }
 
 // Input: world * size elements; rank r ends with the reduction of chunk r.

@@ -300,6 +300,11 @@ absl::Status NcclCommunicator::Execute(const std::string& where, const Collectiv
 
 absl::Status NcclCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
   RETURN_IF_ERROR(Begin("allreduce", options));
+  if (options.wire != WireType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat(Where("allreduce", options.tag, ""), ": the ",
+                                                 WireTypeName(options.wire),
+                                                 " wire format is not implemented for NCCL yet"));
+  }
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();

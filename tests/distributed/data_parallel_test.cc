@@ -234,6 +234,20 @@ TEST_F(DataParallelTest, LauncherRunsWorkersAndReportsTheRun) {
 
 // With --trace, every rank writes its own timeline (trace.rank<r>.json),
 // with its collectives on the engine's track and its steps.
+// compress(method=fp16) with Pipe-SGD: gradients travel as 16-bit floats
+// (half the bytes of the run above), both ranks still end bitwise equal.
+TEST_F(DataParallelTest, Fp16WireHalvesTheBytesAndRanksAgree) {
+  const std::string passes =
+      " --batch 32 --passes \"autodiff,compress(method=fp16),pipeline(width=2),sgd(lr=0.05,momentum=0.5)\"";
+  std::string output;
+  std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store", {passes, passes}, &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  std::string json = ReadFile(dir_ + "/rank0.json");
+  EXPECT_THAT(JsonField(json, "passes"), HasSubstr("compress"));
+  EXPECT_NEAR(std::stod(JsonField(json, "bytes_sent_per_step")), 669706 * 2, 64);
+  EXPECT_EQ(JsonField(json, "parameter_fingerprint"), JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
+}
+
 TEST_F(DataParallelTest, LaunchedWorkersEachWriteATrace) {
   Outcome o = Shell(absl::StrCat(kNereid, " run ", kSmallRun,
                                  " --workers 2 --threads 1 --batch 32 --max-steps 2 --trace ", dir_, "/trace.json"));
