@@ -13,7 +13,7 @@ PACKAGES=(
 # 1.13 with OpenBLAS (without libopenblas0, torch falls back to the slow
 # reference BLAS and every comparison would flatter Nereid).
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(python3-torch python3-numpy libopenblas0)
+  PACKAGES+=(python3-torch python3-numpy libopenblas0 gnuplot-nox)
 fi
 
 missing=()

@@ -348,6 +348,8 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   // starts once step s-K is finished (the tracker's bound; StartStep waits
   // for it), and each step's loss is read when it finishes.
   const int in_flight = executor->tracker().max_steps_in_flight();
+  result.pipeline_width = in_flight;
+  if (!GraphAttr(*graph, "compression").empty()) result.compression = GraphAttr(*graph, "compression");
   struct StepInFlight {
     int64_t step, epoch, index, examples;
     absl::Time started;
@@ -490,6 +492,8 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   w.Member("threads", int64_t{options.threads});
   w.Member("strategy", r.strategy);
   w.Member("passes", PassesFor(options));
+  w.Member("pipeline_width", r.pipeline_width);
+  w.Member("compression", r.compression);
   w.Member("epochs", r.epochs);
   w.Member("steps", r.steps);
   w.Member("batch_per_worker", options.batch);

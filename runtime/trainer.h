@@ -79,6 +79,8 @@ struct TrainResult {
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
   std::string strategy = "single";
+  int64_t pipeline_width = 1;   // steps in flight (Pipe-SGD's K)
+  std::string compression = "none";
   // Mean over workers of the bytes each sent and received per training step.
   double bytes_sent_per_step = 0;
   double bytes_received_per_step = 0;

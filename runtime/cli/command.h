@@ -23,6 +23,7 @@ struct Command {
 
 const Command& BenchCommand();
 const Command& CheckCommand();
+const Command& ModelCommand();
 const Command& OpsCommand();
 const Command& PlanCommand();
 const Command& RunCommand();

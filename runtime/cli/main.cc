@@ -14,8 +14,8 @@ namespace nereid {
 namespace {
 
 const std::vector<const Command*>& Commands() {
-  static const std::vector<const Command*> commands = {&BenchCommand(), &CheckCommand(), &OpsCommand(), &PlanCommand(),
-                                                        &RunCommand()};
+  static const std::vector<const Command*> commands = {&BenchCommand(), &CheckCommand(), &ModelCommand(),
+                                                       &OpsCommand(),   &PlanCommand(),  &RunCommand()};
   return commands;
 }
 

@@ -1,0 +1,407 @@
+// nereid model: predicts the iteration time of synchronous ring-allreduce SGD,
+// a parameter server and Pipe-SGD from a compute profile, the plan's gradient
+// buckets and the link (runtime/timing_model.h, docs/TIMING_MODEL.md).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "graph/graph_io.h"
+#include "graph/ir.h"
+#include "graph/model_loader.h"
+#include "graph/tensor_shape.h"
+#include "passes/pass_manager.h"
+#include "runtime/cli/command.h"
+#include "runtime/cli/flags.h"
+#include "runtime/json_writer.h"
+#include "runtime/timing_model.h"
+#include "runtime/trace_profile.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kDefaultPasses[] = "autodiff,data_parallel,sgd(lr=0.01)";
+
+constexpr char kHelp[] =
+    "Usage: nereid model MODEL_OR_PLAN --workers N (--compute-ms X | --profile TRACE.json)\n"
+    "                   (--latency-us A --bandwidth-gbit G | --link BENCH.json) [flags]\n\n"
+    "Predicts the time per iteration of synchronous ring-allreduce SGD, a parameter server and\n"
+    "Pipe-SGD of width K (Li et al., NeurIPS 2018) on N workers, from one worker's compute time,\n"
+    "the plan's gradient buckets (its AllReduce nodes) and the link's latency and bandwidth.\n"
+    "docs/TIMING_MODEL.md gives the formulas.\n\n"
+    "  --workers N            cluster size (required, >= 2)\n"
+    "  --batch B              samples per worker per step (default 64)\n"
+    "  --width K              Pipe-SGD width (default 2; 1 is synchronous SGD)\n"
+    "  --passes PIPELINE      passes for a model that is not planned yet (default\n"
+    "                         autodiff,data_parallel,sgd(lr=0.01); data_parallel is added after\n"
+    "                         autodiff when missing)\n"
+    "Compute (one of):\n"
+    "  --compute-ms X         one worker's step, in milliseconds\n"
+    "  --profile TRACE.json   a trace of a 1-worker `nereid run --trace` (same batch): the median\n"
+    "                         step after --warmup-steps (default 5), and the slowest nodes\n"
+    "  --top N                nodes to list from the profile (default 10)\n"
+    "Link (one of):\n"
+    "  --latency-us A --bandwidth-gbit G   given\n"
+    "  --link BENCH.json      alpha and beta of the link measured by `nereid bench allreduce --json`\n"
+    "  --link-fit             with --link: alpha and beta fitted to the allreduce times it measured\n"
+    "                         (Nereid's communicator, overheads included) instead of the link's\n"
+    "  --gamma-ns-per-byte Y  cost of summing one byte in a reduction (default 0)\n"
+    "Variants:\n"
+    "  --servers S            parameter-server shards (default 1)\n"
+    "  --compression-ratio R  gradient bytes on the wire divided by R (default 1)\n"
+    "  --codec-ms C           encode + decode time per step, added to compute (default 0)\n"
+    "  --json PATH            write the prediction as JSON\n";
+
+int Usage(const std::string& error) {
+  if (!error.empty()) std::fprintf(stderr, "error: %s\n\n", error.c_str());
+  std::fputs(kHelp, stderr);
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+  return kExitFailure;
+}
+
+absl::StatusOr<double> Number(const Flags& flags, const std::string& name, double fallback) {
+  if (!flags.Has(name)) return fallback;
+  double v;
+  std::string text = flags.String(name);
+  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, "=", text, " is not a number"));
+  }
+  return v;
+}
+
+std::string GraphAttr(const Graph& graph, const char* key) {
+  auto it = graph.header().attr().find(key);
+  return it == graph.header().attr().end() ? "" : it->second.s();
+}
+
+// The passes to plan with: data_parallel right after autodiff when missing (as
+// `nereid run --workers N` does).
+std::string WithDataParallel(const std::string& passes) {
+  if (absl::StrContains(passes, "data_parallel")) return passes;
+  size_t at = passes.find("autodiff");
+  if (at == std::string::npos) return passes;
+  size_t end = at + std::string("autodiff").size();
+  if (end < passes.size() && passes[end] == '(') end = passes.find(')', end) + 1;
+  return passes.substr(0, end) + ",data_parallel" + passes.substr(end);
+}
+
+// The bytes of each AllReduce node's inputs, in bucket order.
+absl::StatusOr<std::vector<int64_t>> BucketBytes(const Graph& graph, const std::string& path) {
+  std::vector<std::pair<int64_t, int64_t>> buckets;  // (bucket attr, bytes)
+  for (Node* n : graph.nodes()) {
+    if (n->op() != "AllReduce") continue;
+    int64_t bytes = 0;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Edge* e = n->input_edge(i);
+      if (e == nullptr) continue;
+      const ShapeAndType& out = e->src->outputs()[e->src_port];
+      if (!out.shape.IsFullyDefined()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, ": input ", i, " of '", n->name(), "' has unknown shape ", out.shape.ToString()));
+      }
+      int size = DataTypeSize(out.dtype);
+      bytes += out.shape.KnownElements() * (size > 0 ? size : 4);
+    }
+    auto bucket = n->def().attr().find("bucket");
+    buckets.emplace_back(bucket == n->def().attr().end() ? n->id() : bucket->second.i(), bytes);
+  }
+  std::sort(buckets.begin(), buckets.end());
+  std::vector<int64_t> bytes;
+  for (const auto& b : buckets) bytes.push_back(b.second);
+  return bytes;
+}
+
+std::string Bytes(double b) {
+  if (b >= 1 << 20) return absl::StrFormat("%.2f MiB", b / (1 << 20));
+  if (b >= 1 << 10) return absl::StrFormat("%.1f KiB", b / (1 << 10));
+  return absl::StrFormat("%.0f B", b);
+}
+
+std::string Ms(double seconds) { return absl::StrFormat("%.3f", seconds * 1e3); }
+
+// What `nereid model` prints and writes: the prediction and where its inputs came from.
+struct Report {
+  std::string model;
+  TimingInputs in;
+  TimingPrediction p;
+  std::string compute_source, link_source;
+  std::unique_ptr<TraceProfile> profile;  // null: compute given
+  int top = 10;                           // nodes listed from the profile
+};
+
+// The plan's gradient buckets: the model's AllReduce nodes, after planning it
+// with `passes` if it is not planned yet.
+absl::StatusOr<std::vector<int64_t>> PlannedBuckets(const std::string& path, const std::vector<PipelineStage>& pipeline,
+                                                    std::string* model) {
+  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
+  if (!graph.ok()) return graph.status();
+  bool has_allreduce = false, planned = false;
+  for (Node* n : (*graph)->nodes()) {
+    has_allreduce |= n->op() == "AllReduce";
+    planned |= n->op() == "Feedback";  // an optimizer's update: the graph is a plan
+  }
+  if (!has_allreduce && planned) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is a plan without gradient communication: plan the model with data_parallel, or give the model"));
+  }
+  if (!has_allreduce) {
+    absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, pipeline);
+    if (!reports.ok()) return reports.status();
+  }
+  absl::StatusOr<std::vector<int64_t>> buckets = BucketBytes(**graph, path);
+  if (buckets.ok() && buckets->empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": the plan has no AllReduce buckets"));
+  }
+  *model = GraphAttr(**graph, "name").empty() ? path : GraphAttr(**graph, "name");
+  return buckets;
+}
+
+std::string FormatReport(const Report& r) {
+  const TimingInputs& in = r.in;
+  const TimingPrediction& p = r.p;
+  std::string out;
+  absl::StrAppendFormat(&out, "model %s: %d workers, batch %d per worker\n", r.model, in.workers, in.batch_per_worker);
+  absl::StrAppendFormat(&out, "gradients: %d bytes in %d bucket%s (", p.gradient_bytes, in.bucket_bytes.size(),
+                        in.bucket_bytes.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < in.bucket_bytes.size(); ++i) {
+    if (i == 8) {
+      absl::StrAppend(&out, ", ...");
+      break;
+    }
+    absl::StrAppend(&out, i > 0 ? ", " : "", Bytes(static_cast<double>(in.bucket_bytes[i])));
+  }
+  absl::StrAppend(&out, ")");
+  if (in.compression_ratio != 1) absl::StrAppendFormat(&out, ", compressed %gx", in.compression_ratio);
+  absl::StrAppendFormat(&out, "; ring allreduce sends %s per worker per step\n", Bytes(p.wire_bytes_per_step));
+  absl::StrAppendFormat(&out, "link (%s): alpha %.1f us, beta %.3f Gbit/s (%.1f MB/s)", r.link_source,
+                        in.link.alpha_seconds * 1e6, in.link.beta_bytes_per_second * 8e-9,
+                        in.link.beta_bytes_per_second * 1e-6);
+  if (in.link.gamma_seconds_per_byte > 0) {
+    absl::StrAppendFormat(&out, ", gamma %.3f ns/byte", in.link.gamma_seconds_per_byte * 1e9);
+  }
+  absl::StrAppend(&out, "\n");
+  if (r.profile != nullptr) {
+    const TraceProfile& prof = *r.profile;
+    absl::StrAppendFormat(&out, "compute: %s ms per step, the median of %d steps after %d warm-up steps (%s)\n",
+                          Ms(in.compute_seconds), prof.measured_steps, prof.warmup_steps, r.compute_source);
+    const int listed = std::min(r.top, static_cast<int>(prof.nodes.size()));
+    absl::StrAppendFormat(&out, "nodes: %d; their medians sum to %s ms, %.0f%% of the step%s\n", prof.nodes.size(),
+                          Ms(prof.node_seconds), 100 * prof.node_seconds / prof.step_seconds,
+                          listed > 0 ? "; the slowest:" : "");
+    if (listed > 0) absl::StrAppendFormat(&out, "  %-40s %-22s %10s %7s\n", "node", "op", "ms", "share");
+    for (int i = 0; i < listed; ++i) {
+      const NodeTime& n = prof.nodes[i];
+      absl::StrAppendFormat(&out, "  %-40s %-22s %10s %6.1f%%\n", n.name, n.op, Ms(n.median_seconds),
+                            prof.node_seconds > 0 ? 100 * n.median_seconds / prof.node_seconds : 0.0);
+    }
+  } else {
+    absl::StrAppendFormat(&out, "compute: %s ms per step (given)\n", Ms(in.compute_seconds));
+  }
+  if (in.codec_seconds > 0) {
+    absl::StrAppendFormat(&out, "codec: %s ms per step added to compute\n", Ms(in.codec_seconds));
+  }
+  absl::StrAppendFormat(&out, "one worker alone: %.0f samples/s\n", p.one_worker_samples_per_second);
+  absl::StrAppendFormat(&out, "\n%-32s %11s %11s %13s %12s %8s\n", "strategy", "compute ms", "comm ms", "iteration ms",
+                        "samples/s", "speedup");
+  for (const StrategyTime& s : p.strategies) {
+    absl::StrAppendFormat(&out, "%-32s %11s %11s %13s %12.0f %7.2fx\n", s.description, Ms(s.compute_seconds),
+                          Ms(s.comm_seconds), Ms(s.seconds_per_iteration), s.samples_per_second, s.speedup);
+  }
+  return out;
+}
+
+std::string ReportJson(const Report& r) {
+  const TimingInputs& in = r.in;
+  const TimingPrediction& p = r.p;
+  JsonWriter w;
+  w.BeginObject();
+  w.Member("model", r.model);
+  w.Member("workers", int64_t{in.workers});
+  w.Member("batch", in.batch_per_worker);
+  w.Member("compute_seconds", p.compute_seconds);
+  w.Member("comm_seconds", p.ring_comm_seconds);
+  w.Member("bytes_per_step", static_cast<int64_t>(std::llround(p.wire_bytes_per_step)));
+  w.Member("gradient_bytes", p.gradient_bytes);
+  w.Member("buckets", static_cast<int64_t>(in.bucket_bytes.size()));
+  w.Key("bucket_bytes");
+  w.BeginArray();
+  for (int64_t b : in.bucket_bytes) w.Int(b);
+  w.EndArray();
+  w.Member("alpha_seconds", in.link.alpha_seconds);
+  w.Member("beta_bytes_per_second", in.link.beta_bytes_per_second);
+  w.Member("gamma_seconds_per_byte", in.link.gamma_seconds_per_byte);
+  w.Member("width", int64_t{in.pipe_width});
+  w.Member("servers", int64_t{in.servers});
+  w.Member("compression_ratio", in.compression_ratio);
+  w.Member("codec_seconds", in.codec_seconds);
+  w.Member("compute_source", r.compute_source);
+  w.Member("link_source", r.link_source);
+  w.Member("one_worker_samples_per_second", p.one_worker_samples_per_second);
+  w.Key("strategies");
+  w.BeginArray();
+  for (const StrategyTime& s : p.strategies) {
+    w.BeginObject();
+    w.Member("name", s.name);
+    w.Member("description", s.description);
+    w.Member("seconds_per_iteration", s.seconds_per_iteration);
+    w.Member("compute_seconds", s.compute_seconds);
+    w.Member("comm_seconds", s.comm_seconds);
+    w.Member("bytes_sent_per_worker", static_cast<int64_t>(std::llround(s.bytes_sent_per_worker)));
+    w.Member("samples_per_second", s.samples_per_second);
+    w.Member("speedup", s.speedup);
+    w.EndObject();
+  }
+  w.EndArray();
+  if (r.profile != nullptr) {
+    const TraceProfile& prof = *r.profile;
+    w.Key("profile");
+    w.BeginObject();
+    w.Member("steps", int64_t{prof.total_steps});
+    w.Member("warmup_steps", int64_t{prof.warmup_steps});
+    w.Member("measured_steps", int64_t{prof.measured_steps});
+    w.Member("step_seconds", prof.step_seconds);
+    w.Member("node_seconds", prof.node_seconds);
+    w.Key("has_communication");
+    w.Bool(prof.has_communication);
+    w.Key("nodes");
+    w.BeginArray();
+    for (size_t i = 0; i < prof.nodes.size() && static_cast<int>(i) < r.top; ++i) {
+      w.BeginObject();
+      w.Member("name", prof.nodes[i].name);
+      w.Member("op", prof.nodes[i].op);
+      w.Member("seconds", prof.nodes[i].median_seconds);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndObject();
+  return w.Take();
+}
+
+int Model(const std::vector<std::string>& args) {
+  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "warmup-steps", "top", "latency-us",
+               "bandwidth-gbit", "link", "gamma-ns-per-byte", "servers", "compression-ratio", "codec-ms", "json"},
+              {"help", "link-fit"});
+  absl::Status parsed = flags.Parse(args);
+  if (!parsed.ok()) return Usage(std::string(parsed.message()));
+  if (flags.positional().size() != 1) return Usage(flags.positional().empty() ? "no model given" : "one model only");
+  absl::StatusOr<int64_t> workers = flags.Int("workers", 0), batch = flags.Int("batch", 64),
+                          width = flags.Int("width", 2), servers = flags.Int("servers", 1),
+                          warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10);
+  for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top}) {
+    if (!v->ok()) return Usage(std::string(v->status().message()));
+  }
+  absl::StatusOr<double> compute_ms = Number(flags, "compute-ms", 0), latency_us = Number(flags, "latency-us", 0),
+                         bandwidth = Number(flags, "bandwidth-gbit", 0), gamma = Number(flags, "gamma-ns-per-byte", 0),
+                         ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0);
+  for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms}) {
+    if (!v->ok()) return Usage(std::string(v->status().message()));
+  }
+  if (!flags.Has("workers")) return Usage("--workers is required");
+  if (*workers < 2 || *workers > 1000000) return Usage("--workers must be in [2, 1000000]");
+  if (*batch < 1) return Usage("--batch must be >= 1");
+  if (*width < 1 || *width > 1000) return Usage("--width must be in [1, 1000]");
+  if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
+  if (*warmup < 0 || *top < 0) return Usage("--warmup-steps and --top must be >= 0");
+  if (flags.Has("compute-ms") == flags.Has("profile")) {
+    return Usage("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
+  }
+  if (flags.Has("compute-ms") && !(*compute_ms > 0)) return Usage("--compute-ms must be > 0");
+  bool given_link = flags.Has("latency-us") || flags.Has("bandwidth-gbit");
+  if (given_link == flags.Has("link")) {
+    return Usage("give the link: --latency-us A --bandwidth-gbit G, or --link BENCH.json (one of them)");
+  }
+  if (given_link && !(flags.Has("latency-us") && flags.Has("bandwidth-gbit"))) {
+    return Usage("--latency-us and --bandwidth-gbit go together");
+  }
+  if (given_link && (*latency_us < 0 || !(*bandwidth > 0))) {
+    return Usage("--latency-us must be >= 0 and --bandwidth-gbit > 0");
+  }
+  if (flags.Has("link-fit") && !flags.Has("link")) return Usage("--link-fit needs --link BENCH.json");
+  if (*gamma < 0) return Usage("--gamma-ns-per-byte must be >= 0");
+  if (*ratio < 1) return Usage("--compression-ratio must be >= 1");
+  if (*codec_ms < 0) return Usage("--codec-ms must be >= 0");
+  absl::StatusOr<std::vector<PipelineStage>> pipeline =
+      ParsePipeline(WithDataParallel(flags.String("passes", kDefaultPasses)));
+  if (!pipeline.ok()) return Usage(absl::StrCat("--passes: ", pipeline.status().message()));
+
+  Report r;
+  r.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
+  absl::StatusOr<std::vector<int64_t>> buckets = PlannedBuckets(flags.positional()[0], *pipeline, &r.model);
+  if (!buckets.ok()) return Fail(buckets.status());
+  TimingInputs& in = r.in;
+  in.bucket_bytes = *std::move(buckets);
+  in.workers = static_cast<int>(*workers);
+  in.batch_per_worker = *batch;
+  in.pipe_width = static_cast<int>(*width);
+  in.servers = static_cast<int>(*servers);
+  in.compression_ratio = *ratio;
+  in.codec_seconds = *codec_ms * 1e-3;
+
+  if (flags.Has("profile")) {
+    const std::string path = flags.String("profile");
+    TraceProfileOptions options;
+    options.warmup_steps = static_cast<int>(std::min<int64_t>(*warmup, 1 << 30));
+    absl::StatusOr<TraceProfile> profile = ReadTraceProfile(path, options);
+    if (!profile.ok()) return Fail(profile.status());
+    if (!(profile->step_seconds > 0)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(path, ": the median step takes 0 s")));
+    }
+    if (profile->has_communication) {
+      std::fprintf(stderr,
+                   "warning: %s holds communication (a multi-worker run?): its steps include it; profile a "
+                   "1-worker run for the compute time\n",
+                   path.c_str());
+    }
+    in.compute_seconds = profile->step_seconds;
+    r.profile = std::make_unique<TraceProfile>(*std::move(profile));
+    r.compute_source = absl::StrCat("profile ", path);
+  } else {
+    in.compute_seconds = *compute_ms * 1e-3;
+    r.compute_source = "given";
+  }
+  if (flags.Has("link")) {
+    bool fit = flags.Has("link-fit");
+    absl::StatusOr<LinkModel> link = ReadBenchLink(flags.String("link"), fit ? BenchLink::kFit : BenchLink::kProbe);
+    if (!link.ok()) return Fail(link.status());
+    in.link = *link;
+    r.link_source = absl::StrCat(fit ? "fitted to the allreduces of " : "measured ", flags.String("link"));
+  } else {
+    in.link.alpha_seconds = *latency_us * 1e-6;
+    in.link.beta_bytes_per_second = *bandwidth * 1e9 / 8;
+    r.link_source = "given";
+  }
+  in.link.gamma_seconds_per_byte = *gamma * 1e-9;
+
+  absl::StatusOr<TimingPrediction> p = PredictIteration(in);
+  if (!p.ok()) return Fail(p.status());
+  r.p = *std::move(p);
+  std::fputs(FormatReport(r).c_str(), stdout);
+  if (flags.Has("json")) {
+    absl::Status written = WriteFileAtomically(flags.String("json"), ReportJson(r));
+    if (!written.ok()) return Fail(written);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& ModelCommand() {
+  static const Command command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD", kHelp,
+                               Model};
+  return command;
+}
+
+}  // namespace nereid

@@ -1,0 +1,91 @@
+#include "runtime/timing_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace nereid {
+namespace {
+
+bool FiniteAtLeast(double v, double low) { return std::isfinite(v) && v >= low; }
+
+absl::Status Check(const TimingInputs& in) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (in.workers < 2) return bad("workers must be >= 2 (got ", in.workers, ")");
+  if (in.batch_per_worker < 1) return bad("batch per worker must be >= 1 (got ", in.batch_per_worker, ")");
+  if (!(std::isfinite(in.compute_seconds) && in.compute_seconds > 0)) {
+    return bad("compute time must be > 0 (got ", in.compute_seconds, " s)");
+  }
+  if (in.bucket_bytes.empty()) return bad("no gradient messages (the plan has no AllReduce buckets)");
+  for (int64_t b : in.bucket_bytes) {
+    if (b <= 0) return bad("a bucket of ", b, " bytes");
+  }
+  if (!FiniteAtLeast(in.link.alpha_seconds, 0)) return bad("latency must be >= 0 (got ", in.link.alpha_seconds, ")");
+  if (!(std::isfinite(in.link.beta_bytes_per_second) && in.link.beta_bytes_per_second > 0)) {
+    return bad("bandwidth must be > 0 (got ", in.link.beta_bytes_per_second, " bytes/s)");
+  }
+  if (!FiniteAtLeast(in.link.gamma_seconds_per_byte, 0)) {
+    return bad("reduction cost must be >= 0 (got ", in.link.gamma_seconds_per_byte, " s/byte)");
+  }
+  if (in.pipe_width < 1) return bad("Pipe-SGD width must be >= 1 (got ", in.pipe_width, ")");
+  if (in.servers < 1) return bad("servers must be >= 1 (got ", in.servers, ")");
+  if (!FiniteAtLeast(in.compression_ratio, 1)) {
+    return bad("compression ratio must be >= 1 (got ", in.compression_ratio, ")");
+  }
+  if (!FiniteAtLeast(in.codec_seconds, 0)) return bad("codec time must be >= 0 (got ", in.codec_seconds, " s)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link) {
+  const double n = workers;
+  return 2 * (n - 1) * (link.alpha_seconds + bytes / (n * link.beta_bytes_per_second)) +
+         (n - 1) / n * bytes * link.gamma_seconds_per_byte;
+}
+
+double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link) {
+  const double n = workers, s = servers;
+  return 2 * (link.alpha_seconds + n * bytes / (s * link.beta_bytes_per_second)) +
+         (n - 1) / s * bytes * link.gamma_seconds_per_byte;
+}
+
+absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
+  if (absl::Status s = Check(in); !s.ok()) return s;
+  TimingPrediction p;
+  p.compute_seconds = in.compute_seconds + in.codec_seconds;
+  for (int64_t b : in.bucket_bytes) {
+    double wire = static_cast<double>(b) / in.compression_ratio;
+    p.gradient_bytes += b;
+    p.ring_comm_seconds += RingAllReduceSeconds(in.workers, wire, in.link);
+    p.ps_comm_seconds += ParameterServerSeconds(in.workers, in.servers, wire, in.link);
+  }
+  const double n = in.workers;
+  p.wire_bytes_per_step = 2 * (n - 1) / n * static_cast<double>(p.gradient_bytes) / in.compression_ratio;
+  p.one_worker_samples_per_second = static_cast<double>(in.batch_per_worker) / in.compute_seconds;
+
+  auto add = [&](std::string name, std::string description, double comm, double bytes, double total) {
+    StrategyTime t;
+    t.name = std::move(name);
+    t.description = std::move(description);
+    t.compute_seconds = p.compute_seconds;
+    t.comm_seconds = comm;
+    t.bytes_sent_per_worker = bytes;
+    t.seconds_per_iteration = total;
+    t.samples_per_second = static_cast<double>(in.batch_per_worker) * n / total;
+    p.strategies.push_back(std::move(t));
+  };
+  const double sync = p.compute_seconds + p.ring_comm_seconds;
+  add("sync_allreduce", "synchronous ring allreduce", p.ring_comm_seconds, p.wire_bytes_per_step, sync);
+  add("parameter_server",
+      in.servers == 1 ? std::string("parameter server") : absl::StrCat("parameter server (", in.servers, " shards)"),
+      p.ps_comm_seconds, static_cast<double>(p.gradient_bytes) / in.compression_ratio,
+      p.compute_seconds + p.ps_comm_seconds);
+  add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), p.ring_comm_seconds, p.wire_bytes_per_step,
+      in.pipe_width >= 2 ? std::max(p.compute_seconds, p.ring_comm_seconds) : sync);
+  for (StrategyTime& t : p.strategies) t.speedup = sync / t.seconds_per_iteration;
+  return p;
+}
+
+}  // namespace nereid

@@ -1,0 +1,107 @@
+#ifndef NEREID_RUNTIME_TIMING_MODEL_H_
+#define NEREID_RUNTIME_TIMING_MODEL_H_
+
+// The Pipe-SGD timing model (Li et al., "Pipe-SGD: A Decentralized Pipelined
+// SGD Framework for Distributed Deep Net Training", NeurIPS 2018, section 3):
+// predicts the time of one training iteration of a data-parallel strategy from
+// the compute time of one worker's step, the gradient messages of the plan and
+// an alpha-beta(-gamma) model of the link. Pure functions; no I/O
+// (`nereid model` reads the inputs, docs/TIMING_MODEL.md explains them).
+//
+// Notation: n workers, a link with latency alpha (seconds per message) and
+// bandwidth beta (bytes per second), a reduction cost gamma (seconds per byte
+// summed; default 0), the plan's gradients sent in B buckets of M_b bytes
+// (M = sum of M_b, the bytes of one worker's gradients). Compression with
+// ratio R puts M_b / R bytes on the wire and adds C seconds of encoding and
+// decoding to every step's compute.
+//
+//   ring allreduce of one bucket (2(n-1) steps of M_b/n bytes each, the
+//   summing done in the n-1 reduce-scatter steps):
+//     T_ring(M_b) = 2(n-1) * (alpha + M_b / (R n beta)) + (n-1)/n * (M_b / R) * gamma
+//   T_comm     = sum over buckets of T_ring(M_b)   (buckets run one after another)
+//   T_compute' = T_compute + C
+//
+//   synchronous SGD:    T_sync = T_compute' + T_comm
+//   Pipe-SGD, width K:  T_pipe = max(T_compute', T_comm) for K >= 2 (the
+//                       allreduce of iteration t overlaps the compute of t+1;
+//                       a wider pipeline adds staleness, not speed);
+//                       K = 1 is T_sync
+//   parameter server:   T_ps = T_compute' + sum over buckets of
+//                         2 * (alpha + n * (M_b / R) / (S beta)) + (n-1)/S * (M_b / R) * gamma
+//
+// The parameter server is the paper's baseline: one server (S = 1) whose link
+// is the bottleneck. Every worker pushes its M_b bytes to the server, which
+// receives n M_b bytes through its one link (n M_b / beta), sums them, and
+// sends the n workers the result back (another n M_b / beta: pull only starts
+// when the sum is complete, so push and pull do not overlap); each direction
+// costs one message latency alpha because the n messages are in flight
+// together. With S servers each holding 1/S of the parameters (a sharded PS)
+// every server link carries 1/S of the bytes, so the bandwidth and summing
+// terms divide by S, the latency does not. The ring's per-worker traffic,
+// 2(n-1)M/n, does not grow with n; the server's, 2nM, does, so the PS wins only
+// when latency dominates (small messages, few workers): 2 alpha per bucket
+// against the ring's 2(n-1) alpha.
+//
+// What the model leaves out: overlap of communication with the backward pass
+// inside one step (Nereid's data_parallel buckets do overlap, so T_sync is an
+// upper bound for it), contention with the compute for cores, a link shared by
+// several workers of one machine, and stragglers.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace nereid {
+
+struct LinkModel {
+  double alpha_seconds = 0;           // latency per message
+  double beta_bytes_per_second = 0;   // bandwidth
+  double gamma_seconds_per_byte = 0;  // cost of summing one byte (0: free)
+};
+
+struct TimingInputs {
+  int workers = 0;                    // n >= 2
+  int64_t batch_per_worker = 0;       // samples one worker takes per step
+  double compute_seconds = 0;         // one worker's step without communication
+  std::vector<int64_t> bucket_bytes;  // one entry per allreduce message, uncompressed
+  LinkModel link;
+  int pipe_width = 2;            // K >= 1
+  int servers = 1;               // parameter-server shards, S >= 1
+  double compression_ratio = 1;  // R >= 1: bytes on the wire = bytes / R
+  double codec_seconds = 0;      // C: encode + decode per step
+};
+
+struct StrategyTime {
+  std::string name;                  // "sync_allreduce", "parameter_server", "pipe_sgd"
+  std::string description;           // for tables, e.g. "Pipe-SGD (K=2)"
+  double compute_seconds = 0;        // T_compute' (compute + codec)
+  double comm_seconds = 0;           // communication of one iteration
+  double bytes_sent_per_worker = 0;  // per iteration, on the wire
+  double seconds_per_iteration = 0;
+  double samples_per_second = 0;  // batch * n / seconds_per_iteration
+  double speedup = 0;             // T_sync / seconds_per_iteration
+};
+
+struct TimingPrediction {
+  double compute_seconds = 0;                // T_compute' (compute + codec)
+  double ring_comm_seconds = 0;              // T_comm of the ring allreduce
+  double ps_comm_seconds = 0;                // communication of the parameter server
+  int64_t gradient_bytes = 0;                // M, uncompressed
+  double wire_bytes_per_step = 0;            // a worker's bytes sent per step in the ring: 2(n-1)/n * M / R
+  double one_worker_samples_per_second = 0;  // batch / T_compute (no codec)
+  std::vector<StrategyTime> strategies;      // sync, parameter server, Pipe-SGD
+};
+
+// T_ring of one message of `bytes` bytes (already compressed) over n workers.
+double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link);
+// Push and pull of one message through S server links.
+double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link);
+
+// Checks the inputs (InvalidArgument naming the field) and applies the model.
+absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_TIMING_MODEL_H_

@@ -1,0 +1,187 @@
+#include "runtime/timing_model.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::HasSubstr;
+
+// 4 workers on a 1 Gbit/s link with 100 us latency; 10 ms of compute; one
+// 1,000,000-byte bucket.
+TimingInputs Base() {
+  TimingInputs in;
+  in.workers = 4;
+  in.batch_per_worker = 32;
+  in.compute_seconds = 0.010;
+  in.bucket_bytes = {1000000};
+  in.link.alpha_seconds = 100e-6;
+  in.link.beta_bytes_per_second = 1e9 / 8;  // 125e6
+  return in;
+}
+
+const StrategyTime& Find(const TimingPrediction& p, const std::string& name) {
+  for (const StrategyTime& s : p.strategies) {
+    if (s.name == name) return s;
+  }
+  ADD_FAILURE() << "no strategy " << name;
+  return p.strategies.front();
+}
+
+constexpr double kEps = 1e-12;
+
+TEST(TimingModelTest, FormulasMatchHandComputedNumbers) {
+  TimingPrediction p = PredictIteration(Base()).value();
+  // Ring: 2(n-1) = 6 steps of alpha + M/(n beta) = 100 us + 1e6/(4 * 125e6) s = 2.1 ms.
+  EXPECT_THAT(p.ring_comm_seconds, DoubleNear(0.0126, kEps));
+  // PS: 2 * (alpha + n M / beta) = 2 * (100 us + 32 ms) = 64.2 ms.
+  EXPECT_THAT(p.ps_comm_seconds, DoubleNear(0.0642, kEps));
+  EXPECT_EQ(p.gradient_bytes, 1000000);
+  EXPECT_THAT(p.wire_bytes_per_step, DoubleNear(1.5e6, 1e-6));  // 2(n-1)/n * M
+  EXPECT_THAT(p.one_worker_samples_per_second, DoubleNear(3200, 1e-9));
+
+  ASSERT_EQ(p.strategies.size(), 3u);
+  const StrategyTime& sync = Find(p, "sync_allreduce");
+  const StrategyTime& ps = Find(p, "parameter_server");
+  const StrategyTime& pipe = Find(p, "pipe_sgd");
+  EXPECT_THAT(sync.seconds_per_iteration, DoubleNear(0.0226, kEps));
+  EXPECT_THAT(ps.seconds_per_iteration, DoubleNear(0.0742, kEps));
+  EXPECT_THAT(pipe.seconds_per_iteration, DoubleNear(0.0126, kEps));  // max(10 ms, 12.6 ms)
+  EXPECT_THAT(sync.speedup, DoubleNear(1, kEps));
+  EXPECT_THAT(pipe.speedup, DoubleNear(0.0226 / 0.0126, 1e-9));
+  EXPECT_THAT(ps.speedup, DoubleNear(0.0226 / 0.0742, 1e-9));
+  EXPECT_THAT(pipe.samples_per_second, DoubleNear(32 * 4 / 0.0126, 1e-6));
+  EXPECT_THAT(ps.bytes_sent_per_worker, DoubleNear(1e6, 1e-6));
+  EXPECT_EQ(pipe.description, "Pipe-SGD (K=2)");
+}
+
+TEST(TimingModelTest, ReductionCostCompressionAndShards) {
+  TimingInputs in = Base();
+  in.link.gamma_seconds_per_byte = 1e-9;
+  TimingPrediction p = PredictIteration(in).value();
+  // + (n-1)/n * M * gamma = 0.75 ms for the ring; + (n-1) M gamma / S = 3 ms for the server.
+  EXPECT_THAT(p.ring_comm_seconds, DoubleNear(0.0126 + 0.00075, kEps));
+  EXPECT_THAT(p.ps_comm_seconds, DoubleNear(0.0642 + 0.003, kEps));
+
+  in = Base();
+  in.compression_ratio = 4;
+  in.codec_seconds = 0.001;
+  p = PredictIteration(in).value();
+  // 250,000 bytes on the wire: 6 * (100 us + 0.5 ms) = 3.6 ms; compute 11 ms.
+  EXPECT_THAT(p.ring_comm_seconds, DoubleNear(0.0036, kEps));
+  EXPECT_THAT(p.compute_seconds, DoubleNear(0.011, kEps));
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.0146, kEps));
+  EXPECT_THAT(Find(p, "pipe_sgd").seconds_per_iteration, DoubleNear(0.011, kEps));
+  EXPECT_THAT(p.wire_bytes_per_step, DoubleNear(375000, 1e-6));
+  EXPECT_EQ(p.gradient_bytes, 1000000);  // uncompressed
+
+  in = Base();
+  in.servers = 2;
+  p = PredictIteration(in).value();
+  // 2 * (100 us + 4e6 / (2 * 125e6)) = 32.2 ms: bandwidth halves, latency stays.
+  EXPECT_THAT(p.ps_comm_seconds, DoubleNear(0.0322, kEps));
+  EXPECT_EQ(Find(p, "parameter_server").description, "parameter server (2 shards)");
+}
+
+TEST(TimingModelTest, WidthOneIsSynchronous) {
+  TimingInputs in = Base();
+  in.pipe_width = 1;
+  TimingPrediction p = PredictIteration(in).value();
+  EXPECT_DOUBLE_EQ(Find(p, "pipe_sgd").seconds_per_iteration, Find(p, "sync_allreduce").seconds_per_iteration);
+  EXPECT_DOUBLE_EQ(Find(p, "pipe_sgd").speedup, 1.0);
+  // Wider pipelines are no faster than K = 2 (they add staleness only).
+  in.pipe_width = 2;
+  double k2 = Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration;
+  in.pipe_width = 8;
+  EXPECT_DOUBLE_EQ(Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration, k2);
+}
+
+TEST(TimingModelTest, PipeNeverSlowerThanSyncAndAtMostTwiceAsFast) {
+  for (int n : {2, 4, 16, 128}) {
+    for (double compute : {1e-4, 1e-3, 1e-2, 1e-1}) {
+      for (int64_t bytes : {int64_t{4096}, int64_t{1} << 20, int64_t{100} << 20}) {
+        TimingInputs in = Base();
+        in.workers = n;
+        in.compute_seconds = compute;
+        in.bucket_bytes = {bytes, bytes / 2};
+        TimingPrediction p = PredictIteration(in).value();
+        double sync = Find(p, "sync_allreduce").seconds_per_iteration;
+        double pipe = Find(p, "pipe_sgd").seconds_per_iteration;
+        EXPECT_LE(pipe, sync);
+        EXPECT_GE(pipe * 2, sync);  // max(a, b) >= (a + b) / 2
+      }
+    }
+  }
+  // The best case, compute and communication balanced, halves the iteration.
+  TimingInputs in = Base();
+  in.compute_seconds = 0.0126;
+  TimingPrediction p = PredictIteration(in).value();
+  EXPECT_THAT(Find(p, "pipe_sgd").speedup, DoubleNear(2, 1e-9));
+}
+
+TEST(TimingModelTest, ParameterServerWinsOnlyWhenLatencyDominates) {
+  // ring - ps = 2(n-2) alpha - 2M/beta * (n - (n-1)/n): equal at
+  // M* = (n-2) alpha beta / (n - (n-1)/n).
+  TimingInputs in = Base();
+  in.workers = 8;
+  in.link.alpha_seconds = 1e-3;
+  const double n = 8, beta = in.link.beta_bytes_per_second;
+  const double crossover = (n - 2) * in.link.alpha_seconds * beta / (n - (n - 1) / n);
+  in.bucket_bytes = {static_cast<int64_t>(crossover * 0.9)};
+  TimingPrediction small = PredictIteration(in).value();
+  EXPECT_LT(small.ps_comm_seconds, small.ring_comm_seconds);
+  EXPECT_GT(Find(small, "parameter_server").speedup, 1);
+  in.bucket_bytes = {static_cast<int64_t>(crossover * 1.1)};
+  TimingPrediction large = PredictIteration(in).value();
+  EXPECT_GT(large.ps_comm_seconds, large.ring_comm_seconds);
+  EXPECT_LT(Find(large, "parameter_server").speedup, 1);
+  // Two workers: the ring has no latency advantage to lose (2 alpha each), and
+  // the server carries twice the bytes, so the ring always wins.
+  in.workers = 2;
+  for (int64_t bytes : {int64_t{4}, int64_t{1} << 20}) {
+    in.bucket_bytes = {bytes};
+    TimingPrediction p = PredictIteration(in).value();
+    EXPECT_LT(p.ring_comm_seconds, p.ps_comm_seconds);
+  }
+}
+
+TEST(TimingModelTest, EachBucketPaysItsLatency) {
+  TimingInputs one = Base();
+  one.bucket_bytes = {1200000};
+  TimingInputs three = Base();
+  three.bucket_bytes = {400000, 400000, 400000};
+  TimingPrediction p1 = PredictIteration(one).value(), p3 = PredictIteration(three).value();
+  // Same bytes; two more buckets cost 2 * 2(n-1) alpha in the ring and 2 * 2 alpha at the server.
+  EXPECT_THAT(p3.ring_comm_seconds - p1.ring_comm_seconds, DoubleNear(2 * 6 * 100e-6, kEps));
+  EXPECT_THAT(p3.ps_comm_seconds - p1.ps_comm_seconds, DoubleNear(2 * 2 * 100e-6, kEps));
+  EXPECT_EQ(p3.gradient_bytes, p1.gradient_bytes);
+  EXPECT_DOUBLE_EQ(p3.wire_bytes_per_step, p1.wire_bytes_per_step);
+}
+
+TEST(TimingModelTest, RejectsBadInputs) {
+  auto error = [](auto mutate) {
+    TimingInputs in = Base();
+    mutate(in);
+    absl::StatusOr<TimingPrediction> p = PredictIteration(in);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(p.status().message());
+  };
+  EXPECT_THAT(error([](TimingInputs& in) { in.workers = 1; }), HasSubstr("workers must be >= 2"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.batch_per_worker = 0; }), HasSubstr("batch"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.compute_seconds = 0; }), HasSubstr("compute time"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.bucket_bytes.clear(); }), HasSubstr("no gradient messages"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.bucket_bytes = {10, 0}; }), HasSubstr("a bucket of 0 bytes"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.link.beta_bytes_per_second = 0; }), HasSubstr("bandwidth"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.link.alpha_seconds = -1; }), HasSubstr("latency"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.pipe_width = 0; }), HasSubstr("width"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.servers = 0; }), HasSubstr("servers"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.compression_ratio = 0.5; }), HasSubstr("compression ratio"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.codec_seconds = -1; }), HasSubstr("codec"));
+}
+
+}  // namespace
+}  // namespace nereid

@@ -1,0 +1,302 @@
+#include "runtime/trace_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace nereid {
+namespace {
+
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+
+// JSON nesting deeper than this is refused before parsing (a trace nests 3
+// deep: document, event list, event, args).
+constexpr int kMaxDepth = 64;
+
+absl::Status Invalid(absl::string_view label, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(label, ": ", what));
+}
+
+// The deepest nesting of [ and { outside strings; stops counting past kMaxDepth.
+int NestingDepth(absl::string_view json) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > kMaxDepth) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+absl::StatusOr<Value> ParseJson(absl::string_view json, absl::string_view label) {
+  if (NestingDepth(json) > kMaxDepth) return Invalid(label, absl::StrCat("JSON nested deeper than ", kMaxDepth));
+  Value doc;
+  auto status =
+      google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(json.data(), json.size()), &doc);
+  if (!status.ok()) {
+    // protobuf's message may go on with the text around the error; keep the first line.
+    std::string message(status.message());
+    std::vector<std::string> lines = absl::StrSplit(message, '\n');
+    return Invalid(label, absl::StrCat("not valid JSON: ", lines.empty() ? message : lines[0]));
+  }
+  return doc;
+}
+
+absl::StatusOr<std::string> ReadBounded(const std::string& path, int64_t max_bytes) {
+  std::error_code ec;
+  uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", ec.message()));
+  if (size > static_cast<uintmax_t>(max_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is ", size, " bytes; files over ", max_bytes, " bytes are refused"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return text;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  double upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  double lower = *std::max_element(v.begin(), v.begin() + mid);
+  return (lower + upper) / 2;
+}
+
+const Value* Field(const Struct& s, const char* key) {
+  auto it = s.fields().find(key);
+  return it == s.fields().end() ? nullptr : &it->second;
+}
+
+std::string StringField(const Struct& s, const char* key) {
+  const Value* v = Field(s, key);
+  return v != nullptr && v->kind_case() == Value::kStringValue ? v->string_value() : "";
+}
+
+// A finite number, or an error naming the event and the field.
+absl::StatusOr<double> NumberField(const Struct& s, const char* key, absl::string_view label, int index) {
+  const Value* v = Field(s, key);
+  if (v == nullptr || v->kind_case() != Value::kNumberValue || !std::isfinite(v->number_value())) {
+    return Invalid(label,
+                   absl::StrCat("event ", index, " (\"", StringField(s, "name"), "\") has no numeric \"", key, "\""));
+  }
+  return v->number_value();
+}
+
+struct Span {
+  double begin_us, end_us;
+};
+
+}  // namespace
+
+absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_view label,
+                                          const TraceProfileOptions& options) {
+  absl::StatusOr<Value> doc = ParseJson(json, label);
+  if (!doc.ok()) return doc.status();
+  // The object form {"traceEvents": [...]} or the bare array form.
+  const Value* list = &*doc;
+  if (doc->kind_case() == Value::kStructValue) list = Field(doc->struct_value(), "traceEvents");
+  if (list == nullptr || list->kind_case() != Value::kListValue) {
+    return Invalid(label, "not a Chrome trace: expected {\"traceEvents\": [...]} or an array of events");
+  }
+  TraceProfile profile;
+  std::vector<Span> steps;
+  struct NodeSpan {
+    const std::string* name;
+    const std::string* op;
+    Span span;
+  };
+  std::vector<NodeSpan> node_spans;
+  const auto& events = list->list_value().values();
+  for (int i = 0; i < events.size(); ++i) {
+    const Value& ev = events[i];
+    if (ev.kind_case() != Value::kStructValue) return Invalid(label, absl::StrCat("event ", i, " is not an object"));
+    const Struct& e = ev.struct_value();
+    const Value* ph = Field(e, "ph");
+    if (ph == nullptr || ph->kind_case() != Value::kStringValue) {
+      return Invalid(label, absl::StrCat("event ", i, " has no \"ph\" string"));
+    }
+    const Value* cat = Field(e, "cat");
+    const std::string& category = cat != nullptr && cat->kind_case() == Value::kStringValue ? cat->string_value() : "";
+    if (category == "comm" || category == "wait") profile.has_communication = true;
+    if (ph->string_value() != "X" || category == "comm" || category == "wait" || category == "eval") continue;
+    absl::StatusOr<double> ts = NumberField(e, "ts", label, i), dur = NumberField(e, "dur", label, i);
+    if (!ts.ok()) return ts.status();
+    if (!dur.ok()) return dur.status();
+    if (*dur < 0) return Invalid(label, absl::StrCat("event ", i, " has a negative duration"));
+    Span span{*ts, *ts + *dur};
+    if (category == "step") {
+      steps.push_back(span);
+      continue;
+    }
+    const Value* name = Field(e, "name");
+    if (name == nullptr || name->kind_case() != Value::kStringValue) {
+      return Invalid(label, absl::StrCat("event ", i, " has no \"name\" string"));
+    }
+    if (category == "AllReduce") profile.has_communication = true;
+    node_spans.push_back({&name->string_value(), cat != nullptr ? &cat->string_value() : nullptr, span});
+  }
+  if (steps.empty()) {
+    return Invalid(label, "no step spans (category \"step\"): is it a trace from `nereid run --trace`?");
+  }
+  std::sort(steps.begin(), steps.end(), [](const Span& a, const Span& b) { return a.begin_us < b.begin_us; });
+  profile.total_steps = static_cast<int>(steps.size());
+  profile.warmup_steps = std::min(std::max(options.warmup_steps, 0), profile.total_steps / 2);
+  profile.measured_steps = profile.total_steps - profile.warmup_steps;
+  std::vector<double> step_seconds;
+  for (int s = profile.warmup_steps; s < profile.total_steps; ++s) {
+    step_seconds.push_back((steps[s].end_us - steps[s].begin_us) * 1e-6);
+  }
+  profile.step_seconds = Median(step_seconds);
+
+  // Node -> (op, seconds per measured step it ran in).
+  struct PerNode {
+    std::string op;
+    std::map<int, double> seconds;
+  };
+  std::map<std::string, PerNode> per_node;
+  for (const NodeSpan& n : node_spans) {
+    // The last step that starts at or before the span; it must also contain it.
+    auto after = std::upper_bound(steps.begin(), steps.end(), n.span.begin_us,
+                                  [](double t, const Span& s) { return t < s.begin_us; });
+    if (after == steps.begin()) continue;
+    int s = static_cast<int>(std::prev(after) - steps.begin());
+    if (s < profile.warmup_steps || n.span.begin_us > steps[s].end_us) continue;
+    PerNode& p = per_node[*n.name];
+    if (n.op != nullptr) p.op = *n.op;
+    p.seconds[s] += (n.span.end_us - n.span.begin_us) * 1e-6;
+  }
+  for (auto& [name, p] : per_node) {
+    std::vector<double> v;
+    for (const auto& [step, seconds] : p.seconds) v.push_back(seconds);
+    NodeTime t{name, p.op, Median(v), static_cast<int>(v.size())};
+    profile.node_seconds += t.median_seconds;
+    profile.nodes.push_back(std::move(t));
+  }
+  std::stable_sort(profile.nodes.begin(), profile.nodes.end(),
+                   [](const NodeTime& a, const NodeTime& b) { return a.median_seconds > b.median_seconds; });
+  return profile;
+}
+
+absl::StatusOr<TraceProfile> ReadTraceProfile(const std::string& path, const TraceProfileOptions& options) {
+  absl::StatusOr<std::string> text = ReadBounded(path, options.max_bytes);
+  if (!text.ok()) return text.status();
+  return ProfileTrace(*text, path, options);
+}
+
+namespace {
+
+// Least squares of t = a + b S over the report's sizes; then a = 2(n-1) alpha
+// and b = 2(n-1) / (n beta).
+absl::StatusOr<LinkModel> FitLink(const Struct& s, absl::string_view label) {
+  const Value* world = Field(s, "world");
+  const Value* sizes = Field(s, "sizes");
+  if (world == nullptr || world->kind_case() != Value::kNumberValue || !(world->number_value() >= 2) ||
+      sizes == nullptr || sizes->kind_case() != Value::kListValue) {
+    return Invalid(label, "no \"world\" >= 2 and \"sizes\" list to fit the link to");
+  }
+  const double n = world->number_value();
+  std::vector<std::pair<double, double>> points;  // (bytes, seconds)
+  for (const Value& row : sizes->list_value().values()) {
+    if (row.kind_case() != Value::kStructValue) return Invalid(label, "a \"sizes\" entry is not an object");
+    const Value* bytes = Field(row.struct_value(), "bytes");
+    const Value* seconds = Field(row.struct_value(), "seconds");
+    if (bytes == nullptr || seconds == nullptr || bytes->kind_case() != Value::kNumberValue ||
+        seconds->kind_case() != Value::kNumberValue || !(bytes->number_value() > 0) || !(seconds->number_value() > 0) ||
+        !std::isfinite(bytes->number_value()) || !std::isfinite(seconds->number_value())) {
+      return Invalid(label, "a \"sizes\" entry lacks positive \"bytes\" and \"seconds\"");
+    }
+    points.emplace_back(bytes->number_value(), seconds->number_value());
+  }
+  double mean_s = 0, mean_t = 0;
+  for (const auto& [bytes, t] : points) {
+    mean_s += bytes / points.size();
+    mean_t += t / points.size();
+  }
+  double sst = 0, sss = 0;
+  for (const auto& [bytes, t] : points) {
+    sst += (bytes - mean_s) * (t - mean_t);
+    sss += (bytes - mean_s) * (bytes - mean_s);
+  }
+  if (points.size() < 2 || !(sss > 0)) return Invalid(label, "fitting the link needs at least two message sizes");
+  double b = sst / sss, a = mean_t - b * mean_s;
+  if (a < 0) {  // through the origin instead
+    double st = 0, ss = 0;
+    for (const auto& [bytes, t] : points) {
+      st += bytes * t;
+      ss += bytes * bytes;
+    }
+    a = 0;
+    b = st / ss;
+  }
+  if (!(b > 0)) return Invalid(label, "the allreduce times do not grow with the message size: no bandwidth to fit");
+  LinkModel link;
+  link.alpha_seconds = a / (2 * (n - 1));
+  link.beta_bytes_per_second = 2 * (n - 1) / (n * b);
+  return link;
+}
+
+}  // namespace
+
+absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_view label, BenchLink source) {
+  absl::StatusOr<Value> doc = ParseJson(json, label);
+  if (!doc.ok()) return doc.status();
+  if (doc->kind_case() != Value::kStructValue) return Invalid(label, "not a JSON object");
+  const Struct& s = doc->struct_value();
+  if (source == BenchLink::kFit) return FitLink(s, label);
+  const Value* alpha = Field(s, "alpha_seconds");
+  const Value* beta = Field(s, "beta_bytes_per_second");
+  if (alpha == nullptr || beta == nullptr || alpha->kind_case() != Value::kNumberValue ||
+      beta->kind_case() != Value::kNumberValue) {
+    return Invalid(label,
+                   "no numeric alpha_seconds and beta_bytes_per_second: is it from `nereid bench allreduce --json`?");
+  }
+  LinkModel link;
+  link.alpha_seconds = alpha->number_value();
+  link.beta_bytes_per_second = beta->number_value();
+  if (!(std::isfinite(link.alpha_seconds) && link.alpha_seconds >= 0) ||
+      !(std::isfinite(link.beta_bytes_per_second) && link.beta_bytes_per_second > 0)) {
+    return Invalid(label, absl::StrCat("the link estimate is unusable (alpha ", link.alpha_seconds, " s, beta ",
+                                       link.beta_bytes_per_second, " bytes/s)"));
+  }
+  return link;
+}
+
+absl::StatusOr<LinkModel> ReadBenchLink(const std::string& path, BenchLink source, int64_t max_bytes) {
+  absl::StatusOr<std::string> text = ReadBounded(path, max_bytes);
+  if (!text.ok()) return text.status();
+  return ParseBenchLink(*text, path, source);
+}
+
+}  // namespace nereid

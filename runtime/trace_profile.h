@@ -1,0 +1,81 @@
+#ifndef NEREID_RUNTIME_TRACE_PROFILE_H_
+#define NEREID_RUNTIME_TRACE_PROFILE_H_
+
+// The inputs `nereid model` reads from JSON files: a compute profile from a
+// trace that `nereid run --trace` wrote (runtime/trace.h), and the link's
+// alpha and beta from `nereid bench allreduce --json` (allreduce_bench.h).
+//
+// A profile takes, from a one-worker trace:
+//   - the steps: the driver's "X" spans of category "step", in time order; the
+//     first `warmup_steps` are skipped (at most half of them, so a short trace
+//     still has steps to measure), and step_seconds is the median duration of
+//     the rest: the compute time of one step, data loading included;
+//   - the nodes: every other "X" span (the executor's: name = node, category =
+//     op) that starts inside a measured step; a node's time in a step is the
+//     sum of its spans there, and its time is the median over the steps it ran
+//     in. Spans of categories "eval", "comm" and "wait", and async pairs, are
+//     not node compute. With several threads nodes overlap, so the nodes' sum
+//     may exceed the step.
+// A trace that holds communication (category "comm", async "wait" pairs or
+// AllReduce nodes) comes from a multi-worker run: its steps include
+// communication, which the profile reports (has_communication) so the caller
+// can warn.
+//
+// Both readers parse with protobuf's JSON parser into google.protobuf.Value
+// (strict JSON; nesting is bounded) after refusing files over max_bytes;
+// malformed input is an InvalidArgument naming the file and what is wrong.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/timing_model.h"
+
+namespace nereid {
+
+struct TraceProfileOptions {
+  int warmup_steps = 5;
+  int64_t max_bytes = int64_t{256} << 20;  // a 30-step lenet trace is ~0.3 MB
+};
+
+struct NodeTime {
+  std::string name;
+  std::string op;
+  double median_seconds = 0;
+  int steps = 0;  // measured steps it ran in
+};
+
+struct TraceProfile {
+  int total_steps = 0;
+  int warmup_steps = 0;  // skipped
+  int measured_steps = 0;
+  double step_seconds = 0;      // median step duration
+  double node_seconds = 0;      // sum of the nodes' medians
+  std::vector<NodeTime> nodes;  // largest median first
+  bool has_communication = false;
+};
+
+// `json` is the trace's text; `label` names it in errors.
+absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_view label,
+                                          const TraceProfileOptions& options = {});
+absl::StatusOr<TraceProfile> ReadTraceProfile(const std::string& path, const TraceProfileOptions& options = {});
+
+// The link from a `nereid bench allreduce --json` report (gamma is left 0):
+//   kProbe: its alpha_seconds and beta_bytes_per_second, the link itself
+//           (a 4-byte round trip and a 16 MiB one-way transfer);
+//   kFit:   alpha and beta fitted (least squares) to the allreduce times it
+//           measured through Nereid's communicator, t(S) = 2(n-1) alpha +
+//           2(n-1)/n * S / beta over its sizes S (n = its "world"; at least two
+//           sizes): the link as the implementation sees it, per-call overheads
+//           and the summing included. An intercept below 0 is taken as alpha = 0.
+enum class BenchLink { kProbe, kFit };
+absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_view label,
+                                         BenchLink source = BenchLink::kProbe);
+absl::StatusOr<LinkModel> ReadBenchLink(const std::string& path, BenchLink source = BenchLink::kProbe,
+                                        int64_t max_bytes = int64_t{16} << 20);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_TRACE_PROFILE_H_

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# End-to-end checks of `nereid model`: the table, the JSON, usage errors and
+# bad input files. The trace and the bench report are written here by hand.
+set -uo pipefail
+nereid="$1"
+tmp="${TEST_TMPDIR:-/tmp}"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+expect() {  # expected_rc, pattern, command...
+  local want_rc=$1 pattern=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" -eq "$want_rc" ] || fail "'$*' exited $rc, expected $want_rc; output:\n$out"
+  echo "$out" | grep -qF -- "$pattern" || fail "'$*' output lacks '$pattern'; output:\n$out"
+}
+
+# Four steps of 10 ms; the first is warm-up. conv1/conv takes 4 ms a step.
+python3 - "$tmp/trace.json" <<'PY'
+import json, sys
+events = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "rank 0"}}]
+for s in range(4):
+    t = s * 20000.0
+    events.append({"name": "step %d" % s, "cat": "step", "ph": "X", "pid": 0, "tid": 1, "ts": t, "dur": 10000.0,
+                   "args": {"step": s, "epoch": 0}})
+    events.append({"name": "conv1/conv", "cat": "Conv2D", "ph": "X", "pid": 0, "tid": 2, "ts": t + 10,
+                   "dur": 4000.0, "args": {"step": s}})
+json.dump({"displayTimeUnit": "ms", "traceEvents": events}, open(sys.argv[1], "w"))
+PY
+echo '{"world":2,"alpha_seconds":1e-4,"beta_bytes_per_second":1.25e8,"sizes":[]}' >"$tmp/bench.json"
+
+# lenet_fashion: 246,824 bytes of gradients in one bucket (the default 1 MB cap).
+# 4 workers, 100 us, 1 Gbit/s: ring 6 * (100 us + 246824 / 5e8 s) = 3.562 ms.
+expect 0 "13.562" \
+  "$nereid" model models/lenet_fashion.pbtxt --workers 4 --batch 32 --profile "$tmp/trace.json" \
+  --warmup-steps 1 --latency-us 100 --bandwidth-gbit 1 --json "$tmp/model.json"
+expect 0 "conv1/conv" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --profile "$tmp/trace.json" \
+  --link "$tmp/bench.json"
+expect 0 "25600" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
+  --link "$tmp/bench.json"  # Pipe-SGD: max(10 ms, 3.562 ms); 4 x 64 samples / 10 ms
+python3 - "$tmp/model.json" <<'PY' || fail "JSON report is wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for key in ["model", "workers", "batch", "compute_seconds", "comm_seconds", "bytes_per_step", "buckets",
+            "alpha_seconds", "beta_bytes_per_second", "strategies"]:
+    assert key in r, key
+assert r["workers"] == 4 and r["batch"] == 32 and r["buckets"] == 1, r
+assert r["bucket_bytes"] == [246824], r["bucket_bytes"]
+assert abs(r["compute_seconds"] - 0.010) < 1e-9, r["compute_seconds"]
+assert r["bytes_per_step"] == 370236, r["bytes_per_step"]  # 2(n-1)/n * M
+s = {x["name"]: x for x in r["strategies"]}
+assert set(s) == {"sync_allreduce", "parameter_server", "pipe_sgd"}, s
+assert abs(s["sync_allreduce"]["seconds_per_iteration"] - 0.0135617) < 1e-6, s
+assert s["sync_allreduce"]["speedup"] == 1
+assert s["pipe_sgd"]["speedup"] > 1 > s["parameter_server"]["speedup"], s
+assert r["profile"]["warmup_steps"] == 1 and r["profile"]["measured_steps"] == 3, r["profile"]
+assert r["profile"]["nodes"][0]["name"] == "conv1/conv", r["profile"]
+PY
+
+# Smaller buckets: more messages, each paying its latency.
+expect 0 "in 4 buckets" "$nereid" model models/mlp_fashion.pbtxt --workers 8 --compute-ms 5 --latency-us 50 \
+  --bandwidth-gbit 10 --passes 'autodiff,data_parallel(bucket_kb=256),sgd(lr=0.01)'
+# A planned graph is read as it is.
+"$nereid" plan models/lenet_fashion.pbtxt --passes 'autodiff,data_parallel(bucket_kb=64),sgd(lr=0.01)' \
+  -o "$tmp/plan.pbtxt" >/dev/null || fail "plan failed"
+expect 0 "in 3 buckets" "$nereid" model "$tmp/plan.pbtxt" --workers 2 --compute-ms 5 --link "$tmp/bench.json"
+"$nereid" plan models/lenet_fashion.pbtxt --passes 'autodiff,sgd(lr=0.01)' -o "$tmp/plan1.pbtxt" >/dev/null
+expect 1 "plan without gradient communication" "$nereid" model "$tmp/plan1.pbtxt" --workers 2 --compute-ms 5 \
+  --link "$tmp/bench.json"
+expect 0 "parameter server (2 shards)" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
+  --link "$tmp/bench.json" --servers 2 --compression-ratio 4 --codec-ms 1
+expect 0 "Usage: nereid model" "$nereid" model --help
+
+# Usage errors: exit 2.
+expect 2 "no model given" "$nereid" model
+expect 2 "--workers is required" "$nereid" model models/lenet_fashion.pbtxt --compute-ms 1 --link "$tmp/bench.json"
+expect 2 "--workers must be" "$nereid" model models/lenet_fashion.pbtxt --workers 1 --compute-ms 1 \
+  --link "$tmp/bench.json"
+expect 2 "give the compute time" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --link "$tmp/bench.json"
+expect 2 "give the compute time" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1 \
+  --profile "$tmp/trace.json" --link "$tmp/bench.json"
+expect 2 "give the link" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1
+expect 2 "give the link" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1 \
+  --link "$tmp/bench.json" --latency-us 1 --bandwidth-gbit 1
+expect 2 "go together" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1 --latency-us 1
+expect 2 "is not a number" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms fast \
+  --link "$tmp/bench.json"
+expect 2 "unknown pass" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1 \
+  --link "$tmp/bench.json" --passes bogus
+
+# Bad files: exit 1 with the file named.
+printf '{"traceEvents": [' >"$tmp/truncated.json"
+expect 1 "truncated.json: not valid JSON" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
+  --profile "$tmp/truncated.json" --link "$tmp/bench.json"
+expect 1 "bench.json: not a Chrome trace" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
+  --profile "$tmp/bench.json" --link "$tmp/bench.json"
+expect 1 "trace.json: no numeric alpha_seconds" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
+  --compute-ms 1 --link "$tmp/trace.json"
+expect 1 "cannot read" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1 \
+  --link "$tmp/missing.json"
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all nereid model checks passed"
