@@ -311,6 +311,17 @@ absl::Status Executor::StartStep(const StepInfo& step, FeedMap feeds, const std:
     }
   }
   RETURN_IF_ERROR(tracker_->WaitToBegin(step.step, absl::Now() + options_.step_timeout));
+  StepRun* r = run.get();
+  // Registered before the step begins (so it cannot fire yet: L6) and without
+  // mu_ (delivering an older step's notification takes it). The step's
+  // creation and first dispatch below then form one critical section: were
+  // mu_ released between them, the previous step's Feedback could make one
+  // of this step's Parameters ready, and the dispatch loop would run it twice.
+  tracker_->NotifyAt(r->time, [this, r] {
+    std::lock_guard<std::mutex> l(mu_);
+    r->done = true;
+    changed_.notify_all();
+  });
   std::vector<PointstampDelta> begin = {{run->time, kStepOpen, +1}};
   std::unique_lock<std::mutex> lock(mu_);
   if (next_step_ < 0) {
@@ -343,18 +354,8 @@ absl::Status Executor::StartStep(const StepInfo& step, FeedMap feeds, const std:
   for (int id : run->fetch_ids) ++run->uses_left[id];
   begin.push_back({run->time, kStepOpen, -1});
   RETURN_IF_ERROR(tracker_->Apply(begin));
-  StepRun* r = run.get();
   r->fetched.resize(r->fetch_ids.size());
   runs_[step.step] = std::move(run);
-  // Registered outside mu_: the callback takes it, and nothing of this step
-  // can complete before the dispatch below.
-  lock.unlock();
-  tracker_->NotifyAt(r->time, [this, r] {
-    std::lock_guard<std::mutex> l(mu_);
-    r->done = true;
-    changed_.notify_all();
-  });
-  lock.lock();
   for (const Node* n : nodes_) {
     if (n != nullptr && r->pending[n->id()] == 0) ready_.push_back({r, n->id()});
   }
