@@ -190,6 +190,11 @@ class PeriodicReporter {
   std::thread thread_;
 };
 
+// Multi-worker runs: node threads yield to communication (ExecutorOptions::
+// compute_nice). +5 gives a woken network thread the core at once without
+// starving computation of a busy machine's other processes.
+constexpr int kComputeNiceWithPeers = 5;
+
 // With several workers and no communication pass, data_parallel goes right
 // after autodiff.
 std::string PassesFor(const TrainOptions& options) {
@@ -288,7 +293,10 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
 
   ExecutorOptions eopts;
   eopts.threads = options.threads;
-  if (group != nullptr) eopts.collectives = group->engine();
+  if (group != nullptr) {
+    eopts.collectives = group->engine();
+    eopts.compute_nice = kComputeNiceWithPeers;
+  }
   eopts.trace = trace;
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::Create(graph.get(), eopts));
 

@@ -1,5 +1,9 @@
 #include "schedulers/executor.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -11,12 +15,19 @@
 #include "ops/op_registry.h"
 #include "runtime/initializers.h"
 #include "tbb/task_arena.h"
-#include "tbb/task_group.h"
 
 namespace nereid {
 
 // oneTBB's arena (T slots, none reserved for the thread that submits work:
-// the driver only waits) and the group the node tasks run in.
+// the driver only waits) and a count of the node tasks not yet returned.
+//
+// Node tasks are enqueued, never submitted through arena.execute: Dispatch
+// runs under mu_ and on any thread (the driver starting a step, the collective
+// engine finishing an allreduce), and an external thread's execute blocks
+// until a worker is free. That stalled the collective engine behind whatever
+// node was running (every allreduce waited for the next compute node to end)
+// and could deadlock: the engine, holding mu_, waited for the worker, whose
+// node waited for mu_ to finish.
 struct Executor::Pool {
   // Known issue: with oneTBB's worker limit raised to T (tbb::global_control),
   // two node tasks truly run at once and the heap is corrupted (ASan: a
@@ -24,7 +35,26 @@ struct Executor::Pool {
   // is, the default limit stands: at most hardware_concurrency - 1 workers.
   explicit Pool(int threads) : arena(threads, 0) {}
   tbb::task_arena arena;
-  tbb::task_group group;
+  std::mutex mu;
+  std::condition_variable idle;
+  int live = 0;  // guarded by mu
+
+  template <typename F>
+  void Enqueue(F f) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++live;
+    }
+    arena.enqueue([this, f = std::move(f)] {
+      f();
+      std::lock_guard<std::mutex> lock(mu);
+      if (--live == 0) idle.notify_all();
+    });
+  }
+  void WaitIdle() {
+    std::unique_lock<std::mutex> lock(mu);
+    idle.wait(lock, [&] { return live == 0; });
+  }
 };
 
 class Executor::CoreBudget : public ThreadBudget {
@@ -68,7 +98,7 @@ Executor::Executor(const Graph* graph, ExecutorOptions options)
     : graph_(graph), options_(std::move(options)), threads_(std::max(1, options_.threads)), free_cores_(threads_) {}
 
 Executor::~Executor() {
-  if (pool_ != nullptr) pool_->arena.execute([&] { pool_->group.wait(); });
+  if (pool_ != nullptr) pool_->WaitIdle();
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, ExecutorOptions options) {
@@ -400,11 +430,19 @@ void Executor::Dispatch(std::unique_lock<std::mutex>& lock) {
     ready_.pop_front();
     --free_cores_;
     ++running_;
-    pool_->arena.execute([this, run = run, id = id] { pool_->group.run([this, run, id] { Execute(run, id); }); });
+    pool_->Enqueue([this, run = run, id = id] { Execute(run, id); });
   }
 }
 
 void Executor::Execute(StepRun* run, int node_id) {
+  // Once per thread (TBB keeps its workers). Raising one's own nice value
+  // needs no privilege; a failure only leaves the default priority.
+  thread_local int thread_nice = 0;
+  if (options_.compute_nice != thread_nice) {
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), options_.compute_nice) == 0) {
+      thread_nice = options_.compute_nice;
+    }
+  }
   const Node& node = *nodes_[node_id];
   const Tensor* source = nullptr;
   if (node.op() == "Parameter") {

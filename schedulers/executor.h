@@ -53,6 +53,13 @@ struct ExecutorOptions {
   // asynchronous node's wait from submission to done (null: none). Must
   // outlive the executor.
   TraceRecorder* trace = nullptr;
+  // The nice value the threads running nodes take (0: unchanged). Raised in
+  // multi-worker runs so that communication threads, which sleep on the
+  // network, preempt computation the moment their data arrives: with more
+  // busy threads than cores, every hop of a ring allreduce otherwise waits
+  // for a scheduler slot, and the allreduce overlapping the next step's
+  // compute (Pipe-SGD) runs at a fraction of the link's speed.
+  int compute_nice = 0;
 };
 
 // Feed name ("images", "labels") -> the batch tensor.
