@@ -39,6 +39,17 @@ absl::Status Check(const TimingInputs& in) {
 
 }  // namespace
 
+double ExpectedMaxOf(std::vector<double> samples, int n) {
+  if (samples.empty() || n < 1) return 0;
+  std::sort(samples.begin(), samples.end());
+  const double m = static_cast<double>(samples.size());
+  double expected = 0;
+  for (size_t k = 1; k <= samples.size(); ++k) {
+    expected += samples[k - 1] * (std::pow(k / m, n) - std::pow((k - 1) / m, n));
+  }
+  return expected;
+}
+
 double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link) {
   const double n = workers;
   return 2 * (n - 1) * (link.alpha_seconds + bytes / (n * link.beta_bytes_per_second)) +

@@ -96,6 +96,14 @@ struct TimingPrediction {
 
 // T_ring of one message of `bytes` bytes (already compressed) over n workers.
 double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link);
+
+// The expected maximum of n independent draws from the empirical distribution
+// of `samples` (exactly, by order statistics: sum over the sorted samples x_k,
+// k = 1..m, of x_k ((k/m)^n - ((k-1)/m)^n)). A ring allreduce completes only
+// once the slowest of the n ranks has computed its gradients, so with step
+// times that vary (cores shared with other ranks, stragglers) one iteration's
+// compute is this, not the median. 0 for no samples.
+double ExpectedMaxOf(std::vector<double> samples, int n);
 // Push and pull of one message through S server links.
 double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link);
 

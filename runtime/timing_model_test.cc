@@ -87,6 +87,17 @@ TEST(TimingModelTest, ReductionCostCompressionAndShards) {
   EXPECT_EQ(Find(p, "parameter_server").description, "parameter server (2 shards)");
 }
 
+// E[max of n draws] from {1, 2, 3, 4}: n = 1 is the mean; n = 2 by hand over
+// the 16 ordered pairs (max 1 once, 2 three times, 3 five, 4 seven) = 50/16.
+TEST(TimingModelTest, ExpectedMaxOfDraws) {
+  EXPECT_DOUBLE_EQ(ExpectedMaxOf({4, 2, 1, 3}, 1), 2.5);
+  EXPECT_DOUBLE_EQ(ExpectedMaxOf({4, 2, 1, 3}, 2), 50.0 / 16);
+  EXPECT_DOUBLE_EQ(ExpectedMaxOf({7, 7, 7}, 8), 7);
+  EXPECT_LT(ExpectedMaxOf({1, 2, 3, 4}, 64), 4.0);
+  EXPECT_GT(ExpectedMaxOf({1, 2, 3, 4}, 64), 3.99);
+  EXPECT_EQ(ExpectedMaxOf({}, 4), 0);
+}
+
 TEST(TimingModelTest, WidthOneIsSynchronous) {
   TimingInputs in = Base();
   in.pipe_width = 1;

@@ -179,6 +179,7 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     step_seconds.push_back((steps[s].end_us - steps[s].begin_us) * 1e-6);
   }
   profile.step_seconds = Median(step_seconds);
+  profile.measured_step_seconds = step_seconds;
 
   // Node -> (op, seconds per measured step it ran in).
   struct PerNode {

@@ -52,6 +52,7 @@ struct TraceProfile {
   int warmup_steps = 0;  // skipped
   int measured_steps = 0;
   double step_seconds = 0;      // median step duration
+  std::vector<double> measured_step_seconds;  // every measured step, in order
   double node_seconds = 0;      // sum of the nodes' medians
   std::vector<NodeTime> nodes;  // largest median first
   bool has_communication = false;

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "graph/graph_io.h"
 #include "graph/ir.h"
 #include "graph/model_loader.h"
@@ -44,8 +45,13 @@ constexpr char kHelp[] =
     "                         autodiff when missing)\n"
     "Compute (one of):\n"
     "  --compute-ms X         one worker's step, in milliseconds\n"
-    "  --profile TRACE.json   a trace of a 1-worker `nereid run --trace` (same batch): the median\n"
-    "                         step after --warmup-steps (default 5), and the slowest nodes\n"
+    "  --profile TRACE.json[,TRACE.json...]  traces of 1-worker `nereid run --trace` runs (same\n"
+    "                         batch; several taken at once share the cores as the cluster's\n"
+    "                         ranks will): their steps after --warmup-steps (default 5) each,\n"
+    "                         pooled, and the first trace's slowest nodes\n"
+    "  --compute-stat S       what one iteration's compute is, from the profiled steps:\n"
+    "                         slowest (default: the expected slowest of --workers draws, since\n"
+    "                         every rank waits for the last one's gradients) or median\n"
     "  --top N                nodes to list from the profile (default 10)\n"
     "Link (one of):\n"
     "  --latency-us A --bandwidth-gbit G   given\n"
@@ -137,6 +143,7 @@ struct Report {
   TimingPrediction p;
   std::string compute_source, link_source;
   std::unique_ptr<TraceProfile> profile;  // null: compute given
+  std::string compute_stat;               // with a profile: how compute was taken
   int top = 10;                           // nodes listed from the profile
 };
 
@@ -193,8 +200,10 @@ std::string FormatReport(const Report& r) {
   absl::StrAppend(&out, "\n");
   if (r.profile != nullptr) {
     const TraceProfile& prof = *r.profile;
-    absl::StrAppendFormat(&out, "compute: %s ms per step, the median of %d steps after %d warm-up steps (%s)\n",
-                          Ms(in.compute_seconds), prof.measured_steps, prof.warmup_steps, r.compute_source);
+    absl::StrAppendFormat(&out, "compute: %s ms per step, %s of %d profiled steps (median %s ms; %d warm-up steps "
+                          "skipped per trace) (%s)\n",
+                          Ms(in.compute_seconds), r.compute_stat, prof.measured_step_seconds.size(),
+                          Ms(prof.step_seconds), prof.warmup_steps, r.compute_source);
     const int listed = std::min(r.top, static_cast<int>(prof.nodes.size()));
     absl::StrAppendFormat(&out, "nodes: %d; their medians sum to %s ms, %.0f%% of the step%s\n", prof.nodes.size(),
                           Ms(prof.node_seconds), 100 * prof.node_seconds / prof.step_seconds,
@@ -291,7 +300,7 @@ std::string ReportJson(const Report& r) {
 }
 
 int Model(const std::vector<std::string>& args) {
-  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "warmup-steps", "top", "latency-us",
+  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "compute-stat", "warmup-steps", "top", "latency-us",
                "bandwidth-gbit", "link", "gamma-ns-per-byte", "servers", "compression-ratio", "codec-ms", "json"},
               {"help", "link-fit"});
   absl::Status parsed = flags.Parse(args);
@@ -352,10 +361,25 @@ int Model(const std::vector<std::string>& args) {
 
   if (flags.Has("profile")) {
     const std::string path = flags.String("profile");
+    const std::string stat = flags.String("compute-stat", "slowest");
+    if (stat != "slowest" && stat != "median") {
+      std::fprintf(stderr, "error: --compute-stat %s: use slowest or median\n", stat.c_str());
+      return kExitUsage;
+    }
     TraceProfileOptions options;
     options.warmup_steps = static_cast<int>(std::min<int64_t>(*warmup, 1 << 30));
-    absl::StatusOr<TraceProfile> profile = ReadTraceProfile(path, options);
+    absl::StatusOr<TraceProfile> profile;
+    std::vector<double> pooled;
+    for (absl::string_view one : absl::StrSplit(path, ',', absl::SkipEmpty())) {
+      absl::StatusOr<TraceProfile> p = ReadTraceProfile(std::string(one), options);
+      if (!p.ok()) return Fail(p.status());
+      pooled.insert(pooled.end(), p->measured_step_seconds.begin(), p->measured_step_seconds.end());
+      if (!profile.ok() || profile->nodes.empty()) profile = std::move(p);
+    }
     if (!profile.ok()) return Fail(profile.status());
+    std::sort(pooled.begin(), pooled.end());
+    profile->measured_step_seconds = pooled;
+    profile->step_seconds = pooled.empty() ? 0 : pooled[pooled.size() / 2];
     if (!(profile->step_seconds > 0)) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(path, ": the median step takes 0 s")));
     }
@@ -365,7 +389,9 @@ int Model(const std::vector<std::string>& args) {
                    "1-worker run for the compute time\n",
                    path.c_str());
     }
-    in.compute_seconds = profile->step_seconds;
+    in.compute_seconds =
+        stat == "median" ? profile->step_seconds : ExpectedMaxOf(profile->measured_step_seconds, in.workers);
+    r.compute_stat = stat == "median" ? "the median" : absl::StrCat("the expected slowest of ", in.workers);
     r.profile = std::make_unique<TraceProfile>(*std::move(profile));
     r.compute_source = absl::StrCat("profile ", path);
   } else {
