@@ -5,11 +5,13 @@
 // against step-by-step execution; K = 1 against no pipeline; refusals.
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "graph/model_loader.h"
 #include "passes/pass_manager.h"
 #include "runtime/tensor.h"
 #include "schedulers/executor.h"
@@ -228,6 +230,59 @@ TEST_P(PipelineWidthTest, ManyOverlappedStepsRunEveryNodeOnce) {
   while (finished < kMany) {
     auto out = (*executor)->FinishStep(finished++);
     ASSERT_TRUE(out.ok()) << out.status();
+  }
+}
+
+// The same on lenet (convolutions, pooling, several threads): K=2 with two
+// steps truly in flight against the same plan run one step at a time.
+TEST(PipelineConvTest, OverlappedLenetMatchesSequentialBitwise) {
+  std::vector<std::unique_ptr<Graph>> graphs;
+  for (int i = 0; i < 2; ++i) {
+    auto graph = LoadModel("models/lenet_fashion.pbtxt");
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    auto pipeline = ParsePipeline("autodiff,pipeline(width=2),sgd(lr=0.1,momentum=0.5)");
+    ASSERT_TRUE(pipeline.ok());
+    ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+    graphs.push_back(*std::move(graph));
+  }
+  ExecutorOptions sequential_options, overlapped_options;
+  sequential_options.threads = overlapped_options.threads = 2;
+  sequential_options.max_steps_in_flight = 1;  // same plan, no overlap
+  auto sequential = Executor::Create(graphs[0].get(), sequential_options);
+  auto overlapped = Executor::Create(graphs[1].get(), overlapped_options);
+  ASSERT_TRUE(sequential.ok() && overlapped.ok());
+  ASSERT_EQ((*overlapped)->tracker().max_steps_in_flight(), 2);
+  constexpr int kLenetSteps = 12, kLenetBatch = 16;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<FeedMap> feeds(kLenetSteps);
+  for (FeedMap& f : feeds) {
+    std::vector<float> images(kLenetBatch * 28 * 28);
+    for (float& v : images) v = normal(rng);
+    f["images"] = *Tensor::FromVector({kLenetBatch, 1, 28, 28}, images);
+    Tensor labels = *Tensor::Allocate(DT_INT32, {kLenetBatch});
+    for (int i = 0; i < kLenetBatch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
+    f["labels"] = labels;
+  }
+  auto info = [](int t) { return StepInfo{0, t, t, kLenetSteps, 1, true}; };
+  for (int t = 0; t < kLenetSteps; ++t) ASSERT_TRUE((*sequential)->RunStep(info(t), feeds[t], {"loss"}).ok());
+  int finished = 0;
+  for (int t = 0; t < kLenetSteps; ++t) {
+    if (t - finished >= 2) {
+      ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
+    }
+    ASSERT_TRUE((*overlapped)->StartStep(info(t), feeds[t], {"loss"}).ok());
+  }
+  while (finished < kLenetSteps) {
+    ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
+  }
+  auto a = (*sequential)->State(), b = (*overlapped)->State();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    ASSERT_EQ(a[i].second.num_elements(), b[i].second.num_elements());
+    EXPECT_EQ(0, std::memcmp(a[i].second.data<float>(), b[i].second.data<float>(),
+                             a[i].second.num_elements() * sizeof(float)));
   }
 }
 

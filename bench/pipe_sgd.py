@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Pipe-SGD reproduction on an emulated cluster (bench/netem/cluster.sh).
+
+Trains one model with 4 workers, each in its own network namespace behind a
+shaped link, with:
+  sync       synchronous allreduce SGD (data_parallel)
+  pipe2      Pipe-SGD, width 2 (pipeline(width=2))
+  pipe2_fp16 Pipe-SGD, width 2, gradients on the wire as fp16 (compress(method=fp16))
+and prints a table: time per iteration, time to a target test accuracy, final
+accuracy, bytes per iteration, and the timing model's prediction (nereid model)
+against the measurement. Writes DIR/results.json, DIR/curves.csv and, when
+gnuplot is installed, DIR/accuracy_vs_time.png.
+
+Inputs the timing model gets, measured in this run, before the training runs:
+  - the link: `nereid bench allreduce` on the same emulated network (alpha, beta);
+  - compute: N concurrent one-worker runs with --trace (the same CPU sharing as
+    the cluster run, no communication); nereid model takes the expected slowest
+    of N of their step times (each ring allreduce waits for the last rank).
+
+Needs root (network namespaces); exits 77 with the harness's reason otherwise.
+Example (about 10 minutes on 2 cores; the defaults):
+  bench/pipe_sgd.py --workers 4 --rate 35mbit --model lenet_fashion --batch 256 --epochs 10
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
+CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
+
+STRATEGIES = [
+    # name, label, passes between autodiff and sgd, model flags
+    ("sync", "synchronous allreduce", "", []),
+    ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", ["--width", "2"]),
+    ("pipe2_fp16", "Pipe-SGD K=2 + fp16", "compress(method=fp16),pipeline(width=2),",
+     ["--width", "2", "--compression-ratio", "2"]),
+]
+
+
+def run(cmd, timeout, **kw):
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.run(cmd, timeout=timeout, **kw)
+
+
+def build():
+    # ./nereid installs what is missing and builds -c opt.
+    subprocess.run([os.path.join(ROOT, "nereid"), "--help"], check=True, stdout=subprocess.DEVNULL)
+
+
+def cluster(args, command, timeout, logs):
+    return run([CLUSTER, "--workers", str(args.workers), "--rate", args.rate, "--delay", args.delay,
+                "--timeout", str(timeout), "--logs", logs, "--"] + command, timeout + 60)
+
+
+def measure_link(args, out):
+    path = os.path.join(out, "link.json")
+    p = cluster(args, [NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M", "--rounds", "3", "--json", path], 600,
+                os.path.join(out, "logs_link"))
+    if p.returncode != 0:
+        sys.exit(f"pipe_sgd: the link benchmark failed (exit {p.returncode})")
+    return path
+
+
+def common_flags(args):
+    return [os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch), "--threads", "1",
+            "--seed", str(args.seed), "--quiet"] + (["--train-limit", str(args.train_limit)] if args.train_limit else [])
+
+
+def profile_compute(args, out):
+    """N one-worker runs at once: the cluster's CPU sharing without its network."""
+    procs, traces = [], []
+    for r in range(args.workers):
+        trace = os.path.join(out, f"profile{r}.json")
+        traces.append(trace)
+        cmd = [NEREID, "run"] + common_flags(args) + [
+            "--passes", f"autodiff,sgd({args.sgd})", "--max-steps", str(args.profile_steps), "--epochs", "1",
+            "--test-limit", "100", "--trace", trace]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
+    for p in procs:
+        if p.wait(timeout=600) != 0:
+            sys.exit("pipe_sgd: a profiling run failed")
+    return ",".join(traces)
+
+
+def model_prediction(args, out, link, profile, extra):
+    path = os.path.join(out, "model_" + "_".join(extra).replace("-", "") + ".json")
+    cmd = [NEREID, "model", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--workers", str(args.workers),
+           "--batch", str(args.batch), "--profile", profile, "--link", link, "--link-fit", "--json", path] + extra
+    p = run(cmd, 120, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit("pipe_sgd: nereid model failed")
+    print(p.stdout, file=sys.stderr)
+    with open(path) as f:
+        return json.load(f)
+
+
+def predicted_seconds(prediction, name):
+    want = "sync" if name == "sync" else "pipe"
+    for s in prediction["strategies"]:
+        if s["name"].startswith(want):
+            return s["seconds_per_iteration"]
+    raise KeyError(f"no {want} strategy in nereid model's output: {prediction['strategies']}")
+
+
+def train(args, out, name, passes):
+    metrics = os.path.join(out, f"{name}.json")
+    cmd = [NEREID, "run"] + common_flags(args) + [
+        "--passes", f"autodiff,{passes}sgd({args.sgd})", "--epochs", str(args.epochs), "--metrics-json", metrics,
+        "--comm-timeout", "120"]
+    started = time.monotonic()
+    p = cluster(args, cmd, args.run_timeout, os.path.join(out, f"logs_{name}"))
+    if p.returncode != 0:
+        sys.exit(f"pipe_sgd: the {name} run failed (exit {p.returncode})")
+    with open(metrics) as f:
+        m = json.load(f)
+    m["outer_wall_seconds"] = time.monotonic() - started
+    return m
+
+
+def summarize(args, name, label, m, predicted):
+    train_seconds = sum(e["seconds"] for e in m["per_epoch"])
+    per_iteration = train_seconds / m["steps"]
+    elapsed, curve, to_target = 0.0, [], None
+    for e in m["per_epoch"]:
+        elapsed += e["seconds"]
+        curve.append((elapsed, e["test_accuracy"]))
+        if to_target is None and e["test_accuracy"] >= args.target:
+            to_target = elapsed
+    return {
+        "name": name, "label": label, "seconds_per_iteration": per_iteration,
+        "predicted_seconds_per_iteration": predicted,
+        "prediction_error": (predicted - per_iteration) / per_iteration,
+        "seconds_to_target": to_target, "final_test_accuracy": m["final_test_accuracy"],
+        "bytes_sent_per_step": m["bytes_sent_per_step"], "steps": m["steps"], "curve": curve,
+        "passes": m["passes"],
+    }
+
+
+def plot(out, rows, title):
+    if shutil.which("gnuplot") is None:
+        print("pipe_sgd: gnuplot not installed (apt-get install gnuplot-nox): no plot", file=sys.stderr)
+        return None
+    csv = os.path.join(out, "curves.csv")
+    png = os.path.join(out, "accuracy_vs_time.png")
+    plots = []
+    for i, r in enumerate(rows):
+        data = os.path.join(tempfile.gettempdir(), f"pipe_sgd_curve_{os.getpid()}_{r['name']}.dat")
+        with open(data, "w") as f:
+            f.write("0 NaN\n" + "".join(f"{t:.3f} {a * 100:.3f}\n" for t, a in r["curve"]))
+        plots.append(f"'{data}' using 1:2 with linespoints lw 2 pt {i + 5} title '{r['label']}'")
+    script = (f"set terminal pngcairo size 900,560 font ',11'\nset output '{png}'\nset title '{title}' noenhanced\n"
+              "set xlabel 'training wall-clock time (s)'\nset ylabel 'test accuracy (%)'\nset grid\n"
+              "set key bottom right noenhanced\nplot " + ", ".join(plots) + "\n")
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    with open(csv, "w") as f:
+        f.write("strategy,seconds,test_accuracy\n")
+        for r in rows:
+            f.writelines(f"{r['name']},{t:.3f},{a:.4f}\n" for t, a in r["curve"])
+    return png
+
+
+def table(rows, sync_row):
+    lines = ["| strategy | s/iteration | speedup | predicted s/iteration (error) | time to target | "
+             "final accuracy | bytes sent/iteration |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        target = f"{r['seconds_to_target']:.1f} s" if r["seconds_to_target"] is not None else "not reached"
+        lines.append(
+            f"| {r['label']} | {r['seconds_per_iteration'] * 1000:.1f} ms | "
+            f"{sync_row['seconds_per_iteration'] / r['seconds_per_iteration']:.2f}x | "
+            f"{r['predicted_seconds_per_iteration'] * 1000:.1f} ms ({r['prediction_error'] * 100:+.0f}%) | {target} | "
+            f"{r['final_test_accuracy'] * 100:.2f}% | {r['bytes_sent_per_step'] / 1e6:.2f} MB |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--rate", default="35mbit")
+    ap.add_argument("--delay", default="0", help="needs the kernel's netem qdisc")
+    ap.add_argument("--model", default="lenet_fashion")
+    ap.add_argument("--batch", type=int, default=256, help="per worker")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--train-limit", type=int, default=0)
+    ap.add_argument("--sgd", default="lr=0.2,momentum=0,schedule=cosine,warmup_epochs=1", help="sgd pass options")
+    ap.add_argument("--target", type=float, default=0.85, help="target test accuracy (fraction)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile-steps", type=int, default=40)
+    ap.add_argument("--run-timeout", type=int, default=1800)
+    ap.add_argument("--only", default="", help="comma-separated strategies (default all)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd"))
+    args = ap.parse_args()
+
+    check = subprocess.run([CLUSTER, "--check", "--delay", args.delay])
+    if check.returncode == 77:
+        sys.exit(77)
+    os.makedirs(args.out, exist_ok=True)
+    build()
+    link = measure_link(args, args.out)
+    profile = profile_compute(args, args.out)
+    rows = []
+    for name, label, passes, model_flags in STRATEGIES:
+        if args.only and name not in args.only.split(","):
+            continue
+        prediction = model_prediction(args, args.out, link, profile, model_flags)
+        m = train(args, args.out, name, passes)
+        rows.append(summarize(args, name, label, m, predicted_seconds(prediction, name)))
+    sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])
+    title = (f"{args.model}, {args.workers} workers, {args.rate} links, {args.delay} latency, "
+             f"batch {args.batch}/worker")
+    png = plot(args.out, rows, title)
+    text = table(rows, sync_row)
+    print(f"\n{title}; target accuracy {args.target * 100:.0f}%\n\n{text}\n")
+    if png:
+        print(f"plot: {os.path.relpath(png, ROOT)}")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"settings": vars(args), "rows": rows, "table": text}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
