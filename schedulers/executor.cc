@@ -37,19 +37,32 @@ struct Executor::Pool {
   tbb::task_arena arena;
   std::mutex mu;
   std::condition_variable idle;
-  int live = 0;  // guarded by mu
+  int live = 0;                              // guarded by mu
+  std::deque<std::function<void()>> pending;  // guarded by mu
 
-  template <typename F>
-  void Enqueue(F f) {
+  // The work itself goes through `pending`, under mu: the lock hands it (and
+  // everything the submitter wrote before) to the worker in a way
+  // ThreadSanitizer can see; Debian's libtbb is not instrumented, so a
+  // capture read straight from TBB's task object would be reported as a race
+  // (only the captured `this` is, suppressed in tsan.supp).
+  void Enqueue(std::function<void()> f) {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++live;
+      pending.push_back(std::move(f));
     }
-    arena.enqueue([this, f = std::move(f)] {
-      f();
+    arena.enqueue([this] { RunOne(); });
+  }
+  void RunOne() {
+    std::function<void()> f;
+    {
       std::lock_guard<std::mutex> lock(mu);
-      if (--live == 0) idle.notify_all();
-    });
+      f = std::move(pending.front());
+      pending.pop_front();
+    }
+    f();
+    std::lock_guard<std::mutex> lock(mu);
+    if (--live == 0) idle.notify_all();
   }
   void WaitIdle() {
     std::unique_lock<std::mutex> lock(mu);
