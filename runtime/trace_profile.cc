@@ -216,6 +216,24 @@ absl::StatusOr<TraceProfile> ReadTraceProfile(const std::string& path, const Tra
   return ProfileTrace(*text, path, options);
 }
 
+absl::StatusOr<TraceProfile> ReadTraceProfiles(const std::vector<std::string>& paths,
+                                               const TraceProfileOptions& options) {
+  if (paths.empty()) return absl::InvalidArgumentError("no trace to profile");
+  absl::StatusOr<TraceProfile> pooled = ReadTraceProfile(paths[0], options);
+  for (size_t i = 1; pooled.ok() && i < paths.size(); ++i) {
+    absl::StatusOr<TraceProfile> more = ReadTraceProfile(paths[i], options);
+    if (!more.ok()) return more.status();
+    pooled->total_steps += more->total_steps;
+    pooled->warmup_steps += more->warmup_steps;
+    pooled->measured_steps += more->measured_steps;
+    pooled->has_communication |= more->has_communication;
+    pooled->measured_step_seconds.insert(pooled->measured_step_seconds.end(), more->measured_step_seconds.begin(),
+                                         more->measured_step_seconds.end());
+  }
+  if (pooled.ok()) pooled->step_seconds = Median(pooled->measured_step_seconds);
+  return pooled;
+}
+
 namespace {
 
 // Least squares of t = a + b S over the report's sizes; then a = 2(n-1) alpha

@@ -62,6 +62,12 @@ struct TraceProfile {
 absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_view label,
                                           const TraceProfileOptions& options = {});
 absl::StatusOr<TraceProfile> ReadTraceProfile(const std::string& path, const TraceProfileOptions& options = {});
+// Several traces taken together (one-worker runs sharing the cores as a
+// cluster's ranks will): their measured steps pooled (step_seconds is the
+// pooled median, the step counts are sums, has_communication if any has),
+// the nodes of the first. At least one path.
+absl::StatusOr<TraceProfile> ReadTraceProfiles(const std::vector<std::string>& paths,
+                                               const TraceProfileOptions& options = {});
 
 // The link from a `nereid bench allreduce --json` report (gamma is left 0):
 //   kProbe: its alpha_seconds and beta_bytes_per_second, the link itself

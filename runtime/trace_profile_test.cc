@@ -131,6 +131,22 @@ TEST(TraceProfileTest, ReadsFilesWithinTheBound) {
   EXPECT_EQ(ReadTraceProfile(path + ".missing").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Two traces pooled: every measured step of both, the median over all.
+TEST(TraceProfileTest, PoolsTheStepsOfSeveralTraces) {
+  TraceProfileOptions options;
+  options.warmup_steps = 4;
+  std::string path = TempFile("pooled.json", SampleTrace(false));
+  TraceProfile one = ReadTraceProfile(path, options).value();
+  TraceProfile two = ReadTraceProfiles({path, path}, options).value();
+  EXPECT_EQ(two.total_steps, 2 * one.total_steps);
+  EXPECT_EQ(two.measured_steps, 2 * one.measured_steps);
+  EXPECT_EQ(two.measured_step_seconds.size(), 2 * one.measured_step_seconds.size());
+  EXPECT_THAT(two.step_seconds, DoubleNear(one.step_seconds, 1e-12));
+  EXPECT_EQ(two.nodes.size(), one.nodes.size());
+  EXPECT_EQ(ReadTraceProfiles({path, path + ".missing"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(ReadTraceProfiles({}).ok());
+}
+
 TEST(TraceProfileTest, ReadsTheLinkOfABenchReport) {
   LinkModel link =
       ParseBenchLink(R"({"world":2,"alpha_seconds":2.5e-05,"beta_bytes_per_second":1.5e9,"sizes":[]})", "b").value();

@@ -33,34 +33,35 @@ struct Executor::Pool {
   // two node tasks truly run at once and the heap is corrupted (ASan: a
   // oneDNN-allocated block freed by operator delete); not yet found. Until it
   // is, the default limit stands: at most hardware_concurrency - 1 workers.
-  explicit Pool(int threads) : arena(threads, 0) {}
+  Pool(Executor* executor, int threads) : executor(executor), arena(threads, 0) {}
+  Executor* const executor;
   tbb::task_arena arena;
   std::mutex mu;
   std::condition_variable idle;
-  int live = 0;                              // guarded by mu
-  std::deque<std::function<void()>> pending;  // guarded by mu
+  int live = 0;                                   // guarded by mu: enqueued, not yet returned
+  std::deque<std::pair<StepRun*, int>> pending;  // guarded by mu: nodes handed over, not yet taken
 
-  // The work itself goes through `pending`, under mu: the lock hands it (and
+  // The node goes through `pending`, under mu: the lock hands it (and
   // everything the submitter wrote before) to the worker in a way
   // ThreadSanitizer can see; Debian's libtbb is not instrumented, so a
   // capture read straight from TBB's task object would be reported as a race
   // (only the captured `this` is, suppressed in tsan.supp).
-  void Enqueue(std::function<void()> f) {
+  void Enqueue(StepRun* run, int node_id) {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++live;
-      pending.push_back(std::move(f));
+      pending.emplace_back(run, node_id);
     }
     arena.enqueue([this] { RunOne(); });
   }
   void RunOne() {
-    std::function<void()> f;
+    std::pair<StepRun*, int> node;
     {
       std::lock_guard<std::mutex> lock(mu);
-      f = std::move(pending.front());
+      node = pending.front();
       pending.pop_front();
     }
-    f();
+    executor->Execute(node.first, node.second);
     std::lock_guard<std::mutex> lock(mu);
     if (--live == 0) idle.notify_all();
   }
@@ -170,7 +171,7 @@ absl::Status Executor::Init() {
   }
   ASSIGN_OR_RETURN(tracker_, ProgressTracker::Create(k));
   budget_ = std::make_unique<CoreBudget>(this);
-  pool_ = std::make_unique<Pool>(threads_);
+  pool_ = std::make_unique<Pool>(this, threads_);
   return absl::OkStatus();
 }
 
@@ -443,7 +444,7 @@ void Executor::Dispatch(std::unique_lock<std::mutex>& lock) {
     ready_.pop_front();
     --free_cores_;
     ++running_;
-    pool_->Enqueue([this, run = run, id = id] { Execute(run, id); });
+    pool_->Enqueue(run, id);
   }
 }
 

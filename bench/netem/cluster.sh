@@ -324,28 +324,32 @@ start_worker() {  # rank
 alive() { kill -0 "$1" 2>/dev/null; }
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
 
-# TERM to every worker's process group that still runs, KILL after 2 s.
-stop_workers() {
-  local pid i
-  for pid in "${worker_pids[@]}"; do alive "$pid" && kill -TERM -- "-$pid" 2>/dev/null || true; done
-  for ((i = 0; i < 20; i++)); do
+# Waits up to TENTHS tenths of a second for every pid to end; 1 if some
+# still run then.
+wait_gone() {  # tenths pid...
+  local tenths=$1 pid i
+  shift
+  for ((i = 0; i < tenths; i++)); do
     local any=0
-    for pid in "${worker_pids[@]}"; do alive "$pid" && any=1; done
+    for pid in "$@"; do alive "$pid" && any=1; done
     ((any)) || return 0
     sleep 0.1
   done
+  return 1
+}
+
+# TERM to every worker's process group that still runs, KILL after 2 s.
+stop_workers() {
+  local pid
+  for pid in "${worker_pids[@]}"; do alive "$pid" && kill -TERM -- "-$pid" 2>/dev/null || true; done
+  wait_gone 20 "${worker_pids[@]}" && return 0
   for pid in "${worker_pids[@]}"; do alive "$pid" && kill -KILL -- "-$pid" 2>/dev/null || true; done
 }
 
 # The relays end when their worker's streams close; give them 3 s to flush.
 wait_relays() {
-  local pid i
-  for ((i = 0; i < 30; i++)); do
-    local any=0
-    for pid in "${relay_pids[@]}"; do alive "$pid" && any=1; done
-    ((any)) || return 0
-    sleep 0.1
-  done
+  local pid
+  wait_gone 30 "${relay_pids[@]}" && return 0
   for pid in "${relay_pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 

@@ -201,8 +201,8 @@ std::string FormatReport(const Report& r) {
   if (r.profile != nullptr) {
     const TraceProfile& prof = *r.profile;
     absl::StrAppendFormat(&out, "compute: %s ms per step, %s of %d profiled steps (median %s ms; %d warm-up steps "
-                          "skipped per trace) (%s)\n",
-                          Ms(in.compute_seconds), r.compute_stat, prof.measured_step_seconds.size(),
+                          "skipped) (%s)\n",
+                          Ms(in.compute_seconds), r.compute_stat, prof.measured_steps,
                           Ms(prof.step_seconds), prof.warmup_steps, r.compute_source);
     const int listed = std::min(r.top, static_cast<int>(prof.nodes.size()));
     absl::StrAppendFormat(&out, "nodes: %d; their medians sum to %s ms, %.0f%% of the step%s\n", prof.nodes.size(),
@@ -368,18 +368,9 @@ int Model(const std::vector<std::string>& args) {
     }
     TraceProfileOptions options;
     options.warmup_steps = static_cast<int>(std::min<int64_t>(*warmup, 1 << 30));
-    absl::StatusOr<TraceProfile> profile;
-    std::vector<double> pooled;
-    for (absl::string_view one : absl::StrSplit(path, ',', absl::SkipEmpty())) {
-      absl::StatusOr<TraceProfile> p = ReadTraceProfile(std::string(one), options);
-      if (!p.ok()) return Fail(p.status());
-      pooled.insert(pooled.end(), p->measured_step_seconds.begin(), p->measured_step_seconds.end());
-      if (!profile.ok() || profile->nodes.empty()) profile = std::move(p);
-    }
+    std::vector<std::string> paths = absl::StrSplit(path, ',', absl::SkipEmpty());
+    absl::StatusOr<TraceProfile> profile = ReadTraceProfiles(paths, options);
     if (!profile.ok()) return Fail(profile.status());
-    std::sort(pooled.begin(), pooled.end());
-    profile->measured_step_seconds = pooled;
-    profile->step_seconds = pooled.empty() ? 0 : pooled[pooled.size() / 2];
     if (!(profile->step_seconds > 0)) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(path, ": the median step takes 0 s")));
     }

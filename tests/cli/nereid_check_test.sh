@@ -2,20 +2,7 @@
 # End-to-end checks of the nereid binary: output, exit codes, error messages.
 set -uo pipefail
 nereid="$1"
-tmp="${TEST_TMPDIR:-/tmp}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-expect() {  # expected_rc, pattern, command...
-  local want_rc=$1 pattern=$2
-  shift 2
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  [ "$rc" -eq "$want_rc" ] || fail "'$*' exited $rc, expected $want_rc; output:\n$out"
-  echo "$out" | grep -qF -- "$pattern" || fail "'$*' output lacks '$pattern'; output:\n$out"
-}
+source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
 
 expect 0 "trainable parameters:  669,706" "$nereid" check models/mlp_fashion.pbtxt
 expect 0 "fc1/matmul" "$nereid" check models/mlp_fashion.pbtxt
@@ -58,8 +45,4 @@ expect 1 "bad.pbtxt:4:1: node 'y' (MatMul): inner dimensions disagree" "$nereid"
 printf 'node {\n  name: "x"\n  op: Input\n}\n' >"$tmp/syntax.pbtxt"
 expect 1 "syntax.pbtxt:3:" "$nereid" check "$tmp/syntax.pbtxt"
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all CLI checks passed"
+finish "CLI checks"

@@ -3,20 +3,7 @@
 # bad input files. The trace and the bench report are written here by hand.
 set -uo pipefail
 nereid="$1"
-tmp="${TEST_TMPDIR:-/tmp}"
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-expect() {  # expected_rc, pattern, command...
-  local want_rc=$1 pattern=$2
-  shift 2
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  [ "$rc" -eq "$want_rc" ] || fail "'$*' exited $rc, expected $want_rc; output:\n$out"
-  echo "$out" | grep -qF -- "$pattern" || fail "'$*' output lacks '$pattern'; output:\n$out"
-}
+source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
 
 # Four steps of 10 ms; the first is warm-up. conv1/conv takes 4 ms a step.
 python3 - "$tmp/trace.json" <<'PY'
@@ -102,8 +89,4 @@ expect 1 "trace.json: no numeric alpha_seconds" "$nereid" model models/lenet_fas
 expect 1 "cannot read" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 1 \
   --link "$tmp/missing.json"
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all nereid model checks passed"
+finish "nereid model checks"

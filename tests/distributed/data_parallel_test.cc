@@ -118,6 +118,40 @@ class DataParallelTest : public ::testing::Test {
     return codes;
   }
 
+  // One worker with batch 64 and two ranks with batch 32 each, both with
+  // `extra`; their checkpoints go to dir_/one and dir_/two.
+  void RunOneAndTwoWorkers(const std::string& extra) {
+    Outcome one = Shell(absl::StrCat(kNereid, " run ", kSmallRun, extra, " --batch 64 --checkpoint ", dir_, "/one"));
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    std::string output, two = extra + " --batch 32 --checkpoint " + dir_ + "/two";
+    std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store", {two, two}, &output);
+    ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  }
+
+  // Both checkpoints at `step`: the largest difference between their values
+  // (*worst), and the largest magnitude in rank one's tensors whose name
+  // contains `marked` (*marked_max: proof that training moved them).
+  void CompareCheckpoints(int64_t step, const std::string& marked, double* worst, double* marked_max) {
+    absl::StatusOr<Checkpoint> a = LoadLatestCheckpoint(dir_ + "/one");
+    absl::StatusOr<Checkpoint> b = LoadLatestCheckpoint(dir_ + "/two");
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a->step, step);
+    ASSERT_EQ(b->step, step);
+    ASSERT_EQ(a->tensors.size(), b->tensors.size());
+    for (size_t i = 0; i < a->tensors.size(); ++i) {
+      const auto& [name, x] = a->tensors[i];
+      const Tensor& y = b->tensors[i].second;
+      ASSERT_EQ(name, b->tensors[i].first);
+      ASSERT_EQ(x.num_elements(), y.num_elements()) << name;
+      for (int64_t k = 0; k < x.num_elements(); ++k) {
+        double value = x.data<float>()[k];
+        *worst = std::max(*worst, std::fabs(value - y.data<float>()[k]));
+        if (absl::StrContains(name, marked)) *marked_max = std::max(*marked_max, std::fabs(value));
+      }
+    }
+  }
+
   std::string dir_;
 };
 
@@ -155,33 +189,9 @@ INSTANTIATE_TEST_SUITE_P(TwoAndFour, WorldSizeTest, ::testing::Values(2, 4));
 // shard, a missing average or a sum instead of a mean moves weights by
 // >= 1e-3).
 TEST_F(DataParallelTest, TwoWorkersMatchOneWorkerWithTheCombinedBatch) {
-  Outcome one = Shell(absl::StrCat(kNereid, " run ", kSmallRun, " --batch 64 --max-steps 8 --checkpoint ", dir_,
-                                   "/one"));
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  std::string output;
-  std::vector<int> codes =
-      RunByHand(2, "file:" + dir_ + "/store", {"--batch 32 --max-steps 8 --checkpoint " + dir_ + "/two",
-                                               "--batch 32 --max-steps 8 --checkpoint " + dir_ + "/two"},
-                &output);
-  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
-  absl::StatusOr<Checkpoint> a = LoadLatestCheckpoint(dir_ + "/one");
-  absl::StatusOr<Checkpoint> b = LoadLatestCheckpoint(dir_ + "/two");
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  ASSERT_EQ(a->step, 8);
-  ASSERT_EQ(b->step, 8);
-  ASSERT_EQ(a->tensors.size(), b->tensors.size());
+  ASSERT_NO_FATAL_FAILURE(RunOneAndTwoWorkers(" --max-steps 8"));
   double worst = 0, moved = 0;
-  for (size_t i = 0; i < a->tensors.size(); ++i) {
-    const auto& [name, x] = a->tensors[i];
-    const Tensor& y = b->tensors[i].second;
-    ASSERT_EQ(name, b->tensors[i].first);
-    ASSERT_EQ(x.num_elements(), y.num_elements()) << name;
-    for (int64_t k = 0; k < x.num_elements(); ++k) {
-      worst = std::max(worst, std::fabs(static_cast<double>(x.data<float>()[k]) - y.data<float>()[k]));
-      if (absl::StrContains(name, "momentum")) moved = std::max(moved, std::fabs(static_cast<double>(x.data<float>()[k])));
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(CompareCheckpoints(8, "momentum", &worst, &moved));
   std::printf("largest parameter difference: %.3g (momentum up to %.3g)\n", worst, moved);
   EXPECT_GT(moved, 1e-4) << "training did not move the parameters";
   EXPECT_LT(worst, 1e-5);
@@ -191,28 +201,12 @@ TEST_F(DataParallelTest, TwoWorkersMatchOneWorkerWithTheCombinedBatch) {
 // one worker with the combined batch (same tolerance and reason as above),
 // and both ranks end bitwise equal, although each keeps two steps in flight.
 TEST_F(DataParallelTest, PipelinedWorkersMatchOnePipelinedWorkerWithTheCombinedBatch) {
-  const std::string passes = " --passes \"autodiff,pipeline(width=2),sgd(lr=0.05,momentum=0.5)\" --max-steps 8";
-  Outcome one = Shell(absl::StrCat(kNereid, " run ", kSmallRun, passes, " --batch 64 --checkpoint ", dir_, "/one"));
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  std::string output, two = passes + " --batch 32 --checkpoint " + dir_ + "/two";
-  std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store", {two, two}, &output);
-  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  ASSERT_NO_FATAL_FAILURE(
+      RunOneAndTwoWorkers(" --passes \"autodiff,pipeline(width=2),sgd(lr=0.05,momentum=0.5)\" --max-steps 8"));
   EXPECT_EQ(JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint"),
             JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
-  absl::StatusOr<Checkpoint> a = LoadLatestCheckpoint(dir_ + "/one");
-  absl::StatusOr<Checkpoint> b = LoadLatestCheckpoint(dir_ + "/two");
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_EQ(a->tensors.size(), b->tensors.size());
   double worst = 0, delayed = 0;
-  for (size_t i = 0; i < a->tensors.size(); ++i) {
-    const auto& [name, x] = a->tensors[i];
-    const Tensor& y = b->tensors[i].second;
-    ASSERT_EQ(name, b->tensors[i].first);
-    for (int64_t k = 0; k < x.num_elements(); ++k) {
-      worst = std::max(worst, std::fabs(static_cast<double>(x.data<float>()[k]) - y.data<float>()[k]));
-      if (absl::StrContains(name, "/delay_1")) delayed = std::max(delayed, std::fabs(double{x.data<float>()[k]}));
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(CompareCheckpoints(8, "/delay_1", &worst, &delayed));
   EXPECT_GT(delayed, 1e-6) << "no delayed gradient was carried: the plan is not pipelined";
   EXPECT_LT(worst, 1e-5);
 }

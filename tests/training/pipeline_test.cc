@@ -5,6 +5,7 @@
 // against step-by-step execution; K = 1 against no pipeline; refusals.
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <random>
 
@@ -81,7 +82,8 @@ FeedMap Feeds(const Batch& b) {
   return feeds;
 }
 
-StepInfo Step(int t) { return StepInfo{0, t, t, kSteps, 1, true}; }
+StepInfo StepOf(int t, int steps) { return StepInfo{0, t, t, steps, 1, true}; }
+StepInfo Step(int t) { return StepOf(t, kSteps); }
 
 // Parameters w (kIn x kClasses) then b (kClasses), flattened.
 using Params = std::vector<double>;
@@ -139,6 +141,46 @@ double MaxDiff(const Params& a, const Params& b) {
   return d;
 }
 
+// Steps 0..steps-1 one at a time.
+absl::Status RunSequential(Executor& e, int steps, const std::function<FeedMap(int)>& feeds_of) {
+  for (int t = 0; t < steps; ++t) {
+    absl::StatusOr<std::vector<Tensor>> out = e.RunStep(StepOf(t, steps), feeds_of(t), {"loss"});
+    if (!out.ok()) return out.status();
+  }
+  return absl::OkStatus();
+}
+
+// Steps 0..steps-1 with `width` truly in flight: StartStep runs ahead of
+// FinishStep as the trainer drives a pipelined plan.
+absl::Status RunOverlapped(Executor& e, int steps, int width, const std::function<FeedMap(int)>& feeds_of) {
+  int finished = 0;
+  for (int t = 0; t < steps; ++t) {
+    if (t - finished >= width) {
+      absl::StatusOr<std::vector<Tensor>> out = e.FinishStep(finished++);
+      if (!out.ok()) return out.status();
+    }
+    absl::Status started = e.StartStep(StepOf(t, steps), feeds_of(t), {"loss"});
+    if (!started.ok()) return started;
+  }
+  while (finished < steps) {
+    absl::StatusOr<std::vector<Tensor>> out = e.FinishStep(finished++);
+    if (!out.ok()) return out.status();
+  }
+  return absl::OkStatus();
+}
+
+void ExpectStatesBitwiseEqual(const Executor& a, const Executor& b) {
+  auto x = a.State(), y = b.State();
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    SCOPED_TRACE(x[i].first);
+    ASSERT_EQ(x[i].first, y[i].first);
+    ASSERT_EQ(x[i].second.num_elements(), y[i].second.num_elements());
+    EXPECT_EQ(0, std::memcmp(x[i].second.data<float>(), y[i].second.data<float>(),
+                             x[i].second.num_elements() * sizeof(float)));
+  }
+}
+
 class PipelineWidthTest : public ::testing::TestWithParam<int> {};
 
 // Step by step, the engine's parameters follow the update rule for width K
@@ -181,28 +223,12 @@ TEST_P(PipelineWidthTest, OverlappedStepsMatchSequentialBitwise) {
   auto overlapped = Executor::Create(overlapped_graph->get(), options);
   ASSERT_TRUE(sequential.ok() && overlapped.ok());
   EXPECT_EQ((*overlapped)->tracker().max_steps_in_flight(), width);
-  for (int t = 0; t < kSteps; ++t) {
-    ASSERT_TRUE((*sequential)->RunStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
-  }
-  int finished = 0;
-  for (int t = 0; t < kSteps; ++t) {
-    if (t - finished >= width) {
-      ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
-    }
-    ASSERT_TRUE((*overlapped)->StartStep(Step(t), Feeds(batches[t]), {"loss"}).ok());
-  }
-  while (finished < kSteps) {
-    ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
-  }
-  auto a = (*sequential)->State(), b = (*overlapped)->State();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    SCOPED_TRACE(a[i].first);
-    ASSERT_EQ(a[i].first, b[i].first);
-    ASSERT_EQ(a[i].second.num_elements(), b[i].second.num_elements());
-    EXPECT_EQ(0, std::memcmp(a[i].second.data<float>(), b[i].second.data<float>(),
-                             a[i].second.num_elements() * sizeof(float)));
-  }
+  auto feeds_of = [&](int t) { return Feeds(batches[t]); };
+  absl::Status sequential_run = RunSequential(**sequential, kSteps, feeds_of);
+  ASSERT_TRUE(sequential_run.ok()) << sequential_run;
+  absl::Status overlapped_run = RunOverlapped(**overlapped, kSteps, width, feeds_of);
+  ASSERT_TRUE(overlapped_run.ok()) << overlapped_run;
+  ExpectStatesBitwiseEqual(**sequential, **overlapped);
 }
 
 // Many overlapped steps: the previous step's Feedback racing the next step's
@@ -218,19 +244,8 @@ TEST_P(PipelineWidthTest, ManyOverlappedStepsRunEveryNodeOnce) {
   ASSERT_TRUE(executor.ok());
   std::vector<Batch> batches = Batches();
   constexpr int kMany = 400;
-  int finished = 0;
-  for (int t = 0; t < kMany; ++t) {
-    if (t - finished >= width) {
-      auto out = (*executor)->FinishStep(finished++);
-      ASSERT_TRUE(out.ok()) << out.status();
-    }
-    StepInfo info{0, t, t, kMany, 1, true};
-    ASSERT_TRUE((*executor)->StartStep(info, Feeds(batches[t % kSteps]), {"loss"}).ok());
-  }
-  while (finished < kMany) {
-    auto out = (*executor)->FinishStep(finished++);
-    ASSERT_TRUE(out.ok()) << out.status();
-  }
+  absl::Status run = RunOverlapped(**executor, kMany, width, [&](int t) { return Feeds(batches[t % kSteps]); });
+  ASSERT_TRUE(run.ok()) << run;
 }
 
 // The same on lenet (convolutions, pooling, several threads): K=2 with two
@@ -264,26 +279,12 @@ TEST(PipelineConvTest, OverlappedLenetMatchesSequentialBitwise) {
     for (int i = 0; i < kLenetBatch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
     f["labels"] = labels;
   }
-  auto info = [](int t) { return StepInfo{0, t, t, kLenetSteps, 1, true}; };
-  for (int t = 0; t < kLenetSteps; ++t) ASSERT_TRUE((*sequential)->RunStep(info(t), feeds[t], {"loss"}).ok());
-  int finished = 0;
-  for (int t = 0; t < kLenetSteps; ++t) {
-    if (t - finished >= 2) {
-      ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
-    }
-    ASSERT_TRUE((*overlapped)->StartStep(info(t), feeds[t], {"loss"}).ok());
-  }
-  while (finished < kLenetSteps) {
-    ASSERT_TRUE((*overlapped)->FinishStep(finished++).ok());
-  }
-  auto a = (*sequential)->State(), b = (*overlapped)->State();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    SCOPED_TRACE(a[i].first);
-    ASSERT_EQ(a[i].second.num_elements(), b[i].second.num_elements());
-    EXPECT_EQ(0, std::memcmp(a[i].second.data<float>(), b[i].second.data<float>(),
-                             a[i].second.num_elements() * sizeof(float)));
-  }
+  auto feeds_of = [&](int t) { return feeds[t]; };
+  absl::Status sequential_run = RunSequential(**sequential, kLenetSteps, feeds_of);
+  ASSERT_TRUE(sequential_run.ok()) << sequential_run;
+  absl::Status overlapped_run = RunOverlapped(**overlapped, kLenetSteps, 2, feeds_of);
+  ASSERT_TRUE(overlapped_run.ok()) << overlapped_run;
+  ExpectStatesBitwiseEqual(**sequential, **overlapped);
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, PipelineWidthTest, ::testing::Values(1, 2, 3));
