@@ -38,5 +38,22 @@ NEREID_REGISTER_OP(OpDefBuilder("AllReduce")
                        .SetShapeFn(SameAsInputs)
                        .SetCostFn(cost_fns::NoFlops));
 
+NEREID_REGISTER_OP(OpDefBuilder("CompressedAllReduce")
+                       .Summary("One gradient averaged across the data-parallel ranks in compressed form by a "
+                                "gradient codec (runtime/compress/): input 0 is the gradient, the rest the "
+                                "codec's state (error-feedback residuals, momentum, bases); output 0 is the "
+                                "average, the rest the next state. Runs in `bucket` order with the AllReduce "
+                                "buckets.")
+                       .InputList("values", 1, {DT_FLOAT})
+                       .OutputList("reduced")
+                       .RequiredAttr("bucket", AttrType::kInt, "position in the fixed per-step issue order")
+                       .RequiredAttr("method", AttrType::kString, "codec name (`nereid passes` lists them)")
+                       .Attr("options", AttrType::kString, StringAttr(""), "codec options, key=value;...")
+                       .Attr("layer", AttrType::kInt, IntAttr(0), "the gradient's index among compressed ones")
+                       .Attr("seed", AttrType::kInt, IntAttr(0), "seed of stochastic rounding")
+                       .NoGradient("communication is inserted after autodiff")
+                       .SetShapeFn(SameAsInputs)
+                       .SetCostFn(cost_fns::NoFlops));
+
 }  // namespace
 }  // namespace nereid

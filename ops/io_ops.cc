@@ -66,6 +66,9 @@ NEREID_REGISTER_OP(OpDefBuilder("Parameter")
                              "initial values, or an initialiser spec with a seed")
                        .Attr("trainable", AttrType::kBool, BoolAttr(true),
                              "false for state such as batch-norm running statistics")
+                       .Attr("per_rank", AttrType::kBool, BoolAttr(false),
+                             "state each data-parallel rank keeps its own value of (error-feedback "
+                             "residuals): checkpointed per rank, not checked equal across ranks")
                        .InputList("next", 0, kFloatTypes)
                        .NoGradient("a source: autodiff collects the gradient of trainable parameters here")
                        .SetShapeFn(ParameterShape)

@@ -1,73 +1,263 @@
-// compress(method=...): gradient compression around communication.
+// compress(method=..., key=value...): gradient compression around the
+// data-parallel communication. It goes after data_parallel.
 //
-// Built so far: truncation to 16-bit floats, Pipe-SGD's compressor. fp16 and
-// bf16 values are summable, so the allreduce itself carries them: every
-// AllReduce bucket is marked with the wire format, the communicator sends
-// 16-bit values and adds them in float32 (runtime/comm/wire_format.h). Half
-// the bytes on the wire; nothing else in the graph changes.
+// fp16 / bf16 (Pipe-SGD's truncation): the values are summable, so every
+// AllReduce bucket is marked with the wire format; the communicator sends
+// 16-bit values and adds them in float32 (runtime/comm/wire_format.h).
 //
-// Not built yet (the compression issue): QSGD, TernGrad, top-k and 1-bit with
-// error feedback, GradiVeQ, PowerSGD, and per-layer selection; asking for one
-// says so.
+// Every other method is a gradient codec (runtime/compress/): each selected
+// gradient leaves its AllReduce bucket and is averaged by its own
+// CompressedAllReduce node, whose codec all-gathers its codes (QSGD,
+// TernGrad, top-k, 1-bit) or allreduces them (PowerSGD, GradiVeQ: linear
+// codes); the plan says which. The codec's state (error-feedback residuals,
+// momentum, bases) becomes zero-started state Parameters carried through the
+// training loop, so checkpoints keep it; residuals are marked per rank.
+//
+// Selection: tensors with fewer than min_elements values, and biases (rank-1
+// tensors) unless skip_biases=false, stay in the dense buckets: compressing
+// them saves little and costs accuracy.
+//
+// Issue order: the remaining dense buckets and the compressed gradients are
+// renumbered by when their last input becomes ready in the backward pass, so
+// communication keeps overlapping the rest of it.
 
+#include <algorithm>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "graph/status_macros.h"
+#include "graph/topo_order.h"
 #include "ops/gradient_builder.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
+#include "runtime/compress/codec.h"
 
 namespace nereid {
 namespace {
+
+// Marks every AllReduce bucket with a 16-bit wire format.
+absl::Status TruncateOnTheWire(Graph& graph, const std::string& method, PassLog* log) {
+  const std::string wire = method == "fp16" ? "float16" : "bfloat16";
+  int buckets = 0;
+  int64_t elements = 0;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != "AllReduce") continue;
+    (*n->mutable_def()->mutable_attr())["wire"] = StringAttr(wire);
+    ++buckets;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Edge* e = n->input_edge(i);
+      elements += e->src->outputs()[e->src_port].shape.KnownElements();
+    }
+  }
+  log->notes.push_back(absl::StrCat(method, " on the wire for ", buckets, " allreduce bucket",
+                                    buckets == 1 ? "" : "s", ": ", elements * 4, " -> ", elements * 2,
+                                    " bytes per allreduce (2x), sums in float32"));
+  return absl::OkStatus();
+}
+
+// One collective of the rewritten plan, before its bucket number is known.
+struct Collective {
+  size_t ready = 0;                  // topological position of its last input
+  std::vector<NodeOut> values;       // dense bucket: its inputs
+  std::vector<Node*> gradients;      // the Gradient nodes it feeds, in input order
+  std::string compressed_name;       // non-empty: a CompressedAllReduce for values[0]
+  Node* node = nullptr;
+};
+
+std::string Kib(int64_t bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024.0); }
 
 class CompressPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
     const std::string& method = o.GetString("method");
-    std::string wire;
-    if (method == "fp16") {
-      wire = "float16";
-    } else if (method == "bf16") {
-      wire = "bfloat16";
-    } else {
-      return absl::UnimplementedError(absl::StrCat("compress: method=", method,
-                                                   " is not built; built methods: fp16, bf16 (truncation). "
-                                                   "QSGD, TernGrad, top-k, 1-bit, GradiVeQ and PowerSGD are not yet"));
-    }
-    int buckets = 0;
-    int64_t elements = 0;
+    bool any_allreduce = false;
     for (Node* n : graph.nodes()) {
-      if (n->op() != "AllReduce") continue;
-      auto& attrs = *n->mutable_def()->mutable_attr();
-      if (attrs.count("wire") > 0 && attrs.at("wire").s() != "float32") {
-        return absl::FailedPreconditionError(
-            absl::StrCat("compress: '", n->name(), "' is already compressed (", attrs.at("wire").s(), ")"));
+      if (n->op() == "CompressedAllReduce" || (n->op() == "AllReduce" && n->def().attr().count("wire") > 0 &&
+                                               n->def().attr().at("wire").s() != "float32")) {
+        return absl::FailedPreconditionError(absl::StrCat("compress: '", n->name(), "' is already compressed"));
       }
-      attrs["wire"] = StringAttr(wire);
-      ++buckets;
-      for (int i = 0; i < n->num_inputs(); ++i) {
-        const Edge* e = n->input_edge(i);
-        elements += e->src->outputs()[e->src_port].shape.KnownElements();
-      }
+      any_allreduce |= n->op() == "AllReduce";
     }
-    if (buckets == 0) {
+    if (!any_allreduce) {
       return absl::FailedPreconditionError(
           "compress: no communication to compress; it goes after data_parallel (which --workers > 1 adds "
           "after autodiff)");
     }
+    if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
+      return absl::FailedPreconditionError("compress must come before pipeline in the pass list");
+    }
+    std::vector<std::pair<std::string, std::string>> extra = o.Undeclared(PassInfoOptions());
+    if (method == "fp16" || method == "bf16") {
+      if (!extra.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("compress: ", method, " takes no option '", extra[0].first, "'"));
+      }
+      RETURN_IF_ERROR(TruncateOnTheWire(graph, method, log));
+    } else {
+      RETURN_IF_ERROR(RewriteWithCodec(graph, o, method, extra, log));
+    }
     (*graph.mutable_header()->mutable_attr())["compression"] = StringAttr(method);
-    log->notes.push_back(absl::StrCat(method, " on the wire for ", buckets, " allreduce bucket",
-                                      buckets == 1 ? "" : "s", ": ", elements * 4, " -> ", elements * 2,
-                                      " bytes per allreduce (2x), sums in float32"));
     return absl::OkStatus();
+  }
+
+  static std::vector<PassOptionSpec> PassInfoOptions() {
+    return {{"method", OptionType::kString, "fp16", "fp16, bf16, or a gradient codec (listed below)"},
+            {"min_elements", OptionType::kInt, "1024", "tensors with fewer values stay uncompressed"},
+            {"skip_biases", OptionType::kBool, "true", "rank-1 tensors (biases) stay uncompressed"},
+            {"seed", OptionType::kInt, "1", "seed of the codecs' stochastic rounding"}};
+  }
+
+ private:
+  absl::Status RewriteWithCodec(Graph& graph, const PassOptions& o, const std::string& method,
+                                const std::vector<std::pair<std::string, std::string>>& extra, PassLog* log) {
+    const CodecRegistry::Entry* entry = CodecRegistry::Global().Find(method);
+    if (entry == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("compress: unknown method '", method, "'; methods: fp16, bf16, ",
+                                                     absl::StrJoin(CodecRegistry::Global().Names(), ", ")));
+    }
+    std::map<std::string, std::string> codec_values;
+    for (const auto& [key, value] : extra) {
+      bool known = false;
+      for (const auto& option : entry->options) known |= option.first == key;
+      if (!known) {
+        std::vector<std::string> keys;
+        for (const auto& option : entry->options) keys.push_back(option.first);
+        return absl::InvalidArgumentError(absl::StrCat("compress: ", method, " has no option '", key, "'",
+                                                       keys.empty() ? "" : "; its options: ", absl::StrJoin(keys, ", ")));
+      }
+      codec_values[key] = value;
+    }
+    const CodecOptions codec_options(codec_values);
+    const int64_t min_elements = o.GetInt("min_elements");
+    const bool skip_biases = o.GetBool("skip_biases");
+
+    ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
+    absl::flat_hash_map<int, size_t> position;
+    for (size_t i = 0; i < order.size(); ++i) position[order[i]->id()] = i;
+
+    std::vector<Node*> old_buckets;
+    for (Node* n : order) {
+      if (n->op() == "AllReduce") old_buckets.push_back(n);
+    }
+    std::sort(old_buckets.begin(), old_buckets.end(),
+              [](Node* a, Node* b) { return a->def().attr().at("bucket").i() < b->def().attr().at("bucket").i(); });
+
+    std::vector<Collective> plan;
+    int64_t dense_bytes = 0, compressed_dense_bytes = 0, payload_bytes = 0;
+    std::vector<std::string> table;
+    int layer = 0;
+    for (Node* bucket : old_buckets) {
+      Collective dense;
+      for (int i = 0; i < bucket->num_inputs(); ++i) {
+        const Edge* in = bucket->input_edge(i);
+        NodeOut value{in->src, in->src_port};
+        std::vector<Node*> consumers;
+        for (const Edge* e : bucket->out_edges()) {
+          if (e->src_port == i) consumers.push_back(e->dst);
+        }
+        if (consumers.size() != 1 || consumers[0]->op() != "Gradient") {
+          return absl::FailedPreconditionError(absl::StrCat("compress: output ", i, " of '", bucket->name(),
+                                                            "' must feed exactly one Gradient node"));
+        }
+        Node* gradient = consumers[0];
+        const TensorShape& shape = in->src->outputs()[in->src_port].shape;
+        const int64_t elements = shape.KnownElements();
+        dense_bytes += elements * 4;
+        const bool selected = elements >= min_elements && !(skip_biases && shape.rank() <= 1);
+        if (!selected) {
+          dense.values.push_back(value);
+          dense.gradients.push_back(gradient);
+          dense.ready = std::max(dense.ready, position.at(in->src->id()));
+          continue;
+        }
+        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(method));
+        if (absl::Status s = codec->Init(shape.dims(), codec_options); !s.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("compress: ", method, " on gradient '", gradient->name(), "' ", shape.ToString(), ": ",
+                           s.message(), " (min_elements / skip_biases choose what is compressed)"));
+        }
+        Collective c;
+        c.ready = position.at(in->src->id());
+        c.values = {value};
+        c.gradients = {gradient};
+        c.compressed_name = absl::StrCat("compress/", gradient->name());
+        ASSIGN_OR_RETURN(c.node, AddCompressedNode(graph, c.compressed_name, method, codec_options, *codec, value,
+                                                   layer++, o.GetInt("seed")));
+        const int64_t payload = codec->PayloadFloats() * 4;
+        compressed_dense_bytes += elements * 4;
+        payload_bytes += payload;
+        table.push_back(absl::StrFormat("  %-28s %10s -> %10s  %6.1fx  %s", gradient->name(), Kib(elements * 4),
+                                        Kib(payload), static_cast<double>(elements * 4) / payload,
+                                        codec->collective() == CodecCollective::kAllReduce ? "allreduce"
+                                                                                            : "allgather"));
+        plan.push_back(std::move(c));
+      }
+      if (!dense.values.empty()) {
+        ASSIGN_OR_RETURN(dense.node, AddOpNode(&graph, absl::StrCat(bucket->name(), "/dense"), "AllReduce",
+                                               dense.values, {{"bucket", IntAttr(0)}, {"reduce", StringAttr("avg")}}));
+        plan.push_back(std::move(dense));
+      }
+    }
+    if (table.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "compress: no gradient has min_elements=", min_elements, " values or more", skip_biases ? " (biases skipped)" : "",
+          "; nothing to compress"));
+    }
+    // Issue order: by readiness in the backward pass, stable for ties.
+    std::stable_sort(plan.begin(), plan.end(), [](const Collective& a, const Collective& b) { return a.ready < b.ready; });
+    for (size_t b = 0; b < plan.size(); ++b) {
+      (*plan[b].node->mutable_def()->mutable_attr())["bucket"] = IntAttr(static_cast<int64_t>(b));
+      for (size_t i = 0; i < plan[b].gradients.size(); ++i) {
+        RETURN_IF_ERROR(graph.ReplaceInput(plan[b].gradients[i], 0, plan[b].node, static_cast<int>(i)));
+      }
+    }
+    for (Node* bucket : old_buckets) graph.RemoveNode(bucket);
+    const int64_t uncompressed = dense_bytes - compressed_dense_bytes;
+    log->notes.push_back(absl::StrCat(method, " (", codec_options.ToString().empty() ? "defaults" : codec_options.ToString(),
+                                      ") on ", table.size(), " gradient", table.size() == 1 ? "" : "s", "; ",
+                                      plan.size() - table.size(), " dense bucket", plan.size() - table.size() == 1 ? " keeps" : "s keep",
+                                      " the rest. Payload per rank per step:"));
+    for (std::string& line : table) log->notes.push_back(std::move(line));
+    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "small tensors and biases",
+                                         Kib(uncompressed), Kib(uncompressed)));
+    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  %6.1fx", "total", Kib(dense_bytes),
+                                         Kib(payload_bytes + uncompressed),
+                                         static_cast<double>(dense_bytes) / (payload_bytes + uncompressed)));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Node*> AddCompressedNode(Graph& graph, const std::string& name, const std::string& method,
+                                          const CodecOptions& options, const GradientCodec& codec, NodeOut value,
+                                          int layer, int64_t seed) {
+    std::vector<Node*> state;
+    std::vector<NodeOut> inputs = {value};
+    for (const CodecStateSpec& spec : codec.State()) {
+      ASSIGN_OR_RETURN(Node * p, AddState(graph, absl::StrCat(name, "/", spec.name), spec.dims, spec.per_rank));
+      state.push_back(p);
+      inputs.push_back({p, 0});
+    }
+    ASSIGN_OR_RETURN(Node * node, AddOpNode(&graph, name, "CompressedAllReduce", inputs,
+                                            {{"bucket", IntAttr(0)},
+                                             {"method", StringAttr(method)},
+                                             {"options", StringAttr(options.ToString())},
+                                             {"layer", IntAttr(layer)},
+                                             {"seed", IntAttr(seed)}}));
+    for (size_t i = 0; i < state.size(); ++i) {
+      RETURN_IF_ERROR(CloseLoop(graph, state[i], {node, static_cast<int>(i + 1)}));
+    }
+    return node;
   }
 };
 
 NEREID_REGISTER_PASS((PassInfo{
     "compress",
-    "Gradient compression on the allreduce; built: fp16 and bf16 truncation (summable, so the ring carries "
-    "16-bit values and adds in float32).",
-    {{"method", OptionType::kString, "fp16", "fp16 or bf16"}},
-    [] { return std::make_unique<CompressPass>(); }}));
+    "Gradient compression around the data-parallel communication: fp16/bf16 on the allreduce wire, or a "
+    "gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; see below).",
+    CompressPass::PassInfoOptions(),
+    [] { return std::make_unique<CompressPass>(); },
+    "codec options (key=value) go to the codec: see the list of codecs below"}));
 
 }  // namespace
 }  // namespace nereid

@@ -65,13 +65,20 @@ absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& o) {
 }
 
 absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::string& suffix) {
+  return AddState(graph, absl::StrCat(like.name(), "/", suffix), like.outputs()[0].shape.dims());
+}
+
+absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
+                               bool per_rank) {
   AttrValue shape;
-  *shape.mutable_shape() = like.outputs()[0].shape.ToProto();
+  *shape.mutable_shape() = TensorShape(dims).ToProto();
   AttrValue init;
   init.mutable_tensor()->set_dtype(DT_FLOAT);
   init.mutable_tensor()->mutable_init()->set_kind("zeros");
-  return AddOpNode(&graph, absl::StrCat(like.name(), "/", suffix), "Parameter", {},
-                   {{"shape", shape}, {"init", init}, {"trainable", BoolAttr(false)}});
+  std::vector<std::pair<std::string, AttrValue>> attrs = {
+      {"shape", shape}, {"init", init}, {"trainable", BoolAttr(false)}};
+  if (per_rank) attrs.emplace_back("per_rank", BoolAttr(true));
+  return AddOpNode(&graph, name, "Parameter", {}, std::move(attrs));
 }
 
 absl::Status CloseLoop(Graph& graph, Node* parameter, NodeOut next) {

@@ -40,6 +40,11 @@ absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& options);
 // "<like>/<suffix>" (momentum buffers, Adam moments).
 absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::string& suffix);
 
+// A zero-initialised, non-trainable Parameter `name` of `dims`; `per_rank`
+// marks state each data-parallel rank keeps its own value of.
+absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
+                               bool per_rank = false);
+
 // Carries value `next` into `parameter` at the next step: adds
 // Feedback "<parameter>/next" and connects it to the Parameter's `next`
 // input, and records both in the training loop scope.

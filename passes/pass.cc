@@ -39,7 +39,20 @@ std::string PassOptions::ToString(const std::vector<PassOptionSpec>& specs) cons
   for (const PassOptionSpec& s : specs) {
     absl::StrAppend(&out, out.empty() ? "" : ", ", s.name, "=", GetString(s.name));
   }
+  for (const auto& [key, value] : Undeclared(specs)) absl::StrAppend(&out, out.empty() ? "" : ", ", key, "=", value);
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> PassOptions::Undeclared(
+    const std::vector<PassOptionSpec>& specs) const {
+  std::vector<std::pair<std::string, std::string>> extra;
+  for (const auto& [key, value] : values_) {
+    bool declared = false;
+    for (const PassOptionSpec& s : specs) declared |= s.name == key;
+    if (!declared) extra.emplace_back(key, value);
+  }
+  std::sort(extra.begin(), extra.end());
+  return extra;
 }
 
 PassRegistry& PassRegistry::Global() {

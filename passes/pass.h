@@ -38,8 +38,11 @@ class PassOptions {
   int64_t GetInt(absl::string_view name) const;
   bool GetBool(absl::string_view name) const;
   const std::string& GetString(absl::string_view name) const;
-  // "lr=0.05, momentum=0.9" in declaration order of `specs`.
+  // "lr=0.05, momentum=0.9" in declaration order of `specs`, then any
+  // undeclared options (a pass with extra_options) sorted by key.
   std::string ToString(const std::vector<PassOptionSpec>& specs) const;
+  // Options `specs` does not declare, sorted by key.
+  std::vector<std::pair<std::string, std::string>> Undeclared(const std::vector<PassOptionSpec>& specs) const;
 
  private:
   absl::flat_hash_map<std::string, std::string> values_;
@@ -62,6 +65,9 @@ struct PassInfo {
   std::string summary;
   std::vector<PassOptionSpec> options;
   std::function<std::unique_ptr<Pass>()> factory;
+  // Non-empty: the pass also takes undeclared key=value options (strings) and
+  // checks them itself (compress hands them to its codec); says what they are.
+  std::string extra_options;
 };
 
 class PassRegistry {

@@ -97,11 +97,11 @@ absl::StatusOr<PipelineStage> ParseStage(absl::string_view text) {
       for (const PassOptionSpec& s : info->options) {
         if (s.name == key) spec = &s;
       }
-      if (spec == nullptr) {
+      if (spec == nullptr && info->extra_options.empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("pass '", name, "' has no option '", key, "'; ", OptionList(*info)));
       }
-      if (!ValueHasType(value, spec->type)) {
+      if (spec != nullptr && !ValueHasType(value, spec->type)) {
         return absl::InvalidArgumentError(absl::StrCat("pass '", name, "': option ", key, "=", value, " must be ",
                                                        TypeName(spec->type)));
       }

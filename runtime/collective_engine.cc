@@ -80,6 +80,16 @@ void CollectiveEngine::set_trace(TraceRecorder* trace) {
   trace_ = trace;
 }
 
+void CollectiveEngine::AddCodecTime(absl::Duration d) {
+  std::lock_guard<std::mutex> lock(mu_);
+  codec_ += d;
+}
+
+absl::Duration CollectiveEngine::codec_time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return codec_;
+}
+
 absl::Duration CollectiveEngine::reorder_wait_time() const {
   std::lock_guard<std::mutex> lock(mu_);
   return reorder_wait_;

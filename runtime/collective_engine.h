@@ -61,6 +61,10 @@ class CollectiveEngine {
   // be submitted while later keys were queued (the cost of the fixed order).
   absl::Duration busy_time() const;
   absl::Duration reorder_wait_time() const;
+  // Of busy_time, the part compressing kernels spent encoding and decoding
+  // (they report it with AddCodecTime from inside their work).
+  void AddCodecTime(absl::Duration d);
+  absl::Duration codec_time() const;
   // The (step, bucket) whose collective is running now, if one is: a rank
   // waiting there is waiting for its peers, not hung itself.
   std::optional<std::pair<int64_t, int>> running() const;
@@ -90,6 +94,7 @@ class CollectiveEngine {
   bool stopping_ = false;
   absl::Duration busy_ = absl::ZeroDuration();
   absl::Duration reorder_wait_ = absl::ZeroDuration();
+  absl::Duration codec_ = absl::ZeroDuration();
   TraceRecorder* trace_ = nullptr;
   std::thread thread_;
 };

@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
                                                                            const GroupOptions& options) {
   int buckets = 0;
   for (Node* n : graph.nodes()) {
-    if (n->op() == "AllReduce") ++buckets;
+    if (n->op() == "AllReduce" || n->op() == "CompressedAllReduce") ++buckets;
   }
   std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
   group->timeout_ = options.timeout;

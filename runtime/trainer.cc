@@ -246,7 +246,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   std::unique_ptr<DataParallelGroup> group;
   if (distributed) {
     bool communicates = false;
-    for (Node* n : graph->nodes()) communicates |= n->op() == "AllReduce";
+    for (Node* n : graph->nodes()) communicates |= n->op() == "AllReduce" || n->op() == "CompressedAllReduce";
     if (!communicates) {
       return absl::FailedPreconditionError(absl::StrCat(
           options.model_path, " has no gradient communication: plan it with data_parallel to train on ",

@@ -12,6 +12,7 @@
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
+#include "runtime/compress/codec.h"
 
 namespace nereid {
 namespace {
@@ -30,6 +31,13 @@ std::string Help() {
       absl::StrAppend(&help, "      ", o.name, " (default ", o.default_value.empty() ? "none" : o.default_value,
                       "): ", o.doc, "\n");
     }
+    if (!p->extra_options.empty()) absl::StrAppend(&help, "      ", p->extra_options, "\n");
+  }
+  absl::StrAppend(&help, "\nGradient codecs (compress(method=NAME, key=value...)):\n");
+  for (const std::string& name : CodecRegistry::Global().Names()) {
+    const CodecRegistry::Entry* c = CodecRegistry::Global().Find(name);
+    absl::StrAppend(&help, "  ", name, ": ", c->summary, "\n");
+    for (const auto& [key, doc] : c->options) absl::StrAppend(&help, "      ", key, " ", doc, "\n");
   }
   return help;
 }

@@ -1,0 +1,148 @@
+#include "runtime/compress/codec.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace nereid {
+
+absl::Status LocalCodecComm::AllGather(absl::Span<const float> in, absl::Span<float> out) {
+  if (out.size() != in.size()) return absl::InternalError("allgather: output size differs from world * input");
+  std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CodecOptions> CodecOptions::Parse(const std::string& text) {
+  std::map<std::string, std::string> values;
+  for (absl::string_view item : absl::StrSplit(text, ';', absl::SkipEmpty())) {
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("codec option '", item, "' is not key=value"));
+    }
+    values[kv[0]] = kv[1];
+  }
+  return CodecOptions(std::move(values));
+}
+
+std::string CodecOptions::ToString() const {
+  return absl::StrJoin(values_, ";", absl::PairFormatter("="));
+}
+
+absl::StatusOr<double> CodecOptions::Number(const std::string& key, double fallback) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  double v;
+  if (!absl::SimpleAtod(it->second, &v) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(absl::StrCat("codec option ", key, "=", it->second, " is not a number"));
+  }
+  return v;
+}
+
+absl::StatusOr<int64_t> CodecOptions::Integer(const std::string& key, int64_t fallback, int64_t min,
+                                              int64_t max) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  int64_t v;
+  if (!absl::SimpleAtoi(it->second, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("codec option ", key, "=", it->second, " is not an integer"));
+  }
+  if (v < min || v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("codec option ", key, "=", v, " must be in [", min, ", ", max, "]"));
+  }
+  return v;
+}
+
+std::mt19937_64 CodecStep::Random(int rank) const {
+  std::seed_seq seq{static_cast<uint64_t>(seed), static_cast<uint64_t>(step), static_cast<uint64_t>(rank),
+                    static_cast<uint64_t>(layer), uint64_t{0x51C0DEC}};
+  return std::mt19937_64(seq);
+}
+
+absl::Status GatherCodec::Average(const CodecStep& step, absl::Span<const float> gradient,
+                                  std::vector<absl::Span<float>> state, absl::Span<float> average,
+                                  CodecComm& comm) {
+  const int64_t words = PayloadFloats();
+  std::vector<float> mine(words), all(words * comm.world());
+  Encode(step, comm.rank(), gradient, std::move(state), absl::MakeSpan(mine));
+  if (absl::Status s = comm.AllGather(mine, absl::MakeSpan(all)); !s.ok()) return s;
+  std::fill(average.begin(), average.end(), 0.0f);
+  for (int r = 0; r < comm.world(); ++r) {
+    DecodeAdd(absl::MakeConstSpan(all).subspan(r * words, words), average);
+  }
+  const float inv = 1.0f / static_cast<float>(comm.world());
+  for (float& v : average) v *= inv;
+  return absl::OkStatus();
+}
+
+void AddResidual(absl::Span<const float> gradient, absl::Span<const float> residual, std::vector<float>& scratch) {
+  scratch.resize(gradient.size());
+  for (size_t i = 0; i < gradient.size(); ++i) scratch[i] = gradient[i] + residual[i];
+}
+
+void KeepResidual(const GatherCodec& codec, absl::Span<const float> x, absl::Span<const float> code,
+                  absl::Span<float> residual) {
+  std::fill(residual.begin(), residual.end(), 0.0f);
+  codec.DecodeAdd(code, residual);  // residual = decode(code)
+  for (size_t i = 0; i < x.size(); ++i) residual[i] = x[i] - residual[i];
+}
+
+int64_t PackedWords(int64_t values, int bits) {
+  const int64_t per_word = 32 / bits;
+  return (values + per_word - 1) / per_word;
+}
+
+void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> words) {
+  const int per_word = 32 / bits;
+  for (size_t w = 0; w < words.size(); ++w) {
+    uint32_t word = 0;
+    for (int j = 0; j < per_word; ++j) {
+      size_t i = w * per_word + j;
+      if (i < values.size()) word |= values[i] << (j * bits);
+    }
+    std::memcpy(&words[w], &word, sizeof(word));  // bits, not a number: never summed
+  }
+}
+
+uint32_t UnpackBits(absl::Span<const float> words, int bits, int64_t index) {
+  const int per_word = 32 / bits;
+  uint32_t word;
+  std::memcpy(&word, &words[index / per_word], sizeof(word));
+  return (word >> ((index % per_word) * bits)) & ((1u << bits) - 1);
+}
+
+CodecRegistry& CodecRegistry::Global() {
+  static CodecRegistry* registry = new CodecRegistry();
+  return *registry;
+}
+
+bool CodecRegistry::Register(Entry entry) {
+  std::string name = entry.name;
+  return entries_.emplace(std::move(name), std::move(entry)).second;
+}
+
+const CodecRegistry::Entry* CodecRegistry::Find(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> CodecRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : entries_) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<GradientCodec>> CodecRegistry::Create(const std::string& name) const {
+  const Entry* entry = Find(name);
+  if (entry == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no gradient codec '", name, "'; built: ", absl::StrJoin(Names(), ", ")));
+  }
+  return entry->factory();
+}
+
+}  // namespace nereid

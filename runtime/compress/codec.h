@@ -1,0 +1,179 @@
+#ifndef NEREID_RUNTIME_COMPRESS_CODEC_H_
+#define NEREID_RUNTIME_COMPRESS_CODEC_H_
+
+// Gradient codecs: how one gradient tensor is averaged across the ranks in a
+// compressed form. The compress pass routes each selected gradient through a
+// CompressedAllReduce node, whose kernel runs the node's codec on the
+// collective engine's thread.
+//
+// Two families:
+//  - Gather codecs (QSGD, TernGrad, top-k, 1-bit): the encoded form is not
+//    summable (each rank's scale or index set differs), so every rank's code
+//    is all-gathered and each rank decodes all of them, in rank order, into
+//    the average. Derive from GatherCodec and write Encode and DecodeAdd: the
+//    encode/decode pair.
+//  - Summable codecs (PowerSGD, GradiVeQ): the encoding is linear in the
+//    gradient with a basis every rank shares, so the codes are summed by
+//    allreduce itself. Override Average.
+//
+// State (error-feedback residuals, DGC momentum, PowerSGD's Q, GradiVeQ's
+// basis) lives in graph Parameters the pass creates from State(): it is
+// checkpointed and resumed like any state. Per-rank state (a residual is this
+// rank's own) is marked so: each rank checkpoints its own copy.
+//
+// Determinism: every rank must end with bitwise the same average, so decoding
+// and summing go in a fixed order, and randomness (stochastic rounding) comes
+// from CodecStep::Random, seeded by (seed, step, rank, layer).
+//
+// Adding a codec: one file NAME_codec.cc in this directory with the class and
+// NEREID_REGISTER_CODEC; the BUILD globs it.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace nereid {
+
+// The communication a codec may use; backed by the worker's communicator, or
+// by a lone worker (world 1) where both calls are copies.
+class CodecComm {
+ public:
+  virtual ~CodecComm() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // In place: every rank ends with the sum over ranks.
+  virtual absl::Status AllReduceSum(absl::Span<float> data) = 0;
+  // `out` (world * in.size()) ends with rank 0's block first.
+  virtual absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) = 0;
+};
+
+// A lone worker's CodecComm.
+class LocalCodecComm : public CodecComm {
+ public:
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  absl::Status AllReduceSum(absl::Span<float>) override { return absl::OkStatus(); }
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+};
+
+// Key=value options of a codec, as the compress pass received them.
+class CodecOptions {
+ public:
+  CodecOptions() = default;
+  explicit CodecOptions(std::map<std::string, std::string> values) : values_(std::move(values)) {}
+  // "k=v;k=v" (the node attribute's form) and back.
+  static absl::StatusOr<CodecOptions> Parse(const std::string& text);
+  std::string ToString() const;
+
+  // The value of `key`, or `fallback`; an error names a malformed value.
+  absl::StatusOr<double> Number(const std::string& key, double fallback) const;
+  absl::StatusOr<int64_t> Integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
+  const std::map<std::string, std::string>& values() const { return values_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+struct CodecStateSpec {
+  std::string name;           // suffix of the state Parameter: "<layer>/<name>"
+  std::vector<int64_t> dims;
+  bool per_rank = false;      // differs between ranks (error feedback)
+};
+
+enum class CodecCollective { kAllReduce, kAllGather };
+
+// Where one run of a codec stands.
+struct CodecStep {
+  int64_t step = 0;
+  int64_t seed = 0;
+  int64_t layer = 0;  // the gradient's place among compressed ones
+  // A generator seeded by (seed, step, rank, layer): the same on a rerun.
+  std::mt19937_64 Random(int rank) const;
+};
+
+class GradientCodec {
+ public:
+  virtual ~GradientCodec() = default;
+  // Checks the options against a gradient of `dims` (called once per node).
+  virtual absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& options) = 0;
+  virtual CodecCollective collective() const = 0;
+  // State Parameters this codec keeps for the gradient (zero-initialised).
+  virtual std::vector<CodecStateSpec> State() const { return {}; }
+  // The floats one rank puts into the collective per step (its payload), for
+  // the plan's byte accounting; the dense gradient is elements() floats.
+  virtual int64_t PayloadFloats() const = 0;
+
+  // Averages `gradient` over the ranks into `average` (same size), reading and
+  // updating `state` (State()'s order). Every rank ends bitwise equal.
+  virtual absl::Status Average(const CodecStep& step, absl::Span<const float> gradient,
+                               std::vector<absl::Span<float>> state, absl::Span<float> average,
+                               CodecComm& comm) = 0;
+};
+
+// Base for gather codecs: Average = Encode locally, all-gather the codes,
+// DecodeAdd each rank's code in rank order, divide by world.
+class GatherCodec : public GradientCodec {
+ public:
+  CodecCollective collective() const override { return CodecCollective::kAllGather; }
+  absl::Status Average(const CodecStep& step, absl::Span<const float> gradient, std::vector<absl::Span<float>> state,
+                       absl::Span<float> average, CodecComm& comm) override;
+
+  // Writes PayloadFloats() floats of code for `gradient`; may update state
+  // (an error-feedback residual becomes what the code leaves out).
+  virtual void Encode(const CodecStep& step, int rank, absl::Span<const float> gradient,
+                      std::vector<absl::Span<float>> state, absl::Span<float> code) = 0;
+  // out += decode(code).
+  virtual void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const = 0;
+};
+
+// Error feedback (1-bit SGD, EF-SGD): x = gradient + residual is encoded and
+// the residual becomes x - decode(code), so what one step leaves out is sent
+// later instead of lost. `scratch` holds x on return.
+void AddResidual(absl::Span<const float> gradient, absl::Span<const float> residual, std::vector<float>& scratch);
+void KeepResidual(const GatherCodec& codec, absl::Span<const float> x, absl::Span<const float> code,
+                  absl::Span<float> residual);
+
+// Bit packing for the codes: `bits` (1..8) per value, 32/bits values per
+// float-sized word.
+int64_t PackedWords(int64_t values, int bits);
+void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> words);
+uint32_t UnpackBits(absl::Span<const float> words, int bits, int64_t index);
+
+class CodecRegistry {
+ public:
+  using Factory = std::function<std::unique_ptr<GradientCodec>()>;
+  struct Entry {
+    std::string name;
+    std::string summary;
+    // The option keys it takes, each with "(default) meaning" for the docs.
+    std::vector<std::pair<std::string, std::string>> options;
+    Factory factory;
+  };
+  static CodecRegistry& Global();
+  bool Register(Entry entry);
+  // The error lists the registered names.
+  absl::StatusOr<std::unique_ptr<GradientCodec>> Create(const std::string& name) const;
+  const Entry* Find(const std::string& name) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  std::map<std::string, Entry> entries_;
+};
+
+#define NEREID_REGISTER_CODEC_UNIQ(ctr, ...) \
+  static const bool nereid_codec_registered_##ctr = ::nereid::CodecRegistry::Global().Register(__VA_ARGS__)
+#define NEREID_REGISTER_CODEC_EXPAND(ctr, ...) NEREID_REGISTER_CODEC_UNIQ(ctr, __VA_ARGS__)
+#define NEREID_REGISTER_CODEC(...) NEREID_REGISTER_CODEC_EXPAND(__COUNTER__, __VA_ARGS__)
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_COMPRESS_CODEC_H_

@@ -1,0 +1,106 @@
+// Properties every registered gradient codec must have, with its default
+// options: ranks end bitwise equal, reruns are identical, outputs are finite,
+// the payload is smaller than the gradient, and state keeps its shape.
+
+#include <cmath>
+#include <map>
+
+#include "tests/compress/codec_test_util.h"
+
+namespace nereid {
+namespace {
+
+using testing_codec::RandomGradient;
+using testing_codec::SimulatedRanks;
+
+class EveryCodec : public ::testing::TestWithParam<std::string> {};
+
+const std::vector<int64_t> kDims = {48, 5, 5, 4};  // a conv filter: 4800 values
+
+std::vector<std::vector<float>> Gradients(int world, int64_t n, uint64_t seed) {
+  std::vector<std::vector<float>> g;
+  for (int r = 0; r < world; ++r) g.push_back(RandomGradient(n, seed + r, 0.01f));
+  return g;
+}
+
+TEST_P(EveryCodec, RanksEndBitwiseEqualAndFinite) {
+  SimulatedRanks ranks(GetParam(), kDims, 3);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<std::vector<float>> out = ranks.Step(Gradients(3, ranks.elements(), 100 + step));
+    for (int r = 1; r < 3; ++r) {
+      ASSERT_EQ(0, std::memcmp(out[0].data(), out[r].data(), out[0].size() * sizeof(float)))
+          << GetParam() << ": rank " << r << " differs from rank 0 at step " << step;
+    }
+    for (float v : out[0]) ASSERT_TRUE(std::isfinite(v)) << GetParam();
+  }
+}
+
+TEST_P(EveryCodec, RerunIsIdentical) {
+  SimulatedRanks a(GetParam(), kDims, 2), b(GetParam(), kDims, 2);
+  for (int step = 0; step < 3; ++step) {
+    auto g = Gradients(2, a.elements(), 7 + step);
+    std::vector<std::vector<float>> x = a.Step(g), y = b.Step(g);
+    ASSERT_EQ(0, std::memcmp(x[0].data(), y[0].data(), x[0].size() * sizeof(float))) << GetParam();
+  }
+}
+
+TEST_P(EveryCodec, PayloadIsSmallerThanTheGradient) {
+  SimulatedRanks ranks(GetParam(), kDims, 1);
+  EXPECT_LT(ranks.codec(0).PayloadFloats(), ranks.elements()) << GetParam();
+  EXPECT_GT(ranks.codec(0).PayloadFloats(), 0) << GetParam();
+}
+
+TEST_P(EveryCodec, ZeroGradientAveragesToZero) {
+  SimulatedRanks ranks(GetParam(), kDims, 2);
+  std::vector<std::vector<float>> zero(2, std::vector<float>(ranks.elements(), 0.0f));
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<float>> out = ranks.Step(zero);
+    for (float v : out[0]) ASSERT_EQ(v, 0.0f) << GetParam();
+  }
+}
+
+TEST_P(EveryCodec, StateMatchesItsSpec) {
+  SimulatedRanks ranks(GetParam(), kDims, 2);
+  ranks.Step(Gradients(2, ranks.elements(), 3));
+  std::vector<CodecStateSpec> specs = ranks.codec(0).State();
+  ASSERT_EQ(specs.size(), ranks.state(0).size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : specs[i].dims) n *= d;
+    EXPECT_EQ(n, static_cast<int64_t>(ranks.state(0)[i].size())) << GetParam() << " " << specs[i].name;
+    EXPECT_FALSE(specs[i].name.empty());
+  }
+}
+
+TEST(CodecRegistryTest, UnknownNameListsTheBuiltOnes) {
+  absl::StatusOr<std::unique_ptr<GradientCodec>> c = CodecRegistry::Global().Create("nope");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("qsgd"), std::string::npos) << c.status();
+}
+
+TEST(CodecOptionsTest, ParsesAndRejects) {
+  absl::StatusOr<CodecOptions> o = CodecOptions::Parse("bits=4;bucket=128");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(*o->Integer("bits", 0, 2, 8), 4);
+  EXPECT_EQ(*o->Integer("missing", 3, 0, 9), 3);
+  EXPECT_FALSE(o->Integer("bits", 0, 5, 8).ok());
+  EXPECT_EQ(o->ToString(), "bits=4;bucket=128");
+  EXPECT_FALSE(CodecOptions::Parse("bits").ok());
+  EXPECT_FALSE(CodecOptions(std::map<std::string, std::string>{{"x", "abc"}}).Number("x", 0).ok());
+}
+
+TEST(BitPackingTest, RoundTrips) {
+  for (int bits : {1, 2, 3, 4, 8}) {
+    std::vector<uint32_t> values(101);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = (i * 7 + 3) % (1u << bits);
+    std::vector<float> words(PackedWords(values.size(), bits));
+    PackBits(values, bits, absl::MakeSpan(words));
+    for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(UnpackBits(words, bits, i), values[i]) << bits;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::ValuesIn(CodecRegistry::Global().Names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace nereid
