@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -66,8 +67,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }  // namespace
 
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat(dir, ": cannot create the checkpoint directory: ", std::strerror(errno)));
+  std::error_code error;  // parents too: per-rank state goes to DIR/rank-<r>
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat(dir, ": cannot create the checkpoint directory: ", error.message()));
   }
   std::string out(kMagic, sizeof(kMagic));
   Put<uint32_t>(&out, kVersion);

@@ -39,9 +39,10 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
 
 DataParallelGroup::~DataParallelGroup() { engine_.reset(); }
 
-absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor) {
+absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor,
+                                                     const absl::flat_hash_set<std::string>& per_rank) {
   for (const auto& [name, value] : executor.State()) {
-    if (value.dtype() != DT_FLOAT) continue;
+    if (value.dtype() != DT_FLOAT || per_rank.contains(name)) continue;
     std::vector<float> root(value.data<float>(), value.data<float>() + value.num_elements());
     CollectiveOptions o{NextDriverTag(), timeout_};
     RETURN_IF_ERROR(communicator_->Broadcast(absl::MakeSpan(root), 0, o));
@@ -69,13 +70,25 @@ absl::Status DataParallelGroup::SumAcrossRanks(std::vector<double>& values) {
   return absl::OkStatus();
 }
 
-uint64_t DataParallelGroup::StateFingerprint(const Executor& executor) {
+uint64_t DataParallelGroup::StateFingerprint(const Executor& executor,
+                                            const absl::flat_hash_set<std::string>& per_rank) {
   uint64_t h = kFnv1aOffset;
   for (const auto& [name, value] : executor.State()) {
+    if (per_rank.contains(name)) continue;
     h = Fnv1a(name, h);
     h = Fnv1a(value.raw(), value.num_bytes(), h);
   }
   return h;
+}
+
+absl::flat_hash_set<std::string> DataParallelGroup::PerRankState(const Graph& graph) {
+  absl::flat_hash_set<std::string> names;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != "Parameter") continue;
+    auto it = n->def().attr().find("per_rank");
+    if (it != n->def().attr().end() && it->second.b()) names.insert(n->name());
+  }
+  return names;
 }
 
 }  // namespace nereid

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "graph/ir.h"
@@ -46,15 +47,19 @@ class DataParallelGroup {
 
   // Broadcasts rank 0's parameters and checks they equal this rank's: every
   // rank must start from identical values (same seed, same checkpoint). An
-  // error names the first parameter that differs.
-  absl::Status CheckIdenticalState(const Executor& executor);
+  // error names the first parameter that differs. Per-rank state (names in
+  // `per_rank`: error-feedback residuals) is skipped.
+  absl::Status CheckIdenticalState(const Executor& executor, const absl::flat_hash_set<std::string>& per_rank);
 
   // Sums `values` over the ranks (in place). Only between steps.
   absl::Status SumAcrossRanks(std::vector<double>& values);
 
-  // A fingerprint of the parameters (FNV-1a of their bytes), for tests that
-  // compare ranks.
-  static uint64_t StateFingerprint(const Executor& executor);
+  // A fingerprint of the parameters (FNV-1a of their bytes) except per-rank
+  // state, for tests that compare ranks.
+  static uint64_t StateFingerprint(const Executor& executor, const absl::flat_hash_set<std::string>& per_rank);
+
+  // The Parameters each rank keeps its own value of (attribute per_rank).
+  static absl::flat_hash_set<std::string> PerRankState(const Graph& graph);
 
  private:
   DataParallelGroup() = default;

@@ -215,6 +215,43 @@ std::string PlanFingerprint(const Graph& graph, const TrainOptions& options) {
   return absl::StrCat(absl::Hex(Fnv1a(text), absl::kZeroPad16));
 }
 
+// Where rank `rank` keeps its per-rank state: DIR/rank-<r>/epoch-<N>.ckpt.
+std::string PerRankCheckpointDir(const std::string& dir, int rank) { return absl::StrCat(dir, "/rank-", rank); }
+
+// Rank 0 writes the shared state; every rank writes its per-rank state (if
+// any) beside it, so a resume restores each rank's own residuals.
+absl::Status SaveCheckpoints(const TrainOptions& options, int64_t epochs_completed, int64_t step,
+                             const Executor& executor, const absl::flat_hash_set<std::string>& per_rank) {
+  Checkpoint shared{epochs_completed, step, {}}, mine{epochs_completed, step, {}};
+  for (auto& [name, value] : executor.State()) {
+    (per_rank.contains(name) ? mine : shared).tensors.emplace_back(name, std::move(value));
+  }
+  if (!mine.tensors.empty()) {
+    RETURN_IF_ERROR(SaveCheckpoint(PerRankCheckpointDir(options.checkpoint_dir, options.rank), mine));
+  }
+  if (options.rank == 0) RETURN_IF_ERROR(SaveCheckpoint(options.checkpoint_dir, shared));
+  return absl::OkStatus();
+}
+
+// Restores this rank's per-rank state for the epoch the shared checkpoint
+// `at` was written after; its absence is an error, not a silent zero.
+absl::Status RestorePerRankState(const TrainOptions& options, const Checkpoint& at, Executor& executor) {
+  std::string path = absl::StrCat(PerRankCheckpointDir(options.checkpoint_dir, options.rank), "/epoch-",
+                                  at.epochs_completed, ".ckpt");
+  absl::StatusOr<Checkpoint> mine = ReadCheckpointFile(path);
+  if (!mine.ok()) {
+    return absl::Status(mine.status().code(),
+                        absl::StrCat("resuming rank ", options.rank, " needs its own compression state (error-feedback "
+                                     "residuals) from ", path, ": ", mine.status().message()));
+  }
+  if (mine->step != at.step) {
+    return absl::DataLossError(absl::StrCat(path, " is at step ", mine->step, " but the shared checkpoint at step ",
+                                            at.step));
+  }
+  for (const auto& [name, value] : mine->tensors) RETURN_IF_ERROR(executor.SetState(name, value));
+  return absl::OkStatus();
+}
+
 // Train, recording into `trace` (null: no trace).
 absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder* trace) {
   if (options.threads < 1 || options.batch < 1 || options.epochs < 1 || options.workers < 1) {
@@ -299,6 +336,8 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   }
   eopts.trace = trace;
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::Create(graph.get(), eopts));
+  // Error-feedback residuals: each rank checkpoints and keeps its own.
+  const absl::flat_hash_set<std::string> per_rank = DataParallelGroup::PerRankState(*graph);
 
   data::LoaderOptions lo;
   lo.batch_size = options.batch;
@@ -317,6 +356,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
     absl::StatusOr<Checkpoint> ckpt = LoadLatestCheckpoint(options.checkpoint_dir);
     if (ckpt.ok()) {
       for (const auto& [name, value] : ckpt->tensors) RETURN_IF_ERROR(executor->SetState(name, value));
+      if (!per_rank.empty()) RETURN_IF_ERROR(RestorePerRankState(options, *ckpt, *executor));
       first_epoch = ckpt->epochs_completed;
       step = ckpt->step;
       if (options.progress != nullptr) {
@@ -330,7 +370,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   }
 
   if (group != nullptr) {
-    RETURN_IF_ERROR(group->CheckIdenticalState(*executor));
+    RETURN_IF_ERROR(group->CheckIdenticalState(*executor, per_rank));
     group->engine()->Reset(step);
     group->engine()->set_trace(trace);
   }
@@ -447,10 +487,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
     m.test_loss = eval.loss;
     progress.EpochDone(m);
     result.per_epoch.push_back(m);
-    if (!options.checkpoint_dir.empty() && options.rank == 0) {
-      Checkpoint c{epoch + 1, step, executor->State()};
-      RETURN_IF_ERROR(SaveCheckpoint(options.checkpoint_dir, c));
-    }
+    if (!options.checkpoint_dir.empty()) RETURN_IF_ERROR(SaveCheckpoints(options, epoch + 1, step, *executor, per_rank));
     if (options.max_steps > 0 && result.steps >= options.max_steps) break;
   }
   result.epochs = static_cast<int64_t>(result.per_epoch.size());
@@ -462,15 +499,21 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.peak_rss_bytes = PeakRssBytes();
   result.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
-  result.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor);
+  result.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor, per_rank);
   if (group != nullptr) {
     std::vector<double> bytes = {static_cast<double>(traffic_in_steps.bytes_sent),
                                  static_cast<double>(traffic_in_steps.bytes_received)};
+    bytes.push_back(absl::ToDoubleSeconds(group->engine()->busy_time()));
+    bytes.push_back(absl::ToDoubleSeconds(group->engine()->codec_time()));
     RETURN_IF_ERROR(group->SumAcrossRanks(bytes));
     if (result.steps > 0) {
-      result.bytes_sent_per_step = bytes[0] / options.workers / result.steps;
-      result.bytes_received_per_step = bytes[1] / options.workers / result.steps;
+      const double per_step = 1.0 / options.workers / result.steps;
+      result.bytes_sent_per_step = bytes[0] * per_step;
+      result.bytes_received_per_step = bytes[1] * per_step;
+      result.comm_seconds_per_step = bytes[2] * per_step;
+      result.codec_seconds_per_step = bytes[3] * per_step;
     }
+    ASSIGN_OR_RETURN(result.layer_bytes, PlanLayerBytes(*graph, options.workers));
   }
   if (!options.metrics_json.empty()) {
     RETURN_IF_ERROR(WriteFileAtomically(options.metrics_json, MetricsJson(options, result)));
@@ -514,7 +557,23 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   w.Member("peak_tensor_bytes", r.peak_tensor_bytes);
   w.Member("bytes_sent_per_step", r.bytes_sent_per_step);
   w.Member("bytes_received_per_step", r.bytes_received_per_step);
+  w.Member("comm_seconds_per_step", r.comm_seconds_per_step);
+  w.Member("codec_seconds_per_step", r.codec_seconds_per_step);
   w.Member("parameter_fingerprint", absl::StrCat(absl::Hex(r.parameter_fingerprint, absl::kZeroPad16)));
+  w.Key("layer_bytes");
+  w.BeginArray();
+  for (const LayerBytes& l : r.layer_bytes) {
+    w.BeginObject();
+    w.Member("name", l.name);
+    w.Member("method", l.method);
+    w.Member("collective", l.collective);
+    w.Member("elements", l.elements);
+    w.Member("payload_bytes", l.payload_bytes);
+    w.Member("sent_bytes", l.sent_bytes);
+    w.Member("uncompressed_sent_bytes", l.uncompressed_sent_bytes);
+    w.EndObject();
+  }
+  w.EndArray();
   w.Key("per_epoch");
   w.BeginArray();
   for (const EpochMetrics& m : r.per_epoch) {

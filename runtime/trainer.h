@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
+#include "runtime/compress/layer_bytes.h"
 #include "absl/time/time.h"
 #include "graph/ir.h"
 
@@ -84,6 +85,12 @@ struct TrainResult {
   // Mean over workers of the bytes each sent and received per training step.
   double bytes_sent_per_step = 0;
   double bytes_received_per_step = 0;
+  // Mean over workers, per training step: time the collective engine spent
+  // in communication work, and the encoding/decoding part of it (codecs).
+  double comm_seconds_per_step = 0;
+  double codec_seconds_per_step = 0;
+  // Per-layer gradient bytes of the plan (runtime/compress/layer_bytes.h).
+  std::vector<LayerBytes> layer_bytes;
   // FNV-1a of every parameter's final bytes (equal on every rank).
   uint64_t parameter_fingerprint = 0;
   std::vector<EpochMetrics> per_epoch;

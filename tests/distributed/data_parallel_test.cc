@@ -242,6 +242,50 @@ TEST_F(DataParallelTest, Fp16WireHalvesTheBytesAndRanksAgree) {
   EXPECT_EQ(JsonField(json, "parameter_fingerprint"), JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
 }
 
+// The sum of every "key": number in `json`.
+double SumOfFields(const std::string& json, const std::string& key) {
+  double sum = 0;
+  for (size_t at = json.find("\"" + key + "\":"); at != std::string::npos;
+       at = json.find("\"" + key + "\":", at + 1)) {
+    sum += std::stod(json.substr(at + key.size() + 3));
+  }
+  return sum;
+}
+
+// Compression with error feedback (1-bit SGD) across two ranks: the ranks
+// agree bitwise on the shared parameters; the bytes they measured on the wire
+// are the plan's per-layer accounting; and a run stopped after one epoch and
+// resumed ends bitwise where an uninterrupted run ends, which needs each
+// rank's own residuals from its own checkpoint (rank 0's, or zeros, would
+// change the next updates). Without them the resume is refused.
+TEST_F(DataParallelTest, CompressedRunResumesWithEachRanksErrorFeedback) {
+  const std::string passes =
+      " --batch 32 --passes \"autodiff,compress(method=onebit,min_elements=256),sgd(lr=0.05,momentum=0.5)\"";
+  auto run = [&](const std::string& store, const std::string& extra, std::vector<int> expected) {
+    std::string output, args = passes + extra;
+    std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/" + store, {args, args}, &output);
+    EXPECT_EQ(codes, expected) << output;
+    return output;
+  };
+  run("s1", " --epochs 2 --checkpoint " + dir_ + "/straight", {0, 0});
+  std::string straight = ReadFile(dir_ + "/rank0.json");
+  EXPECT_EQ(JsonField(straight, "parameter_fingerprint"),
+            JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
+  EXPECT_THAT(straight, HasSubstr("\"method\":\"onebit\""));
+  EXPECT_NEAR(std::stod(JsonField(straight, "bytes_sent_per_step")), SumOfFields(straight, "sent_bytes"), 1);
+  EXPECT_LT(SumOfFields(straight, "sent_bytes"), SumOfFields(straight, "uncompressed_sent_bytes") / 8);
+
+  run("s2", " --epochs 1 --checkpoint " + dir_ + "/split", {0, 0});
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/split/rank-1/epoch-1.ckpt"));
+  run("s3", " --epochs 2 --resume --checkpoint " + dir_ + "/split", {0, 0});
+  EXPECT_EQ(JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint"),
+            JsonField(straight, "parameter_fingerprint"));
+
+  std::filesystem::remove_all(dir_ + "/split/rank-1");
+  std::string output = run("s4", " --epochs 3 --resume --comm-timeout 5 --checkpoint " + dir_ + "/split", {1, 1});
+  EXPECT_THAT(output, HasSubstr("resuming rank 1 needs its own compression state"));
+}
+
 TEST_F(DataParallelTest, LaunchedWorkersEachWriteATrace) {
   Outcome o = Shell(absl::StrCat(kNereid, " run ", kSmallRun,
                                  " --workers 2 --threads 1 --batch 32 --max-steps 2 --trace ", dir_, "/trace.json"));
