@@ -10,8 +10,8 @@ K=2), and prints a table:
                   so their wire ratio is about 2/n of the payload ratio)
   s/iteration, speedup over the uncompressed run of the same strategy
   comm and codec time per iteration (the collective engine's own clocks)
-  codec / saved   encode+decode time over the communication time it saved
-                  (target < 10%)
+  codec / saved   encode+decode time over the communication time it saved:
+                  (uncompressed - compressed s/iteration) + codec time (target < 10%)
   time to the target accuracy, final accuracy, and its change against the
   uncompressed run of the same strategy
 Writes DIR/results.json, DIR/curves.csv and, with gnuplot, DIR/accuracy_vs_time.png.
@@ -103,10 +103,12 @@ def table(rows):
         speedup = f"{b['seconds_per_iteration'] / r['seconds_per_iteration']:.2f}x" if b else "-"
         saved = "-"
         if b and r["method"] != "none":
-            # Communication time this codec saved: the uncompressed run's, less
-            # this run's time in collectives (its comm time without the codec).
-            in_collectives = r["comm_seconds_per_step"] - r["codec_seconds_per_step"]
-            gain = b["comm_seconds_per_step"] - in_collectives
+            # The communication time a codec saved, from iteration times: the
+            # codec runs on the critical path, so iteration = compute + comm +
+            # codec and saved comm = (uncompressed - compressed iteration) +
+            # codec. (The engine's busy time would also count waiting for the
+            # slowest rank, which compression does not change.)
+            gain = b["seconds_per_iteration"] - r["seconds_per_iteration"] + r["codec_seconds_per_step"]
             saved = f"{r['codec_seconds_per_step'] / gain * 100:.0f}%" if gain > 0 else "saved nothing"
         delta = (f"{(r['final_test_accuracy'] - b['final_test_accuracy']) * 100:+.2f} pp" if b else "-")
         payload = f"{r['payload_ratio']:.1f}x" if r["payload_ratio"] else "-"
@@ -129,14 +131,19 @@ def main():
     ap.add_argument("--max-steps", type=int, default=0, help="stop each run after N steps (timing only)")
     ap.add_argument("--train-limit", type=int, default=0)
     ap.add_argument("--sgd", default="lr=0.1,momentum=0,schedule=cosine,warmup_epochs=1", help="sgd pass options")
-    ap.add_argument("--target", type=float, default=0.85, help="target test accuracy (fraction)")
+    ap.add_argument("--target", type=float, default=0.80, help="target test accuracy (fraction)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--run-timeout", type=int, default=1800)
     ap.add_argument("--only", default="", help="comma-separated methods (default all): " +
                     ",".join(m for m, _ in METHODS))
     ap.add_argument("--strategies", default="sync,pipe2")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/compression"))
+    ap.add_argument("--table", action="store_true", help="reprint the table of DIR/results.json and stop")
     args = ap.parse_args()
+    if args.table:
+        with open(os.path.join(args.out, "results.json")) as f:
+            print(table(json.load(f)["rows"]))
+        return
 
     check = subprocess.run([pipe_sgd.CLUSTER, "--check", "--delay", args.delay])
     if check.returncode == 77:

@@ -91,6 +91,24 @@ struct CodecStateSpec {
 
 enum class CodecCollective { kAllReduce, kAllGather };
 
+// Uniform floats in [0, 1) for stochastic rounding, one per value per step:
+// splitmix64, several times cheaper than std::uniform_real_distribution over
+// a Mersenne twister, with 24 random bits per float.
+class UniformSource {
+ public:
+  explicit UniformSource(uint64_t seed) : state_(seed) {}
+  float Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+  }
+
+ private:
+  uint64_t state_;
+};
+
 // Where one run of a codec stands.
 struct CodecStep {
   int64_t step = 0;
@@ -98,6 +116,8 @@ struct CodecStep {
   int64_t layer = 0;  // the gradient's place among compressed ones
   // A generator seeded by (seed, step, rank, layer): the same on a rerun.
   std::mt19937_64 Random(int rank) const;
+  // The same seeding for stochastic rounding.
+  UniformSource Uniform(int rank) const { return UniformSource(Random(rank)()); }
 };
 
 class GradientCodec {

@@ -37,8 +37,7 @@ class QsgdCodec : public GatherCodec {
 
   void Encode(const CodecStep& step, int rank, absl::Span<const float> x, std::vector<absl::Span<float>>,
               absl::Span<float> code) override {
-    std::mt19937_64 random = step.Random(rank);
-    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    UniformSource uniform = step.Uniform(rank);
     std::vector<uint32_t> levels;
     float* out = code.data();
     for (int64_t begin = 0; begin < elements_; begin += bucket_) {
@@ -53,7 +52,7 @@ class QsgdCodec : public GatherCodec {
         if (norm > 0) {
           const float r = std::min(std::fabs(v) / norm, 1.0f) * static_cast<float>(levels_);
           const float floor = std::floor(r);
-          level = static_cast<uint32_t>(floor) + (uniform(random) < r - floor ? 1 : 0);
+          level = static_cast<uint32_t>(floor) + (uniform.Next() < r - floor ? 1 : 0);
           level = std::min<uint32_t>(level, levels_);
         }
         levels[i] = level | (std::signbit(v) ? 1u << (bits_ - 1) : 0u);

@@ -38,8 +38,7 @@ class TernGradCodec : public GatherCodec {
 
   void Encode(const CodecStep& step, int rank, absl::Span<const float> x, std::vector<absl::Span<float>>,
               absl::Span<float> code) override {
-    std::mt19937_64 random = step.Random(rank);
-    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    UniformSource uniform = step.Uniform(rank);
     std::vector<uint32_t> ternary;
     float* out = code.data();
     for (int64_t begin = 0; begin < elements_; begin += bucket_) {
@@ -56,7 +55,7 @@ class TernGradCodec : public GatherCodec {
         const float v = x[begin + i];
         const float m = std::fabs(v);
         // m >= scale: the maximum is always kept, even if uniform() returns 1.
-        if (m > 0 && (m >= scale || uniform(random) < m / scale)) {
+        if (m > 0 && (m >= scale || uniform.Next() < m / scale)) {
           ternary[i] = std::signbit(v) ? kNegative : kPositive;
         }
       }

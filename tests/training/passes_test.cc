@@ -154,5 +154,82 @@ TEST(DataParallelTest, NeedsGradientsAndRefusesTwice) {
               HasSubstr("bucket_kb must be > 0"));
 }
 
+// compress with a codec: large weight gradients get their own
+// CompressedAllReduce, small ones and biases stay in dense buckets, every
+// gradient is averaged exactly once, the issue order is a permutation that
+// follows readiness, and the codec's state is state (residuals per rank).
+TEST(CompressTest, CompressesLargeWeightsAndKeepsTheRestDense) {
+  auto graph = Planned("lenet_fashion", "autodiff,data_parallel(bucket_kb=64),compress(method=topk,ratio=0.05),sgd");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::vector<std::string> compressed;
+  std::vector<std::pair<int64_t, Node*>> collectives;
+  for (Node* n : (*graph)->nodes()) {
+    if (n->op() == "Gradient") {
+      const std::string& src = n->input_edge(0)->src->op();
+      EXPECT_TRUE(src == "AllReduce" || src == "CompressedAllReduce") << n->name() << " <- " << src;
+      const TensorShape& shape = n->outputs()[0].shape;
+      bool large = shape.KnownElements() >= 1024 && shape.rank() > 1;
+      EXPECT_EQ(src == "CompressedAllReduce", large) << n->name();
+    }
+    if (n->op() == "CompressedAllReduce") {
+      compressed.push_back(n->name());
+      EXPECT_EQ(n->def().attr().at("method").s(), "topk");
+      EXPECT_EQ(n->def().attr().at("options").s(), "ratio=0.05");
+      ASSERT_EQ(n->num_inputs(), 3);  // gradient, momentum, residual
+      for (int i = 1; i < 3; ++i) {
+        Node* state = n->input_edge(i)->src;
+        EXPECT_EQ(state->op(), "Parameter");
+        EXPECT_TRUE(state->def().attr().at("per_rank").b()) << state->name();
+        EXPECT_EQ(state->input_edge(0)->src->op(), "Feedback") << state->name();
+      }
+    }
+    if (n->op() == "AllReduce" || n->op() == "CompressedAllReduce") {
+      collectives.emplace_back(n->def().attr().at("bucket").i(), n);
+    }
+  }
+  std::sort(compressed.begin(), compressed.end());
+  EXPECT_EQ(compressed, std::vector<std::string>({"compress/conv2/filter/grad", "compress/fc1/weight/grad",
+                                                  "compress/fc2/weight/grad"}));
+  std::sort(collectives.begin(), collectives.end());
+  for (size_t i = 0; i < collectives.size(); ++i) EXPECT_EQ(collectives[i].first, static_cast<int64_t>(i));
+  // fc2 is nearer the loss than fc1, so its gradient is ready, and issued, first.
+  auto position = [&](const std::string& name) {
+    for (size_t i = 0; i < collectives.size(); ++i) {
+      if (collectives[i].second->name() == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  EXPECT_LT(position("compress/fc2/weight/grad"), position("compress/fc1/weight/grad"));
+  EXPECT_LT(position("compress/fc1/weight/grad"), position("compress/conv2/filter/grad"));
+  EXPECT_EQ((*graph)->header().attr().at("compression").s(), "topk");
+}
+
+TEST(CompressTest, SharedStateIsNotPerRank) {
+  auto graph = Planned("lenet_fashion", "autodiff,data_parallel,compress(method=powersgd,rank=1),sgd");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  Node* q = (*graph)->FindNode("compress/fc1/weight/grad/q");
+  ASSERT_NE(q, nullptr);
+  EXPECT_FALSE(q->def().attr().count("per_rank") > 0 && q->def().attr().at("per_rank").b());
+}
+
+TEST(CompressTest, RefusalsSayWhy) {
+  auto message = [](const std::string& passes) { return std::string(Planned("lenet_fashion", passes).status().message()); };
+  EXPECT_THAT(message("autodiff,compress(method=qsgd)"), HasSubstr("it goes after data_parallel"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=zip)"),
+              HasSubstr("unknown method 'zip'; methods: fp16, bf16, gradiveq, onebit, powersgd, qsgd, terngrad, topk"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=qsgd,ratio=0.1)"),
+              HasSubstr("qsgd has no option 'ratio'; its options: bits, bucket"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=qsgd,bits=9)"), HasSubstr("bits=9 must be in [2, 8]"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=fp16,bits=4)"), HasSubstr("fp16 takes no option 'bits'"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=powersgd,skip_biases=false,min_elements=1)"),
+              HasSubstr("/bias/grad"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=qsgd,min_elements=100000000)"),
+              HasSubstr("nothing to compress"));
+  EXPECT_THAT(message("autodiff,data_parallel,compress(method=qsgd),compress(method=topk)"),
+              HasSubstr("is already compressed"));
+  EXPECT_THAT(message("autodiff,data_parallel,pipeline(width=2),compress(method=qsgd)"),
+              HasSubstr("compress must come before pipeline"));
+}
+
 }  // namespace
 }  // namespace nereid
