@@ -20,7 +20,8 @@ Needs root (network namespaces); exits 77 with the harness's reason otherwise.
 Example (the defaults: lenet_fashion, 4 workers, 35mbit, 5 epochs; ~25 minutes on 2 cores):
   bench/compression.py
   bench/compression.py --only none,qsgd,powersgd --strategies sync
-  bench/compression.py --model vgg11_cifar --dataset synthetic --max-steps 20   # time only
+  bench/compression.py --model resnet20_cifar --dataset synthetic --batch 32 --max-steps 40 \
+      --only none,gradiveq,powersgd2 --strategies sync --codec-options gradiveq:warmup=5   # time only
 """
 
 import argparse
@@ -137,6 +138,8 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated methods (default all): " +
                     ",".join(m for m, _ in METHODS))
     ap.add_argument("--strategies", default="sync,pipe2")
+    ap.add_argument("--codec-options", action="append", default=[], metavar="METHOD:k=v,...",
+                    help="extra compress options for one method, e.g. gradiveq:warmup=5 (repeatable)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/compression"))
     ap.add_argument("--table", action="store_true", help="reprint the table of DIR/results.json and stop")
     args = ap.parse_args()
@@ -157,6 +160,10 @@ def main():
         for method, compress in METHODS:
             if args.only and method not in args.only.split(","):
                 continue
+            for extra in args.codec_options:
+                target, _, options = extra.partition(":")
+                if target == method and compress:
+                    compress = compress[:-1] + "," + options + ")"
             passes = "".join(p + "," for p in (compress, pipeline) if p)
             name = f"{method.replace('%', 'pct')}_{strategy}"
             rows.append(summarize(args, name, method, strategy, train(args, name, passes)))

@@ -13,9 +13,10 @@
 // momentum, bases) becomes zero-started state Parameters carried through the
 // training loop, so checkpoints keep it; residuals are marked per rank.
 //
-// Selection: tensors with fewer than min_elements values, and biases (rank-1
-// tensors) unless skip_biases=false, stay in the dense buckets: compressing
-// them saves little and costs accuracy.
+// Selection: tensors with fewer than min_elements values, biases (rank-1
+// tensors) unless skip_biases=false, and tensors the codec is not meant for
+// (GradiVeQ: anything but conv filters) stay in the dense buckets:
+// compressing them saves little and costs accuracy.
 //
 // Issue order: the remaining dense buckets and the compressed gradients are
 // renumbered by when their last input becomes ready in the backward pass, so
@@ -165,14 +166,15 @@ class CompressPass : public Pass {
         const TensorShape& shape = in->src->outputs()[in->src_port].shape;
         const int64_t elements = shape.KnownElements();
         dense_bytes += elements * 4;
-        const bool selected = elements >= min_elements && !(skip_biases && shape.rank() <= 1);
+        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(method));
+        const bool selected =
+            elements >= min_elements && !(skip_biases && shape.rank() <= 1) && codec->Suits(shape.dims());
         if (!selected) {
           dense.values.push_back(value);
           dense.gradients.push_back(gradient);
           dense.ready = std::max(dense.ready, position.at(in->src->id()));
           continue;
         }
-        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(method));
         if (absl::Status s = codec->Init(shape.dims(), codec_options); !s.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat("compress: ", method, " on gradient '", gradient->name(), "' ", shape.ToString(), ": ",
@@ -203,7 +205,7 @@ class CompressPass : public Pass {
     if (table.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "compress: no gradient has min_elements=", min_elements, " values or more", skip_biases ? " (biases skipped)" : "",
-          "; nothing to compress"));
+          " and suits ", method, "; nothing to compress"));
     }
     // Issue order: by readiness in the backward pass, stable for ties.
     std::stable_sort(plan.begin(), plan.end(), [](const Collective& a, const Collective& b) { return a.ready < b.ready; });
@@ -220,7 +222,7 @@ class CompressPass : public Pass {
                                       plan.size() - table.size(), " dense bucket", plan.size() - table.size() == 1 ? " keeps" : "s keep",
                                       " the rest. Payload per rank per step:"));
     for (std::string& line : table) log->notes.push_back(std::move(line));
-    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "small tensors and biases",
+    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "the rest (dense)",
                                          Kib(uncompressed), Kib(uncompressed)));
     log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  %6.1fx", "total", Kib(dense_bytes),
                                          Kib(payload_bytes + uncompressed),

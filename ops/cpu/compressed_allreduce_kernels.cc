@@ -15,36 +15,10 @@
 #include "ops/kernel.h"
 #include "runtime/collective_engine.h"
 #include "runtime/compress/codec.h"
+#include "runtime/compress/communicator_codec_comm.h"
 
 namespace nereid {
 namespace {
-
-// The worker's communicator seen by a codec; sums the time it spends inside
-// collectives so the rest can be booked as codec time.
-class EngineCodecComm : public CodecComm {
- public:
-  EngineCodecComm(Communicator& comm, CollectiveOptions options) : comm_(comm), options_(options) {}
-  int rank() const override { return comm_.rank(); }
-  int world() const override { return comm_.world(); }
-  absl::Status AllReduceSum(absl::Span<float> data) override {
-    absl::Time start = absl::Now();
-    absl::Status s = comm_.AllReduce(data, ReduceOp::kSum, options_);
-    in_collectives_ += absl::Now() - start;
-    return s;
-  }
-  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override {
-    absl::Time start = absl::Now();
-    absl::Status s = comm_.AllGather(in, out, options_);
-    in_collectives_ += absl::Now() - start;
-    return s;
-  }
-  absl::Duration in_collectives() const { return in_collectives_; }
-
- private:
-  Communicator& comm_;
-  CollectiveOptions options_;
-  absl::Duration in_collectives_ = absl::ZeroDuration();
-};
 
 class CompressedAllReduceKernel : public AsyncOpKernel {
  public:
@@ -98,7 +72,7 @@ class CompressedAllReduceKernel : public AsyncOpKernel {
     engine->Submit(
         step.step, bucket_,
         [codec, step, gradient, state = std::move(state), out, options, engine](Communicator& comm) {
-          EngineCodecComm codec_comm(comm, options);
+          CommunicatorCodecComm codec_comm(comm, options);
           absl::Time start = absl::Now();
           absl::Status s = codec->Average(step, gradient, state, out, codec_comm);
           engine->AddCodecTime(absl::Now() - start - codec_comm.in_collectives());

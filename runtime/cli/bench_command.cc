@@ -1,11 +1,19 @@
 // nereid bench allreduce: Nereid's allreduce against raw Gloo and the
 // alpha-beta bound of the measured link, per message size.
+// nereid bench compress MODEL: the aggregation time of the model's gradients,
+// uncompressed and with each compressor (runtime/compress/aggregation_bench.h).
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "graph/model_loader.h"
+#include "graph/status_macros.h"
+#include "passes/pass_manager.h"
+#include "runtime/compress/aggregation_bench.h"
 #include "graph/graph_io.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
@@ -29,26 +37,70 @@ constexpr char kHelp[] =
     "  --rounds R         alternations of ours and raw Gloo per size (default 3)\n"
     "  --json PATH        write the results as JSON\n"
     "One worker per invocation: --rendezvous SPEC --rank R --world N [--bind ADDR] (as for\n"
-    "`nereid run`).\n";
+    "`nereid run`).\n\n"
+    "Usage: nereid bench compress MODEL --methods LIST [flags]\n\n"
+    "Aggregates one step's gradients of MODEL across the workers, back to back with no training\n"
+    "compute, uncompressed and with each method, alternating in rounds: the median of the slowest\n"
+    "rank's aggregation time, its encode+decode time, and the bytes sent (GradiVeQ's measure).\n\n"
+    "  --methods LIST     e.g. none,qsgd:bits=4,topk:ratio=0.01;momentum=0.9,gradiveq (options after\n"
+    "                     ':' separated by ';'; 'none' is the baseline and is added first if missing)\n"
+    "  --workers N        local worker processes (default 2)\n"
+    "  --iterations I     timed steps per method and round (default 10)\n"
+    "  --rounds R         rounds (default 3)\n"
+    "  --warmup W         untimed first steps (default 25: GradiVeQ's first basis)\n"
+    "  --json PATH        write the results as JSON\n";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
   return kExitFailure;
 }
 
+// The plans `nereid bench compress` compares: MODEL planned with
+// autodiff,data_parallel and each method's compress pass.
+absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& model, const std::string& methods) {
+  std::vector<std::string> specs = absl::StrSplit(methods, ',', absl::SkipWhitespace());
+  if (specs.empty() || specs[0] != "none") specs.insert(specs.begin(), "none");
+  std::vector<AggregationPlan> plans;
+  for (const std::string& spec : specs) {
+    std::string passes = "autodiff,data_parallel";
+    if (spec != "none") {
+      std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
+      std::string options = parts.size() > 1 ? absl::StrReplaceAll(parts[1], {{";", ","}}) : "";
+      absl::StrAppend(&passes, ",compress(method=", parts[0], options.empty() ? "" : ",", options, ")");
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, LoadModel(model));
+    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(passes));
+    absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(*graph, pipeline);
+    if (!reports.ok()) return absl::Status(reports.status().code(), absl::StrCat(spec, ": ", reports.status().message()));
+    ASSIGN_OR_RETURN(AggregationPlan plan, AggregationPlanOf(*graph, spec));
+    plans.push_back(std::move(plan));
+  }
+  return plans;
+}
+
 int Bench(const std::vector<std::string>& args) {
-  Flags flags({"workers", "sizes", "rounds", "json", "rendezvous", "rank", "world", "threads", "worker-timeout", "bind"},
+  Flags flags({"workers", "sizes", "rounds", "json", "rendezvous", "rank", "world", "threads", "worker-timeout", "bind",
+               "methods", "iterations", "warmup"},
               {"help"});
   absl::Status parsed = flags.Parse(args);
-  if (!parsed.ok() || flags.positional().size() != 1 || flags.positional()[0] != "allreduce") {
+  const bool compress = parsed.ok() && flags.positional().size() == 2 && flags.positional()[0] == "compress";
+  if (!parsed.ok() || (!compress && (flags.positional().size() != 1 || flags.positional()[0] != "allreduce"))) {
     if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
     std::fputs(kHelp, stderr);
     return kExitUsage;
   }
   absl::StatusOr<int64_t> workers = flags.Int("workers", 2), rounds = flags.Int("rounds", 3),
-                          rank = flags.Int("rank", -1), world = flags.Int("world", -1);
-  for (const auto* v : {&workers, &rounds, &rank, &world}) {
+                          rank = flags.Int("rank", -1), world = flags.Int("world", -1),
+                          iterations = flags.Int("iterations", 10), warmup = flags.Int("warmup", 25);
+  for (const auto* v : {&workers, &rounds, &rank, &world, &iterations, &warmup}) {
     if (!v->ok()) return Fail(v->status());
+  }
+  std::vector<AggregationPlan> plans;
+  if (compress) {
+    // Planned before launching too, so a bad model or method fails once, here.
+    absl::StatusOr<std::vector<AggregationPlan>> made = CompressPlans(flags.positional()[1], flags.String("methods"));
+    if (!made.ok()) return Fail(made.status());
+    plans = *std::move(made);
   }
   AllReduceBenchOptions options;
   if (flags.Has("sizes")) {
@@ -59,7 +111,7 @@ int Bench(const std::vector<std::string>& args) {
   options.rounds = static_cast<int>(std::max<int64_t>(1, *rounds));
   if (!flags.Has("rendezvous")) {
     if (*workers < 2) {
-      std::fprintf(stderr, "error: --workers must be >= 2 for an allreduce benchmark\n");
+      std::fprintf(stderr, "error: --workers must be >= 2 for a communication benchmark\n");
       return kExitUsage;
     }
     LocalLaunch launch;
@@ -77,7 +129,10 @@ int Bench(const std::vector<std::string>& args) {
   if (!spec.ok()) return Fail(spec.status());
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   reporter.Report("phase=rendezvous");
-  WorkerIdentity identity{kNereidVersion, absl::StrCat("bench allreduce ", flags.String("sizes")), info->world};
+  WorkerIdentity identity{kNereidVersion,
+                          compress ? absl::StrCat("bench compress ", flags.positional()[1], " ", flags.String("methods"))
+                                   : absl::StrCat("bench allreduce ", flags.String("sizes")),
+                          info->world};
   GlooConnectOptions connect;
   connect.hostname = flags.String("bind", connect.hostname);
   absl::StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(*spec, info->rank, info->world, identity, connect);
@@ -85,6 +140,21 @@ int Bench(const std::vector<std::string>& args) {
   auto* gloo = dynamic_cast<GlooCommunicator*>(comm->get());
   if (gloo == nullptr) return Fail(absl::InternalError("the allreduce benchmark needs the Gloo communicator"));
   reporter.Report("phase=bench");
+  if (compress) {
+    AggregationBenchOptions o;
+    o.iterations = static_cast<int>(std::max<int64_t>(1, *iterations));
+    o.rounds = static_cast<int>(std::max<int64_t>(1, *rounds));
+    o.warmup_steps = static_cast<int>(std::max<int64_t>(0, *warmup));
+    absl::StatusOr<std::vector<AggregationRow>> rows = RunAggregationBench(**comm, plans, o);
+    if (!rows.ok()) return Fail(rows.status());
+    if (info->rank != 0) return kExitOk;
+    std::fputs(FormatAggregationTable(*rows, info->world).c_str(), stdout);
+    if (flags.Has("json")) {
+      absl::Status written = WriteFileAtomically(flags.String("json"), AggregationJson(*rows, info->world));
+      if (!written.ok()) return Fail(written);
+    }
+    return kExitOk;
+  }
   absl::StatusOr<AllReduceBenchResult> result = RunAllReduceBench(*gloo, options);
   if (!result.ok()) return Fail(result.status());
   if (info->rank != 0) return kExitOk;
@@ -99,7 +169,9 @@ int Bench(const std::vector<std::string>& args) {
 }  // namespace
 
 const Command& BenchCommand() {
-  static const Command command{"bench", "benchmarks: allreduce (ours vs raw Gloo vs the link's bound)", kHelp, Bench};
+  static const Command command{
+      "bench", "benchmarks: allreduce (ours vs raw Gloo vs the link's bound), compress (gradient aggregation time)",
+      kHelp, Bench};
   return command;
 }
 

@@ -123,6 +123,9 @@ struct CodecStep {
 class GradientCodec {
  public:
   virtual ~GradientCodec() = default;
+  // Whether the method is meant for a gradient of `dims` (GradiVeQ: conv
+  // filters only); the compress pass leaves the others in dense buckets.
+  virtual bool Suits(const std::vector<int64_t>& dims) const { return true; }
   // Checks the options against a gradient of `dims` (called once per node).
   virtual absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& options) = 0;
   virtual CodecCollective collective() const = 0;

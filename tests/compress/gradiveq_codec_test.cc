@@ -54,7 +54,7 @@ TEST(GradiVeqCodecTest, AllreduceSumsTheCoefficients) {
   const int64_t n = 1000, slice = 64, k = 8;  // 16 slices, the last 40 values
   const int world = 3;
   std::vector<double> u = Orthonormal(slice, k, 3);
-  SimulatedRanks ranks("gradiveq", {n}, world);
+  SimulatedRanks ranks("gradiveq", {n}, world, {{"error_feedback", "1"}});
   std::vector<std::vector<float>> grads;
   std::vector<double> mean(n, 0.0);
   for (int w = 0; w < world; ++w) {
@@ -153,7 +153,7 @@ TEST(GradiVeqCodecTest, BasisIsTheTopEigenvectorsOfTheCovariance) {
 TEST(GradiVeqCodecTest, ErrorFeedbackLosesNothing) {
   const int64_t n = 300;
   SimulatedRanks ranks("gradiveq", {n}, 1,
-                       {{"slice", "32"}, {"coefficients", "4"}, {"refresh", "3"}, {"warmup", "2"}});
+                       {{"slice", "32"}, {"coefficients", "4"}, {"refresh", "3"}, {"warmup", "2"}, {"error_feedback", "1"}});
   std::vector<double> sent(n, 0.0), given(n, 0.0);
   for (int step = 0; step < 6; ++step) {  // exact 0, 1 and 3; compressed 2, 4 and 5
     std::vector<float> g = RandomGradient(n, 300 + step);
@@ -167,8 +167,10 @@ TEST(GradiVeqCodecTest, ErrorFeedbackLosesNothing) {
   const std::vector<float>& residual = ranks.state(0)[kResidual];
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(sent[i] + residual[i], given[i], 1e-4) << i;
 
-  SimulatedRanks without("gradiveq", {n}, 1, {{"error_feedback", "0"}});
-  EXPECT_EQ(without.codec(0).State().size(), 2u);  // no residual
+  SimulatedRanks without("gradiveq", {n}, 1);
+  EXPECT_EQ(without.codec(0).State().size(), 2u);  // no residual by default
+  EXPECT_TRUE(without.codec(0).Suits({8, 4, 3, 3}));
+  EXPECT_FALSE(without.codec(0).Suits({400, 120}));
 }
 
 TEST(GradiVeqCodecTest, PayloadIsSliceOverCoefficientsSmaller) {

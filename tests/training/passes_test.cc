@@ -204,6 +204,16 @@ TEST(CompressTest, CompressesLargeWeightsAndKeepsTheRestDense) {
   EXPECT_EQ((*graph)->header().attr().at("compression").s(), "topk");
 }
 
+TEST(CompressTest, GradiveqTakesOnlyConvFilters) {
+  auto graph = Planned("lenet_fashion", "autodiff,data_parallel,compress(method=gradiveq),sgd");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::vector<std::string> compressed;
+  for (Node* n : (*graph)->nodes()) {
+    if (n->op() == "CompressedAllReduce") compressed.push_back(n->name());
+  }
+  EXPECT_EQ(compressed, std::vector<std::string>({"compress/conv2/filter/grad"}));
+}
+
 TEST(CompressTest, SharedStateIsNotPerRank) {
   auto graph = Planned("lenet_fashion", "autodiff,data_parallel,compress(method=powersgd,rank=1),sgd");
   ASSERT_TRUE(graph.ok()) << graph.status();
