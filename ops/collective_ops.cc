@@ -39,17 +39,19 @@ NEREID_REGISTER_OP(OpDefBuilder("AllReduce")
                        .SetCostFn(cost_fns::NoFlops));
 
 NEREID_REGISTER_OP(OpDefBuilder("CompressedAllReduce")
-                       .Summary("One gradient averaged across the data-parallel ranks in compressed form by a "
-                                "gradient codec (runtime/compress/): input 0 is the gradient, the rest the "
-                                "codec's state (error-feedback residuals, momentum, bases); output 0 is the "
-                                "average, the rest the next state. Runs in `bucket` order with the AllReduce "
-                                "buckets.")
+                       .Summary("Gradients averaged across the data-parallel ranks in compressed form by a "
+                                "gradient codec each (runtime/compress/), one collective per round for all: "
+                                "inputs are the `gradients` gradients, then each one's codec state "
+                                "(error-feedback residuals, momentum, bases); outputs the averages, then the "
+                                "next state. Runs in `bucket` order with the AllReduce buckets.")
                        .InputList("values", 1, {DT_FLOAT})
                        .OutputList("reduced")
                        .RequiredAttr("bucket", AttrType::kInt, "position in the fixed per-step issue order")
                        .RequiredAttr("method", AttrType::kString, "codec name (`nereid passes` lists them)")
                        .Attr("options", AttrType::kString, StringAttr(""), "codec options, key=value;...")
-                       .Attr("layer", AttrType::kInt, IntAttr(0), "the gradient's index among compressed ones")
+                       .Attr("gradients", AttrType::kInt, IntAttr(1), "how many inputs are gradients")
+                       .Attr("names", AttrType::kString, StringAttr(""), "the gradients' names, comma-separated")
+                       .Attr("layer", AttrType::kInt, IntAttr(0), "the first gradient's index among compressed ones")
                        .Attr("seed", AttrType::kInt, IntAttr(0), "seed of stochastic rounding")
                        .NoGradient("communication is inserted after autodiff")
                        .SetShapeFn(SameAsInputs)

@@ -5,11 +5,13 @@
 // AllReduce bucket is marked with the wire format; the communicator sends
 // 16-bit values and adds them in float32 (runtime/comm/wire_format.h).
 //
-// Every other method is a gradient codec (runtime/compress/): each selected
-// gradient leaves its AllReduce bucket and is averaged by its own
-// CompressedAllReduce node, whose codec all-gathers its codes (QSGD,
-// TernGrad, top-k, 1-bit) or allreduces them (PowerSGD, GradiVeQ: linear
-// codes); the plan says which. The codec's state (error-feedback residuals,
+// Every other method is a gradient codec (runtime/compress/): the selected
+// gradients leave their AllReduce bucket for one CompressedAllReduce node per
+// bucket, with a codec per gradient, whose codes go in one collective per
+// round: all-gathered (QSGD, TernGrad, top-k, 1-bit) or allreduced
+// (PowerSGD, GradiVeQ: linear codes); the plan says which. One collective
+// per bucket, not per layer: on a real link each small collective costs the
+// ring's latency. The codec's state (error-feedback residuals,
 // momentum, bases) becomes zero-started state Parameters carried through the
 // training loop, so checkpoints keep it; residuals are marked per rank.
 //
@@ -64,9 +66,11 @@ struct Collective {
   size_t ready = 0;                  // topological position of its last input
   std::vector<NodeOut> values;       // dense bucket: its inputs
   std::vector<Node*> gradients;      // the Gradient nodes it feeds, in input order
-  std::string compressed_name;       // non-empty: a CompressedAllReduce for values[0]
   Node* node = nullptr;
 };
+
+// "data_parallel/bucket_3" -> "bucket_3".
+std::string BaseName(const std::string& name) { return name.substr(name.rfind('/') + 1); }
 
 std::string Kib(int64_t bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024.0); }
 
@@ -149,8 +153,12 @@ class CompressPass : public Pass {
     int64_t dense_bytes = 0, compressed_dense_bytes = 0, payload_bytes = 0;
     std::vector<std::string> table;
     int layer = 0;
+    int compressed_nodes = 0;
     for (Node* bucket : old_buckets) {
-      Collective dense;
+      // The bucket's selected gradients share one CompressedAllReduce (one
+      // collective per round for all); the rest stay one dense allreduce.
+      Collective dense, fused;
+      std::vector<std::unique_ptr<GradientCodec>> codecs;
       for (int i = 0; i < bucket->num_inputs(); ++i) {
         const Edge* in = bucket->input_edge(i);
         NodeOut value{in->src, in->src_port};
@@ -180,21 +188,24 @@ class CompressPass : public Pass {
               absl::StrCat("compress: ", method, " on gradient '", gradient->name(), "' ", shape.ToString(), ": ",
                            s.message(), " (min_elements / skip_biases choose what is compressed)"));
         }
-        Collective c;
-        c.ready = position.at(in->src->id());
-        c.values = {value};
-        c.gradients = {gradient};
-        c.compressed_name = absl::StrCat("compress/", gradient->name());
-        ASSIGN_OR_RETURN(c.node, AddCompressedNode(graph, c.compressed_name, method, codec_options, *codec, value,
-                                                   layer++, o.GetInt("seed")));
-        const int64_t payload = codec->PayloadFloats() * 4;
+        fused.ready = std::max(fused.ready, position.at(in->src->id()));
+        fused.values.push_back(value);
+        fused.gradients.push_back(gradient);
+        codecs.push_back(std::move(codec));
+        const int64_t payload = codecs.back()->PayloadFloats() * 4;
         compressed_dense_bytes += elements * 4;
         payload_bytes += payload;
         table.push_back(absl::StrFormat("  %-28s %10s -> %10s  %6.1fx  %s", gradient->name(), Kib(elements * 4),
                                         Kib(payload), static_cast<double>(elements * 4) / payload,
-                                        codec->collective() == CodecCollective::kAllReduce ? "allreduce"
-                                                                                            : "allgather"));
-        plan.push_back(std::move(c));
+                                        codecs.back()->collective() == CodecCollective::kAllReduce ? "allreduce"
+                                                                                                   : "allgather"));
+      }
+      if (!fused.values.empty()) {
+        ASSIGN_OR_RETURN(fused.node, AddCompressedNode(graph, absl::StrCat("compress/", BaseName(bucket->name())),
+                                                       method, codec_options, codecs, fused, layer, o.GetInt("seed")));
+        layer += static_cast<int>(codecs.size());
+        compressed_nodes++;
+        plan.push_back(std::move(fused));
       }
       if (!dense.values.empty()) {
         ASSIGN_OR_RETURN(dense.node, AddOpNode(&graph, absl::StrCat(bucket->name(), "/dense"), "AllReduce",
@@ -217,9 +228,11 @@ class CompressPass : public Pass {
     }
     for (Node* bucket : old_buckets) graph.RemoveNode(bucket);
     const int64_t uncompressed = dense_bytes - compressed_dense_bytes;
+    const size_t dense_buckets = plan.size() - compressed_nodes;
     log->notes.push_back(absl::StrCat(method, " (", codec_options.ToString().empty() ? "defaults" : codec_options.ToString(),
-                                      ") on ", table.size(), " gradient", table.size() == 1 ? "" : "s", "; ",
-                                      plan.size() - table.size(), " dense bucket", plan.size() - table.size() == 1 ? " keeps" : "s keep",
+                                      ") on ", table.size(), " gradient", table.size() == 1 ? "" : "s", " in ",
+                                      compressed_nodes, " fused collective", compressed_nodes == 1 ? "" : "s", "; ",
+                                      dense_buckets, " dense bucket", dense_buckets == 1 ? " keeps" : "s keep",
                                       " the rest. Payload per rank per step:"));
     for (std::string& line : table) log->notes.push_back(std::move(line));
     log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "the rest (dense)",
@@ -230,24 +243,34 @@ class CompressPass : public Pass {
     return absl::OkStatus();
   }
 
+  // The node for `fused`'s gradients: inputs the gradients, then each one's
+  // codec state (new state Parameters carried by Feedback); outputs the same.
   absl::StatusOr<Node*> AddCompressedNode(Graph& graph, const std::string& name, const std::string& method,
-                                          const CodecOptions& options, const GradientCodec& codec, NodeOut value,
-                                          int layer, int64_t seed) {
+                                          const CodecOptions& options,
+                                          const std::vector<std::unique_ptr<GradientCodec>>& codecs,
+                                          const Collective& fused, int layer, int64_t seed) {
     std::vector<Node*> state;
-    std::vector<NodeOut> inputs = {value};
-    for (const CodecStateSpec& spec : codec.State()) {
-      ASSIGN_OR_RETURN(Node * p, AddState(graph, absl::StrCat(name, "/", spec.name), spec.dims, spec.per_rank));
-      state.push_back(p);
-      inputs.push_back({p, 0});
+    std::vector<NodeOut> inputs = fused.values;
+    std::vector<std::string> names;
+    for (size_t g = 0; g < codecs.size(); ++g) {
+      names.push_back(fused.gradients[g]->name());
+      for (const CodecStateSpec& spec : codecs[g]->State()) {
+        ASSIGN_OR_RETURN(Node * p, AddState(graph, absl::StrCat("compress/", fused.gradients[g]->name(), "/", spec.name),
+                                            spec.dims, spec.per_rank));
+        state.push_back(p);
+        inputs.push_back({p, 0});
+      }
     }
     ASSIGN_OR_RETURN(Node * node, AddOpNode(&graph, name, "CompressedAllReduce", inputs,
                                             {{"bucket", IntAttr(0)},
                                              {"method", StringAttr(method)},
                                              {"options", StringAttr(options.ToString())},
+                                             {"gradients", IntAttr(static_cast<int64_t>(codecs.size()))},
+                                             {"names", StringAttr(absl::StrJoin(names, ","))},
                                              {"layer", IntAttr(layer)},
                                              {"seed", IntAttr(seed)}}));
     for (size_t i = 0; i < state.size(); ++i) {
-      RETURN_IF_ERROR(CloseLoop(graph, state[i], {node, static_cast<int>(i + 1)}));
+      RETURN_IF_ERROR(CloseLoop(graph, state[i], {node, static_cast<int>(codecs.size() + i)}));
     }
     return node;
   }

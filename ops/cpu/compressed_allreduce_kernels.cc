@@ -1,8 +1,8 @@
-// The CompressedAllReduce kernel: runs the node's gradient codec
-// (runtime/compress/codec.h) on the collective engine's thread, in the
-// node's bucket turn, so compressed gradients keep the fixed per-step order
-// of every other collective. Outputs: the average, then the codec's next
-// state (a copy of the state input that the codec updates in place).
+// The CompressedAllReduce kernel: runs the node's gradient codecs
+// (runtime/compress/codec.h), one per gradient, fused into one collective per
+// round (AverageFused), on the collective engine's thread in the node's
+// bucket turn, so compressed gradients keep the fixed per-step order of
+// every other collective.
 
 #include <cstring>
 #include <memory>
@@ -24,57 +24,71 @@ class CompressedAllReduceKernel : public AsyncOpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     bucket_ = static_cast<int>(attrs.at("bucket")->i());
-    step_.layer = attrs.at("layer")->i();
-    step_.seed = attrs.at("seed")->i();
+    const int64_t gradients = attrs.at("gradients")->i();
     const std::string& method = attrs.at("method")->s();
-    ASSIGN_OR_RETURN(codec_, CodecRegistry::Global().Create(method));
     ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attrs.at("options")->s()));
-    const TensorShape& shape = node.outputs()[0].shape;
-    if (!shape.IsFullyDefined()) {
-      return absl::FailedPreconditionError(absl::StrCat("'", node.name(), "': the gradient's shape must be known"));
+    int64_t state_inputs = 0;
+    for (int64_t g = 0; g < gradients; ++g) {
+      const TensorShape& shape = node.outputs()[g].shape;
+      if (!shape.IsFullyDefined()) {
+        return absl::FailedPreconditionError(absl::StrCat("'", node.name(), "': gradient ", g, "'s shape must be known"));
+      }
+      ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(method));
+      if (absl::Status s = codec->Init(shape.dims(), options); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("'", node.name(), "' (", method, ") gradient ", g, ": ", s.message()));
+      }
+      Slot slot;
+      slot.step.layer = attrs.at("layer")->i() + g;
+      slot.step.seed = attrs.at("seed")->i();
+      slot.states = static_cast<int>(codec->State().size());
+      state_inputs += slot.states;
+      slot.codec = std::move(codec);
+      slots_.push_back(std::move(slot));
     }
-    const std::vector<int64_t>& dims = shape.dims();
-    if (absl::Status s = codec_->Init(dims, options); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("'", node.name(), "' (", method, "): ", s.message()));
-    }
-    size_t expected = codec_->State().size();
-    if (static_cast<size_t>(node.num_inputs()) != 1 + expected) {
-      return absl::FailedPreconditionError(absl::StrCat("'", node.name(), "': codec ", method, " keeps ", expected,
-                                                        " state tensors but the node has ", node.num_inputs() - 1));
+    if (gradients < 1 || node.num_inputs() != gradients + state_inputs) {
+      return absl::FailedPreconditionError(absl::StrCat("'", node.name(), "': ", gradients, " gradients whose ", method,
+                                                        " codecs keep ", state_inputs, " state tensors, but the node has ",
+                                                        node.num_inputs(), " inputs"));
     }
     return absl::OkStatus();
   }
 
   void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
-    std::vector<absl::Span<float>> state;
-    absl::StatusOr<Tensor*> average = ctx->AllocateOutput(0);
-    if (!average.ok()) return done(average.status());
-    for (int i = 1; i < ctx->num_inputs(); ++i) {
-      absl::StatusOr<Tensor*> next = ctx->AllocateOutput(i);
-      if (!next.ok()) return done(next.status());
-      std::memcpy((*next)->data<float>(), ctx->input(i).data<float>(), ctx->input(i).num_bytes());
-      state.push_back(absl::MakeSpan((*next)->data<float>(), (*next)->num_elements()));
+    // Inputs: the gradients, then each gradient's state in turn; outputs the
+    // same: the averages, then the next state (copied, updated in place).
+    std::vector<FusedGradient> fused;
+    int next_state = static_cast<int>(slots_.size());
+    for (size_t g = 0; g < slots_.size(); ++g) {
+      absl::StatusOr<Tensor*> average = ctx->AllocateOutput(static_cast<int>(g));
+      if (!average.ok()) return done(average.status());
+      FusedGradient f{slots_[g].codec.get(), slots_[g].step,
+                      absl::Span<const float>(ctx->input(g).data<float>(), ctx->input(g).num_elements()),
+                      {},
+                      absl::MakeSpan((*average)->data<float>(), (*average)->num_elements())};
+      f.step.step = ctx->step().step;
+      for (int k = 0; k < slots_[g].states; ++k, ++next_state) {
+        absl::StatusOr<Tensor*> next = ctx->AllocateOutput(next_state);
+        if (!next.ok()) return done(next.status());
+        std::memcpy((*next)->data<float>(), ctx->input(next_state).data<float>(), ctx->input(next_state).num_bytes());
+        f.state.push_back(absl::MakeSpan((*next)->data<float>(), (*next)->num_elements()));
+      }
+      fused.push_back(std::move(f));
     }
-    absl::Span<const float> gradient(ctx->input(0).data<float>(), ctx->input(0).num_elements());
-    absl::Span<float> out((*average)->data<float>(), (*average)->num_elements());
-    CodecStep step = step_;
-    step.step = ctx->step().step;
     CollectiveEngine* engine = ctx->collectives();
     if (engine == nullptr) {
       LocalCodecComm alone;
       std::lock_guard<std::mutex> lock(alone_mu_);  // pipelined steps may overlap here
-      return done(codec_->Average(step, gradient, std::move(state), out, alone));
+      return done(AverageFused(fused, alone));
     }
     CollectiveOptions options;
     options.tag = static_cast<uint32_t>(bucket_);
     options.timeout = engine->timeout();
-    GradientCodec* codec = codec_.get();
     engine->Submit(
-        step.step, bucket_,
-        [codec, step, gradient, state = std::move(state), out, options, engine](Communicator& comm) {
+        ctx->step().step, bucket_,
+        [fused = std::move(fused), options, engine](Communicator& comm) mutable {
           CommunicatorCodecComm codec_comm(comm, options);
           absl::Time start = absl::Now();
-          absl::Status s = codec->Average(step, gradient, state, out, codec_comm);
+          absl::Status s = AverageFused(fused, codec_comm);
           engine->AddCodecTime(absl::Now() - start - codec_comm.in_collectives());
           return s;
         },
@@ -85,9 +99,13 @@ class CompressedAllReduceKernel : public AsyncOpKernel {
   }
 
  private:
+  struct Slot {
+    std::unique_ptr<GradientCodec> codec;
+    CodecStep step;  // layer and seed; the step is set per run
+    int states = 0;
+  };
   int bucket_ = 0;
-  CodecStep step_;
-  std::unique_ptr<GradientCodec> codec_;
+  std::vector<Slot> slots_;
   std::mutex alone_mu_;
 };
 

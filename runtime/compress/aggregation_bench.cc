@@ -42,14 +42,19 @@ class PlanRun {
     std::normal_distribution<float> normal(0.0f, 0.01f);
     for (const AggregationItem& item : plan.items) {
       Slot slot;
-      slot.gradient.resize(Elements(item.dims));
-      for (float& v : slot.gradient) v = normal(random);
-      slot.out.resize(slot.gradient.size());
-      if (!item.method.empty()) {
-        ASSIGN_OR_RETURN(slot.codec, CodecRegistry::Global().Create(item.method));
-        ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(item.options));
-        RETURN_IF_ERROR(slot.codec->Init(item.dims, options));
-        for (const CodecStateSpec& spec : slot.codec->State()) slot.state.emplace_back(Elements(spec.dims), 0.0f);
+      for (size_t g = 0; g < item.gradients.size(); ++g) {
+        Gradient one;
+        one.values.resize(Elements(item.gradients[g]));
+        for (float& v : one.values) v = normal(random);
+        one.out.resize(one.values.size());
+        if (!item.method.empty()) {
+          ASSIGN_OR_RETURN(one.codec, CodecRegistry::Global().Create(item.method));
+          ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(item.options));
+          RETURN_IF_ERROR(one.codec->Init(item.gradients[g], options));
+          for (const CodecStateSpec& spec : one.codec->State()) one.state.emplace_back(Elements(spec.dims), 0.0f);
+          one.layer = item.layer + static_cast<int64_t>(g);
+        }
+        slot.gradients.push_back(std::move(one));
       }
       run->slots_.push_back(std::move(slot));
     }
@@ -61,21 +66,25 @@ class PlanRun {
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& slot = slots_[i];
       CollectiveOptions options{static_cast<uint32_t>(kItemTagBase + i), kTimeout};
-      if (slot.codec == nullptr) {
+      if (plan_->items[i].method.empty()) {
+        Gradient& dense = slot.gradients[0];
         ASSIGN_OR_RETURN(options.wire, ParseWireType(plan_->items[i].wire));
-        std::copy(slot.gradient.begin(), slot.gradient.end(), slot.out.begin());
-        RETURN_IF_ERROR(comm.AllReduce(absl::MakeSpan(slot.out), ReduceOp::kAvg, options));
+        std::copy(dense.values.begin(), dense.values.end(), dense.out.begin());
+        RETURN_IF_ERROR(comm.AllReduce(absl::MakeSpan(dense.out), ReduceOp::kAvg, options));
         continue;
       }
-      CodecStep step;
-      step.step = step_;
-      step.seed = 1;
-      step.layer = plan_->items[i].layer;
-      std::vector<absl::Span<float>> state;
-      for (auto& s : slot.state) state.push_back(absl::MakeSpan(s));
+      std::vector<FusedGradient> fused;
+      for (Gradient& g : slot.gradients) {
+        FusedGradient f{g.codec.get(), CodecStep{}, g.values, {}, absl::MakeSpan(g.out)};
+        f.step.step = step_;
+        f.step.seed = 1;
+        f.step.layer = g.layer;
+        for (auto& s : g.state) f.state.push_back(absl::MakeSpan(s));
+        fused.push_back(std::move(f));
+      }
       CommunicatorCodecComm codec_comm(comm, options);
       absl::Time start = absl::Now();
-      RETURN_IF_ERROR(slot.codec->Average(step, slot.gradient, state, absl::MakeSpan(slot.out), codec_comm));
+      RETURN_IF_ERROR(AverageFused(fused, codec_comm));
       *codec += absl::Now() - start - codec_comm.in_collectives();
     }
     ++step_;
@@ -83,10 +92,14 @@ class PlanRun {
   }
 
  private:
-  struct Slot {
-    std::vector<float> gradient, out;
-    std::unique_ptr<GradientCodec> codec;  // null: dense allreduce
+  struct Gradient {
+    std::vector<float> values, out;
+    std::unique_ptr<GradientCodec> codec;  // null: part of a dense allreduce
     std::vector<std::vector<float>> state;
+    int64_t layer = 0;
+  };
+  struct Slot {
+    std::vector<Gradient> gradients;
   };
   const AggregationPlan* plan_ = nullptr;
   std::vector<Slot> slots_;
@@ -119,10 +132,11 @@ absl::StatusOr<AggregationPlan> AggregationPlanOf(const Graph& planned, const st
         const Edge* e = n->input_edge(i);
         elements += e->src->outputs()[e->src_port].shape.KnownElements();
       }
-      item.dims = {elements};
+      item.gradients = {{elements}};
       if (attr.count("wire") > 0) item.wire = attr.at("wire").s();
     } else {
-      item.dims = n->outputs()[0].shape.dims();
+      const int64_t gradients = attr.count("gradients") > 0 ? attr.at("gradients").i() : 1;
+      for (int64_t g = 0; g < gradients; ++g) item.gradients.push_back(n->outputs()[g].shape.dims());
       item.method = attr.at("method").s();
       item.options = attr.at("options").s();
       item.layer = attr.at("layer").i();
@@ -146,7 +160,9 @@ absl::StatusOr<std::vector<AggregationRow>> RunAggregationBench(Communicator& co
     for (int s = 0; s < options.warmup_steps; ++s) RETURN_IF_ERROR(run->Step(comm, &ignored));
     runs.push_back(std::move(run));
     rows[p].label = plans[p].label;
-    for (const AggregationItem& item : plans[p].items) rows[p].gradient_bytes += Elements(item.dims) * 4;
+    for (const AggregationItem& item : plans[p].items) {
+      for (const auto& dims : item.gradients) rows[p].gradient_bytes += Elements(dims) * 4;
+    }
   }
   std::vector<std::vector<double>> seconds(plans.size()), codec_seconds(plans.size());
   std::vector<int64_t> bytes(plans.size(), 0);

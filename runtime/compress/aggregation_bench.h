@@ -23,7 +23,9 @@ namespace nereid {
 
 struct AggregationItem {
   std::string name;
-  std::vector<int64_t> dims;  // a compressed gradient's dims; dense: {elements}
+  // A compressed node's gradients' dims (one collective per round for all);
+  // a dense bucket: {{elements}}.
+  std::vector<std::vector<int64_t>> gradients;
   std::string method;         // empty: a dense allreduce bucket
   std::string options;        // the codec's options, "k=v;..."
   std::string wire = "float32";  // a dense bucket's wire format (compress(method=fp16|bf16))

@@ -1,5 +1,6 @@
 #include "runtime/compress/codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -63,20 +64,66 @@ std::mt19937_64 CodecStep::Random(int rank) const {
   return std::mt19937_64(seq);
 }
 
-absl::Status GatherCodec::Average(const CodecStep& step, absl::Span<const float> gradient,
-                                  std::vector<absl::Span<float>> state, absl::Span<float> average,
-                                  CodecComm& comm) {
-  const int64_t words = PayloadFloats();
-  std::vector<float> mine(words), all(words * comm.world());
-  Encode(step, comm.rank(), gradient, std::move(state), absl::MakeSpan(mine));
-  if (absl::Status s = comm.AllGather(mine, absl::MakeSpan(all)); !s.ok()) return s;
-  std::fill(average.begin(), average.end(), 0.0f);
-  for (int r = 0; r < comm.world(); ++r) {
-    DecodeAdd(absl::MakeConstSpan(all).subspan(r * words, words), average);
+absl::Status GradientCodec::Average(const CodecStep& step, absl::Span<const float> gradient,
+                                    std::vector<absl::Span<float>> state, absl::Span<float> average,
+                                    CodecComm& comm) {
+  std::vector<FusedGradient> one = {{this, step, gradient, std::move(state), average}};
+  return AverageFused(one, comm);
+}
+
+absl::Status AverageFused(std::vector<FusedGradient>& fused, CodecComm& comm) {
+  if (fused.empty()) return absl::OkStatus();
+  const CodecCollective kind = fused[0].codec->collective();
+  int rounds = 0;
+  for (const FusedGradient& f : fused) {
+    if (f.codec->collective() != kind) return absl::InternalError("a fused node mixes allreduce and allgather codecs");
+    rounds = std::max(rounds, f.codec->Rounds());
   }
-  const float inv = 1.0f / static_cast<float>(comm.world());
-  for (float& v : average) v *= inv;
+  const int world = comm.world();
+  std::vector<float> mine, all, block;
+  for (int round = 0; round < rounds; ++round) {
+    // This round's slice of each gradient in one buffer.
+    std::vector<int64_t> offset(fused.size() + 1, 0), floats(fused.size(), 0);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      if (round < fused[i].codec->Rounds()) floats[i] = fused[i].codec->RoundFloats(fused[i].step, round, fused[i].state);
+      offset[i + 1] = offset[i] + floats[i];
+    }
+    mine.assign(offset.back(), 0.0f);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      if (round >= fused[i].codec->Rounds()) continue;
+      fused[i].codec->Contribute(fused[i].step, round, comm.rank(), fused[i].gradient, fused[i].state,
+                                 absl::MakeSpan(mine).subspan(offset[i], floats[i]));
+    }
+    if (kind == CodecCollective::kAllReduce) {
+      if (absl::Status s = comm.AllReduceSum(absl::MakeSpan(mine)); !s.ok()) return s;
+    } else {
+      all.resize(mine.size() * world);
+      if (absl::Status s = comm.AllGather(mine, absl::MakeSpan(all)); !s.ok()) return s;
+    }
+    for (size_t i = 0; i < fused.size(); ++i) {
+      if (round >= fused[i].codec->Rounds()) continue;
+      absl::Span<const float> in = absl::MakeConstSpan(mine).subspan(offset[i], floats[i]);
+      if (kind == CodecCollective::kAllGather) {  // this gradient's code from every rank, rank order
+        block.resize(floats[i] * world);
+        for (int r = 0; r < world; ++r) {
+          std::copy_n(all.begin() + r * mine.size() + offset[i], floats[i], block.begin() + r * floats[i]);
+        }
+        in = block;
+      }
+      fused[i].codec->Absorb(fused[i].step, round, world, fused[i].gradient, fused[i].state, in, fused[i].average);
+    }
+  }
   return absl::OkStatus();
+}
+
+void GatherCodec::Absorb(const CodecStep&, int, int world, absl::Span<const float>,
+                         const std::vector<absl::Span<float>>&, absl::Span<const float> in,
+                         absl::Span<float> average) {
+  const int64_t words = PayloadFloats();
+  std::fill(average.begin(), average.end(), 0.0f);
+  for (int r = 0; r < world; ++r) DecodeAdd(in.subspan(r * words, words), average);
+  const float inv = 1.0f / static_cast<float>(world);
+  for (float& v : average) v *= inv;
 }
 
 void AddResidual(absl::Span<const float> gradient, absl::Span<const float> residual, std::vector<float>& scratch) {

@@ -14,7 +14,8 @@
 //    encode/decode pair.
 //  - Summable codecs (PowerSGD, GradiVeQ): the encoding is linear in the
 //    gradient with a basis every rank shares, so the codes are summed by
-//    allreduce itself. Override Average.
+//    allreduce itself. Write the rounds: RoundFloats, Contribute, Absorb.
+// A node's gradients share one collective per round (AverageFused).
 //
 // State (error-feedback residuals, DGC momentum, PowerSGD's Q, GradiVeQ's
 // basis) lives in graph Parameters the pass creates from State(): it is
@@ -135,20 +136,58 @@ class GradientCodec {
   // the plan's byte accounting; the dense gradient is elements() floats.
   virtual int64_t PayloadFloats() const = 0;
 
-  // Averages `gradient` over the ranks into `average` (same size), reading and
-  // updating `state` (State()'s order). Every rank ends bitwise equal.
-  virtual absl::Status Average(const CodecStep& step, absl::Span<const float> gradient,
-                               std::vector<absl::Span<float>> state, absl::Span<float> average,
-                               CodecComm& comm) = 0;
+  // A step runs in rounds (PowerSGD: 2, the others: 1). In round r each rank
+  // writes RoundFloats(r) floats with Contribute; they go through the codec's
+  // collective, fused with the other gradients of the node into one call:
+  // summed by allreduce (kAllReduce: Absorb gets the sum, RoundFloats(r)
+  // floats) or all-gathered (kAllGather: Absorb gets world blocks of
+  // RoundFloats(r) floats, rank 0's first). After the last round's Absorb,
+  // `average` holds the average over the ranks, bitwise the same on every
+  // rank. `state` is State()'s tensors, read and updated in place; the codec
+  // object may keep scratch between the rounds of one step (one step at a
+  // time).
+  virtual int Rounds() const { return 1; }
+  virtual int64_t RoundFloats(const CodecStep& step, int round, const std::vector<absl::Span<float>>& state) const = 0;
+  virtual void Contribute(const CodecStep& step, int round, int rank, absl::Span<const float> gradient,
+                          const std::vector<absl::Span<float>>& state, absl::Span<float> out) = 0;
+  virtual void Absorb(const CodecStep& step, int round, int world, absl::Span<const float> gradient,
+                      const std::vector<absl::Span<float>>& state, absl::Span<const float> in,
+                      absl::Span<float> average) = 0;
+
+  // All rounds for this gradient alone (tests, and the unfused path).
+  absl::Status Average(const CodecStep& step, absl::Span<const float> gradient, std::vector<absl::Span<float>> state,
+                       absl::Span<float> average, CodecComm& comm);
 };
 
-// Base for gather codecs: Average = Encode locally, all-gather the codes,
-// DecodeAdd each rank's code in rank order, divide by world.
+// One gradient of a fused CompressedAllReduce node.
+struct FusedGradient {
+  GradientCodec* codec;
+  CodecStep step;
+  absl::Span<const float> gradient;
+  std::vector<absl::Span<float>> state;
+  absl::Span<float> average;
+};
+
+// Averages every gradient of `fused` (one method, so one collective kind) with
+// one collective per round for all of them: a node's compressed layers cost
+// one ring's latency, not one each.
+absl::Status AverageFused(std::vector<FusedGradient>& fused, CodecComm& comm);
+
+// Base for gather codecs: one round; Contribute = Encode, Absorb = the
+// average of DecodeAdd over the ranks' codes, in rank order.
 class GatherCodec : public GradientCodec {
  public:
   CodecCollective collective() const override { return CodecCollective::kAllGather; }
-  absl::Status Average(const CodecStep& step, absl::Span<const float> gradient, std::vector<absl::Span<float>> state,
-                       absl::Span<float> average, CodecComm& comm) override;
+  int64_t RoundFloats(const CodecStep&, int, const std::vector<absl::Span<float>>&) const override {
+    return PayloadFloats();
+  }
+  void Contribute(const CodecStep& step, int round, int rank, absl::Span<const float> gradient,
+                  const std::vector<absl::Span<float>>& state, absl::Span<float> out) override {
+    Encode(step, rank, gradient, state, out);
+  }
+  void Absorb(const CodecStep& step, int round, int world, absl::Span<const float> gradient,
+              const std::vector<absl::Span<float>>& state, absl::Span<const float> in,
+              absl::Span<float> average) override;
 
   // Writes PayloadFloats() floats of code for `gradient`; may update state
   // (an error-feedback residual becomes what the code leaves out).

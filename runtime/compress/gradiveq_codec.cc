@@ -21,11 +21,14 @@
 // what U leaves out, x - U U^T x, for the next step.
 //
 // U and the covariance are computed from allreduced data only, the same
-// bits on every rank, so they stay shared.
+// bits on every rank, so they stay shared. A step is one round: its payload
+// is the whole gradient on an exact step and the coefficients otherwise,
+// decided from the step and the shared U alike on every rank.
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/compress/codec.h"
@@ -154,9 +157,17 @@ class GradiVeqCodec : public GradientCodec {
   // period send the whole gradient; the plan accounts for the others.
   int64_t PayloadFloats() const override { return slices_ * k_; }
 
-  absl::Status Average(const CodecStep& step, absl::Span<const float> gradient, std::vector<absl::Span<float>> state,
-                       absl::Span<float> average, CodecComm& comm) override {
-    absl::Span<float> covariance = state[kCovariance], basis = state[kBasis];
+  // One round: the whole x on an exact step, the coefficients otherwise.
+  int64_t RoundFloats(const CodecStep& step, int, const std::vector<absl::Span<float>>& state) const override {
+    return StepKind(step, state[kBasis]) == Kind::kCompressed ? slices_ * k_ : elements_;
+  }
+
+  // Writes x = gradient + residual (exact) or c = U^T x per slice
+  // (compressed); the residual becomes 0 (exact) or x - U c with this rank's
+  // own c (compressed).
+  void Contribute(const CodecStep& step, int, int, absl::Span<const float> gradient,
+                  const std::vector<absl::Span<float>>& state, absl::Span<float> out) override {
+    absl::Span<float> basis = state[kBasis];
     // x = gradient + residual, built in the residual's place.
     absl::Span<const float> x = gradient;
     if (error_feedback_) {
@@ -164,17 +175,40 @@ class GradiVeqCodec : public GradientCodec {
       for (int64_t i = 0; i < elements_; ++i) residual[i] += gradient[i];
       x = residual;
     }
-    // Exact steps: the warm-up, and one step every `refresh` steps after it,
-    // whose exact averages keep the basis following the gradients (the
-    // decoded averages lie in U's span and could only rotate U within it).
-    const bool warming_up = step.step < warmup_ || AllZero(basis);
-    const bool refreshing = !warming_up && step.step % refresh_ == 0;
-    if (warming_up || refreshing) {
-      std::copy(x.begin(), x.end(), average.begin());
-      if (absl::Status s = comm.AllReduceSum(average); !s.ok()) return s;
-      const float inv_world = 1.0f / static_cast<float>(comm.world());
-      for (float& v : average) v *= inv_world;
+    if (StepKind(step, basis) != Kind::kCompressed) {
+      std::copy(x.begin(), x.end(), out.begin());
       if (error_feedback_) std::fill(state[kResidual].begin(), state[kResidual].end(), 0.0f);
+      return;
+    }
+    // c = U^T x per slice; U's rows are contiguous, so walk the slice.
+    std::vector<double> acc(k_);
+    for (int64_t s = 0; s < slices_; ++s) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const int64_t begin = s * slice_, len = std::min(slice_, elements_ - begin);
+      for (int64_t i = 0; i < len; ++i) {
+        const double xi = x[begin + i];
+        const float* u = &basis[i * k_];
+        for (int64_t j = 0; j < k_; ++j) acc[j] += xi * u[j];
+      }
+      for (int64_t j = 0; j < k_; ++j) out[s * k_ + j] = static_cast<float>(acc[j]);
+    }
+    if (error_feedback_) {  // residual = x - U c, with this rank's own c
+      Decode(basis, out, state[kResidual], /*subtract=*/true);
+    }
+  }
+
+  // Exact: average = sum / world, which also feeds the covariance and, at
+  // the end of the warm-up or on a refresh, a new basis. Compressed:
+  // average = U (sum c) / world.
+  void Absorb(const CodecStep& step, int, int world, absl::Span<const float>,
+              const std::vector<absl::Span<float>>& state, absl::Span<const float> in,
+              absl::Span<float> average) override {
+    absl::Span<float> covariance = state[kCovariance], basis = state[kBasis];
+    const Kind kind = StepKind(step, basis);  // before the basis is recomputed below
+    const float inv_world = 1.0f / static_cast<float>(world);
+    if (kind != Kind::kCompressed) {
+      for (int64_t i = 0; i < elements_; ++i) average[i] = in[i] * inv_world;
+      const bool refreshing = kind == Kind::kRefreshing;
       // Older samples count half at each refresh: the basis follows the
       // gradients as training moves on.
       if (refreshing) {
@@ -187,36 +221,29 @@ class GradiVeqCodec : public GradientCodec {
       if ((refreshing || step.step + 1 >= warmup_) && !AllZero(covariance)) {
         SymmetricTopEigenvectors(covariance, slice_, k_, basis);
       }
-      return absl::OkStatus();
+      return;
     }
-    const float inv_world = 1.0f / static_cast<float>(comm.world());
-
-    // c = U^T x per slice; U's rows are contiguous, so walk the slice.
-    std::vector<float> code(slices_ * k_);
-    std::vector<double> acc(k_);
-    for (int64_t s = 0; s < slices_; ++s) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      const int64_t begin = s * slice_, len = std::min(slice_, elements_ - begin);
-      for (int64_t i = 0; i < len; ++i) {
-        const double xi = x[begin + i];
-        const float* u = &basis[i * k_];
-        for (int64_t j = 0; j < k_; ++j) acc[j] += xi * u[j];
-      }
-      for (int64_t j = 0; j < k_; ++j) code[s * k_ + j] = static_cast<float>(acc[j]);
-    }
-    if (error_feedback_) {  // residual = x - U c, with this rank's own c
-      Decode(basis, code, state[kResidual], /*subtract=*/true);
-    }
-    if (absl::Status s = comm.AllReduceSum(absl::MakeSpan(code)); !s.ok()) return s;
-    for (float& v : code) v *= inv_world;
+    code_.resize(slices_ * k_);
+    for (int64_t i = 0; i < slices_ * k_; ++i) code_[i] = in[i] * inv_world;
     std::fill(average.begin(), average.end(), 0.0f);
-    Decode(basis, code, average, /*subtract=*/false);
-    return absl::OkStatus();
+    Decode(basis, code_, average, /*subtract=*/false);
   }
 
  private:
   static constexpr int kCovariance = 0, kBasis = 1, kResidual = 2;  // State()'s order
   static constexpr int64_t kCovarianceSlices = 4096;                // the most slices a warm-up step adds
+
+  enum class Kind { kWarmingUp, kRefreshing, kCompressed };
+
+  // Exact steps: the warm-up, and one step every `refresh` steps after it,
+  // whose exact averages keep the basis following the gradients (the
+  // decoded averages lie in U's span and could only rotate U within it).
+  // The basis is shared, so every rank decides alike; RoundFloats, Contribute
+  // and Absorb all see the basis as it was at the start of the step.
+  Kind StepKind(const CodecStep& step, absl::Span<const float> basis) const {
+    if (step.step < warmup_ || AllZero(basis)) return Kind::kWarmingUp;
+    return step.step % refresh_ == 0 ? Kind::kRefreshing : Kind::kCompressed;
+  }
 
   // out -= U c (subtract) or out += U c, slice by slice; the padding of the
   // last slice is dropped.
@@ -265,6 +292,7 @@ class GradiVeqCodec : public GradientCodec {
   int64_t warmup_ = 100;
   bool error_feedback_ = true;
   int64_t slices_ = 0;
+  std::vector<float> code_;  // Absorb's averaged coefficients
 };
 
 NEREID_REGISTER_CODEC({"gradiveq",

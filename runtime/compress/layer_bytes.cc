@@ -1,7 +1,7 @@
 #include "runtime/compress/layer_bytes.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
 #include "graph/status_macros.h"
 #include "runtime/compress/codec.h"
 
@@ -25,20 +25,25 @@ absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int w
       }
     } else if (n->op() == "CompressedAllReduce") {
       const auto& attr = n->def().attr();
-      ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
       ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));
-      const TensorShape& shape = n->outputs()[0].shape;
-      RETURN_IF_ERROR(codec->Init(shape.dims(), options));
-      LayerBytes l;
-      l.name = std::string(absl::StripPrefix(n->name(), "compress/"));
-      l.method = attr.at("method").s();
-      l.elements = shape.KnownElements();
-      l.payload_bytes = codec->PayloadFloats() * 4;
-      const bool gather = codec->collective() == CodecCollective::kAllGather;
-      l.collective = gather ? "allgather" : "allreduce";
-      l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : allreduce_share * l.payload_bytes;
-      l.uncompressed_sent_bytes = allreduce_share * l.elements * 4;
-      layers.push_back(l);
+      const int64_t gradients = attr.count("gradients") > 0 ? attr.at("gradients").i() : 1;
+      std::vector<std::string> names =
+          absl::StrSplit(attr.count("names") > 0 ? attr.at("names").s() : "", ',', absl::SkipEmpty());
+      for (int64_t g = 0; g < gradients; ++g) {
+        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
+        const TensorShape& shape = n->outputs()[g].shape;
+        RETURN_IF_ERROR(codec->Init(shape.dims(), options));
+        LayerBytes l;
+        l.name = g < static_cast<int64_t>(names.size()) ? names[g] : absl::StrCat(n->name(), ":", g);
+        l.method = attr.at("method").s();
+        l.elements = shape.KnownElements();
+        l.payload_bytes = codec->PayloadFloats() * 4;
+        const bool gather = codec->collective() == CodecCollective::kAllGather;
+        l.collective = gather ? "allgather" : "allreduce";
+        l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : allreduce_share * l.payload_bytes;
+        l.uncompressed_sent_bytes = allreduce_share * l.elements * 4;
+        layers.push_back(l);
+      }
     }
   }
   if (dense.elements > 0) {

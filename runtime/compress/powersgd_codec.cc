@@ -5,19 +5,25 @@
 //
 // A gradient of dims [d0, d1, ...] is the matrix M of n = d0 rows and
 // m = d1 * d2 * ... columns (a conv filter [out, in, kh, kw] is out x in*kh*kw).
-// With M = gradient + residual and Q (m x r) shared by every rank:
+// With M = gradient + residual and Q (m x r) shared by every rank, a step
+// is two rounds of one allreduce each:
 //
-//   P = M Q;          allreduce P, / world;  orthonormalise P's columns
-//   Q = M^T P;        allreduce Q, / world   (Q is kept: the warm start)
-//   average = P Q^T;  residual = M - P Q^T
+//   round 0: P = M Q;    allreduce P, / world;  orthonormalise P's columns
+//   round 1: Q = M^T P;  allreduce Q, / world   (Q is kept: the warm start)
+//            average = P Q^T;  residual = M - P Q^T
+//
+// M is built in the residual's place in round 0; P is kept by the codec
+// between the rounds.
 //
 // Both products are linear in M, so allreduce sums the ranks' P and Q as it
 // would sum the gradients: the average is the rank-r approximation of the
 // mean M. The residual is M less the average, as in PyTorch's
 // powerSGD_hook. One rank sends (n + m) * r floats instead of n * m.
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -89,52 +95,72 @@ class PowerSgdCodec : public GradientCodec {
 
   int64_t PayloadFloats() const override { return (rows_ + cols_) * rank_; }
 
-  absl::Status Average(const CodecStep& step, absl::Span<const float> gradient, std::vector<absl::Span<float>> state,
-                       absl::Span<float> average, CodecComm& comm) override {
+  // Round 0 sends P = M Q (n * r floats), round 1 Q = M^T P (m * r floats).
+  int Rounds() const override { return 2; }
+
+  int64_t RoundFloats(const CodecStep&, int round, const std::vector<absl::Span<float>>&) const override {
+    return (round == 0 ? rows_ : cols_) * rank_;
+  }
+
+  void Contribute(const CodecStep& step, int round, int, absl::Span<const float> gradient,
+                  const std::vector<absl::Span<float>>& state, absl::Span<float> out) override {
     const int64_t n = rows_, m = cols_, r = rank_;
-    // M = gradient + residual, built in the residual's place: the residual
-    // becomes M - average at the end.
     absl::Span<float> mat = state[0];
     absl::Span<float> q = state[1];
-    for (int64_t i = 0; i < n * m; ++i) mat[i] += gradient[i];
-    SeedZeroColumns(step, q);
-    const float inv_world = 1.0f / static_cast<float>(comm.world());
-
-    // P = M Q: rows of M against rows of Q, both contiguous.
-    std::vector<float> p(n * r);
-    std::vector<double> acc(r);
-    for (int64_t i = 0; i < n; ++i) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      const float* row = &mat[i * m];
-      for (int64_t k = 0; k < m; ++k) {
-        const double v = row[k];
-        const float* qk = &q[k * r];
-        for (int64_t j = 0; j < r; ++j) acc[j] += v * qk[j];
+    if (round == 0) {
+      // M = gradient + residual, built in the residual's place: the residual
+      // becomes M - average at the end of round 1.
+      for (int64_t i = 0; i < n * m; ++i) mat[i] += gradient[i];
+      SeedZeroColumns(step, q);
+      // P = M Q: rows of M against rows of Q, both contiguous.
+      std::vector<double> acc(r);
+      for (int64_t i = 0; i < n; ++i) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        const float* row = &mat[i * m];
+        for (int64_t k = 0; k < m; ++k) {
+          const double v = row[k];
+          const float* qk = &q[k * r];
+          for (int64_t j = 0; j < r; ++j) acc[j] += v * qk[j];
+        }
+        for (int64_t j = 0; j < r; ++j) out[i * r + j] = static_cast<float>(acc[j]);
       }
-      for (int64_t j = 0; j < r; ++j) p[i * r + j] = static_cast<float>(acc[j]);
+      return;
     }
-    if (absl::Status s = comm.AllReduceSum(absl::MakeSpan(p)); !s.ok()) return s;
-    for (float& v : p) v *= inv_world;
-    Orthonormalise(absl::MakeSpan(p), n, r);
-
-    // Q = M^T P, accumulated row by row of M, written over the warm start.
+    // Q = M^T P with the averaged, orthonormal P of round 0, accumulated row
+    // by row of M.
     std::vector<double> qacc(m * r, 0.0);
     for (int64_t i = 0; i < n; ++i) {
       const float* row = &mat[i * m];
-      const float* pi = &p[i * r];
+      const float* pi = &p_[i * r];
       for (int64_t k = 0; k < m; ++k) {
         const double v = row[k];
-        double* out = &qacc[k * r];
-        for (int64_t j = 0; j < r; ++j) out[j] += v * pi[j];
+        double* o = &qacc[k * r];
+        for (int64_t j = 0; j < r; ++j) o[j] += v * pi[j];
       }
     }
-    for (int64_t i = 0; i < m * r; ++i) q[i] = static_cast<float>(qacc[i]);
-    if (absl::Status s = comm.AllReduceSum(q); !s.ok()) return s;
-    for (float& v : q) v *= inv_world;
+    for (int64_t i = 0; i < m * r; ++i) out[i] = static_cast<float>(qacc[i]);
+  }
+
+  void Absorb(const CodecStep&, int round, int world, absl::Span<const float>,
+              const std::vector<absl::Span<float>>& state, absl::Span<const float> in,
+              absl::Span<float> average) override {
+    const int64_t n = rows_, m = cols_, r = rank_;
+    const float inv_world = 1.0f / static_cast<float>(world);
+    if (round == 0) {
+      // P = the mean of the ranks' P, orthonormalised; kept for round 1.
+      p_.assign(in.begin(), in.end());
+      for (float& v : p_) v *= inv_world;
+      Orthonormalise(absl::MakeSpan(p_), n, r);
+      return;
+    }
+    // Q = the mean of the ranks' Q, written over the warm start.
+    absl::Span<float> mat = state[0];
+    absl::Span<float> q = state[1];
+    for (int64_t i = 0; i < m * r; ++i) q[i] = in[i] * inv_world;
 
     // average = P Q^T; residual = M - average.
     for (int64_t i = 0; i < n; ++i) {
-      const float* pi = &p[i * r];
+      const float* pi = &p_[i * r];
       for (int64_t k = 0; k < m; ++k) {
         const float* qk = &q[k * r];
         double v = 0;
@@ -144,7 +170,6 @@ class PowerSgdCodec : public GradientCodec {
         mat[i * m + k] -= a;
       }
     }
-    return absl::OkStatus();
   }
 
  private:
@@ -176,6 +201,7 @@ class PowerSgdCodec : public GradientCodec {
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   int64_t rank_ = 2;
+  std::vector<float> p_;  // round 0's averaged, orthonormal P (n x r), read in round 1
 };
 
 NEREID_REGISTER_CODEC({"powersgd",

@@ -72,6 +72,43 @@ TEST_P(EveryCodec, StateMatchesItsSpec) {
   }
 }
 
+// Two gradients fused into one collective per round (a node's gradients) end
+// bitwise where each averaged alone ends, with their state.
+TEST_P(EveryCodec, FusedGradientsMatchOneByOne) {
+  const std::vector<int64_t> other = {24, 4, 3, 3};
+  const int world = 2;
+  SimulatedRanks first(GetParam(), kDims, world, {}, /*layer=*/0), second(GetParam(), other, world, {}, /*layer=*/1);
+  std::vector<std::vector<float>> a = Gradients(world, first.elements(), 11), b = Gradients(world, second.elements(), 21);
+  std::vector<std::vector<float>> want_a = first.Step(a), want_b = second.Step(b);
+
+  testing_codec::InProcessWorld shared(world);
+  SimulatedRanks fused_a(GetParam(), kDims, world, {}, 0), fused_b(GetParam(), other, world, {}, 1);
+  std::vector<std::vector<float>> got_a(world, std::vector<float>(first.elements())),
+      got_b(world, std::vector<float>(second.elements()));
+  std::vector<absl::Status> status(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      testing_codec::InProcessWorld::Comm comm(&shared, r);
+      std::vector<FusedGradient> fused;
+      FusedGradient fa{&fused_a.codec(r), CodecStep{0, 7, 0}, a[r], {}, absl::MakeSpan(got_a[r])};
+      for (auto& st : fused_a.state(r)) fa.state.push_back(absl::MakeSpan(st));
+      FusedGradient fb{&fused_b.codec(r), CodecStep{0, 7, 1}, b[r], {}, absl::MakeSpan(got_b[r])};
+      for (auto& st : fused_b.state(r)) fb.state.push_back(absl::MakeSpan(st));
+      fused = {fa, fb};
+      status[r] = AverageFused(fused, comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(status[r].ok()) << status[r];
+    EXPECT_EQ(got_a[r], want_a[r]) << GetParam() << " rank " << r;
+    EXPECT_EQ(got_b[r], want_b[r]) << GetParam() << " rank " << r;
+    EXPECT_EQ(fused_a.state(r), first.state(r)) << GetParam();
+    EXPECT_EQ(fused_b.state(r), second.state(r)) << GetParam();
+  }
+}
+
 TEST(CodecRegistryTest, UnknownNameListsTheBuiltOnes) {
   absl::StatusOr<std::unique_ptr<GradientCodec>> c = CodecRegistry::Global().Create("nope");
   ASSERT_FALSE(c.ok());

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include <map>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
@@ -162,7 +165,8 @@ TEST(CompressTest, CompressesLargeWeightsAndKeepsTheRestDense) {
   auto graph = Planned("lenet_fashion", "autodiff,data_parallel(bucket_kb=64),compress(method=topk,ratio=0.05),sgd");
   ASSERT_TRUE(graph.ok()) << graph.status();
   std::vector<std::string> compressed;
-  std::vector<std::pair<int64_t, Node*>> collectives;
+  std::map<std::string, int64_t> bucket_of;  // gradient -> issue position of its collective
+  std::vector<int64_t> buckets;
   for (Node* n : (*graph)->nodes()) {
     if (n->op() == "Gradient") {
       const std::string& src = n->input_edge(0)->src->op();
@@ -170,37 +174,31 @@ TEST(CompressTest, CompressesLargeWeightsAndKeepsTheRestDense) {
       const TensorShape& shape = n->outputs()[0].shape;
       bool large = shape.KnownElements() >= 1024 && shape.rank() > 1;
       EXPECT_EQ(src == "CompressedAllReduce", large) << n->name();
+      bucket_of[n->name()] = n->input_edge(0)->src->def().attr().at("bucket").i();
     }
-    if (n->op() == "CompressedAllReduce") {
-      compressed.push_back(n->name());
-      EXPECT_EQ(n->def().attr().at("method").s(), "topk");
-      EXPECT_EQ(n->def().attr().at("options").s(), "ratio=0.05");
-      ASSERT_EQ(n->num_inputs(), 3);  // gradient, momentum, residual
-      for (int i = 1; i < 3; ++i) {
-        Node* state = n->input_edge(i)->src;
-        EXPECT_EQ(state->op(), "Parameter");
-        EXPECT_TRUE(state->def().attr().at("per_rank").b()) << state->name();
-        EXPECT_EQ(state->input_edge(0)->src->op(), "Feedback") << state->name();
-      }
-    }
-    if (n->op() == "AllReduce" || n->op() == "CompressedAllReduce") {
-      collectives.emplace_back(n->def().attr().at("bucket").i(), n);
+    if (n->op() == "AllReduce" || n->op() == "CompressedAllReduce") buckets.push_back(n->def().attr().at("bucket").i());
+    if (n->op() != "CompressedAllReduce") continue;
+    EXPECT_EQ(n->def().attr().at("method").s(), "topk");
+    EXPECT_EQ(n->def().attr().at("options").s(), "ratio=0.05");
+    const int64_t g = n->def().attr().at("gradients").i();
+    std::vector<std::string> names = absl::StrSplit(n->def().attr().at("names").s(), ',');
+    ASSERT_EQ(static_cast<int64_t>(names.size()), g);
+    compressed.insert(compressed.end(), names.begin(), names.end());
+    ASSERT_EQ(n->num_inputs(), 3 * g);  // the gradients, then momentum and residual of each
+    for (int i = static_cast<int>(g); i < n->num_inputs(); ++i) {
+      Node* state = n->input_edge(i)->src;
+      EXPECT_EQ(state->op(), "Parameter");
+      EXPECT_TRUE(state->def().attr().at("per_rank").b()) << state->name();
+      EXPECT_EQ(state->input_edge(0)->src->op(), "Feedback") << state->name();
     }
   }
   std::sort(compressed.begin(), compressed.end());
-  EXPECT_EQ(compressed, std::vector<std::string>({"compress/conv2/filter/grad", "compress/fc1/weight/grad",
-                                                  "compress/fc2/weight/grad"}));
-  std::sort(collectives.begin(), collectives.end());
-  for (size_t i = 0; i < collectives.size(); ++i) EXPECT_EQ(collectives[i].first, static_cast<int64_t>(i));
-  // fc2 is nearer the loss than fc1, so its gradient is ready, and issued, first.
-  auto position = [&](const std::string& name) {
-    for (size_t i = 0; i < collectives.size(); ++i) {
-      if (collectives[i].second->name() == name) return static_cast<int>(i);
-    }
-    return -1;
-  };
-  EXPECT_LT(position("compress/fc2/weight/grad"), position("compress/fc1/weight/grad"));
-  EXPECT_LT(position("compress/fc1/weight/grad"), position("compress/conv2/filter/grad"));
+  EXPECT_EQ(compressed, std::vector<std::string>({"conv2/filter/grad", "fc1/weight/grad", "fc2/weight/grad"}));
+  std::sort(buckets.begin(), buckets.end());
+  for (size_t i = 0; i < buckets.size(); ++i) EXPECT_EQ(buckets[i], static_cast<int64_t>(i));
+  // fc2 is nearer the loss than fc1, so its gradient is ready, and issued, no later.
+  EXPECT_LE(bucket_of["fc2/weight/grad"], bucket_of["fc1/weight/grad"]);
+  EXPECT_LE(bucket_of["fc1/weight/grad"], bucket_of["conv2/filter/grad"]);
   EXPECT_EQ((*graph)->header().attr().at("compression").s(), "topk");
 }
 
@@ -209,9 +207,9 @@ TEST(CompressTest, GradiveqTakesOnlyConvFilters) {
   ASSERT_TRUE(graph.ok()) << graph.status();
   std::vector<std::string> compressed;
   for (Node* n : (*graph)->nodes()) {
-    if (n->op() == "CompressedAllReduce") compressed.push_back(n->name());
+    if (n->op() == "CompressedAllReduce") compressed.push_back(n->def().attr().at("names").s());
   }
-  EXPECT_EQ(compressed, std::vector<std::string>({"compress/conv2/filter/grad"}));
+  EXPECT_EQ(compressed, std::vector<std::string>({"conv2/filter/grad"}));
 }
 
 TEST(CompressTest, SharedStateIsNotPerRank) {
