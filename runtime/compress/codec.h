@@ -30,6 +30,7 @@
 // NEREID_REGISTER_CODEC; the BUILD globs it.
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -209,6 +210,20 @@ void KeepResidual(const GatherCodec& codec, absl::Span<const float> x, absl::Spa
 int64_t PackedWords(int64_t values, int bits);
 void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> words);
 uint32_t UnpackBits(absl::Span<const float> words, int bits, int64_t index);
+// Calls fn(i, value) for the first `count` values packed in `words`, in order,
+// a word at a time: decoding's inner loop, without UnpackBits' division per
+// value.
+template <typename Fn>
+void ForEachPacked(absl::Span<const float> words, int bits, int64_t count, Fn fn) {
+  const int per_word = 32 / bits;
+  const uint32_t mask = bits == 32 ? ~0u : (1u << bits) - 1;
+  int64_t i = 0;
+  for (size_t w = 0; w < words.size() && i < count; ++w) {
+    uint32_t word;
+    std::memcpy(&word, &words[w], sizeof(word));
+    for (int j = 0; j < per_word && i < count; ++j, ++i, word >>= bits) fn(i, word & mask);
+  }
+}
 
 class CodecRegistry {
  public:

@@ -69,7 +69,8 @@ class OneBitCodec : public GatherCodec {
       in += 2;
       const int64_t words = PackedWords(n, 1);
       absl::Span<const float> packed(in, words);
-      for (int64_t i = 0; i < n; ++i) out[begin + i] += mean[UnpackBits(packed, 1, i)];
+      float* o = &out[begin];
+      ForEachPacked(packed, 1, n, [&](int64_t i, uint32_t bit) { o[i] += mean[bit]; });
       in += words;
     }
   }

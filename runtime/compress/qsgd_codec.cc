@@ -46,11 +46,12 @@ class QsgdCodec : public GatherCodec {
       for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[begin + i]) * x[begin + i];
       const float norm = static_cast<float>(std::sqrt(sum));
       levels.assign(n, 0);
+      const float to_levels = norm > 0 ? static_cast<float>(levels_) / norm : 0.0f;
       for (int64_t i = 0; i < n; ++i) {
         const float v = x[begin + i];
         uint32_t level = 0;
         if (norm > 0) {
-          const float r = std::min(std::fabs(v) / norm, 1.0f) * static_cast<float>(levels_);
+          const float r = std::min(std::fabs(v) * to_levels, static_cast<float>(levels_));
           const float floor = std::floor(r);
           level = static_cast<uint32_t>(floor) + (uniform.Next() < r - floor ? 1 : 0);
           level = std::min<uint32_t>(level, levels_);
@@ -72,11 +73,11 @@ class QsgdCodec : public GatherCodec {
       const float scale = *in++ / static_cast<float>(levels_);
       const int64_t words = PackedWords(n, bits_);
       absl::Span<const float> packed(in, words);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t c = UnpackBits(packed, bits_, i);
+      float* o = &out[begin];
+      ForEachPacked(packed, bits_, n, [&](int64_t i, uint32_t c) {
         const float magnitude = scale * static_cast<float>(c & (sign - 1));
-        out[begin + i] += (c & sign) ? -magnitude : magnitude;
-      }
+        o[i] += (c & sign) ? -magnitude : magnitude;
+      });
       in += words;
     }
   }

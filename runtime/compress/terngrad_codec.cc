@@ -73,12 +73,12 @@ class TernGradCodec : public GatherCodec {
       const float scale = *in++;
       const int64_t words = PackedWords(n, kBits);
       absl::Span<const float> packed(in, words);
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t t = UnpackBits(packed, kBits, i);
+      float* o = &out[begin];
+      ForEachPacked(packed, kBits, n, [&](int64_t i, uint32_t t) {
         // scale * 0 for a zero, not a skip, so a non-finite scale shows.
         const float sign = t == kPositive ? 1.0f : t == kNegative ? -1.0f : 0.0f;
-        out[begin + i] += scale * sign;
-      }
+        o[i] += scale * sign;
+      });
       in += words;
     }
   }
