@@ -26,12 +26,6 @@ double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-int64_t Elements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 // One plan made runnable on this rank: codecs, their state, gradients.
 class PlanRun {
  public:
@@ -44,14 +38,14 @@ class PlanRun {
       Slot slot;
       for (size_t g = 0; g < item.gradients.size(); ++g) {
         Gradient one;
-        one.values.resize(Elements(item.gradients[g]));
+        one.values.resize(ElementCount(item.gradients[g]));
         for (float& v : one.values) v = normal(random);
         one.out.resize(one.values.size());
         if (!item.method.empty()) {
           ASSIGN_OR_RETURN(one.codec, CodecRegistry::Global().Create(item.method));
           ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(item.options));
           RETURN_IF_ERROR(one.codec->Init(item.gradients[g], options));
-          for (const CodecStateSpec& spec : one.codec->State()) one.state.emplace_back(Elements(spec.dims), 0.0f);
+          for (const CodecStateSpec& spec : one.codec->State()) one.state.emplace_back(ElementCount(spec.dims), 0.0f);
           one.layer = item.layer + static_cast<int64_t>(g);
         }
         slot.gradients.push_back(std::move(one));
@@ -161,7 +155,7 @@ absl::StatusOr<std::vector<AggregationRow>> RunAggregationBench(Communicator& co
     runs.push_back(std::move(run));
     rows[p].label = plans[p].label;
     for (const AggregationItem& item : plans[p].items) {
-      for (const auto& dims : item.gradients) rows[p].gradient_bytes += Elements(dims) * 4;
+      for (const auto& dims : item.gradients) rows[p].gradient_bytes += ElementCount(dims) * 4;
     }
   }
   std::vector<std::vector<double>> seconds(plans.size()), codec_seconds(plans.size());

@@ -67,6 +67,13 @@ class LocalCodecComm : public CodecComm {
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
 };
 
+// The number of values in a tensor of `dims`.
+inline int64_t ElementCount(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 // Key=value options of a codec, as the compress pass received them.
 class CodecOptions {
  public:

@@ -119,8 +119,7 @@ class GradiVeqCodec : public GradientCodec {
   bool Suits(const std::vector<int64_t>& dims) const override { return dims.size() == 4; }
 
   absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override {
-    elements_ = 1;
-    for (int64_t d : dims) elements_ *= d;
+    elements_ = ElementCount(dims);
     if (elements_ < 1) return absl::InvalidArgumentError("gradiveq: the gradient is empty");
     // At most 256: the Jacobi solver is cubic in the slice (a refresh at 256
     // takes about a second, at 64 a few milliseconds).

@@ -21,8 +21,7 @@ namespace {
 class OneBitCodec : public GatherCodec {
  public:
   absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override {
-    elements_ = 1;
-    for (int64_t d : dims) elements_ *= d;
+    elements_ = ElementCount(dims);
     absl::StatusOr<int64_t> bucket = o.Integer("bucket", 512, 1, int64_t{1} << 24);
     if (!bucket.ok()) return bucket.status();
     bucket_ = *bucket;

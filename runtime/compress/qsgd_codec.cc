@@ -18,8 +18,7 @@ namespace {
 class QsgdCodec : public GatherCodec {
  public:
   absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override {
-    elements_ = 1;
-    for (int64_t d : dims) elements_ *= d;
+    elements_ = ElementCount(dims);
     absl::StatusOr<int64_t> bits = o.Integer("bits", 4, 2, 8);
     if (!bits.ok()) return bits.status();
     absl::StatusOr<int64_t> bucket = o.Integer("bucket", 512, 1, int64_t{1} << 24);

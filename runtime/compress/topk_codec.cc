@@ -27,8 +27,7 @@ namespace {
 class TopKCodec : public GatherCodec {
  public:
   absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override {
-    elements_ = 1;
-    for (int64_t d : dims) elements_ *= d;
+    elements_ = ElementCount(dims);
     absl::StatusOr<double> ratio = o.Number("ratio", 0.01);
     if (!ratio.ok()) return ratio.status();
     if (!(*ratio > 0 && *ratio <= 1)) {

@@ -65,9 +65,7 @@ TEST_P(EveryCodec, StateMatchesItsSpec) {
   std::vector<CodecStateSpec> specs = ranks.codec(0).State();
   ASSERT_EQ(specs.size(), ranks.state(0).size());
   for (size_t i = 0; i < specs.size(); ++i) {
-    int64_t n = 1;
-    for (int64_t d : specs[i].dims) n *= d;
-    EXPECT_EQ(n, static_cast<int64_t>(ranks.state(0)[i].size())) << GetParam() << " " << specs[i].name;
+    EXPECT_EQ(ElementCount(specs[i].dims), static_cast<int64_t>(ranks.state(0)[i].size())) << GetParam() << " " << specs[i].name;
     EXPECT_FALSE(specs[i].name.empty());
   }
 }

@@ -81,8 +81,7 @@ class SimulatedRanks {
   SimulatedRanks(const std::string& method, const std::vector<int64_t>& dims, int world,
                  std::map<std::string, std::string> options = {}, int64_t layer = 0)
       : world_(world), dims_(dims) {
-    elements_ = 1;
-    for (int64_t d : dims) elements_ *= d;
+    elements_ = ElementCount(dims);
     for (int r = 0; r < world; ++r) {
       absl::StatusOr<std::unique_ptr<GradientCodec>> codec = CodecRegistry::Global().Create(method);
       EXPECT_TRUE(codec.ok()) << codec.status();
@@ -90,9 +89,7 @@ class SimulatedRanks {
       EXPECT_TRUE(s.ok()) << s;
       std::vector<std::vector<float>> state;
       for (const CodecStateSpec& spec : (*codec)->State()) {
-        int64_t n = 1;
-        for (int64_t d : spec.dims) n *= d;
-        state.emplace_back(n, 0.0f);
+        state.emplace_back(ElementCount(spec.dims), 0.0f);
       }
       states_.push_back(std::move(state));
       codecs_.push_back(*std::move(codec));
