@@ -267,6 +267,14 @@ TEST(ShapeTest, GradientOps) {
               HasSubstr("has 1 output(s)"));
   EXPECT_THAT(LoadError(g + OpNode("y", "AllReduce", {"dy"}, Attr("bucket", "i: 0"))),
               HasSubstr("must have a fully known shape"));
+  // CompressedAllReduce: one output per input (averages, then next state).
+  std::string compressed = OpNode("y", "CompressedAllReduce", {"f", "c"},
+                                  Attr("bucket", "i: 1") + Attr("method", "s: \"topk\""));
+  EXPECT_EQ(OutputOf(g + compressed, "y"), "[3,3,3,3] float32");
+  EXPECT_EQ(OutputOf(g + compressed + OpNode("z", "Gradient", {"y:1"}, Attr("parameter", "s: \"f\"")), "z"), "[3] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "CompressedAllReduce", {"dy"}, Attr("bucket", "i: 0") + Attr("method", "s: \"qsgd\""))),
+              HasSubstr("must have a fully known shape"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "CompressedAllReduce", {"f"}, Attr("bucket", "i: 0"))), HasSubstr("method"));
   EXPECT_EQ(OutputOf(g + OpNode("y", "ApplySgd", {"c", "c", "scalar", "c"}), "y"), "[3] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "ApplyAdam", {"c", "c", "scalar", "c", "c"}), "y"), "[3] float32");
   EXPECT_THAT(LoadError(g + OpNode("y", "ApplySgd", {"c", "f", "scalar"})), HasSubstr("shapes disagree"));
