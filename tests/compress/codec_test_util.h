@@ -5,6 +5,7 @@
 // rank, collectives through shared memory (InProcessWorld). Real
 // communicators are tested in tests/distributed/.
 
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -139,6 +140,30 @@ inline std::vector<float> RandomGradient(int64_t n, uint64_t seed, float scale =
   std::vector<float> g(n);
   for (float& v : g) v = normal(random);
   return g;
+}
+
+// ||got - want|| / ||want||, in double.
+inline double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+// Gram-Schmidt on the columns of the row-major rows x cols matrix `a`.
+inline void OrthonormalizeColumns(std::vector<double>& a, int64_t rows, int64_t cols) {
+  for (int64_t j = 0; j < cols; ++j) {
+    for (int64_t l = 0; l < j; ++l) {
+      double dot = 0;
+      for (int64_t i = 0; i < rows; ++i) dot += a[i * cols + l] * a[i * cols + j];
+      for (int64_t i = 0; i < rows; ++i) a[i * cols + j] -= dot * a[i * cols + l];
+    }
+    double norm = 0;
+    for (int64_t i = 0; i < rows; ++i) norm += a[i * cols + j] * a[i * cols + j];
+    for (int64_t i = 0; i < rows; ++i) a[i * cols + j] /= std::sqrt(norm);
+  }
 }
 
 }  // namespace testing_codec

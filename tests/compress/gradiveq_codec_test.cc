@@ -12,6 +12,7 @@ namespace nereid {
 namespace {
 
 using testing_codec::RandomGradient;
+using testing_codec::RelativeError;
 using testing_codec::SimulatedRanks;
 using Options = std::map<std::string, std::string>;
 
@@ -24,29 +25,11 @@ bool AllZero(const std::vector<float>& v) {
   return true;
 }
 
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(err / norm);
-}
-
 // A random n x k matrix with orthonormal columns (row-major), in double.
 std::vector<double> Orthonormal(int64_t n, int64_t k, uint64_t seed) {
   std::vector<float> r = RandomGradient(n * k, seed);
   std::vector<double> u(r.begin(), r.end());
-  for (int64_t j = 0; j < k; ++j) {
-    for (int64_t l = 0; l < j; ++l) {
-      double dot = 0;
-      for (int64_t i = 0; i < n; ++i) dot += u[i * k + l] * u[i * k + j];
-      for (int64_t i = 0; i < n; ++i) u[i * k + j] -= dot * u[i * k + l];
-    }
-    double norm = 0;
-    for (int64_t i = 0; i < n; ++i) norm += u[i * k + j] * u[i * k + j];
-    for (int64_t i = 0; i < n; ++i) u[i * k + j] /= std::sqrt(norm);
-  }
+  testing_codec::OrthonormalizeColumns(u, n, k);
   return u;
 }
 

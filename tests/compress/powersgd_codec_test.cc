@@ -10,18 +10,10 @@ namespace nereid {
 namespace {
 
 using testing_codec::RandomGradient;
+using testing_codec::RelativeError;
 using testing_codec::SimulatedRanks;
 
 constexpr int kResidual = 0, kQ = 1;  // State()'s order
-
-double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(err / norm);
-}
 
 // A B^T with A n x r, B m x r: a matrix of rank r.
 std::vector<float> LowRank(int64_t n, int64_t m, int64_t r, uint64_t seed) {
@@ -55,16 +47,7 @@ std::vector<float> ApproximateMean(const std::vector<float>& mean, const std::ve
       for (int64_t j = 0; j < r; ++j) p[i * r + j] += double(mean[i * m + k]) * q0[k * r + j];
     }
   }
-  for (int64_t j = 0; j < r; ++j) {
-    for (int64_t l = 0; l < j; ++l) {
-      double dot = 0;
-      for (int64_t i = 0; i < n; ++i) dot += p[i * r + l] * p[i * r + j];
-      for (int64_t i = 0; i < n; ++i) p[i * r + j] -= dot * p[i * r + l];
-    }
-    double norm = 0;
-    for (int64_t i = 0; i < n; ++i) norm += p[i * r + j] * p[i * r + j];
-    for (int64_t i = 0; i < n; ++i) p[i * r + j] /= std::sqrt(norm);
-  }
+  testing_codec::OrthonormalizeColumns(p, n, r);
   std::vector<double> q(m * r, 0.0);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t k = 0; k < m; ++k) {
