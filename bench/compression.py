@@ -72,12 +72,7 @@ def train(args, name, passes):
 
 def summarize(args, name, method, strategy, m):
     train_seconds = sum(e["seconds"] for e in m["per_epoch"])
-    elapsed, curve, to_target = 0.0, [], None
-    for e in m["per_epoch"]:
-        elapsed += e["seconds"]
-        curve.append((elapsed, e["test_accuracy"]))
-        if to_target is None and e["test_accuracy"] >= args.target:
-            to_target = elapsed
+    curve, to_target = pipe_sgd.accuracy_curve(m, args.target)
     layers = m.get("layer_bytes", [])
     dense = sum(l["elements"] * 4 for l in layers)
     payload = sum(l["payload_bytes"] for l in layers)

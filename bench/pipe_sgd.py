@@ -125,15 +125,21 @@ def train(args, out, name, passes):
     return m
 
 
-def summarize(args, name, label, m, predicted):
-    train_seconds = sum(e["seconds"] for e in m["per_epoch"])
-    per_iteration = train_seconds / m["steps"]
+def accuracy_curve(m, target):
+    """(training seconds, test accuracy) after each epoch, and the seconds to `target` (None: never)."""
     elapsed, curve, to_target = 0.0, [], None
     for e in m["per_epoch"]:
         elapsed += e["seconds"]
         curve.append((elapsed, e["test_accuracy"]))
-        if to_target is None and e["test_accuracy"] >= args.target:
+        if to_target is None and e["test_accuracy"] >= target:
             to_target = elapsed
+    return curve, to_target
+
+
+def summarize(args, name, label, m, predicted):
+    train_seconds = sum(e["seconds"] for e in m["per_epoch"])
+    per_iteration = train_seconds / m["steps"]
+    curve, to_target = accuracy_curve(m, args.target)
     return {
         "name": name, "label": label, "seconds_per_iteration": per_iteration,
         "predicted_seconds_per_iteration": predicted,

@@ -14,10 +14,7 @@ namespace nereid {
 
 absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const Graph& graph,
                                                                            const GroupOptions& options) {
-  int buckets = 0;
-  for (Node* n : graph.nodes()) {
-    if (n->op() == "AllReduce" || n->op() == "CompressedAllReduce") ++buckets;
-  }
+  const int buckets = CollectivesPerStep(graph);
   std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
   group->timeout_ = options.timeout;
   ASSIGN_OR_RETURN(RendezvousSpec spec, ParseRendezvousSpec(options.rendezvous, options.run_id));
@@ -79,6 +76,12 @@ uint64_t DataParallelGroup::StateFingerprint(const Executor& executor,
     h = Fnv1a(value.raw(), value.num_bytes(), h);
   }
   return h;
+}
+
+int DataParallelGroup::CollectivesPerStep(const Graph& graph) {
+  int collectives = 0;
+  for (Node* n : graph.nodes()) collectives += n->op() == "AllReduce" || n->op() == "CompressedAllReduce";
+  return collectives;
 }
 
 absl::flat_hash_set<std::string> DataParallelGroup::PerRankState(const Graph& graph) {

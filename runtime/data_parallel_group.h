@@ -38,6 +38,10 @@ class DataParallelGroup {
   // Connects to the other ranks; `graph` is the plan (its AllReduce buckets
   // fix the engine's per-step order).
   static absl::StatusOr<std::unique_ptr<DataParallelGroup>> Join(const Graph& graph, const GroupOptions& options);
+
+  // The plan's collectives per step (AllReduce buckets and CompressedAllReduce
+  // nodes): the engine's keys per step; 0 means the plan does not communicate.
+  static int CollectivesPerStep(const Graph& graph);
   ~DataParallelGroup();
 
   int rank() const { return communicator_->rank(); }

@@ -282,9 +282,7 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
 
   std::unique_ptr<DataParallelGroup> group;
   if (distributed) {
-    bool communicates = false;
-    for (Node* n : graph->nodes()) communicates |= n->op() == "AllReduce" || n->op() == "CompressedAllReduce";
-    if (!communicates) {
+    if (DataParallelGroup::CollectivesPerStep(*graph) == 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           options.model_path, " has no gradient communication: plan it with data_parallel to train on ",
           options.workers, " workers"));
@@ -501,17 +499,18 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   result.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
   result.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor, per_rank);
   if (group != nullptr) {
-    std::vector<double> bytes = {static_cast<double>(traffic_in_steps.bytes_sent),
-                                 static_cast<double>(traffic_in_steps.bytes_received)};
-    bytes.push_back(absl::ToDoubleSeconds(group->engine()->busy_time()));
-    bytes.push_back(absl::ToDoubleSeconds(group->engine()->codec_time()));
-    RETURN_IF_ERROR(group->SumAcrossRanks(bytes));
+    // Summed over the ranks, then averaged per rank and step.
+    std::vector<double> sums = {static_cast<double>(traffic_in_steps.bytes_sent),
+                                static_cast<double>(traffic_in_steps.bytes_received),
+                                absl::ToDoubleSeconds(group->engine()->busy_time()),
+                                absl::ToDoubleSeconds(group->engine()->codec_time())};
+    RETURN_IF_ERROR(group->SumAcrossRanks(sums));
     if (result.steps > 0) {
       const double per_step = 1.0 / options.workers / result.steps;
-      result.bytes_sent_per_step = bytes[0] * per_step;
-      result.bytes_received_per_step = bytes[1] * per_step;
-      result.comm_seconds_per_step = bytes[2] * per_step;
-      result.codec_seconds_per_step = bytes[3] * per_step;
+      result.bytes_sent_per_step = sums[0] * per_step;
+      result.bytes_received_per_step = sums[1] * per_step;
+      result.comm_seconds_per_step = sums[2] * per_step;
+      result.codec_seconds_per_step = sums[3] * per_step;
     }
     ASSIGN_OR_RETURN(result.layer_bytes, PlanLayerBytes(*graph, options.workers));
   }

@@ -155,13 +155,6 @@ void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> wor
   }
 }
 
-uint32_t UnpackBits(absl::Span<const float> words, int bits, int64_t index) {
-  const int per_word = 32 / bits;
-  uint32_t word;
-  std::memcpy(&word, &words[index / per_word], sizeof(word));
-  return (word >> ((index % per_word) * bits)) & ((1u << bits) - 1);
-}
-
 CodecRegistry& CodecRegistry::Global() {
   static CodecRegistry* registry = new CodecRegistry();
   return *registry;

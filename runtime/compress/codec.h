@@ -216,10 +216,8 @@ void KeepResidual(const GatherCodec& codec, absl::Span<const float> x, absl::Spa
 // float-sized word.
 int64_t PackedWords(int64_t values, int bits);
 void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> words);
-uint32_t UnpackBits(absl::Span<const float> words, int bits, int64_t index);
 // Calls fn(i, value) for the first `count` values packed in `words`, in order,
-// a word at a time: decoding's inner loop, without UnpackBits' division per
-// value.
+// a word at a time (no division per value).
 template <typename Fn>
 void ForEachPacked(absl::Span<const float> words, int bits, int64_t count, Fn fn) {
   const int per_word = 32 / bits;

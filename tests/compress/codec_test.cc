@@ -130,7 +130,12 @@ TEST(BitPackingTest, RoundTrips) {
     for (size_t i = 0; i < values.size(); ++i) values[i] = (i * 7 + 3) % (1u << bits);
     std::vector<float> words(PackedWords(values.size(), bits));
     PackBits(values, bits, absl::MakeSpan(words));
-    for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(UnpackBits(words, bits, i), values[i]) << bits;
+    std::vector<uint32_t> back;
+    ForEachPacked(words, bits, static_cast<int64_t>(values.size()), [&](int64_t i, uint32_t v) {
+      EXPECT_EQ(i, static_cast<int64_t>(back.size()));
+      back.push_back(v);
+    });
+    ASSERT_EQ(back, values) << bits;
   }
 }
 
