@@ -29,10 +29,14 @@ namespace nereid {
 // and could deadlock: the engine, holding mu_, waited for the worker, whose
 // node waited for mu_ to finish.
 struct Executor::Pool {
-  // Known issue: with oneTBB's worker limit raised to T (tbb::global_control),
-  // two node tasks truly run at once and the heap is corrupted (ASan: a
-  // oneDNN-allocated block freed by operator delete); not yet found. Until it
-  // is, the default limit stands: at most hardware_concurrency - 1 workers.
+  // Known limit: oneTBB allows hardware_concurrency - 1 workers, so on two
+  // cores --threads 2 runs one node at a time (a kernel still borrows the
+  // second core). Raising the limit (tbb::global_control) runs nodes truly
+  // in parallel and is ASan-clean now that oneDNN calls are serialised, but
+  // then how many cores a kernel borrows depends on timing, so reductions
+  // (oneDNN's backward-weights, our bias gradients) split differently and
+  // two runs with one seed stop being bitwise equal (pipeline_test caught
+  // it). Deterministic core counts per node would lift this.
   Pool(Executor* executor, int threads) : executor(executor), arena(threads, 0) {}
   Executor* const executor;
   tbb::task_arena arena;
@@ -458,10 +462,16 @@ void Executor::Execute(StepRun* run, int node_id) {
     }
   }
   const Node& node = *nodes_[node_id];
+  // A copy (it shares the buffer), not a pointer into `sources`: a Feedback
+  // finishing on another thread may insert into that map meanwhile, and a
+  // rehash would leave the pointer dangling (seen as an empty parameter value
+  // with three steps in flight on two truly parallel workers).
+  Tensor source_value;
   const Tensor* source = nullptr;
   if (node.op() == "Parameter") {
     std::lock_guard<std::mutex> lock(mu_);
-    source = &run->sources[node_id];
+    source_value = run->sources[node_id];
+    source = &source_value;
   }
   OpKernel& kernel = *kernels_[node_id];
   if (!kernel.IsAsync()) {

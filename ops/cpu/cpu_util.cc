@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "graph/status_macros.h"
 
 namespace nereid {
 namespace cpu {
@@ -47,6 +48,41 @@ dnnl::memory::desc PlainDesc(const std::vector<int64_t>& dims) {
   dnnl::memory::dims strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
   return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
+}
+
+Relayout Relayout::ForInput(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen) {
+  Relayout r{plain, chosen, {}};
+  if (plain != chosen) {
+    r.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), plain, CpuEngine(), chosen));
+  }
+  return r;
+}
+
+Relayout Relayout::ForOutput(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen) {
+  Relayout r{plain, chosen, {}};
+  if (plain != chosen) {
+    r.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(CpuEngine(), chosen, CpuEngine(), plain));
+  }
+  return r;
+}
+
+absl::StatusOr<dnnl::memory> Relayout::Input(const Tensor& t, Tensor* staging, int threads) const {
+  dnnl::memory from = Wrap(plain, t);
+  if (!reorder) return from;
+  ASSIGN_OR_RETURN(dnnl::memory to, Output(t, staging));
+  RETURN_IF_ERROR(RunPrimitive(reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, threads, "reorder"));
+  return to;
+}
+
+absl::StatusOr<dnnl::memory> Relayout::Output(const Tensor& t, Tensor* staging) const {
+  if (!reorder) return Wrap(plain, t);
+  ASSIGN_OR_RETURN(*staging, Tensor::Allocate(DT_UINT8, {static_cast<int64_t>(chosen.get_size())}));
+  return Wrap(chosen, *staging);
+}
+
+absl::Status Relayout::FinishOutput(const dnnl::memory& written, const Tensor& t, int threads) const {
+  if (!reorder) return absl::OkStatus();
+  return RunPrimitive(reorder, {{DNNL_ARG_FROM, written}, {DNNL_ARG_TO, Wrap(plain, t)}}, threads, "reorder");
 }
 
 }  // namespace cpu
