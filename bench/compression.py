@@ -5,6 +5,7 @@ Trains one model with N workers, each in its own network namespace behind a
 shaped link, once per compressor and per strategy (synchronous, Pipe-SGD
 K=2), and prints a table:
   payload ratio   dense gradient bytes / what the plan puts into collectives
+                  (">=": a variable-length code, whose plan gives its bound)
   wire ratio      bytes an uncompressed run sent per iteration / bytes this run sent
                   (both measured: allgather codecs send (n-1) codes per rank,
                   so their wire ratio is about 2/n of the payload ratio)
@@ -108,6 +109,8 @@ def table(rows):
             saved = f"{r['codec_seconds_per_step'] / gain * 100:.0f}%" if gain > 0 else "saved nothing"
         delta = (f"{(r['final_test_accuracy'] - b['final_test_accuracy']) * 100:+.2f} pp" if b else "-")
         payload = f"{r['payload_ratio']:.1f}x" if r["payload_ratio"] else "-"
+        if any(l.get("payload_is_bound") for l in r.get("layer_bytes", [])):  # the plan's bound
+            payload = ">=" + payload
         lines.append(
             f"| {r['method']} | {r['strategy']} | {payload} | {wire} | {r['seconds_per_iteration'] * 1000:.1f} ms | "
             f"{speedup} | {r['comm_seconds_per_step'] * 1000:.1f} | {r['codec_seconds_per_step'] * 1000:.2f} | "
@@ -131,7 +134,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--run-timeout", type=int, default=1800)
     ap.add_argument("--only", default="", help="comma-separated methods (default all): " +
-                    ",".join(m for m, _ in METHODS))
+                    ",".join(m for m, _ in METHODS).replace("%", "%%"))
     ap.add_argument("--strategies", default="sync,pipe2")
     ap.add_argument("--codec-options", action="append", default=[], metavar="METHOD:k=v,...",
                     help="extra compress options for one method, e.g. gradiveq:warmup=5 (repeatable)")

@@ -151,6 +151,7 @@ class CompressPass : public Pass {
 
     std::vector<Collective> plan;
     int64_t dense_bytes = 0, compressed_dense_bytes = 0, payload_bytes = 0;
+    bool bound = false;  // some payload is a variable-length code's bound
     std::vector<std::string> table;
     int layer = 0;
     int compressed_nodes = 0;
@@ -195,8 +196,12 @@ class CompressPass : public Pass {
         const int64_t payload = codecs.back()->PayloadFloats() * 4;
         compressed_dense_bytes += elements * 4;
         payload_bytes += payload;
-        table.push_back(absl::StrFormat("  %-28s %10s -> %10s  %6.1fx  %s", gradient->name(), Kib(elements * 4),
-                                        Kib(payload), static_cast<double>(elements * 4) / payload,
+        // A variable-length code's size is only known when it runs: its bound.
+        bound = bound || codecs.back()->variable_length();
+        table.push_back(absl::StrFormat("  %-28s %10s -> %2s%8s  %2s%4.1fx  %s", gradient->name(), Kib(elements * 4),
+                                        codecs.back()->variable_length() ? "<=" : "", Kib(payload),
+                                        codecs.back()->variable_length() ? ">=" : "",
+                                        static_cast<double>(elements * 4) / payload,
                                         codecs.back()->collective() == CodecCollective::kAllReduce ? "allreduce"
                                                                                                    : "allgather"));
       }
@@ -237,9 +242,10 @@ class CompressPass : public Pass {
     for (std::string& line : table) log->notes.push_back(std::move(line));
     log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "the rest (dense)",
                                          Kib(uncompressed), Kib(uncompressed)));
-    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  %6.1fx", "total", Kib(dense_bytes),
-                                         Kib(payload_bytes + uncompressed),
-                                         static_cast<double>(dense_bytes) / (payload_bytes + uncompressed)));
+    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %2s%8s  %2s%4.1fx%s", "total", Kib(dense_bytes),
+                                         bound ? "<=" : "", Kib(payload_bytes + uncompressed), bound ? ">=" : "",
+                                         static_cast<double>(dense_bytes) / (payload_bytes + uncompressed),
+                                         bound ? "  (variable-length codes: their bound)" : ""));
     return absl::OkStatus();
   }
 

@@ -568,6 +568,8 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
     w.Member("collective", l.collective);
     w.Member("elements", l.elements);
     w.Member("payload_bytes", l.payload_bytes);
+    w.Key("payload_is_bound");
+    w.Bool(l.payload_is_bound);
     w.Member("sent_bytes", l.sent_bytes);
     w.Member("uncompressed_sent_bytes", l.uncompressed_sent_bytes);
     w.EndObject();

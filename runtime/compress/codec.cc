@@ -58,6 +58,17 @@ absl::StatusOr<int64_t> CodecOptions::Integer(const std::string& key, int64_t fa
   return v;
 }
 
+absl::StatusOr<std::string> CodecOptions::Choice(const std::string& key, const std::string& fallback,
+                                                 const std::vector<std::string>& allowed) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  if (std::find(allowed.begin(), allowed.end(), it->second) == allowed.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("codec option ", key, "=", it->second, " must be one of ",
+                                                   absl::StrJoin(allowed, ", ")));
+  }
+  return it->second;
+}
+
 std::mt19937_64 CodecStep::Random(int rank) const {
   std::seed_seq seq{static_cast<uint64_t>(seed), static_cast<uint64_t>(step), static_cast<uint64_t>(rank),
                     static_cast<uint64_t>(layer), uint64_t{0x51C0DEC}};
@@ -116,10 +127,42 @@ absl::Status AverageFused(std::vector<FusedGradient>& fused, CodecComm& comm) {
   return absl::OkStatus();
 }
 
-void GatherCodec::Absorb(const CodecStep&, int, int world, absl::Span<const float>,
+int64_t GatherCodec::RoundFloats(const CodecStep&, int round, const std::vector<absl::Span<float>>&) const {
+  if (!variable_length()) return PayloadFloats();
+  return round == 0 ? 1 : longest_;
+}
+
+void GatherCodec::Contribute(const CodecStep& step, int round, int rank, absl::Span<const float> gradient,
+                             const std::vector<absl::Span<float>>& state, absl::Span<float> out) {
+  if (!variable_length()) {
+    Encode(step, rank, gradient, state, out);
+    return;
+  }
+  if (round == 0) {  // encode now; send the length (as its bits: exact for any size)
+    code_.assign(PayloadFloats(), 0.0f);
+    Encode(step, rank, gradient, state, absl::MakeSpan(code_));
+    used_ = UsedFloats(code_);
+    const uint32_t length = static_cast<uint32_t>(used_);
+    std::memcpy(&out[0], &length, sizeof(length));
+    return;
+  }
+  std::copy_n(code_.begin(), used_, out.begin());
+  std::fill(out.begin() + used_, out.end(), 0.0f);
+}
+
+void GatherCodec::Absorb(const CodecStep&, int round, int world, absl::Span<const float>,
                          const std::vector<absl::Span<float>>&, absl::Span<const float> in,
                          absl::Span<float> average) {
-  const int64_t words = PayloadFloats();
+  if (variable_length() && round == 0) {
+    longest_ = 0;
+    for (int r = 0; r < world; ++r) {
+      uint32_t length;
+      std::memcpy(&length, &in[r], sizeof(length));
+      longest_ = std::max<int64_t>(longest_, length);
+    }
+    return;
+  }
+  const int64_t words = static_cast<int64_t>(in.size()) / world;
   std::fill(average.begin(), average.end(), 0.0f);
   for (int r = 0; r < world; ++r) DecodeAdd(in.subspan(r * words, words), average);
   const float inv = 1.0f / static_cast<float>(world);

@@ -86,6 +86,9 @@ class CodecOptions {
   // The value of `key`, or `fallback`; an error names a malformed value.
   absl::StatusOr<double> Number(const std::string& key, double fallback) const;
   absl::StatusOr<int64_t> Integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
+  // One of `allowed`; an error lists them.
+  absl::StatusOr<std::string> Choice(const std::string& key, const std::string& fallback,
+                                     const std::vector<std::string>& allowed) const;
   const std::map<std::string, std::string>& values() const { return values_; }
 
  private:
@@ -142,7 +145,11 @@ class GradientCodec {
   virtual std::vector<CodecStateSpec> State() const { return {}; }
   // The floats one rank puts into the collective per step (its payload), for
   // the plan's byte accounting; the dense gradient is elements() floats.
+  // For a variable-length code, an upper bound.
   virtual int64_t PayloadFloats() const = 0;
+  // Whether codes vary in length with the gradient (entropy-coded QSGD); the
+  // byte accounting then marks PayloadFloats() as a bound.
+  virtual bool variable_length() const { return false; }
 
   // A step runs in rounds (PowerSGD: 2, the others: 1). In round r each rank
   // writes RoundFloats(r) floats with Contribute; they go through the codec's
@@ -181,28 +188,35 @@ struct FusedGradient {
 // one ring's latency, not one each.
 absl::Status AverageFused(std::vector<FusedGradient>& fused, CodecComm& comm);
 
-// Base for gather codecs: one round; Contribute = Encode, Absorb = the
-// average of DecodeAdd over the ranks' codes, in rank order.
+// Base for gather codecs: Contribute = Encode, Absorb = the average of
+// DecodeAdd over the ranks' codes, in rank order. One round for fixed-length
+// codes. A variable-length code takes two: the ranks all-gather the lengths
+// of their codes, then the codes, each padded to the longest.
 class GatherCodec : public GradientCodec {
  public:
   CodecCollective collective() const override { return CodecCollective::kAllGather; }
-  int64_t RoundFloats(const CodecStep&, int, const std::vector<absl::Span<float>>&) const override {
-    return PayloadFloats();
-  }
+  int Rounds() const override { return variable_length() ? 2 : 1; }
+  int64_t RoundFloats(const CodecStep&, int round, const std::vector<absl::Span<float>>&) const override;
   void Contribute(const CodecStep& step, int round, int rank, absl::Span<const float> gradient,
-                  const std::vector<absl::Span<float>>& state, absl::Span<float> out) override {
-    Encode(step, rank, gradient, state, out);
-  }
+                  const std::vector<absl::Span<float>>& state, absl::Span<float> out) override;
   void Absorb(const CodecStep& step, int round, int world, absl::Span<const float> gradient,
               const std::vector<absl::Span<float>>& state, absl::Span<const float> in,
               absl::Span<float> average) override;
 
-  // Writes PayloadFloats() floats of code for `gradient`; may update state
-  // (an error-feedback residual becomes what the code leaves out).
+  // Writes at most PayloadFloats() floats of code for `gradient`; may update
+  // state (an error-feedback residual becomes what the code leaves out).
   virtual void Encode(const CodecStep& step, int rank, absl::Span<const float> gradient,
                       std::vector<absl::Span<float>> state, absl::Span<float> code) = 0;
-  // out += decode(code).
+  // out += decode(code); `code` may run on past the code (padding).
   virtual void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const = 0;
+  // How many floats of `code` (PayloadFloats() long) Encode used; variable-
+  // length codes say so.
+  virtual int64_t UsedFloats(absl::Span<const float> code) const { return static_cast<int64_t>(code.size()); }
+
+ private:
+  // Between the two rounds of a variable-length step.
+  std::vector<float> code_;
+  int64_t used_ = 0, longest_ = 0;
 };
 
 // Error feedback (1-bit SGD, EF-SGD): x = gradient + residual is encoded and

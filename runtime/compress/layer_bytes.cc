@@ -38,6 +38,7 @@ absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int w
         l.method = attr.at("method").s();
         l.elements = shape.KnownElements();
         l.payload_bytes = codec->PayloadFloats() * 4;
+        l.payload_is_bound = codec->variable_length();
         const bool gather = codec->collective() == CodecCollective::kAllGather;
         l.collective = gather ? "allgather" : "allreduce";
         l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : allreduce_share * l.payload_bytes;

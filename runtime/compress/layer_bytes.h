@@ -21,6 +21,7 @@ struct LayerBytes {
   std::string collective;  // "allgather" or "allreduce"
   int64_t elements = 0;
   int64_t payload_bytes = 0;           // one rank's contribution per step
+  bool payload_is_bound = false;       // variable-length code: at most this
   double sent_bytes = 0;               // per rank per step on a ring of `world`
   double uncompressed_sent_bytes = 0;  // float32 ring allreduce of the same values
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "runtime/compress/bit_stream.h"
 #include "tests/compress/codec_test_util.h"
 
 namespace nereid {
@@ -122,6 +123,36 @@ TEST(CodecOptionsTest, ParsesAndRejects) {
   EXPECT_EQ(o->ToString(), "bits=4;bucket=128");
   EXPECT_FALSE(CodecOptions::Parse("bits").ok());
   EXPECT_FALSE(CodecOptions(std::map<std::string, std::string>{{"x", "abc"}}).Number("x", 0).ok());
+}
+
+TEST(BitStreamTest, RoundTripsBitsAndGammaCodes) {
+  std::mt19937_64 random(3);
+  std::vector<std::pair<uint32_t, int>> written;  // (value, count) or (value, -1) for gamma
+  std::vector<float> words(4000);
+  BitWriter writer(absl::MakeSpan(words));
+  for (int i = 0; i < 3000; ++i) {
+    if (random() % 2 == 0) {
+      const int count = 1 + static_cast<int>(random() % 32);
+      const uint32_t v = static_cast<uint32_t>(random() & ((uint64_t{1} << count) - 1));
+      writer.Put(v, count);
+      written.push_back({v, count});
+    } else {
+      const uint32_t v = 1 + static_cast<uint32_t>(random() % (1u << (random() % 16)));
+      writer.Put(BitWriter::GammaBits(v), BitWriter::GammaCount(v));
+      written.push_back({v, -1});
+    }
+  }
+  const int64_t used = writer.Finish();
+  ASSERT_LE(used, static_cast<int64_t>(words.size()));
+  BitReader reader(absl::MakeConstSpan(words.data(), used));
+  for (size_t i = 0; i < written.size(); ++i) {
+    const auto [v, count] = written[i];
+    ASSERT_EQ(count < 0 ? reader.GetGamma() : reader.Get(count), v) << i;
+  }
+  EXPECT_EQ(reader.Get(32), 0u);     // past the end: zeros
+  EXPECT_EQ(reader.GetGamma(), 1u);  // and no undefined shift on them
+  EXPECT_EQ(BitWriter::GammaCount(1), 1);
+  EXPECT_EQ(BitWriter::GammaCount(7), 5);
 }
 
 TEST(BitPackingTest, RoundTrips) {
