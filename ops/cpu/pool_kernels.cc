@@ -17,14 +17,18 @@ using tag = memory::format_tag;
 
 enum class PoolPass { kForward, kBackward };
 
+void ReadPoolAttrs(const AttrMap& attrs, cpu::WindowAttrs* window, std::vector<int64_t>* ksize) {
+  *window = cpu::ReadWindowAttrs(attrs);
+  const auto& k = attrs.at("ksize")->list().i();
+  *ksize = {k[0], k[1]};
+}
+
 class PoolKernel : public OpKernel {
  public:
   PoolKernel(dnnl::algorithm algorithm, PoolPass pass) : algorithm_(algorithm), pass_(pass) {}
 
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    window_ = cpu::ReadWindowAttrs(attrs);
-    const auto& k = attrs.at("ksize")->list().i();
-    ksize_ = {k[0], k[1]};
+    ReadPoolAttrs(attrs, &window_, &ksize_);
     return absl::OkStatus();
   }
 
@@ -98,9 +102,7 @@ class MaxPoolKernel : public PoolKernel {
 class MaxPoolGradKernel : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    window_ = cpu::ReadWindowAttrs(attrs);
-    const auto& k = attrs.at("ksize")->list().i();
-    ksize_ = {k[0], k[1]};
+    ReadPoolAttrs(attrs, &window_, &ksize_);
     return absl::OkStatus();
   }
 

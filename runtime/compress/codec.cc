@@ -160,6 +160,9 @@ void GatherCodec::Absorb(const CodecStep&, int round, int world, absl::Span<cons
       std::memcpy(&length, &in[r], sizeof(length));
       longest_ = std::max<int64_t>(longest_, length);
     }
+    // Never beyond the bound every rank computed alike: a bad length word
+    // must not turn into an unbounded allocation.
+    longest_ = std::min(longest_, PayloadFloats());
     return;
   }
   const int64_t words = static_cast<int64_t>(in.size()) / world;
