@@ -22,10 +22,14 @@
 //   T_compute' = T_compute + C
 //
 //   synchronous SGD:    T_sync = T_compute' + T_comm
-//   Pipe-SGD, width K:  T_pipe = max(T_compute', T_comm) for K >= 2 (the
-//                       allreduce of iteration t overlaps the compute of t+1;
-//                       a wider pipeline adds staleness, not speed);
+//   Pipe-SGD, width K:  T_pipe = max(T_compute' + T_cpu, T_comm) for K >= 2
+//                       (the allreduce of iteration t overlaps the compute of
+//                       t+1; a wider pipeline adds staleness, not speed);
 //                       K = 1 is T_sync
+//   T_cpu = kappa * (bytes a worker sends per step) / c: the CPU the overlapped
+//   allreduce takes from the compute, with kappa the machine's CPU seconds per
+//   byte sent (measured by `nereid bench allreduce`, the kernel's network
+//   stack included) and c the cores per worker; 0 unless both are given.
 //   parameter server:   T_ps = T_compute' + sum over buckets of
 //                         2 * (alpha + n * (M_b / R) / (S beta)) + (n-1)/S * (M_b / R) * gamma
 //
@@ -44,8 +48,9 @@
 //
 // What the model leaves out: overlap of communication with the backward pass
 // inside one step (Nereid's data_parallel buckets do overlap, so T_sync is an
-// upper bound for it), contention with the compute for cores, a link shared by
-// several workers of one machine, and stragglers.
+// upper bound for it), contention with the compute for cores beyond T_cpu
+// (caches, scheduling), a link shared by several workers of one machine, and
+// stragglers.
 
 #include <cstdint>
 #include <string>
@@ -59,6 +64,10 @@ struct LinkModel {
   double alpha_seconds = 0;           // latency per message
   double beta_bytes_per_second = 0;   // bandwidth
   double gamma_seconds_per_byte = 0;  // cost of summing one byte (0: free)
+  // The host side (0: not charged): CPU time the machine spends per byte a
+  // worker sends (its network stack included), and the cores each worker has.
+  double cpu_seconds_per_byte_sent = 0;
+  double cores_per_worker = 0;
 };
 
 struct TimingInputs {
@@ -90,6 +99,7 @@ struct TimingPrediction {
   double ps_comm_seconds = 0;                // communication of the parameter server
   int64_t gradient_bytes = 0;                // M, uncompressed
   double wire_bytes_per_step = 0;            // a worker's bytes sent per step in the ring: 2(n-1)/n * M / R
+  double overlapped_comm_cpu_seconds = 0;    // T_cpu: kappa * wire_bytes_per_step / c
   double one_worker_samples_per_second = 0;  // batch / T_compute (no codec)
   std::vector<StrategyTime> strategies;      // sync, parameter server, Pipe-SGD
 };

@@ -173,6 +173,28 @@ TEST(TimingModelTest, EachBucketPaysItsLatency) {
   EXPECT_DOUBLE_EQ(p3.wire_bytes_per_step, p1.wire_bytes_per_step);
 }
 
+TEST(TimingModelTest, OverlappedCommunicationTakesCpuFromPipelinedCompute) {
+  TimingInputs in = Base();
+  in.compute_seconds = 0.020;
+  in.link.cpu_seconds_per_byte_sent = 4e-9;  // 4 ns per byte sent
+  in.link.cores_per_worker = 0.5;            // 4 workers on 2 cores
+  TimingPrediction p = PredictIteration(in).value();
+  // T_cpu = 4 ns * 1.5e6 bytes / 0.5 cores = 12 ms, on top of 20 ms of compute.
+  EXPECT_THAT(p.overlapped_comm_cpu_seconds, DoubleNear(0.012, kEps));
+  const StrategyTime& pipe = Find(p, "pipe_sgd");
+  EXPECT_THAT(pipe.compute_seconds, DoubleNear(0.032, kEps));
+  EXPECT_THAT(pipe.seconds_per_iteration, DoubleNear(0.032, kEps));  // max(32 ms, 12.6 ms)
+  // Synchronous training does not overlap: unchanged (20 + 12.6 ms).
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.0326, kEps));
+  // Width 1 is synchronous, also here.
+  in.pipe_width = 1;
+  EXPECT_THAT(Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration, DoubleNear(0.0326, kEps));
+  // Without the cores per worker nothing is charged.
+  in.pipe_width = 2;
+  in.link.cores_per_worker = 0;
+  EXPECT_THAT(Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration, DoubleNear(0.020, kEps));
+}
+
 TEST(TimingModelTest, RejectsBadInputs) {
   auto error = [](auto mutate) {
     TimingInputs in = Base();
@@ -192,6 +214,8 @@ TEST(TimingModelTest, RejectsBadInputs) {
   EXPECT_THAT(error([](TimingInputs& in) { in.servers = 0; }), HasSubstr("servers"));
   EXPECT_THAT(error([](TimingInputs& in) { in.compression_ratio = 0.5; }), HasSubstr("compression ratio"));
   EXPECT_THAT(error([](TimingInputs& in) { in.codec_seconds = -1; }), HasSubstr("codec"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.link.cpu_seconds_per_byte_sent = -1; }), HasSubstr("CPU cost"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.link.cores_per_worker = -1; }), HasSubstr("cores per worker"));
 }
 
 }  // namespace

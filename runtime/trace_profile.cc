@@ -286,14 +286,8 @@ absl::StatusOr<LinkModel> FitLink(const Struct& s, absl::string_view label) {
   return link;
 }
 
-}  // namespace
-
-absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_view label, BenchLink source) {
-  absl::StatusOr<Value> doc = ParseJson(json, label);
-  if (!doc.ok()) return doc.status();
-  if (doc->kind_case() != Value::kStructValue) return Invalid(label, "not a JSON object");
-  const Struct& s = doc->struct_value();
-  if (source == BenchLink::kFit) return FitLink(s, label);
+// The link itself: the report's 4-byte round trip and 16 MiB transfer.
+absl::StatusOr<LinkModel> ProbedLink(const Struct& s, absl::string_view label) {
   const Value* alpha = Field(s, "alpha_seconds");
   const Value* beta = Field(s, "beta_bytes_per_second");
   if (alpha == nullptr || beta == nullptr || alpha->kind_case() != Value::kNumberValue ||
@@ -309,6 +303,35 @@ absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_vi
     return Invalid(label, absl::StrCat("the link estimate is unusable (alpha ", link.alpha_seconds, " s, beta ",
                                        link.beta_bytes_per_second, " bytes/s)"));
   }
+  return link;
+}
+
+// The host side of a report, when it has one (older reports do not): the CPU
+// per byte sent and the cores per rank.
+absl::Status ReadHostSide(const Struct& s, absl::string_view label, LinkModel& link) {
+  const Value* cpu = Field(s, "comm_cpu_seconds_per_byte");
+  const Value* cores = Field(s, "cores_per_rank");
+  if (cpu == nullptr || cores == nullptr) return absl::OkStatus();
+  if (cpu->kind_case() != Value::kNumberValue || cores->kind_case() != Value::kNumberValue ||
+      !(std::isfinite(cpu->number_value()) && cpu->number_value() >= 0) ||
+      !(std::isfinite(cores->number_value()) && cores->number_value() > 0)) {
+    return Invalid(label, "comm_cpu_seconds_per_byte must be a number >= 0 and cores_per_rank one > 0");
+  }
+  link.cpu_seconds_per_byte_sent = cpu->number_value();
+  link.cores_per_worker = cores->number_value();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_view label, BenchLink source) {
+  absl::StatusOr<Value> doc = ParseJson(json, label);
+  if (!doc.ok()) return doc.status();
+  if (doc->kind_case() != Value::kStructValue) return Invalid(label, "not a JSON object");
+  const Struct& s = doc->struct_value();
+  absl::StatusOr<LinkModel> link = source == BenchLink::kFit ? FitLink(s, label) : ProbedLink(s, label);
+  if (!link.ok()) return link.status();
+  if (absl::Status host = ReadHostSide(s, label, *link); !host.ok()) return host;
   return link;
 }
 

@@ -77,6 +77,9 @@ absl::StatusOr<TraceProfile> ReadTraceProfiles(const std::vector<std::string>& p
 //           2(n-1)/n * S / beta over its sizes S (n = its "world"; at least two
 //           sizes): the link as the implementation sees it, per-call overheads
 //           and the summing included. An intercept below 0 is taken as alpha = 0.
+// Either way, when the report has them, the host side too: its
+// comm_cpu_seconds_per_byte and cores_per_rank (LinkModel's
+// cpu_seconds_per_byte_sent and cores_per_worker).
 enum class BenchLink { kProbe, kFit };
 absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_view label,
                                          BenchLink source = BenchLink::kProbe);

@@ -163,6 +163,30 @@ TEST(TraceProfileTest, ReadsTheLinkOfABenchReport) {
   EXPECT_DOUBLE_EQ(ReadBenchLink(path).value().beta_bytes_per_second, 1e8);
 }
 
+TEST(TraceProfileTest, ReadsTheHostSideOfABenchReportWhenItHasOne) {
+  LinkModel old = ParseBenchLink(R"({"alpha_seconds":1e-5,"beta_bytes_per_second":1e8})", "b").value();
+  EXPECT_EQ(old.cpu_seconds_per_byte_sent, 0);
+  EXPECT_EQ(old.cores_per_worker, 0);
+  const std::string json = R"({"world":2,"alpha_seconds":1e-5,"beta_bytes_per_second":1e8,)"
+                           R"("comm_cpu_seconds_per_byte":4e-8,"cores_per_rank":0.5,)"
+                           R"("sizes":[{"bytes":1000,"seconds":1e-3},{"bytes":2000,"seconds":1.5e-3}]})";
+  for (BenchLink source : {BenchLink::kProbe, BenchLink::kFit}) {
+    LinkModel link = ParseBenchLink(json, "b", source).value();
+    EXPECT_DOUBLE_EQ(link.cpu_seconds_per_byte_sent, 4e-8);
+    EXPECT_DOUBLE_EQ(link.cores_per_worker, 0.5);
+  }
+  EXPECT_THAT(ParseBenchLink(R"({"alpha_seconds":1e-5,"beta_bytes_per_second":1e8,)"
+                             R"("comm_cpu_seconds_per_byte":-1,"cores_per_rank":1})",
+                             "b.json")
+                  .status()
+                  .message(),
+              HasSubstr("b.json: comm_cpu_seconds_per_byte"));
+  EXPECT_FALSE(ParseBenchLink(R"({"alpha_seconds":1e-5,"beta_bytes_per_second":1e8,)"
+                              R"("comm_cpu_seconds_per_byte":1e-9,"cores_per_rank":0})",
+                              "b")
+                   .ok());
+}
+
 TEST(TraceProfileTest, FitsTheLinkToTheMeasuredAllreduces) {
   // 4 ranks, alpha 50 us, beta 1e9 B/s: t(S) = 6 * 50 us + 6/4 * S / 1e9.
   auto row = [](double bytes) {

@@ -59,6 +59,10 @@ constexpr char kHelp[] =
     "  --link-fit             with --link: alpha and beta fitted to the allreduce times it measured\n"
     "                         (Nereid's communicator, overheads included) instead of the link's\n"
     "  --gamma-ns-per-byte Y  cost of summing one byte in a reduction (default 0)\n"
+    "Host (the CPU an overlapped allreduce takes from Pipe-SGD's compute; default: from --link's\n"
+    "report when it measured them, else 0 = not charged):\n"
+    "  --comm-cpu-ns-per-byte K  the machine's CPU time per byte a worker sends\n"
+    "  --cores-per-worker C   cores each worker has (e.g. 0.5: 4 workers on 2 cores)\n"
     "Variants:\n"
     "  --servers S            parameter-server shards (default 1)\n"
     "  --compression-ratio R  gradient bytes on the wire divided by R (default 1)\n"
@@ -198,6 +202,12 @@ std::string FormatReport(const Report& r) {
     absl::StrAppendFormat(&out, ", gamma %.3f ns/byte", in.link.gamma_seconds_per_byte * 1e9);
   }
   absl::StrAppend(&out, "\n");
+  if (p.overlapped_comm_cpu_seconds > 0) {
+    absl::StrAppendFormat(&out, "host: %.1f ns of CPU per byte sent, %.2f cores per worker: an overlapped allreduce "
+                          "takes %s ms of CPU from each pipelined step\n",
+                          in.link.cpu_seconds_per_byte_sent * 1e9, in.link.cores_per_worker,
+                          Ms(p.overlapped_comm_cpu_seconds));
+  }
   if (r.profile != nullptr) {
     const TraceProfile& prof = *r.profile;
     absl::StrAppendFormat(&out, "compute: %s ms per step, %s of %d profiled steps (median %s ms; %d warm-up steps "
@@ -250,6 +260,9 @@ std::string ReportJson(const Report& r) {
   w.Member("alpha_seconds", in.link.alpha_seconds);
   w.Member("beta_bytes_per_second", in.link.beta_bytes_per_second);
   w.Member("gamma_seconds_per_byte", in.link.gamma_seconds_per_byte);
+  w.Member("comm_cpu_seconds_per_byte", in.link.cpu_seconds_per_byte_sent);
+  w.Member("cores_per_worker", in.link.cores_per_worker);
+  w.Member("overlapped_comm_cpu_seconds", p.overlapped_comm_cpu_seconds);
   w.Member("width", int64_t{in.pipe_width});
   w.Member("servers", int64_t{in.servers});
   w.Member("compression_ratio", in.compression_ratio);
@@ -301,7 +314,7 @@ std::string ReportJson(const Report& r) {
 
 int Model(const std::vector<std::string>& args) {
   Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "compute-stat", "warmup-steps", "top", "latency-us",
-               "bandwidth-gbit", "link", "gamma-ns-per-byte", "servers", "compression-ratio", "codec-ms", "json"},
+               "bandwidth-gbit", "link", "gamma-ns-per-byte", "comm-cpu-ns-per-byte", "cores-per-worker", "servers", "compression-ratio", "codec-ms", "json"},
               {"help", "link-fit"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return Usage(std::string(parsed.message()));
@@ -314,8 +327,10 @@ int Model(const std::vector<std::string>& args) {
   }
   absl::StatusOr<double> compute_ms = Number(flags, "compute-ms", 0), latency_us = Number(flags, "latency-us", 0),
                          bandwidth = Number(flags, "bandwidth-gbit", 0), gamma = Number(flags, "gamma-ns-per-byte", 0),
-                         ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0);
-  for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms}) {
+                         ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0),
+                         comm_cpu_ns = Number(flags, "comm-cpu-ns-per-byte", 0),
+                         cores = Number(flags, "cores-per-worker", 0);
+  for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms, &comm_cpu_ns, &cores}) {
     if (!v->ok()) return Usage(std::string(v->status().message()));
   }
   if (!flags.Has("workers")) return Usage("--workers is required");
@@ -401,6 +416,8 @@ int Model(const std::vector<std::string>& args) {
     r.link_source = "given";
   }
   in.link.gamma_seconds_per_byte = *gamma * 1e-9;
+  if (flags.Has("comm-cpu-ns-per-byte")) in.link.cpu_seconds_per_byte_sent = *comm_cpu_ns * 1e-9;
+  if (flags.Has("cores-per-worker")) in.link.cores_per_worker = *cores;
 
   absl::StatusOr<TimingPrediction> p = PredictIteration(in);
   if (!p.ok()) return Fail(p.status());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "gloo/allreduce.h"
 #include "graph/status_macros.h"
 #include "runtime/comm/gloo_status.h"
+#include "runtime/host_cpu.h"
 #include "runtime/json_writer.h"
 
 namespace nereid {
@@ -69,6 +72,15 @@ class Bench {
       o.setTimeout(std::chrono::milliseconds(absl::ToInt64Milliseconds(kTimeout)));
       gloo::allreduce(o);
     });
+  }
+
+  // How many ranks share rank 0's machine (the same boot id), on every rank.
+  absl::StatusOr<int> RanksOnRootHost() {
+    // A 24-bit hash: exact in the float the collectives carry.
+    std::vector<float> in = {static_cast<float>(std::hash<std::string>{}(HostBootId()) & 0xffffff)};
+    std::vector<float> all(comm_.world());
+    RETURN_IF_ERROR(comm_.AllGather(in, absl::MakeSpan(all), {kControlTag, kTimeout}));
+    return static_cast<int>(std::count(all.begin(), all.end(), all[0]));
   }
 
   absl::StatusOr<LinkEstimate> MeasureLink() {
@@ -159,7 +171,13 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
   AllReduceBenchResult result;
   result.world = comm.world();
   ASSIGN_OR_RETURN(result.link, bench.MeasureLink());
+  ASSIGN_OR_RETURN(result.ranks_on_host, bench.RanksOnRootHost());
+  result.host_cores = HostCores();
   const int n = comm.world();
+  // The machine's busy CPU time around our timed allreduces (rank 0's reading;
+  // the ranks on its machine read the same counters). Unreadable: not measured.
+  bool cpu_measured = HostBusyCpuSeconds().ok();
+  double cpu_seconds_all = 0, bytes_sent_all = 0;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0;
   auto ours = [&](std::vector<float>& d) { return bench.Ours(d); };
   auto raw = [&](std::vector<float>& d) { return bench.Raw(d); };
@@ -175,8 +193,13 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
                      bench.FromRoot(absl::ToDoubleSeconds(options.time_per_round) / std::max(once, 1e-6)));
     int iterations = std::clamp(static_cast<int>(planned), 3, options.max_iterations);
     std::vector<double> ours_times, raw_times;
+    double cpu_seconds = 0;
     for (int round = 0; round < options.rounds; ++round) {
+      absl::StatusOr<double> cpu_before = HostBusyCpuSeconds();
       ASSIGN_OR_RETURN(std::vector<double> a, bench.Time(iterations, data, ours));
+      absl::StatusOr<double> cpu_after = HostBusyCpuSeconds();
+      cpu_measured = cpu_measured && cpu_before.ok() && cpu_after.ok();
+      if (cpu_measured) cpu_seconds += *cpu_after - *cpu_before;
       ASSIGN_OR_RETURN(std::vector<double> b, bench.Time(iterations, data, raw));
       ours_times.insert(ours_times.end(), a.begin(), a.end());
       raw_times.insert(raw_times.end(), b.begin(), b.end());
@@ -196,7 +219,15 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
       row.ratio_to_bound = row.bound_seconds / row.seconds;
     }
     row.ratio_to_raw = row.raw_seconds / row.seconds;
+    ASSIGN_OR_RETURN(double calls_cpu, bench.FromRoot(cpu_seconds));
+    row.host_cpu_seconds = calls_cpu / (options.rounds * iterations);
+    cpu_seconds_all += row.host_cpu_seconds;
+    bytes_sent_all += bus * bytes;
     result.rows.push_back(row);
+  }
+  ASSIGN_OR_RETURN(double all_measured, bench.FromRoot(cpu_measured ? 1 : 0));
+  if (all_measured > 0 && bytes_sent_all > 0) {
+    result.comm_cpu_seconds_per_byte = cpu_seconds_all / (result.ranks_on_host * bytes_sent_all);
   }
   return result;
 }
@@ -215,6 +246,10 @@ std::string FormatBenchTable(const AllReduceBenchResult& r) {
                                           row.ratio_to_bound));
   }
   absl::StrAppend(&out, "(bandwidths in GB/s; time is the median of the slowest rank's per-call times)\n");
+  if (r.comm_cpu_seconds_per_byte > 0) {
+    absl::StrAppend(&out, absl::StrFormat("host CPU: %.1f ns per byte a rank sends (%d of the ranks share %d cores)\n",
+                                          r.comm_cpu_seconds_per_byte * 1e9, r.ranks_on_host, r.host_cores));
+  }
   return out;
 }
 
@@ -224,6 +259,10 @@ std::string BenchJson(const AllReduceBenchResult& r) {
   w.Member("world", int64_t{r.world});
   w.Member("alpha_seconds", r.link.alpha_seconds);
   w.Member("beta_bytes_per_second", r.link.beta_bytes_per_second);
+  w.Member("ranks_on_host", int64_t{r.ranks_on_host});
+  w.Member("host_cores", int64_t{r.host_cores});
+  w.Member("comm_cpu_seconds_per_byte", r.comm_cpu_seconds_per_byte);
+  if (r.ranks_on_host > 0) w.Member("cores_per_rank", static_cast<double>(r.host_cores) / r.ranks_on_host);
   w.Key("sizes");
   w.BeginArray();
   for (const AllReduceBenchRow& row : r.rows) {
@@ -238,6 +277,7 @@ std::string BenchJson(const AllReduceBenchResult& r) {
     w.Member("ratio_to_raw_gloo", row.ratio_to_raw);
     w.Member("bound_seconds", row.bound_seconds);
     w.Member("ratio_to_bound", row.ratio_to_bound);
+    w.Member("host_cpu_seconds", row.host_cpu_seconds);
     w.EndObject();
   }
   w.EndArray();

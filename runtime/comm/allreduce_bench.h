@@ -15,6 +15,10 @@
 // them (minus one alpha). A ring allreduce of S bytes over n ranks cannot
 // take less than T = 2(n-1) * (alpha + S / (n * beta)); ratio_to_bound is
 // T / t (1.0 would be perfect).
+//
+// The CPU communication costs: the machine's busy CPU time (/proc/stat,
+// runtime/host_cpu.h) around our timed calls, per byte a rank sends, what the
+// timing model charges a pipelined step's compute for the allreduce it overlaps.
 
 #include <cstdint>
 #include <string>
@@ -46,11 +50,18 @@ struct AllReduceBenchRow {
   double bound_seconds = 0;
   double ratio_to_raw = 0;    // raw_seconds / seconds: busbw ratio, ours over raw
   double ratio_to_bound = 0;  // bound_seconds / seconds
+  double host_cpu_seconds = 0;  // rank 0's machine's busy CPU time per call of ours, all cores
 };
 
 struct AllReduceBenchResult {
   int world = 0;
   LinkEstimate link;
+  int ranks_on_host = 0;  // ranks sharing rank 0's machine
+  int host_cores = 0;     // its cores
+  // The machine's busy CPU time (kernel network stack included) per byte one
+  // rank sends: sum over sizes of host_cpu_seconds / (ranks_on_host * sum of
+  // the bytes a rank sends per call). 0 when /proc/stat is unreadable.
+  double comm_cpu_seconds_per_byte = 0;
   std::vector<AllReduceBenchRow> rows;
 };
 
