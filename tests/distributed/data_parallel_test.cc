@@ -242,6 +242,25 @@ TEST_F(DataParallelTest, Fp16WireHalvesTheBytesAndRanksAgree) {
   EXPECT_EQ(JsonField(json, "parameter_fingerprint"), JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
 }
 
+// pipeline + lookahead across two ranks: each rank computes at its own
+// look-ahead (its own last gradient), yet the parameters, updated only with
+// the averaged gradients, stay bitwise equal on both ranks (the fingerprint
+// leaves out the per-rank look-ahead state), and differ from plain Pipe-SGD's.
+TEST_F(DataParallelTest, LookaheadRanksAgreeOnTheParameters) {
+  const std::string stale = " --batch 32 --passes \"autodiff,pipeline(width=2),sgd(lr=0.05,momentum=0.5)\"";
+  const std::string ahead = " --batch 32 --passes \"autodiff,pipeline(width=2),sgd(lr=0.05,momentum=0.5),lookahead\"";
+  std::string output;
+  std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store", {stale, stale}, &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  std::string stale_fingerprint = JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint");
+  codes = RunByHand(2, "file:" + dir_ + "/store2", {ahead, ahead}, &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  std::string json = ReadFile(dir_ + "/rank0.json");
+  EXPECT_THAT(JsonField(json, "passes"), HasSubstr("lookahead"));
+  EXPECT_EQ(JsonField(json, "parameter_fingerprint"), JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
+  EXPECT_NE(JsonField(json, "parameter_fingerprint"), stale_fingerprint);
+}
+
 // The sum of every "key": number in `json`.
 double SumOfFields(const std::string& json, const std::string& key) {
   double sum = 0;

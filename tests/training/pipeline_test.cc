@@ -326,5 +326,53 @@ TEST(PipelinePassTest, RefusesBadWidthsAndOrders) {
               HasSubstr("data_parallel must come before pipeline"));
 }
 
+// lookahead on one worker: the rank's own last gradient is the average, so
+// each step computes at synchronous SGD's weights. After T steps the
+// parameters are, bit for bit, synchronous SGD's after T-1 steps on the same
+// batches (momentum included; weight decay 0, since the first look-ahead
+// would already decay the weights). Plain Pipe-SGD is not (the check can fail).
+TEST(LookaheadPassTest, OneWorkerIsSynchronousSgdOneStepLater) {
+  const std::string sgd = absl::StrCat("sgd(lr=", kLr, ",momentum=", kMomentum, ")");
+  auto sync_graph = Plan("autodiff," + sgd);
+  auto ahead_graph = Plan("autodiff,pipeline(width=2)," + sgd + ",lookahead");
+  auto stale_graph = Plan("autodiff,pipeline(width=2)," + sgd);
+  ASSERT_TRUE(sync_graph.ok()) << sync_graph.status();
+  ASSERT_TRUE(ahead_graph.ok()) << ahead_graph.status();
+  ASSERT_TRUE(stale_graph.ok()) << stale_graph.status();
+  ExecutorOptions options;
+  options.threads = 2;
+  auto sync = Executor::Create(sync_graph->get(), options);
+  auto ahead = Executor::Create(ahead_graph->get(), options);
+  auto stale = Executor::Create(stale_graph->get(), options);
+  ASSERT_TRUE(sync.ok() && ahead.ok() && stale.ok());
+  std::vector<Batch> batches = Batches();
+  auto feeds_of = [&](int t) { return Feeds(batches[t]); };
+  ASSERT_TRUE(RunSequential(**sync, kSteps - 1, feeds_of).ok());
+  absl::Status overlapped = RunOverlapped(**ahead, kSteps, 2, feeds_of);  // two steps truly in flight
+  ASSERT_TRUE(overlapped.ok()) << overlapped;
+  ASSERT_TRUE(RunSequential(**stale, kSteps, feeds_of).ok());
+  EXPECT_EQ(ParamsOf(**ahead), ParamsOf(**sync));
+  EXPECT_GE(MaxDiff(ParamsOf(**stale), ParamsOf(**sync)), 1e-3);
+  // The rank's last local gradient is per-rank state (checkpointed per rank).
+  const Node* local = (*ahead_graph)->FindNode("w/local_gradient");
+  ASSERT_NE(local, nullptr);
+  EXPECT_TRUE(local->def().attr().at("per_rank").b());
+}
+
+TEST(LookaheadPassTest, RefusesWhatItCannotCorrect) {
+  EXPECT_THAT(std::string(Plan("autodiff,sgd(lr=0.1),lookahead").status().message()),
+              HasSubstr("needs pipeline(width=2)"));
+  EXPECT_THAT(std::string(Plan("autodiff,pipeline(width=3),sgd(lr=0.1),lookahead").status().message()),
+              HasSubstr("only width 2"));
+  EXPECT_THAT(std::string(Plan("autodiff,pipeline(width=2),lookahead,sgd(lr=0.1)").status().message()),
+              HasSubstr("run sgd or adam before it"));
+  EXPECT_THAT(std::string(Plan("autodiff,pipeline(width=2),sgd(lr=0.1),lookahead,lookahead").status().message()),
+              HasSubstr("applied twice"));
+  EXPECT_THAT(std::string(Plan("autodiff,data_parallel,compress(method=qsgd,min_elements=1),pipeline(width=2),sgd(lr=0.1),lookahead")
+                              .status()
+                              .message()),
+              HasSubstr("compressed allreduce"));
+}
+
 }  // namespace
 }  // namespace nereid
