@@ -6,6 +6,8 @@ shaped link, with:
   sync       synchronous allreduce SGD (data_parallel)
   pipe2      Pipe-SGD, width 2 (pipeline(width=2))
   pipe2_fp16 Pipe-SGD, width 2, gradients on the wire as fp16 (compress(method=fp16))
+  pipe2_ahead Pipe-SGD, width 2, each rank computing at its look-ahead (the lookahead pass)
+  pipe2_fp16_ahead  both
 and prints a table: time per iteration, time to a target test accuracy, final
 accuracy, bytes per iteration, and the timing model's prediction (nereid model)
 against the measurement. Writes DIR/results.json, DIR/curves.csv and, when
@@ -18,7 +20,7 @@ Inputs the timing model gets, measured in this run, before the training runs:
     of N of their step times (each ring allreduce waits for the last rank).
 
 Needs root (network namespaces); exits 77 with the harness's reason otherwise.
-Example (about 10 minutes on 2 cores; the defaults):
+Example (about 15 minutes on 2 cores; the defaults):
   bench/pipe_sgd.py --workers 4 --rate 35mbit --model lenet_fashion --batch 256 --epochs 10
 """
 
@@ -37,11 +39,14 @@ NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
 CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 
 STRATEGIES = [
-    # name, label, passes between autodiff and sgd, model flags
-    ("sync", "synchronous allreduce", "", []),
-    ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", ["--width", "2"]),
-    ("pipe2_fp16", "Pipe-SGD K=2 + fp16", "compress(method=fp16),pipeline(width=2),",
+    # name, label, passes between autodiff and sgd, passes after sgd, model flags
+    ("sync", "synchronous allreduce", "", "", []),
+    ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", "", ["--width", "2"]),
+    ("pipe2_fp16", "Pipe-SGD K=2 + fp16", "compress(method=fp16),pipeline(width=2),", "",
      ["--width", "2", "--compression-ratio", "2"]),
+    ("pipe2_ahead", "Pipe-SGD K=2 + lookahead", "pipeline(width=2),", ",lookahead", ["--width", "2"]),
+    ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
+     ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
 ]
 
 
@@ -110,10 +115,10 @@ def predicted_seconds(prediction, name):
     raise KeyError(f"no {want} strategy in nereid model's output: {prediction['strategies']}")
 
 
-def train(args, out, name, passes):
+def train(args, out, name, passes, after):
     metrics = os.path.join(out, f"{name}.json")
     cmd = [NEREID, "run"] + common_flags(args) + [
-        "--passes", f"autodiff,{passes}sgd({args.sgd})", "--epochs", str(args.epochs), "--metrics-json", metrics,
+        "--passes", f"autodiff,{passes}sgd({args.sgd}){after}", "--epochs", str(args.epochs), "--metrics-json", metrics,
         "--comm-timeout", "120"]
     started = time.monotonic()
     p = cluster(args, cmd, args.run_timeout, os.path.join(out, f"logs_{name}"))
@@ -195,7 +200,8 @@ def main():
     ap.add_argument("--batch", type=int, default=256, help="per worker")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--train-limit", type=int, default=0)
-    ap.add_argument("--sgd", default="lr=0.2,momentum=0,schedule=cosine,warmup_epochs=1", help="sgd pass options")
+    ap.add_argument("--sgd", default="lr=0.02,momentum=0.9,schedule=cosine,warmup_epochs=1",
+                    help="sgd pass options")
     ap.add_argument("--target", type=float, default=0.85, help="target test accuracy (fraction)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile-steps", type=int, default=40)
@@ -212,11 +218,11 @@ def main():
     link = measure_link(args, args.out)
     profile = profile_compute(args, args.out)
     rows = []
-    for name, label, passes, model_flags in STRATEGIES:
+    for name, label, passes, after, model_flags in STRATEGIES:
         if args.only and name not in args.only.split(","):
             continue
         prediction = model_prediction(args, args.out, link, profile, model_flags)
-        m = train(args, args.out, name, passes)
+        m = train(args, args.out, name, passes, after)
         rows.append(summarize(args, name, label, m, predicted_seconds(prediction, name)))
     sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])
     title = (f"{args.model}, {args.workers} workers, {args.rate} links, {args.delay} latency, "

@@ -58,7 +58,8 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=256, help="per worker")
     ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--sgd", default="lr=0.2,momentum=0,schedule=cosine,warmup_epochs=1", help="sgd pass options")
+    ap.add_argument("--sgd", default="lr=0.02,momentum=0.9,schedule=cosine,warmup_epochs=1",
+                    help="sgd pass options")
     ap.add_argument("--seeds", default="1,2,3,4")
     ap.add_argument("--only", default="", help="comma-separated strategies (default all)")
     ap.add_argument("--run-timeout", type=int, default=1800)
