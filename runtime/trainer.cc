@@ -241,8 +241,8 @@ absl::Status RestorePerRankState(const TrainOptions& options, const Checkpoint& 
   absl::StatusOr<Checkpoint> mine = ReadCheckpointFile(path);
   if (!mine.ok()) {
     return absl::Status(mine.status().code(),
-                        absl::StrCat("resuming rank ", options.rank, " needs its own compression state (error-feedback "
-                                     "residuals) from ", path, ": ", mine.status().message()));
+                        absl::StrCat("resuming rank ", options.rank, " needs its own state (error-feedback residuals, "
+                                     "look-ahead gradients) from ", path, ": ", mine.status().message()));
   }
   if (mine->step != at.step) {
     return absl::DataLossError(absl::StrCat(path, " is at step ", mine->step, " but the shared checkpoint at step ",

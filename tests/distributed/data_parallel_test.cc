@@ -259,6 +259,22 @@ TEST_F(DataParallelTest, LookaheadRanksAgreeOnTheParameters) {
   EXPECT_THAT(JsonField(json, "passes"), HasSubstr("lookahead"));
   EXPECT_EQ(JsonField(json, "parameter_fingerprint"), JsonField(ReadFile(dir_ + "/rank1.json"), "parameter_fingerprint"));
   EXPECT_NE(JsonField(json, "parameter_fingerprint"), stale_fingerprint);
+
+  // Stopped after one epoch and resumed, it ends where the uninterrupted run
+  // ends: each rank's look-ahead gradient comes back from its own checkpoint.
+  const std::string two_epochs = JsonField(json, "parameter_fingerprint");
+  std::string epochs2 = ahead + " --epochs 2", split = " --checkpoint " + dir_ + "/split";
+  codes = RunByHand(2, "file:" + dir_ + "/store3", {epochs2, epochs2}, &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  std::string straight = JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint");
+  EXPECT_NE(straight, two_epochs);  // a second epoch moved the parameters
+  codes = RunByHand(2, "file:" + dir_ + "/store4", {ahead + split, ahead + split}, &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/split/rank-1/epoch-1.ckpt"));
+  codes = RunByHand(2, "file:" + dir_ + "/store5", {epochs2 + split + " --resume", epochs2 + split + " --resume"},
+                    &output);
+  ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
+  EXPECT_EQ(JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint"), straight);
 }
 
 // The sum of every "key": number in `json`.
@@ -302,7 +318,7 @@ TEST_F(DataParallelTest, CompressedRunResumesWithEachRanksErrorFeedback) {
 
   std::filesystem::remove_all(dir_ + "/split/rank-1");
   std::string output = run("s4", " --epochs 3 --resume --comm-timeout 5 --checkpoint " + dir_ + "/split", {1, 1});
-  EXPECT_THAT(output, HasSubstr("resuming rank 1 needs its own compression state"));
+  EXPECT_THAT(output, HasSubstr("resuming rank 1 needs its own state (error-feedback residuals"));
 }
 
 TEST_F(DataParallelTest, LaunchedWorkersEachWriteATrace) {
