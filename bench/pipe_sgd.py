@@ -20,7 +20,7 @@ Inputs the timing model gets, measured in this run, before the training runs:
     of N of their step times (each ring allreduce waits for the last rank).
 
 Needs root (network namespaces); exits 77 with the harness's reason otherwise.
-Example (about 15 minutes on 2 cores; the defaults):
+Example (about 10 minutes on 2 cores; the defaults):
   bench/pipe_sgd.py --workers 4 --rate 35mbit --model lenet_fashion --batch 256 --epochs 10
 """
 

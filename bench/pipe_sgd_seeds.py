@@ -14,7 +14,7 @@ Strategies (passes between data_parallel and sgd, and after sgd):
 Prints a table (each seed, mean, sample standard deviation, gap to sync) and
 writes OUT/results.json with every run's metrics file beside it.
 
-Example (about 8 minutes per strategy on 2 cores with the defaults):
+Example (about 4 minutes per strategy on 2 cores with the default 4 seeds):
   bench/pipe_sgd_seeds.py --seeds 1,2,3,4 --only sync,pipe2,pipe2_ahead
 """
 
