@@ -4,12 +4,11 @@
 The accuracy of a pipelined run does not depend on the network (the update
 rule fixes the arithmetic), so these runs use `nereid run --workers N` on
 loopback, unshaped, and several data-order seeds, since one seed's gap can be
-misleading (seed to seed, Pipe-SGD K=2 at lr 0.2 varied by 1.3 points).
+misleading (seed to seed, Pipe-SGD K=2 at lr 0.2 varied by up to 1.5 points).
 
-Strategies (passes between data_parallel and sgd, and after sgd):
-  sync        synchronous allreduce SGD
-  pipe2       Pipe-SGD, width 2
-  pipe2_ahead Pipe-SGD, width 2, with the lookahead pass (docs/PIPE_SGD.md)
+Strategies: those of bench/pipe_sgd.py (by default sync, pipe2 and
+pipe2_ahead: synchronous allreduce SGD, Pipe-SGD width 2, and Pipe-SGD width 2
+with the lookahead pass, docs/PIPE_SGD.md).
 
 Prints a table (each seed, mean, sample standard deviation, gap to sync) and
 writes OUT/results.json with every run's metrics file beside it.
@@ -25,16 +24,7 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
-
-STRATEGIES = [
-    # name, label, passes before sgd, passes after sgd
-    ("sync", "synchronous allreduce", "", ""),
-    ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", ""),
-    ("pipe2_ahead", "Pipe-SGD K=2 + lookahead", "pipeline(width=2),", ",lookahead"),
-]
-
+from pipe_sgd import NEREID, ROOT, STRATEGIES, build
 
 def run(args, name, before, after, seed):
     metrics = os.path.join(args.out, f"{name}_seed{seed}.json")
@@ -61,7 +51,7 @@ def main():
     ap.add_argument("--sgd", default="lr=0.02,momentum=0.9,schedule=cosine,warmup_epochs=1",
                     help="sgd pass options")
     ap.add_argument("--seeds", default="1,2,3,4")
-    ap.add_argument("--only", default="", help="comma-separated strategies (default all)")
+    ap.add_argument("--only", default="sync,pipe2,pipe2_ahead", help="comma-separated strategies")
     ap.add_argument("--run-timeout", type=int, default=1800)
     ap.add_argument("--rerun", action="store_true", help="run again even where OUT has a seed's metrics")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd_seeds"))
@@ -70,10 +60,10 @@ def main():
     if not seeds:
         sys.exit("pipe_sgd_seeds: --seeds is empty")
     os.makedirs(args.out, exist_ok=True)
-    subprocess.run([os.path.join(ROOT, "nereid"), "--help"], check=True, stdout=subprocess.DEVNULL)  # builds
+    build()
     rows = []
-    for name, label, before, after in STRATEGIES:
-        if args.only and name not in args.only.split(","):
+    for name, label, before, after, _ in STRATEGIES:
+        if name not in args.only.split(","):
             continue
         accuracies = [run(args, name, before, after, s)["final_test_accuracy"] for s in seeds]
         rows.append({"name": name, "label": label, "accuracies": accuracies,

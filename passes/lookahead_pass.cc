@@ -74,6 +74,26 @@ absl::StatusOr<NodeOut> LocalGradient(const Node& gradient) {
   return NodeOut{source, averaged->src_port};  // one worker: the gradient is the local one
 }
 
+// The optimizer's update of `param`: the one consumer of its Gradient node,
+// reading the parameter at input 0 and the gradient at input 1.
+absl::StatusOr<Node*> OptimizerUpdate(const Node& gradient, const Node* param) {
+  Node* update = nullptr;
+  for (const Edge* e : gradient.out_edges()) {
+    if (update != nullptr && e->dst != update) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("lookahead: gradient '", gradient.name(), "' has several consumers"));
+    }
+    update = e->dst;
+  }
+  auto input = [&](int port) { return update->num_inputs() > port ? update->input_edge(port) : nullptr; };
+  if (param == nullptr || update == nullptr || input(0) == nullptr || input(0)->src != param ||
+      input(1) == nullptr || input(1)->src != &gradient) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lookahead: no optimizer update of '", gradient.name(), "': run sgd or adam before it"));
+  }
+  return update;
+}
+
 class LookaheadPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions&, PassLog* log) override {
@@ -93,21 +113,7 @@ class LookaheadPass : public Pass {
     for (Node* gradient : graph.nodes()) {
       if (gradient->op() != "Gradient") continue;
       Node* param = graph.FindNode(gradient->def().attr().at("parameter").s());
-      Node* update = nullptr;
-      for (const Edge* e : gradient->out_edges()) {
-        if (update != nullptr && e->dst != update) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("lookahead: gradient '", gradient->name(), "' has several consumers"));
-        }
-        update = e->dst;
-      }
-      const Edge* first = update == nullptr ? nullptr : update->input_edge(0);
-      const Edge* second = update == nullptr || update->num_inputs() < 2 ? nullptr : update->input_edge(1);
-      if (param == nullptr || first == nullptr || first->src != param || second == nullptr ||
-          second->src != gradient) {
-        return absl::FailedPreconditionError(absl::StrCat("lookahead: no optimizer update of '",
-                                                          gradient->name(), "': run sgd or adam before it"));
-      }
+      ASSIGN_OR_RETURN(Node * update, OptimizerUpdate(*gradient, param));
       ASSIGN_OR_RETURN(NodeOut local, LocalGradient(*gradient));
       ASSIGN_OR_RETURN(Node * previous, AddState(graph, absl::StrCat(param->name(), "/local_gradient"),
                                                  param->outputs()[0].shape.dims(), /*per_rank=*/true));

@@ -262,12 +262,12 @@ TEST_F(DataParallelTest, LookaheadRanksAgreeOnTheParameters) {
 
   // Stopped after one epoch and resumed, it ends where the uninterrupted run
   // ends: each rank's look-ahead gradient comes back from its own checkpoint.
-  const std::string two_epochs = JsonField(json, "parameter_fingerprint");
+  const std::string one_epoch = JsonField(json, "parameter_fingerprint");
   std::string epochs2 = ahead + " --epochs 2", split = " --checkpoint " + dir_ + "/split";
   codes = RunByHand(2, "file:" + dir_ + "/store3", {epochs2, epochs2}, &output);
   ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
   std::string straight = JsonField(ReadFile(dir_ + "/rank0.json"), "parameter_fingerprint");
-  EXPECT_NE(straight, two_epochs);  // a second epoch moved the parameters
+  EXPECT_NE(straight, one_epoch);  // a second epoch moved the parameters
   codes = RunByHand(2, "file:" + dir_ + "/store4", {ahead + split, ahead + split}, &output);
   ASSERT_EQ(codes, std::vector<int>({0, 0})) << output;
   ASSERT_TRUE(std::filesystem::exists(dir_ + "/split/rank-1/epoch-1.ckpt"));

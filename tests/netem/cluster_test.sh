@@ -80,6 +80,11 @@ for row in result["sizes"]:
 # alpha is half the measured round trip: the one-way delay and a little more.
 alpha = result["alpha_seconds"]
 check("alpha (s)", alpha, 0.9 * delay, 0.01 + 2 * delay)
+# Both ranks run on this machine, and sending costs it some CPU (not none, and
+# not more than a second per megabyte).
+check("ranks_on_host", result["ranks_on_host"], 2, 2)
+check("cores_per_rank * 2 / host_cores", result["cores_per_rank"] * 2 / result["host_cores"], 0.999, 1.001)
+check("comm_cpu_seconds_per_byte", result["comm_cpu_seconds_per_byte"], 1e-12, 1e-6)
 sys.exit(0 if ok else 1)
 PY
 fi
