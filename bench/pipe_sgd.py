@@ -3,13 +3,17 @@
 
 Trains one model with 4 workers, each in its own network namespace behind a
 shaped link, with:
-  sync       synchronous allreduce SGD (data_parallel)
+  sync       synchronous allreduce SGD (data_parallel; lenet's gradients are one bucket,
+             sent when the backward pass ends)
+  sync_overlap  the same with buckets of --overlap-bucket-kb (64), each sent as soon as its
+             gradients are computed, overlapping the rest of the backward pass (as DDP does)
   pipe2      Pipe-SGD, width 2 (pipeline(width=2))
   pipe2_fp16 Pipe-SGD, width 2, gradients on the wire as fp16 (compress(method=fp16))
   pipe2_ahead Pipe-SGD, width 2, each rank computing at its look-ahead (the lookahead pass)
   pipe2_fp16_ahead  both
-and prints a table: time per iteration, time to a target test accuracy, final
-accuracy, bytes per iteration, and the timing model's prediction (nereid model)
+and prints a table: time per iteration, speedup over sync and over sync_overlap,
+time to a target test accuracy, final accuracy, bytes per iteration, and the
+timing model's prediction (nereid model)
 against the measurement. Writes DIR/results.json, DIR/curves.csv and, when
 gnuplot is installed, DIR/accuracy_vs_time.png.
 
@@ -41,6 +45,10 @@ CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 STRATEGIES = [
     # name, label, passes between autodiff and sgd, passes after sgd, model flags
     ("sync", "synchronous allreduce", "", "", []),
+    # Buckets small enough to start during the backward pass (DDP's overlap);
+    # OVERLAP_KB is replaced by --overlap-bucket-kb.
+    ("sync_overlap", "synchronous, overlapped buckets", "data_parallel(bucket_kb=OVERLAP_KB),", "",
+     ["--passes", "autodiff,data_parallel(bucket_kb=OVERLAP_KB),sgd(lr=0.01)"]),
     ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", "", ["--width", "2"]),
     ("pipe2_fp16", "Pipe-SGD K=2 + fp16", "compress(method=fp16),pipeline(width=2),", "",
      ["--width", "2", "--compression-ratio", "2"]),
@@ -48,6 +56,13 @@ STRATEGIES = [
     ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
      ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
 ]
+
+
+def strategies(overlap_kb=64):
+    """STRATEGIES with sync_overlap's bucket cap filled in."""
+    kb = str(overlap_kb)
+    return [(name, label, passes.replace("OVERLAP_KB", kb), after, [f.replace("OVERLAP_KB", kb) for f in flags])
+            for name, label, passes, after, flags in STRATEGIES]
 
 
 def run(cmd, timeout, **kw):
@@ -95,8 +110,8 @@ def profile_compute(args, out):
     return ",".join(traces)
 
 
-def model_prediction(args, out, link, profile, extra):
-    path = os.path.join(out, "model_" + "_".join(extra).replace("-", "") + ".json")
+def model_prediction(args, out, link, profile, name, extra):
+    path = os.path.join(out, f"model_{name}.json")
     cmd = [NEREID, "model", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--workers", str(args.workers),
            "--batch", str(args.batch), "--profile", profile, "--link", link, "--link-fit", "--json", path] + extra
     p = run(cmd, 120, stdout=subprocess.PIPE, text=True)
@@ -108,7 +123,7 @@ def model_prediction(args, out, link, profile, extra):
 
 
 def predicted_seconds(prediction, name):
-    want = "sync" if name == "sync" else "pipe"
+    want = "pipe" if name.startswith("pipe") else "sync"
     for s in prediction["strategies"]:
         if s["name"].startswith(want):
             return s["seconds_per_iteration"]
@@ -178,14 +193,18 @@ def plot(out, rows, title):
     return png
 
 
-def table(rows, sync_row):
-    lines = ["| strategy | s/iteration | speedup | predicted s/iteration (error) | time to target | "
-             "final accuracy | bytes sent/iteration |", "|---|---|---|---|---|---|---|"]
+def table(rows, sync_row, overlap_row):
+    vs_overlap = overlap_row is not None
+    lines = ["| strategy | s/iteration | speedup | " + ("vs overlapped sync | " if vs_overlap else "") +
+             "predicted s/iteration (error) | time to target | final accuracy | bytes sent/iteration |",
+             "|---|---|---|---|---|---|---|" + ("---|" if vs_overlap else "")]
     for r in rows:
         target = f"{r['seconds_to_target']:.1f} s" if r["seconds_to_target"] is not None else "not reached"
+        overlap = (f"{overlap_row['seconds_per_iteration'] / r['seconds_per_iteration']:.2f}x | "
+                   if vs_overlap else "")
         lines.append(
             f"| {r['label']} | {r['seconds_per_iteration'] * 1000:.1f} ms | "
-            f"{sync_row['seconds_per_iteration'] / r['seconds_per_iteration']:.2f}x | "
+            f"{sync_row['seconds_per_iteration'] / r['seconds_per_iteration']:.2f}x | {overlap}"
             f"{r['predicted_seconds_per_iteration'] * 1000:.1f} ms ({r['prediction_error'] * 100:+.0f}%) | {target} | "
             f"{r['final_test_accuracy'] * 100:.2f}% | {r['bytes_sent_per_step'] / 1e6:.2f} MB |")
     return "\n".join(lines)
@@ -207,6 +226,8 @@ def main():
     ap.add_argument("--profile-steps", type=int, default=40)
     ap.add_argument("--run-timeout", type=int, default=1800)
     ap.add_argument("--only", default="", help="comma-separated strategies (default all)")
+    ap.add_argument("--overlap-bucket-kb", type=int, default=64,
+                    help="sync_overlap's data_parallel bucket cap (the default 4096 puts lenet in one bucket)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd"))
     args = ap.parse_args()
 
@@ -218,17 +239,18 @@ def main():
     link = measure_link(args, args.out)
     profile = profile_compute(args, args.out)
     rows = []
-    for name, label, passes, after, model_flags in STRATEGIES:
+    for name, label, passes, after, model_flags in strategies(args.overlap_bucket_kb):
         if args.only and name not in args.only.split(","):
             continue
-        prediction = model_prediction(args, args.out, link, profile, model_flags)
+        prediction = model_prediction(args, args.out, link, profile, name, model_flags)
         m = train(args, args.out, name, passes, after)
         rows.append(summarize(args, name, label, m, predicted_seconds(prediction, name)))
     sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])
+    overlap_row = next((r for r in rows if r["name"] == "sync_overlap"), None)
     title = (f"{args.model}, {args.workers} workers, {args.rate} links, {args.delay} latency, "
              f"batch {args.batch}/worker")
     png = plot(args.out, rows, title)
-    text = table(rows, sync_row)
+    text = table(rows, sync_row, overlap_row)
     print(f"\n{title}; target accuracy {args.target * 100:.0f}%\n\n{text}\n")
     if png:
         print(f"plot: {os.path.relpath(png, ROOT)}")

@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import NEREID, ROOT, STRATEGIES, build
+from pipe_sgd import NEREID, ROOT, build, strategies
 
 def run(args, name, before, after, seed):
     metrics = os.path.join(args.out, f"{name}_seed{seed}.json")
@@ -62,7 +62,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     build()
     rows = []
-    for name, label, before, after, _ in STRATEGIES:
+    for name, label, before, after, _ in strategies():
         if name not in args.only.split(","):
             continue
         accuracies = [run(args, name, before, after, s)["final_test_accuracy"] for s in seeds]

@@ -34,6 +34,13 @@ absl::Status Check(const TimingInputs& in) {
   if (!FiniteAtLeast(in.link.cores_per_worker, 0)) {
     return bad("cores per worker must be >= 0 (got ", in.link.cores_per_worker, ")");
   }
+  if (!in.bucket_ready_fraction.empty() && in.bucket_ready_fraction.size() != in.bucket_bytes.size()) {
+    return bad(in.bucket_ready_fraction.size(), " bucket ready times for ", in.bucket_bytes.size(), " buckets");
+  }
+  for (size_t b = 0; b < in.bucket_ready_fraction.size(); ++b) {
+    double f = in.bucket_ready_fraction[b];
+    if (!(std::isfinite(f) && f >= 0 && f <= 1)) return bad("bucket ", b, " ready fraction must be in [0, 1] (got ", f, ")");
+  }
   if (in.pipe_width < 1) return bad("Pipe-SGD width must be >= 1 (got ", in.pipe_width, ")");
   if (in.servers < 1) return bad("servers must be >= 1 (got ", in.servers, ")");
   if (!FiniteAtLeast(in.compression_ratio, 1)) {
@@ -62,6 +69,16 @@ double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link) {
          (n - 1) / n * bytes * link.gamma_seconds_per_byte;
 }
 
+double OverlappedIterationSeconds(double compute, const std::vector<double>& ready_fraction,
+                                  const std::vector<double>& comm_seconds) {
+  double end = 0;
+  for (size_t b = 0; b < comm_seconds.size(); ++b) {
+    double ready = b < ready_fraction.size() ? ready_fraction[b] * compute : compute;
+    end = std::max(ready, end) + comm_seconds[b];
+  }
+  return std::max(compute, end);
+}
+
 double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link) {
   const double n = workers, s = servers;
   return 2 * (link.alpha_seconds + n * bytes / (s * link.beta_bytes_per_second)) +
@@ -72,12 +89,19 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   if (absl::Status s = Check(in); !s.ok()) return s;
   TimingPrediction p;
   p.compute_seconds = in.compute_seconds + in.codec_seconds;
+  std::vector<double> ring, ps;  // per bucket
   for (int64_t b : in.bucket_bytes) {
     double wire = static_cast<double>(b) / in.compression_ratio;
     p.gradient_bytes += b;
-    p.ring_comm_seconds += RingAllReduceSeconds(in.workers, wire, in.link);
-    p.ps_comm_seconds += ParameterServerSeconds(in.workers, in.servers, wire, in.link);
+    ring.push_back(RingAllReduceSeconds(in.workers, wire, in.link));
+    ps.push_back(ParameterServerSeconds(in.workers, in.servers, wire, in.link));
+    p.ring_comm_seconds += ring.back();
+    p.ps_comm_seconds += ps.back();
   }
+  const double sync = OverlappedIterationSeconds(p.compute_seconds, in.bucket_ready_fraction, ring);
+  const double ps_total = OverlappedIterationSeconds(p.compute_seconds, in.bucket_ready_fraction, ps);
+  p.ring_hidden_seconds = p.compute_seconds + p.ring_comm_seconds - sync;
+  p.ps_hidden_seconds = p.compute_seconds + p.ps_comm_seconds - ps_total;
   const double n = in.workers;
   p.wire_bytes_per_step = 2 * (n - 1) / n * static_cast<double>(p.gradient_bytes) / in.compression_ratio;
   p.one_worker_samples_per_second = static_cast<double>(in.batch_per_worker) / in.compute_seconds;
@@ -97,13 +121,11 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     t.samples_per_second = static_cast<double>(in.batch_per_worker) * n / total;
     p.strategies.push_back(std::move(t));
   };
-  const double sync = p.compute_seconds + p.ring_comm_seconds;
   add("sync_allreduce", "synchronous ring allreduce", p.compute_seconds, p.ring_comm_seconds, p.wire_bytes_per_step,
       sync);
   add("parameter_server",
       in.servers == 1 ? std::string("parameter server") : absl::StrCat("parameter server (", in.servers, " shards)"),
-      p.compute_seconds, p.ps_comm_seconds, static_cast<double>(p.gradient_bytes) / in.compression_ratio,
-      p.compute_seconds + p.ps_comm_seconds);
+      p.compute_seconds, p.ps_comm_seconds, static_cast<double>(p.gradient_bytes) / in.compression_ratio, ps_total);
   // Pipelined, the allreduce runs while the next step computes, and the CPU
   // it takes (the network stack's included) is taken from that computation.
   const bool pipelined = in.pipe_width >= 2;

@@ -21,7 +21,12 @@
 //   T_comm     = sum over buckets of T_ring(M_b)   (buckets run one after another)
 //   T_compute' = T_compute + C
 //
-//   synchronous SGD:    T_sync = T_compute' + T_comm
+//   synchronous SGD:    T_sync = max(T_compute', e_B), where bucket b's
+//                       allreduce starts once its gradients are ready, at
+//                       f_b T_compute' into the step (f_b from a profile's
+//                       node times; 1 without one), and after bucket b-1's:
+//                       e_b = max(f_b T_compute', e_{b-1}) + T_ring(M_b), e_0 = 0.
+//                       With every f_b = 1 this is T_compute' + T_comm.
 //   Pipe-SGD, width K:  T_pipe = max(T_compute' + T_cpu, T_comm) for K >= 2
 //                       (the allreduce of iteration t overlaps the compute of
 //                       t+1; a wider pipeline adds staleness, not speed);
@@ -30,7 +35,7 @@
 //   allreduce takes from the compute, with kappa the machine's CPU seconds per
 //   byte sent (measured by `nereid bench allreduce`, the kernel's network
 //   stack included) and c the cores per worker; 0 unless both are given.
-//   parameter server:   T_ps = T_compute' + sum over buckets of
+//   parameter server:   as T_sync, with each bucket's push and pull taking
 //                         2 * (alpha + n * (M_b / R) / (S beta)) + (n-1)/S * (M_b / R) * gamma
 //
 // The parameter server is the paper's baseline: one server (S = 1) whose link
@@ -46,11 +51,11 @@
 // when latency dominates (small messages, few workers): 2 alpha per bucket
 // against the ring's 2(n-1) alpha.
 //
-// What the model leaves out: overlap of communication with the backward pass
-// inside one step (Nereid's data_parallel buckets do overlap, so T_sync is an
-// upper bound for it), contention with the compute for cores beyond T_cpu
-// (caches, scheduling), a link shared by several workers of one machine, and
-// stragglers.
+// What the model leaves out: the optimizer's update after the last bucket
+// arrives (it is in T_compute', where a one-worker profile runs it), the
+// CPU a synchronous allreduce takes from the backward pass it overlaps,
+// contention with the compute for cores beyond T_cpu (caches, scheduling), a
+// link shared by several workers of one machine, and stragglers.
 
 #include <cstdint>
 #include <string>
@@ -75,6 +80,9 @@ struct TimingInputs {
   int64_t batch_per_worker = 0;       // samples one worker takes per step
   double compute_seconds = 0;         // one worker's step without communication
   std::vector<int64_t> bucket_bytes;  // one entry per allreduce message, uncompressed
+  // f_b, one per bucket in [0, 1]: when the bucket's gradients are all
+  // computed, as a fraction of T_compute'. Empty: all 1 (no overlap).
+  std::vector<double> bucket_ready_fraction;
   LinkModel link;
   int pipe_width = 2;            // K >= 1
   int servers = 1;               // parameter-server shards, S >= 1
@@ -97,6 +105,8 @@ struct TimingPrediction {
   double compute_seconds = 0;                // T_compute' (compute + codec)
   double ring_comm_seconds = 0;              // T_comm of the ring allreduce
   double ps_comm_seconds = 0;                // communication of the parameter server
+  double ring_hidden_seconds = 0;            // of T_comm, what T_sync hides behind the backward pass
+  double ps_hidden_seconds = 0;              // the same for the parameter server
   int64_t gradient_bytes = 0;                // M, uncompressed
   double wire_bytes_per_step = 0;            // a worker's bytes sent per step in the ring: 2(n-1)/n * M / R
   double overlapped_comm_cpu_seconds = 0;    // T_cpu: kappa * wire_bytes_per_step / c
@@ -114,6 +124,13 @@ double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link);
 // times that vary (cores shared with other ranks, stragglers) one iteration's
 // compute is this, not the median. 0 for no samples.
 double ExpectedMaxOf(std::vector<double> samples, int n);
+// One synchronous iteration: `compute` seconds of computation, and the
+// buckets' communication (`comm_seconds`, issued in order on one channel),
+// bucket b starting once ready_fraction[b] * compute has passed and bucket
+// b-1 is done: max(compute, e_B) with e_b = max(f_b compute, e_{b-1}) + c_b.
+// An empty ready_fraction means every f_b = 1: compute + the sum of c_b.
+double OverlappedIterationSeconds(double compute, const std::vector<double>& ready_fraction,
+                                  const std::vector<double>& comm_seconds);
 // Push and pull of one message through S server links.
 double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link);
 

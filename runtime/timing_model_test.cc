@@ -173,6 +173,33 @@ TEST(TimingModelTest, EachBucketPaysItsLatency) {
   EXPECT_DOUBLE_EQ(p3.wire_bytes_per_step, p1.wire_bytes_per_step);
 }
 
+TEST(TimingModelTest, SyncStartsEachBucketWhenItsGradientsAreReady) {
+  TimingInputs in = Base();
+  in.bucket_bytes = {400000, 400000, 400000};  // each 6 * (100 us + 800 us) = 5.4 ms in the ring
+  in.bucket_ready_fraction = {0.3, 0.5, 1.0};  // ready 3, 5 and 10 ms into the 10 ms step
+  TimingPrediction p = PredictIteration(in).value();
+  // Ring: 3 + 5.4 = 8.4; max(5, 8.4) + 5.4 = 13.8; max(10, 13.8) + 5.4 = 19.2 ms,
+  // against 10 + 16.2 = 26.2 ms without overlap.
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.0192, kEps));
+  EXPECT_THAT(p.ring_hidden_seconds, DoubleNear(0.007, kEps));
+  // Server: each bucket 2 * (100 us + 4 * 400000 / 125e6 s) = 25.8 ms; 3 + 3 * 25.8 = 80.4 ms.
+  EXPECT_THAT(Find(p, "parameter_server").seconds_per_iteration, DoubleNear(0.0804, kEps));
+  EXPECT_THAT(p.ps_hidden_seconds, DoubleNear(0.007, kEps));
+  // Pipe-SGD is unchanged, max(10, 16.2) ms; width 1 is the overlapped sync.
+  EXPECT_THAT(Find(p, "pipe_sgd").seconds_per_iteration, DoubleNear(0.0162, kEps));
+  in.pipe_width = 1;
+  EXPECT_THAT(Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration, DoubleNear(0.0192, kEps));
+  // Every bucket ready at the end: no overlap, T_compute + T_comm.
+  in.bucket_ready_fraction = {1, 1, 1};
+  p = PredictIteration(in).value();
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.0262, kEps));
+  EXPECT_THAT(p.ring_hidden_seconds, DoubleNear(0, kEps));
+  // Ready at once: the communication alone bounds it, or the compute.
+  EXPECT_THAT(OverlappedIterationSeconds(0.010, {0, 0, 0}, {0.0054, 0.0054, 0.0054}), DoubleNear(0.0162, kEps));
+  EXPECT_THAT(OverlappedIterationSeconds(0.010, {0.1, 0.2}, {0.001, 0.001}), DoubleNear(0.010, kEps));
+  EXPECT_THAT(OverlappedIterationSeconds(0.010, {}, {0.001, 0.002}), DoubleNear(0.013, kEps));
+}
+
 TEST(TimingModelTest, OverlappedCommunicationTakesCpuFromPipelinedCompute) {
   TimingInputs in = Base();
   in.compute_seconds = 0.020;
@@ -216,6 +243,10 @@ TEST(TimingModelTest, RejectsBadInputs) {
   EXPECT_THAT(error([](TimingInputs& in) { in.codec_seconds = -1; }), HasSubstr("codec"));
   EXPECT_THAT(error([](TimingInputs& in) { in.link.cpu_seconds_per_byte_sent = -1; }), HasSubstr("CPU cost"));
   EXPECT_THAT(error([](TimingInputs& in) { in.link.cores_per_worker = -1; }), HasSubstr("cores per worker"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.bucket_ready_fraction = {0.5, 0.5}; }),
+              HasSubstr("2 bucket ready times for 1 buckets"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.bucket_ready_fraction = {1.5}; }),
+              HasSubstr("bucket 0 ready fraction must be in [0, 1]"));
 }
 
 }  // namespace

@@ -184,7 +184,8 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
   // Node -> (op, seconds per measured step it ran in).
   struct PerNode {
     std::string op;
-    std::map<int, double> seconds;
+    std::map<int, double> seconds;  // by step: the node's time in it
+    std::map<int, double> end;      // by step: the end of its last span, from the step's start
   };
   std::map<std::string, PerNode> per_node;
   for (const NodeSpan& n : node_spans) {
@@ -197,17 +198,42 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     PerNode& p = per_node[*n.name];
     if (n.op != nullptr) p.op = *n.op;
     p.seconds[s] += (n.span.end_us - n.span.begin_us) * 1e-6;
+    double& end = p.end[s];
+    end = std::max(end, (n.span.end_us - steps[s].begin_us) * 1e-6);
   }
   for (auto& [name, p] : per_node) {
-    std::vector<double> v;
+    std::vector<double> v, ends;
     for (const auto& [step, seconds] : p.seconds) v.push_back(seconds);
-    NodeTime t{name, p.op, Median(v), static_cast<int>(v.size())};
+    for (const auto& [step, end] : p.end) ends.push_back(end);
+    NodeTime t{name, p.op, Median(v), Median(ends), static_cast<int>(v.size())};
     profile.node_seconds += t.median_seconds;
     profile.nodes.push_back(std::move(t));
   }
   std::stable_sort(profile.nodes.begin(), profile.nodes.end(),
                    [](const NodeTime& a, const NodeTime& b) { return a.median_seconds > b.median_seconds; });
   return profile;
+}
+
+std::vector<double> BucketReadyFractions(const TraceProfile& profile,
+                                         const std::vector<std::vector<std::string>>& producers,
+                                         std::vector<std::string>* missing) {
+  std::map<std::string, double> end;
+  for (const NodeTime& n : profile.nodes) end[n.name] = n.median_end_seconds;
+  std::vector<double> fractions;
+  for (const std::vector<std::string>& bucket : producers) {
+    double ready = 0;
+    for (const std::string& name : bucket) {
+      auto it = end.find(name);
+      if (it == end.end()) {
+        missing->push_back(name);
+        ready = profile.step_seconds;
+      } else {
+        ready = std::max(ready, it->second);
+      }
+    }
+    fractions.push_back(profile.step_seconds > 0 ? std::min(1.0, ready / profile.step_seconds) : 1.0);
+  }
+  return fractions;
 }
 
 absl::StatusOr<TraceProfile> ReadTraceProfile(const std::string& path, const TraceProfileOptions& options) {

@@ -44,6 +44,11 @@ struct NodeTime {
   std::string name;
   std::string op;
   double median_seconds = 0;
+  // When its output is ready: the median over the measured steps of the time
+  // from the step's start to the end of the node's last span in it. The
+  // timing model starts a gradient bucket's allreduce once all of its
+  // producers have ended.
+  double median_end_seconds = 0;
   int steps = 0;  // measured steps it ran in
 };
 
@@ -68,6 +73,15 @@ absl::StatusOr<TraceProfile> ReadTraceProfile(const std::string& path, const Tra
 // the nodes of the first. At least one path.
 absl::StatusOr<TraceProfile> ReadTraceProfiles(const std::vector<std::string>& paths,
                                                const TraceProfileOptions& options = {});
+
+// f_b of each gradient bucket (TimingInputs::bucket_ready_fraction), given
+// the nodes producing its inputs: the latest median_end_seconds among them
+// over the profile's median step, at most 1. A producer the profile lacks
+// makes its bucket 1 (ready at the step's end, no overlap) and is appended
+// to `missing`.
+std::vector<double> BucketReadyFractions(const TraceProfile& profile,
+                                         const std::vector<std::vector<std::string>>& producers,
+                                         std::vector<std::string>* missing);
 
 // The link from a `nereid bench allreduce --json` report (gamma is left 0):
 //   kProbe: its alpha_seconds and beta_bytes_per_second, the link itself

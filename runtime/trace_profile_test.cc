@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,7 +59,24 @@ TEST(TraceProfileTest, MediansOverMeasuredSteps) {
   EXPECT_EQ(p.nodes[1].name, "relu");
   EXPECT_THAT(p.nodes[1].median_seconds, DoubleNear(0.0005, 1e-9));  // two spans per step, summed
   EXPECT_THAT(p.node_seconds, DoubleNear(0.0025, 1e-9));
+  // When each is done, from its step's start: conv ends 0.1 ms + its time in;
+  // relu's second span ends 0.65 ms after conv's time.
+  EXPECT_THAT(p.nodes[0].median_end_seconds, DoubleNear(0.0021, 1e-9));
+  EXPECT_THAT(p.nodes[1].median_end_seconds, DoubleNear(0.00265, 1e-9));
   EXPECT_FALSE(p.has_communication);
+}
+
+TEST(TraceProfileTest, BucketsAreReadyWhenTheirLastProducerEnds) {
+  TraceProfileOptions options;
+  options.warmup_steps = 2;
+  TraceProfile p = ProfileTrace(SampleTrace(false), "sample", options).value();  // median step 5 ms
+  std::vector<std::string> missing;
+  std::vector<double> f = BucketReadyFractions(p, {{"conv"}, {"conv", "relu"}, {"relu", "pool"}}, &missing);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_THAT(f[0], DoubleNear(0.0021 / 0.005, 1e-9));   // conv ends 2.1 ms in
+  EXPECT_THAT(f[1], DoubleNear(0.00265 / 0.005, 1e-9));  // the later of conv and relu
+  EXPECT_THAT(f[2], DoubleNear(1, 1e-12));                // pool is not in the profile
+  EXPECT_EQ(missing, std::vector<std::string>{"pool"});
 }
 
 TEST(TraceProfileTest, WarmupIsAtMostHalfTheSteps) {

@@ -48,7 +48,9 @@ constexpr char kHelp[] =
     "  --profile TRACE.json[,TRACE.json...]  traces of 1-worker `nereid run --trace` runs (same\n"
     "                         batch; several taken at once share the cores as the cluster's\n"
     "                         ranks will): their steps after --warmup-steps (default 5) each,\n"
-    "                         pooled, and the first trace's slowest nodes\n"
+    "                         pooled, and the first trace's slowest nodes; their end times say\n"
+    "                         when each bucket's gradients are ready, so synchronous SGD's\n"
+    "                         allreduces overlap the rest of the backward pass\n"
     "  --compute-stat S       what one iteration's compute is, from the profiled steps:\n"
     "                         slowest (default: the expected slowest of --workers draws, since\n"
     "                         every rank waits for the last one's gradients) or median\n"
@@ -106,15 +108,28 @@ std::string WithDataParallel(const std::string& passes) {
   return passes.substr(0, end) + ",data_parallel" + passes.substr(end);
 }
 
-// The bytes of each AllReduce node's inputs, in bucket order.
-absl::StatusOr<std::vector<int64_t>> BucketBytes(const Graph& graph, const std::string& path) {
-  std::vector<std::pair<int64_t, int64_t>> buckets;  // (bucket attr, bytes)
+// The plan's AllReduce nodes, in bucket order: the bytes of each one's
+// inputs and the nodes producing them.
+struct PlannedBuckets {
+  std::vector<int64_t> bytes;
+  std::vector<std::vector<std::string>> producers;
+};
+
+absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& path) {
+  struct Bucket {
+    int64_t order, bytes = 0;
+    std::vector<std::string> producers;
+  };
+  std::vector<Bucket> buckets;
   for (Node* n : graph.nodes()) {
     if (n->op() != "AllReduce") continue;
-    int64_t bytes = 0;
+    auto bucket = n->def().attr().find("bucket");
+    buckets.push_back({bucket == n->def().attr().end() ? n->id() : bucket->second.i()});
+    int64_t& bytes = buckets.back().bytes;
     for (int i = 0; i < n->num_inputs(); ++i) {
       const Edge* e = n->input_edge(i);
       if (e == nullptr) continue;
+      buckets.back().producers.push_back(e->src->name());
       const ShapeAndType& out = e->src->outputs()[e->src_port];
       if (!out.shape.IsFullyDefined()) {
         return absl::FailedPreconditionError(
@@ -123,13 +138,14 @@ absl::StatusOr<std::vector<int64_t>> BucketBytes(const Graph& graph, const std::
       int size = DataTypeSize(out.dtype);
       bytes += out.shape.KnownElements() * (size > 0 ? size : 4);
     }
-    auto bucket = n->def().attr().find("bucket");
-    buckets.emplace_back(bucket == n->def().attr().end() ? n->id() : bucket->second.i(), bytes);
   }
-  std::sort(buckets.begin(), buckets.end());
-  std::vector<int64_t> bytes;
-  for (const auto& b : buckets) bytes.push_back(b.second);
-  return bytes;
+  std::sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.order < b.order; });
+  PlannedBuckets planned;
+  for (Bucket& b : buckets) {
+    planned.bytes.push_back(b.bytes);
+    planned.producers.push_back(std::move(b.producers));
+  }
+  return planned;
 }
 
 std::string Bytes(double b) {
@@ -149,12 +165,13 @@ struct Report {
   std::unique_ptr<TraceProfile> profile;  // null: compute given
   std::string compute_stat;               // with a profile: how compute was taken
   int top = 10;                           // nodes listed from the profile
+  std::vector<std::string> unprofiled_producers;  // bucket inputs the profile has not timed
 };
 
 // The plan's gradient buckets: the model's AllReduce nodes, after planning it
 // with `passes` if it is not planned yet.
-absl::StatusOr<std::vector<int64_t>> PlannedBuckets(const std::string& path, const std::vector<PipelineStage>& pipeline,
-                                                    std::string* model) {
+absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::vector<PipelineStage>& pipeline,
+                                           std::string* model) {
   absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
   if (!graph.ok()) return graph.status();
   bool has_allreduce = false, planned = false;
@@ -170,12 +187,36 @@ absl::StatusOr<std::vector<int64_t>> PlannedBuckets(const std::string& path, con
     absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, pipeline);
     if (!reports.ok()) return reports.status();
   }
-  absl::StatusOr<std::vector<int64_t>> buckets = BucketBytes(**graph, path);
-  if (buckets.ok() && buckets->empty()) {
+  absl::StatusOr<PlannedBuckets> buckets = BucketsOf(**graph, path);
+  if (buckets.ok() && buckets->bytes.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": the plan has no AllReduce buckets"));
   }
   *model = GraphAttr(**graph, "name").empty() ? path : GraphAttr(**graph, "name");
   return buckets;
+}
+
+// How much of synchronous SGD's communication the backward pass hides.
+std::string OverlapLine(const Report& r) {
+  const TimingInputs& in = r.in;
+  if (in.bucket_ready_fraction.empty()) {
+    return "overlap: none assumed (no profile of the nodes: every bucket starts when the step's compute ends)\n";
+  }
+  std::string out = "overlap: buckets ready at ";
+  for (size_t b = 0; b < in.bucket_ready_fraction.size(); ++b) {
+    if (b == 8) {
+      absl::StrAppend(&out, ", ...");
+      break;
+    }
+    absl::StrAppendFormat(&out, "%s%.0f%%", b > 0 ? ", " : "", 100 * in.bucket_ready_fraction[b]);
+  }
+  absl::StrAppendFormat(&out, " of the step; synchronous SGD hides %s of its %s ms of communication\n",
+                        Ms(r.p.ring_hidden_seconds), Ms(r.p.ring_comm_seconds));
+  if (!r.unprofiled_producers.empty()) {
+    absl::StrAppendFormat(&out, "  (%d gradient producers are not in the profile, e.g. %s: their buckets start at "
+                          "the step's end)\n",
+                          r.unprofiled_producers.size(), r.unprofiled_producers.front());
+  }
+  return out;
 }
 
 std::string FormatReport(const Report& r) {
@@ -230,6 +271,7 @@ std::string FormatReport(const Report& r) {
   if (in.codec_seconds > 0) {
     absl::StrAppendFormat(&out, "codec: %s ms per step added to compute\n", Ms(in.codec_seconds));
   }
+  absl::StrAppend(&out, OverlapLine(r));
   absl::StrAppendFormat(&out, "one worker alone: %.0f samples/s\n", p.one_worker_samples_per_second);
   absl::StrAppendFormat(&out, "\n%-32s %11s %11s %13s %12s %8s\n", "strategy", "compute ms", "comm ms", "iteration ms",
                         "samples/s", "speedup");
@@ -263,6 +305,13 @@ std::string ReportJson(const Report& r) {
   w.Member("comm_cpu_seconds_per_byte", in.link.cpu_seconds_per_byte_sent);
   w.Member("cores_per_worker", in.link.cores_per_worker);
   w.Member("overlapped_comm_cpu_seconds", p.overlapped_comm_cpu_seconds);
+  w.Key("bucket_ready_fraction");
+  w.BeginArray();
+  for (double f : in.bucket_ready_fraction) w.Double(f);
+  w.EndArray();
+  w.Member("sync_hidden_comm_seconds", p.ring_hidden_seconds);
+  w.Member("ps_hidden_comm_seconds", p.ps_hidden_seconds);
+  w.Member("unprofiled_producers", static_cast<int64_t>(r.unprofiled_producers.size()));
   w.Member("width", int64_t{in.pipe_width});
   w.Member("servers", int64_t{in.servers});
   w.Member("compression_ratio", in.compression_ratio);
@@ -363,10 +412,10 @@ int Model(const std::vector<std::string>& args) {
 
   Report r;
   r.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
-  absl::StatusOr<std::vector<int64_t>> buckets = PlannedBuckets(flags.positional()[0], *pipeline, &r.model);
+  absl::StatusOr<PlannedBuckets> buckets = PlanBuckets(flags.positional()[0], *pipeline, &r.model);
   if (!buckets.ok()) return Fail(buckets.status());
   TimingInputs& in = r.in;
-  in.bucket_bytes = *std::move(buckets);
+  in.bucket_bytes = buckets->bytes;
   in.workers = static_cast<int>(*workers);
   in.batch_per_worker = *batch;
   in.pipe_width = static_cast<int>(*width);
@@ -397,6 +446,9 @@ int Model(const std::vector<std::string>& args) {
     }
     in.compute_seconds =
         stat == "median" ? profile->step_seconds : ExpectedMaxOf(profile->measured_step_seconds, in.workers);
+    // When each bucket can start: its gradients' producers, timed in the
+    // profile (a profile of another graph has none of them: no overlap).
+    in.bucket_ready_fraction = BucketReadyFractions(*profile, buckets->producers, &r.unprofiled_producers);
     r.compute_stat = stat == "median" ? "the median" : absl::StrCat("the expected slowest of ", in.workers);
     r.profile = std::make_unique<TraceProfile>(*std::move(profile));
     r.compute_source = absl::StrCat("profile ", path);
