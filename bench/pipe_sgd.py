@@ -17,11 +17,14 @@ timing model's prediction (nereid model)
 against the measurement. Writes DIR/results.json, DIR/curves.csv and, when
 gnuplot is installed, DIR/accuracy_vs_time.png.
 
-Inputs the timing model gets, measured in this run, before the training runs:
-  - the link: `nereid bench allreduce` on the same emulated network (alpha, beta);
+Inputs the timing model gets, measured in this run:
+  - the link: `nereid bench allreduce` on the same emulated network (alpha, beta,
+    and the CPU it costs), once, before the training runs;
   - compute: N concurrent one-worker runs with --trace (the same CPU sharing as
-    the cluster run, no communication); nereid model takes the expected slowest
-    of N of their step times (each ring allreduce waits for the last rank).
+    the cluster run, no communication), right before each strategy's run, since
+    the machine's speed drifts; nereid model takes the expected slowest of N of
+    their step times (each ring allreduce waits for the last rank), and their
+    nodes' end times say when each gradient bucket can start.
 
 Needs root (network namespaces); exits 77 with the harness's reason otherwise.
 Example (about 10 minutes on 2 cores; the defaults):
@@ -94,11 +97,11 @@ def common_flags(args):
             "--seed", str(args.seed), "--quiet"] + (["--train-limit", str(args.train_limit)] if args.train_limit else [])
 
 
-def profile_compute(args, out):
+def profile_compute(args, out, name):
     """N one-worker runs at once: the cluster's CPU sharing without its network."""
     procs, traces = [], []
     for r in range(args.workers):
-        trace = os.path.join(out, f"profile{r}.json")
+        trace = os.path.join(out, f"profile_{name}{r}.json")
         traces.append(trace)
         cmd = [NEREID, "run"] + common_flags(args) + [
             "--passes", f"autodiff,sgd({args.sgd})", "--max-steps", str(args.profile_steps), "--epochs", "1",
@@ -237,11 +240,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     build()
     link = measure_link(args, args.out)
-    profile = profile_compute(args, args.out)
     rows = []
     for name, label, passes, after, model_flags in strategies(args.overlap_bucket_kb):
         if args.only and name not in args.only.split(","):
             continue
+        # Profiled right before the run it predicts: this machine's speed
+        # drifts by up to 2x within minutes (a profile taken at the start
+        # was 25% faster than the runs it predicted ten minutes later).
+        profile = profile_compute(args, args.out, name)
         prediction = model_prediction(args, args.out, link, profile, name, model_flags)
         m = train(args, args.out, name, passes, after)
         rows.append(summarize(args, name, label, m, predicted_seconds(prediction, name)))

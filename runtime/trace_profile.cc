@@ -186,6 +186,7 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     std::string op;
     std::map<int, double> seconds;  // by step: the node's time in it
     std::map<int, double> end;      // by step: the end of its last span, from the step's start
+    std::map<int, double> end_fraction;  // by step: `end` over the step's duration
   };
   std::map<std::string, PerNode> per_node;
   for (const NodeSpan& n : node_spans) {
@@ -200,12 +201,15 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     p.seconds[s] += (n.span.end_us - n.span.begin_us) * 1e-6;
     double& end = p.end[s];
     end = std::max(end, (n.span.end_us - steps[s].begin_us) * 1e-6);
+    double duration = (steps[s].end_us - steps[s].begin_us) * 1e-6;
+    p.end_fraction[s] = duration > 0 ? std::min(1.0, end / duration) : 1.0;
   }
   for (auto& [name, p] : per_node) {
-    std::vector<double> v, ends;
+    std::vector<double> v, ends, fractions;
     for (const auto& [step, seconds] : p.seconds) v.push_back(seconds);
     for (const auto& [step, end] : p.end) ends.push_back(end);
-    NodeTime t{name, p.op, Median(v), Median(ends), static_cast<int>(v.size())};
+    for (const auto& [step, f] : p.end_fraction) fractions.push_back(f);
+    NodeTime t{name, p.op, Median(v), Median(ends), Median(fractions), static_cast<int>(v.size())};
     profile.node_seconds += t.median_seconds;
     profile.nodes.push_back(std::move(t));
   }
@@ -218,20 +222,16 @@ std::vector<double> BucketReadyFractions(const TraceProfile& profile,
                                          const std::vector<std::vector<std::string>>& producers,
                                          std::vector<std::string>* missing) {
   std::map<std::string, double> end;
-  for (const NodeTime& n : profile.nodes) end[n.name] = n.median_end_seconds;
+  for (const NodeTime& n : profile.nodes) end[n.name] = n.median_end_fraction;
   std::vector<double> fractions;
   for (const std::vector<std::string>& bucket : producers) {
     double ready = 0;
     for (const std::string& name : bucket) {
       auto it = end.find(name);
-      if (it == end.end()) {
-        missing->push_back(name);
-        ready = profile.step_seconds;
-      } else {
-        ready = std::max(ready, it->second);
-      }
+      if (it == end.end()) missing->push_back(name);
+      ready = std::max(ready, it == end.end() ? 1.0 : it->second);
     }
-    fractions.push_back(profile.step_seconds > 0 ? std::min(1.0, ready / profile.step_seconds) : 1.0);
+    fractions.push_back(std::min(1.0, ready));
   }
   return fractions;
 }

@@ -49,7 +49,8 @@ struct NodeTime {
   // timing model starts a gradient bucket's allreduce once all of its
   // producers have ended.
   double median_end_seconds = 0;
-  int steps = 0;  // measured steps it ran in
+  double median_end_fraction = 0;  // the same, as a fraction of each step's duration
+  int steps = 0;                   // measured steps it ran in
 };
 
 struct TraceProfile {
@@ -75,8 +76,9 @@ absl::StatusOr<TraceProfile> ReadTraceProfiles(const std::vector<std::string>& p
                                                const TraceProfileOptions& options = {});
 
 // f_b of each gradient bucket (TimingInputs::bucket_ready_fraction), given
-// the nodes producing its inputs: the latest median_end_seconds among them
-// over the profile's median step, at most 1. A producer the profile lacks
+// the nodes producing its inputs: the latest median_end_fraction among them,
+// at most 1 (per step, so that steps slowed as a whole do not skew it). A
+// producer the profile lacks
 // makes its bucket 1 (ready at the step's end, no overlap) and is appended
 // to `missing`.
 std::vector<double> BucketReadyFractions(const TraceProfile& profile,

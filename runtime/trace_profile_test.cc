@@ -63,18 +63,22 @@ TEST(TraceProfileTest, MediansOverMeasuredSteps) {
   // relu's second span ends 0.65 ms after conv's time.
   EXPECT_THAT(p.nodes[0].median_end_seconds, DoubleNear(0.0021, 1e-9));
   EXPECT_THAT(p.nodes[1].median_end_seconds, DoubleNear(0.00265, 1e-9));
+  // Per step, over that step's duration: conv 1.1/4, 2.1/5, 3.1/6, 2.1/4,
+  // 2.1/5, 3.1/6 (median of 0.275, 0.42, 0.5167, 0.525, 0.42, 0.5167).
+  EXPECT_THAT(p.nodes[0].median_end_fraction, DoubleNear((0.42 + 3.1 / 6) / 2, 1e-9));
   EXPECT_FALSE(p.has_communication);
 }
 
 TEST(TraceProfileTest, BucketsAreReadyWhenTheirLastProducerEnds) {
   TraceProfileOptions options;
   options.warmup_steps = 2;
-  TraceProfile p = ProfileTrace(SampleTrace(false), "sample", options).value();  // median step 5 ms
+  TraceProfile p = ProfileTrace(SampleTrace(false), "sample", options).value();
   std::vector<std::string> missing;
   std::vector<double> f = BucketReadyFractions(p, {{"conv"}, {"conv", "relu"}, {"relu", "pool"}}, &missing);
   ASSERT_EQ(f.size(), 3u);
-  EXPECT_THAT(f[0], DoubleNear(0.0021 / 0.005, 1e-9));   // conv ends 2.1 ms in
-  EXPECT_THAT(f[1], DoubleNear(0.00265 / 0.005, 1e-9));  // the later of conv and relu
+  EXPECT_THAT(f[0], DoubleNear(p.nodes[0].median_end_fraction, 1e-12));
+  EXPECT_THAT(f[1], DoubleNear(p.nodes[1].median_end_fraction, 1e-12));  // relu ends after conv
+  EXPECT_GT(p.nodes[1].median_end_fraction, p.nodes[0].median_end_fraction);
   EXPECT_THAT(f[2], DoubleNear(1, 1e-12));                // pool is not in the profile
   EXPECT_EQ(missing, std::vector<std::string>{"pool"});
 }
