@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Pipe-SGD's speedup per iteration as the median of alternating short runs.
+
+bench/pipe_sgd.py trains each strategy once for 10 epochs, one after the
+other; this machine's speed drifts by up to 2x within minutes, so one such
+ratio can be off by several percent (K=2 measured 1.48x and 1.53x in two runs
+of the same command). Here each round runs every chosen strategy once, for a
+few epochs, back to back on the same emulated cluster, and the speedup is
+taken within the round (the baseline's time over the strategy's); the table
+gives the median over rounds, with the lowest and highest.
+
+Strategies: those of bench/pipe_sgd.py (default sync,pipe2,pipe2_ahead); the
+first is the baseline. Needs root (network namespaces); exits 77 otherwise.
+
+Example (about 5 minutes on 2 cores):
+  bench/pipe_sgd_speed.py --workers 2 --rate 60mbit --rounds 5
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from pipe_sgd import CLUSTER, NEREID, ROOT, build, cluster, common_flags, strategies
+
+
+def seconds_per_iteration(args, out, name, passes, after, rnd):
+    metrics = os.path.join(out, f"{name}_round{rnd}.json")
+    cmd = [NEREID, "run"] + common_flags(args) + [
+        "--passes", f"autodiff,{passes}sgd({args.sgd}){after}", "--epochs", str(args.epochs), "--metrics-json", metrics,
+        "--comm-timeout", "120", "--test-limit", "100"]
+    p = cluster(args, cmd, args.run_timeout, os.path.join(out, f"logs_{name}_round{rnd}"))
+    if p.returncode != 0:
+        sys.exit(f"pipe_sgd_speed: the {name} run of round {rnd} failed (exit {p.returncode})")
+    with open(metrics) as f:
+        m = json.load(f)
+    return sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--rate", default="35mbit")
+    ap.add_argument("--delay", default="0", help="needs the kernel's netem qdisc")
+    ap.add_argument("--model", default="lenet_fashion")
+    ap.add_argument("--batch", type=int, default=256, help="per worker")
+    ap.add_argument("--epochs", type=int, default=2, help="per run")
+    ap.add_argument("--train-limit", type=int, default=0)
+    ap.add_argument("--sgd", default="lr=0.02,momentum=0.9,schedule=cosine,warmup_epochs=1")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--run-timeout", type=int, default=900)
+    ap.add_argument("--only", default="sync,pipe2,pipe2_ahead", help="strategies; the first is the baseline")
+    ap.add_argument("--overlap-bucket-kb", type=int, default=64)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd_speed"))
+    args = ap.parse_args()
+    if args.rounds < 1 or args.epochs < 1:
+        sys.exit("pipe_sgd_speed: --rounds and --epochs must be >= 1")
+    known = {s[0]: s for s in strategies(args.overlap_bucket_kb)}
+    chosen = [n for n in args.only.split(",") if n]
+    unknown = [n for n in chosen if n not in known]
+    if len(chosen) < 2 or unknown:
+        sys.exit(f"pipe_sgd_speed: --only needs a baseline and at least one strategy from {sorted(known)}"
+                 + (f" (unknown: {unknown})" if unknown else ""))
+    if subprocess.run([CLUSTER, "--check", "--delay", args.delay]).returncode == 77:
+        sys.exit(77)
+    os.makedirs(args.out, exist_ok=True)
+    build()
+    times = {n: [] for n in chosen}
+    for rnd in range(args.rounds):
+        for name in chosen:
+            _, _, passes, after, _ = known[name]
+            times[name].append(seconds_per_iteration(args, args.out, name, passes, after, rnd))
+        print(f"round {rnd + 1}/{args.rounds}: " +
+              ", ".join(f"{n} {times[n][-1] * 1000:.1f} ms" for n in chosen), file=sys.stderr, flush=True)
+    base = chosen[0]
+    lines = [f"| strategy | median ms/iteration | speedup over {base}: median (min-max) |", "|---|---|---|"]
+    rows = []
+    for name in chosen:
+        ratios = [b / t for b, t in zip(times[base], times[name])]
+        rows.append({"name": name, "label": known[name][1], "seconds": times[name],
+                     "speedups": ratios, "median_speedup": statistics.median(ratios)})
+        lines.append(f"| {known[name][1]} | {statistics.median(times[name]) * 1000:.1f} | "
+                     f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+    text = "\n".join(lines)
+    print(f"\n{args.model}, {args.workers} workers, {args.rate} links, {args.epochs} epochs per run, "
+          f"{args.rounds} rounds\n\n{text}\n")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"settings": vars(args), "rows": rows, "table": text}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
