@@ -27,7 +27,7 @@ Inputs the timing model gets, measured in this run:
     nodes' end times say when each gradient bucket can start.
 
 Needs root (network namespaces); exits 77 with the harness's reason otherwise.
-Example (about 10 minutes on 2 cores; the defaults):
+Example (about 13 minutes on 2 cores; the defaults):
   bench/pipe_sgd.py --workers 4 --rate 35mbit --model lenet_fashion --batch 256 --epochs 10
 """
 
