@@ -213,24 +213,29 @@ def table(rows, sync_row, overlap_row):
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_args(ap, epochs):
+    """The cluster and training flags train() and common_flags() read."""
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--rate", default="35mbit")
     ap.add_argument("--delay", default="0", help="needs the kernel's netem qdisc")
     ap.add_argument("--model", default="lenet_fashion")
     ap.add_argument("--batch", type=int, default=256, help="per worker")
-    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=epochs)
     ap.add_argument("--train-limit", type=int, default=0)
     ap.add_argument("--sgd", default="lr=0.02,momentum=0.9,schedule=cosine,warmup_epochs=1",
                     help="sgd pass options")
-    ap.add_argument("--target", type=float, default=0.85, help="target test accuracy (fraction)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--overlap-bucket-kb", type=int, default=64,
+                    help="sync_overlap's data_parallel bucket cap (the default 4096 puts lenet in one bucket)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_args(ap, epochs=10)
+    ap.add_argument("--target", type=float, default=0.85, help="target test accuracy (fraction)")
     ap.add_argument("--profile-steps", type=int, default=40)
     ap.add_argument("--run-timeout", type=int, default=1800)
     ap.add_argument("--only", default="", help="comma-separated strategies (default all)")
-    ap.add_argument("--overlap-bucket-kb", type=int, default=64,
-                    help="sync_overlap's data_parallel bucket cap (the default 4096 puts lenet in one bucket)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd"))
     args = ap.parse_args()
 

@@ -23,37 +23,15 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import CLUSTER, NEREID, ROOT, build, cluster, common_flags, strategies
-
-
-def seconds_per_iteration(args, out, name, passes, after, rnd):
-    metrics = os.path.join(out, f"{name}_round{rnd}.json")
-    cmd = [NEREID, "run"] + common_flags(args) + [
-        "--passes", f"autodiff,{passes}sgd({args.sgd}){after}", "--epochs", str(args.epochs), "--metrics-json", metrics,
-        "--comm-timeout", "120", "--test-limit", "100"]
-    p = cluster(args, cmd, args.run_timeout, os.path.join(out, f"logs_{name}_round{rnd}"))
-    if p.returncode != 0:
-        sys.exit(f"pipe_sgd_speed: the {name} run of round {rnd} failed (exit {p.returncode})")
-    with open(metrics) as f:
-        m = json.load(f)
-    return sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
+from pipe_sgd import CLUSTER, ROOT, add_run_args, build, strategies, train
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--rate", default="35mbit")
-    ap.add_argument("--delay", default="0", help="needs the kernel's netem qdisc")
-    ap.add_argument("--model", default="lenet_fashion")
-    ap.add_argument("--batch", type=int, default=256, help="per worker")
-    ap.add_argument("--epochs", type=int, default=2, help="per run")
-    ap.add_argument("--train-limit", type=int, default=0)
-    ap.add_argument("--sgd", default="lr=0.02,momentum=0.9,schedule=cosine,warmup_epochs=1")
-    ap.add_argument("--seed", type=int, default=1)
+    add_run_args(ap, epochs=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--run-timeout", type=int, default=900)
     ap.add_argument("--only", default="sync,pipe2,pipe2_ahead", help="strategies; the first is the baseline")
-    ap.add_argument("--overlap-bucket-kb", type=int, default=64)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd_speed"))
     args = ap.parse_args()
     if args.rounds < 1 or args.epochs < 1:
@@ -72,7 +50,8 @@ def main():
     for rnd in range(args.rounds):
         for name in chosen:
             _, _, passes, after, _ = known[name]
-            times[name].append(seconds_per_iteration(args, args.out, name, passes, after, rnd))
+            m = train(args, args.out, f"{name}_round{rnd}", passes, after)
+            times[name].append(sum(e["seconds"] for e in m["per_epoch"]) / m["steps"])
         print(f"round {rnd + 1}/{args.rounds}: " +
               ", ".join(f"{n} {times[n][-1] * 1000:.1f} ms" for n in chosen), file=sys.stderr, flush=True)
     base = chosen[0]
