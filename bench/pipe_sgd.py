@@ -213,6 +213,13 @@ def table(rows, sync_row, overlap_row):
     return "\n".join(lines)
 
 
+def write_report(args, title, rows, text):
+    """Prints the table under its title and keeps it, with the rows and settings, in OUT/results.json."""
+    print(f"\n{title}\n\n{text}\n")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"settings": vars(args), "rows": rows, "table": text}, f, indent=1)
+
+
 def add_run_args(ap, epochs):
     """The cluster and training flags train() and common_flags() read."""
     ap.add_argument("--workers", type=int, default=4)

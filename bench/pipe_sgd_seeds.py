@@ -24,7 +24,7 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import NEREID, ROOT, build, strategies
+from pipe_sgd import NEREID, ROOT, build, strategies, write_report
 
 def run(args, name, before, after, seed):
     metrics = os.path.join(args.out, f"{name}_seed{seed}.json")
@@ -76,11 +76,8 @@ def main():
         gap = f"{(sync['mean'] - r['mean']) * 100:.2f} pp" if sync else "-"
         lines.append(f"| {r['label']} | " + " | ".join(f"{a * 100:.2f}%" for a in r["accuracies"]) +
                      f" | {r['mean'] * 100:.2f}% | {r['stdev'] * 100:.2f} | {gap} |")
-    text = "\n".join(lines)
-    print(f"\n{args.model}, {args.workers} workers x batch {args.batch}, {args.epochs} epochs, sgd({args.sgd})\n\n"
-          f"{text}\n")
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"settings": vars(args), "rows": rows, "table": text}, f, indent=1)
+    write_report(args, f"{args.model}, {args.workers} workers x batch {args.batch}, {args.epochs} epochs, sgd({args.sgd})",
+                 rows, "\n".join(lines))
 
 
 if __name__ == "__main__":

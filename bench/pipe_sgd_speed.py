@@ -17,13 +17,12 @@ Example (about 5 minutes on 2 cores):
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 
-from pipe_sgd import CLUSTER, ROOT, add_run_args, build, strategies, train
+from pipe_sgd import CLUSTER, ROOT, add_run_args, build, strategies, train, write_report
 
 
 def main():
@@ -63,11 +62,8 @@ def main():
                      "speedups": ratios, "median_speedup": statistics.median(ratios)})
         lines.append(f"| {known[name][1]} | {statistics.median(times[name]) * 1000:.1f} | "
                      f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
-    text = "\n".join(lines)
-    print(f"\n{args.model}, {args.workers} workers, {args.rate} links, {args.epochs} epochs per run, "
-          f"{args.rounds} rounds\n\n{text}\n")
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"settings": vars(args), "rows": rows, "table": text}, f, indent=1)
+    write_report(args, f"{args.model}, {args.workers} workers, {args.rate} links, {args.epochs} epochs per run, "
+                 f"{args.rounds} rounds", rows, "\n".join(lines))
 
 
 if __name__ == "__main__":
