@@ -45,27 +45,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
 CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 
-STRATEGIES = [
-    # name, label, passes between autodiff and sgd, passes after sgd, model flags
-    ("sync", "synchronous allreduce", "", "", []),
-    # Buckets small enough to start during the backward pass (DDP's overlap);
-    # OVERLAP_KB is replaced by --overlap-bucket-kb.
-    ("sync_overlap", "synchronous, overlapped buckets", "data_parallel(bucket_kb=OVERLAP_KB),", "",
-     ["--passes", "autodiff,data_parallel(bucket_kb=OVERLAP_KB),sgd(lr=0.01)"]),
-    ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", "", ["--width", "2"]),
-    ("pipe2_fp16", "Pipe-SGD K=2 + fp16", "compress(method=fp16),pipeline(width=2),", "",
-     ["--width", "2", "--compression-ratio", "2"]),
-    ("pipe2_ahead", "Pipe-SGD K=2 + lookahead", "pipeline(width=2),", ",lookahead", ["--width", "2"]),
-    ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
-     ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
-]
-
-
 def strategies(overlap_kb=64):
-    """STRATEGIES with sync_overlap's bucket cap filled in."""
-    kb = str(overlap_kb)
-    return [(name, label, passes.replace("OVERLAP_KB", kb), after, [f.replace("OVERLAP_KB", kb) for f in flags])
-            for name, label, passes, after, flags in STRATEGIES]
+    """(name, label, passes between autodiff and sgd, passes after sgd, model flags) of each strategy."""
+    overlap = f"data_parallel(bucket_kb={overlap_kb}),"
+    return [
+        ("sync", "synchronous allreduce", "", "", []),
+        # Buckets small enough to start during the backward pass (DDP's overlap).
+        ("sync_overlap", "synchronous, overlapped buckets", overlap, "",
+         ["--passes", f"autodiff,{overlap}sgd(lr=0.01)"]),
+        ("pipe2", "Pipe-SGD K=2", "pipeline(width=2),", "", ["--width", "2"]),
+        ("pipe2_fp16", "Pipe-SGD K=2 + fp16", "compress(method=fp16),pipeline(width=2),", "",
+         ["--width", "2", "--compression-ratio", "2"]),
+        ("pipe2_ahead", "Pipe-SGD K=2 + lookahead", "pipeline(width=2),", ",lookahead", ["--width", "2"]),
+        ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
+         ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
+    ]
 
 
 def run(cmd, timeout, **kw):
@@ -257,8 +251,8 @@ def main():
         if args.only and name not in args.only.split(","):
             continue
         # Profiled right before the run it predicts: this machine's speed
-        # drifts by up to 2x within minutes (a profile taken at the start
-        # was 25% faster than the runs it predicted ten minutes later).
+        # drifts by up to 2x within minutes (a 2-worker profile taken once at
+        # the start gave 26.6 ms of compute, ones taken before each run 28.4-31.9).
         profile = profile_compute(args, args.out, name)
         prediction = model_prediction(args, args.out, link, profile, name, model_flags)
         m = train(args, args.out, name, passes, after)

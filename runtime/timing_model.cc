@@ -39,7 +39,9 @@ absl::Status Check(const TimingInputs& in) {
   }
   for (size_t b = 0; b < in.bucket_ready_fraction.size(); ++b) {
     double f = in.bucket_ready_fraction[b];
-    if (!(std::isfinite(f) && f >= 0 && f <= 1)) return bad("bucket ", b, " ready fraction must be in [0, 1] (got ", f, ")");
+    if (!(std::isfinite(f) && f >= 0 && f <= 1)) {
+      return bad("bucket ", b, " ready fraction must be in [0, 1] (got ", f, ")");
+    }
   }
   if (in.pipe_width < 1) return bad("Pipe-SGD width must be >= 1 (got ", in.pipe_width, ")");
   if (in.servers < 1) return bad("servers must be >= 1 (got ", in.servers, ")");
@@ -106,7 +108,8 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   p.wire_bytes_per_step = 2 * (n - 1) / n * static_cast<double>(p.gradient_bytes) / in.compression_ratio;
   p.one_worker_samples_per_second = static_cast<double>(in.batch_per_worker) / in.compute_seconds;
   if (in.link.cores_per_worker > 0) {
-    p.overlapped_comm_cpu_seconds = in.link.cpu_seconds_per_byte_sent * p.wire_bytes_per_step / in.link.cores_per_worker;
+    p.overlapped_comm_cpu_seconds =
+        in.link.cpu_seconds_per_byte_sent * p.wire_bytes_per_step / in.link.cores_per_worker;
   }
 
   auto add = [&](std::string name, std::string description, double compute, double comm, double bytes,

@@ -186,7 +186,6 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     std::string op;
     std::map<int, double> seconds;  // by step: the node's time in it
     std::map<int, double> end;      // by step: the end of its last span, from the step's start
-    std::map<int, double> end_fraction;  // by step: `end` over the step's duration
   };
   std::map<std::string, PerNode> per_node;
   for (const NodeSpan& n : node_spans) {
@@ -201,14 +200,15 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     p.seconds[s] += (n.span.end_us - n.span.begin_us) * 1e-6;
     double& end = p.end[s];
     end = std::max(end, (n.span.end_us - steps[s].begin_us) * 1e-6);
-    double duration = (steps[s].end_us - steps[s].begin_us) * 1e-6;
-    p.end_fraction[s] = duration > 0 ? std::min(1.0, end / duration) : 1.0;
   }
   for (auto& [name, p] : per_node) {
     std::vector<double> v, ends, fractions;
     for (const auto& [step, seconds] : p.seconds) v.push_back(seconds);
-    for (const auto& [step, end] : p.end) ends.push_back(end);
-    for (const auto& [step, f] : p.end_fraction) fractions.push_back(f);
+    for (const auto& [step, end] : p.end) {
+      ends.push_back(end);
+      double duration = (steps[step].end_us - steps[step].begin_us) * 1e-6;
+      fractions.push_back(duration > 0 ? std::min(1.0, end / duration) : 1.0);
+    }
     NodeTime t{name, p.op, Median(v), Median(ends), Median(fractions), static_cast<int>(v.size())};
     profile.node_seconds += t.median_seconds;
     profile.nodes.push_back(std::move(t));
@@ -231,7 +231,7 @@ std::vector<double> BucketReadyFractions(const TraceProfile& profile,
       if (it == end.end()) missing->push_back(name);
       ready = std::max(ready, it == end.end() ? 1.0 : it->second);
     }
-    fractions.push_back(std::min(1.0, ready));
+    fractions.push_back(ready);
   }
   return fractions;
 }

@@ -76,11 +76,10 @@ absl::StatusOr<TraceProfile> ReadTraceProfiles(const std::vector<std::string>& p
                                                const TraceProfileOptions& options = {});
 
 // f_b of each gradient bucket (TimingInputs::bucket_ready_fraction), given
-// the nodes producing its inputs: the latest median_end_fraction among them,
-// at most 1 (per step, so that steps slowed as a whole do not skew it). A
-// producer the profile lacks
-// makes its bucket 1 (ready at the step's end, no overlap) and is appended
-// to `missing`.
+// the nodes producing its inputs: the latest median_end_fraction among them
+// (per step, so that steps slowed as a whole do not skew it). A producer the
+// profile lacks makes its bucket 1 (ready at the step's end, no overlap) and
+// is appended to `missing`.
 std::vector<double> BucketReadyFractions(const TraceProfile& profile,
                                          const std::vector<std::vector<std::string>>& producers,
                                          std::vector<std::string>* missing);

@@ -362,8 +362,9 @@ std::string ReportJson(const Report& r) {
 }
 
 int Model(const std::vector<std::string>& args) {
-  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "compute-stat", "warmup-steps", "top", "latency-us",
-               "bandwidth-gbit", "link", "gamma-ns-per-byte", "comm-cpu-ns-per-byte", "cores-per-worker", "servers", "compression-ratio", "codec-ms", "json"},
+  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "compute-stat", "warmup-steps", "top",
+               "latency-us", "bandwidth-gbit", "link", "gamma-ns-per-byte", "comm-cpu-ns-per-byte", "cores-per-worker",
+               "servers", "compression-ratio", "codec-ms", "json"},
               {"help", "link-fit"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return Usage(std::string(parsed.message()));
