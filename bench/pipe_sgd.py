@@ -24,7 +24,10 @@ Inputs the timing model gets, measured in this run:
     the cluster run, no communication), right before each strategy's run, since
     the machine's speed drifts; nereid model takes the expected slowest of N of
     their step times (each ring allreduce waits for the last rank), and their
-    nodes' end times say when each gradient bucket can start.
+    nodes' end times say when each gradient bucket can start;
+  - the same N runs again while N ranks of `nereid bench allreduce` keep the
+    emulated links busy (--busy-link-profile): how much communication slows the
+    compute it overlaps.
 
 Needs root (network namespaces); exits 77 with the harness's reason otherwise.
 Example (about 13 minutes on 2 cores; the defaults):
@@ -89,6 +92,26 @@ def measure_link(args, out):
 def common_flags(args):
     return [os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch), "--threads", "1",
             "--seed", str(args.seed), "--quiet"] + (["--train-limit", str(args.train_limit)] if args.train_limit else [])
+
+
+def start_busy_link(args, out):
+    """Allreduces that keep every worker's link busy until stopped (for the busy-link profile)."""
+    cmd = [CLUSTER, "--workers", str(args.workers), "--rate", args.rate, "--delay", args.delay, "--timeout", "900",
+           "--logs", os.path.join(out, "logs_busy_link"), "--", NEREID, "bench", "allreduce", "--sizes", "256K",
+           "--rounds", "100000"]
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(8)  # namespaces, rendezvous and the latency probe, before traffic flows
+    if load.poll() is not None:
+        sys.exit(f"pipe_sgd: the busy-link allreduces exited early ({load.returncode})")
+    return load
+
+
+def stop_busy_link(load):
+    if load.poll() is not None:
+        sys.exit(f"pipe_sgd: the busy-link allreduces stopped before the profile ended ({load.returncode})")
+    load.terminate()  # cluster.sh stops its workers and removes the namespaces
+    load.wait(timeout=120)
 
 
 def profile_compute(args, out, name):
@@ -253,8 +276,13 @@ def main():
         # Profiled right before the run it predicts: this machine's speed
         # drifts by up to 2x within minutes (a 2-worker profile taken once at
         # the start gave 26.6 ms of compute, ones taken before each run 28.4-31.9).
+        # Then again beside a busy link: how much overlapped communication slows the compute.
         profile = profile_compute(args, args.out, name)
-        prediction = model_prediction(args, args.out, link, profile, name, model_flags)
+        load = start_busy_link(args, args.out)
+        busy_profile = profile_compute(args, args.out, name + "_busy")
+        stop_busy_link(load)
+        prediction = model_prediction(args, args.out, link, profile, name,
+                                      model_flags + ["--busy-link-profile", busy_profile])
         m = train(args, args.out, name, passes, after)
         rows.append(summarize(args, name, label, m, predicted_seconds(prediction, name)))
     sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])

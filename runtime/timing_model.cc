@@ -34,6 +34,9 @@ absl::Status Check(const TimingInputs& in) {
   if (!FiniteAtLeast(in.link.cores_per_worker, 0)) {
     return bad("cores per worker must be >= 0 (got ", in.link.cores_per_worker, ")");
   }
+  if (!FiniteAtLeast(in.busy_link_compute_seconds, 0)) {
+    return bad("compute time beside a busy link must be >= 0 (got ", in.busy_link_compute_seconds, " s)");
+  }
   if (!in.bucket_ready_fraction.empty() && in.bucket_ready_fraction.size() != in.bucket_bytes.size()) {
     return bad(in.bucket_ready_fraction.size(), " bucket ready times for ", in.bucket_bytes.size(), " buckets");
   }
@@ -81,6 +84,30 @@ double OverlappedIterationSeconds(double compute, const std::vector<double>& rea
   return std::max(compute, end);
 }
 
+double CommBusyDuring(double compute, const std::vector<double>& ready_fraction,
+                      const std::vector<double>& comm_seconds) {
+  double end = 0, busy = 0;
+  for (size_t b = 0; b < comm_seconds.size(); ++b) {
+    double start = std::max(b < ready_fraction.size() ? ready_fraction[b] * compute : compute, end);
+    end = start + comm_seconds[b];
+    busy += std::min(end, compute) - std::min(start, compute);
+  }
+  return busy;
+}
+
+double SlowedCompute(double compute, double interference, double max_busy, const std::function<double(double)>& busy) {
+  const double bound = compute + interference * max_busy;
+  // busy is nondecreasing, so the iterates rise to the least fixed point; with
+  // rho < 1 and busy growing at most as fast as T they converge geometrically.
+  double t = compute;
+  for (int i = 0; i < 10000; ++i) {
+    double next = std::min(bound, compute + interference * busy(t));
+    if (next - t <= 1e-12 * compute) return next;
+    t = next;
+  }
+  return t;
+}
+
 double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link) {
   const double n = workers, s = servers;
   return 2 * (link.alpha_seconds + n * bytes / (s * link.beta_bytes_per_second)) +
@@ -100,17 +127,34 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     p.ring_comm_seconds += ring.back();
     p.ps_comm_seconds += ps.back();
   }
-  const double sync = OverlappedIterationSeconds(p.compute_seconds, in.bucket_ready_fraction, ring);
-  const double ps_total = OverlappedIterationSeconds(p.compute_seconds, in.bucket_ready_fraction, ps);
-  p.ring_hidden_seconds = p.compute_seconds + p.ring_comm_seconds - sync;
-  p.ps_hidden_seconds = p.compute_seconds + p.ps_comm_seconds - ps_total;
   const double n = in.workers;
   p.wire_bytes_per_step = 2 * (n - 1) / n * static_cast<double>(p.gradient_bytes) / in.compression_ratio;
+  const double ps_bytes = static_cast<double>(p.gradient_bytes) / in.compression_ratio;
   p.one_worker_samples_per_second = static_cast<double>(in.batch_per_worker) / in.compute_seconds;
-  if (in.link.cores_per_worker > 0) {
-    p.overlapped_comm_cpu_seconds =
-        in.link.cpu_seconds_per_byte_sent * p.wire_bytes_per_step / in.link.cores_per_worker;
+  const double cpu_per_byte =
+      in.link.cores_per_worker > 0 ? in.link.cpu_seconds_per_byte_sent / in.link.cores_per_worker : 0;
+  p.overlapped_comm_cpu_seconds = cpu_per_byte * p.wire_bytes_per_step;
+
+  // rho per strategy: measured beside a busy link (the same for both), or the
+  // host CPU of the bytes a strategy sends spread over its communication.
+  double ring_rho = p.overlapped_comm_cpu_seconds / p.ring_comm_seconds;
+  double ps_rho = cpu_per_byte * ps_bytes / p.ps_comm_seconds;
+  if (in.busy_link_compute_seconds > 0) {
+    ring_rho = ps_rho = std::max(0.0, in.busy_link_compute_seconds - in.compute_seconds) / in.busy_link_compute_seconds;
+    p.interference_from_busy_profile = true;
   }
+  p.comm_interference = ring_rho;
+  auto synchronous = [&](const std::vector<double>& comm, double total_comm, double rho, double* compute,
+                         double* hidden) {
+    *compute = SlowedCompute(p.compute_seconds, rho, total_comm,
+                             [&](double t) { return CommBusyDuring(t, in.bucket_ready_fraction, comm); });
+    double total = OverlappedIterationSeconds(*compute, in.bucket_ready_fraction, comm);
+    *hidden = *compute + total_comm - total;
+    return total;
+  };
+  double sync_compute, ps_compute;
+  const double sync = synchronous(ring, p.ring_comm_seconds, ring_rho, &sync_compute, &p.ring_hidden_seconds);
+  const double ps_total = synchronous(ps, p.ps_comm_seconds, ps_rho, &ps_compute, &p.ps_hidden_seconds);
 
   auto add = [&](std::string name, std::string description, double compute, double comm, double bytes,
                  double total) {
@@ -124,15 +168,17 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     t.samples_per_second = static_cast<double>(in.batch_per_worker) * n / total;
     p.strategies.push_back(std::move(t));
   };
-  add("sync_allreduce", "synchronous ring allreduce", p.compute_seconds, p.ring_comm_seconds, p.wire_bytes_per_step,
-      sync);
+  add("sync_allreduce", "synchronous ring allreduce", sync_compute, p.ring_comm_seconds, p.wire_bytes_per_step, sync);
   add("parameter_server",
       in.servers == 1 ? std::string("parameter server") : absl::StrCat("parameter server (", in.servers, " shards)"),
-      p.compute_seconds, p.ps_comm_seconds, static_cast<double>(p.gradient_bytes) / in.compression_ratio, ps_total);
-  // Pipelined, the allreduce runs while the next step computes, and the CPU
-  // it takes (the network stack's included) is taken from that computation.
+      ps_compute, p.ps_comm_seconds, ps_bytes, ps_total);
+  // Pipelined, the allreduce runs while the next step computes, for as long as
+  // it lasts or the step does, and slows that computation.
   const bool pipelined = in.pipe_width >= 2;
-  const double pipe_compute = p.compute_seconds + (pipelined ? p.overlapped_comm_cpu_seconds : 0);
+  const double pipe_compute =
+      pipelined ? SlowedCompute(p.compute_seconds, ring_rho, p.ring_comm_seconds,
+                                [&](double t) { return std::min(p.ring_comm_seconds, t); })
+                : sync_compute;
   add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), pipe_compute, p.ring_comm_seconds,
       p.wire_bytes_per_step, pipelined ? std::max(pipe_compute, p.ring_comm_seconds) : sync);
   for (StrategyTime& t : p.strategies) t.speedup = sync / t.seconds_per_iteration;

@@ -21,20 +21,37 @@
 //   T_comm     = sum over buckets of T_ring(M_b)   (buckets run one after another)
 //   T_compute' = T_compute + C
 //
-//   synchronous SGD:    T_sync = max(T_compute', e_B), where bucket b's
-//                       allreduce starts once its gradients are ready, at
-//                       f_b T_compute' into the step (f_b from a profile's
-//                       node times; 1 without one), and after bucket b-1's:
-//                       e_b = max(f_b T_compute', e_{b-1}) + T_ring(M_b), e_0 = 0.
-//                       With every f_b = 1 this is T_compute' + T_comm.
-//   Pipe-SGD, width K:  T_pipe = max(T_compute' + T_cpu, T_comm) for K >= 2
+//   synchronous SGD:    T_sync = max(T'', e_B), where bucket b's allreduce
+//                       starts once its gradients are ready, at f_b T'' into
+//                       the step (f_b from a profile's node times; 1 without
+//                       one), and after bucket b-1's:
+//                       e_b = max(f_b T'', e_{b-1}) + T_ring(M_b), e_0 = 0.
+//                       T'' is T_compute' slowed by the communication that
+//                       runs inside it (below). With every f_b = 1 nothing
+//                       overlaps: T_compute' + T_comm.
+//   Pipe-SGD, width K:  T_pipe = max(T_compute'', T_comm) for K >= 2
 //                       (the allreduce of iteration t overlaps the compute of
 //                       t+1; a wider pipeline adds staleness, not speed);
 //                       K = 1 is T_sync
-//   T_cpu = kappa * (bytes a worker sends per step) / c: the CPU the overlapped
-//   allreduce takes from the compute, with kappa the machine's CPU seconds per
-//   byte sent (measured by `nereid bench allreduce`, the kernel's network
-//   stack included) and c the cores per worker; 0 unless both are given.
+//
+// Interference: compute that runs while the worker's link carries traffic is
+// slower (the network stack and the communicator take CPU, in bursts). Every
+// second of communication during the compute delays it by rho seconds, so a
+// strategy's compute is the least solution of T'' = T_compute' + rho *
+// busy(T''), busy being the time its communication runs inside the compute:
+// for Pipe-SGD min(T_comm, T''), i.e. T'' = T_compute' + rho T_comm when
+// compute is the longer stage; for synchronous SGD and the parameter server
+// the part of the buckets' schedule (e_b above, with ready times f_b T'')
+// before T''. rho comes from one of:
+//   - a compute profile taken beside a busy link (one-worker steps while
+//     allreduces keep the link busy), T_busy with the same statistic as
+//     T_compute: rho = (T_busy - T_compute) / T_busy, so that a step
+//     overlapped throughout takes T_busy;
+//   - the host CPU: rho = T_cpu / T_comm, with T_cpu = kappa * (bytes a worker
+//     sends per step) / c the CPU the allreduce takes, kappa the machine's CPU
+//     seconds per byte sent (measured by `nereid bench allreduce`, the kernel's
+//     network stack included) and c the cores per worker; 0 unless both are
+//     given. For a pipelined step this charges T_cpu whole.
 //   parameter server:   as T_sync, with each bucket's push and pull taking
 //                         2 * (alpha + n * (M_b / R) / (S beta)) + (n-1)/S * (M_b / R) * gamma
 //
@@ -53,11 +70,11 @@
 //
 // What the model leaves out: the optimizer's update after the last bucket
 // arrives (it is in T_compute', where a one-worker profile runs it), the
-// CPU a synchronous allreduce takes from the backward pass it overlaps,
-// contention with the compute for cores beyond T_cpu (caches, scheduling), a
+// pipeline's own coupling of the ranks beyond the expected slowest step, a
 // link shared by several workers of one machine, and stragglers.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -83,6 +100,10 @@ struct TimingInputs {
   // f_b, one per bucket in [0, 1]: when the bucket's gradients are all
   // computed, as a fraction of T_compute'. Empty: all 1 (no overlap).
   std::vector<double> bucket_ready_fraction;
+  // T_busy: the same step computed while the worker's link carries allreduce
+  // traffic throughout (same statistic as compute_seconds, no codec); 0: not
+  // measured, the interference then comes from the link's host CPU cost.
+  double busy_link_compute_seconds = 0;
   LinkModel link;
   int pipe_width = 2;            // K >= 1
   int servers = 1;               // parameter-server shards, S >= 1
@@ -110,6 +131,8 @@ struct TimingPrediction {
   int64_t gradient_bytes = 0;                // M, uncompressed
   double wire_bytes_per_step = 0;            // a worker's bytes sent per step in the ring: 2(n-1)/n * M / R
   double overlapped_comm_cpu_seconds = 0;    // T_cpu: kappa * wire_bytes_per_step / c
+  double comm_interference = 0;              // rho of the ring (seconds of compute lost per second of traffic)
+  bool interference_from_busy_profile = false;  // rho from T_busy (else from T_cpu)
   double one_worker_samples_per_second = 0;  // batch / T_compute (no codec)
   std::vector<StrategyTime> strategies;      // sync, parameter server, Pipe-SGD
 };
@@ -131,6 +154,14 @@ double ExpectedMaxOf(std::vector<double> samples, int n);
 // An empty ready_fraction means every f_b = 1: compute + the sum of c_b.
 double OverlappedIterationSeconds(double compute, const std::vector<double>& ready_fraction,
                                   const std::vector<double>& comm_seconds);
+// How long communication runs inside [0, compute] in that schedule.
+double CommBusyDuring(double compute, const std::vector<double>& ready_fraction,
+                      const std::vector<double>& comm_seconds);
+// The compute of one step slowed by `interference` (rho) seconds per second of
+// communication inside it: the least T with T = compute + rho * busy(T), where
+// busy is nondecreasing and at most `max_busy` (found by iterating from
+// `compute`; the result is at most compute + rho * max_busy).
+double SlowedCompute(double compute, double interference, double max_busy, const std::function<double(double)>& busy);
 // Push and pull of one message through S server links.
 double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link);
 

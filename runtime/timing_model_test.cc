@@ -1,5 +1,7 @@
 #include "runtime/timing_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -222,6 +224,71 @@ TEST(TimingModelTest, OverlappedCommunicationTakesCpuFromPipelinedCompute) {
   EXPECT_THAT(Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration, DoubleNear(0.020, kEps));
 }
 
+TEST(TimingModelTest, CommunicationInsideTheComputeSlowsIt) {
+  // Beside a busy link the step took 20 ms instead of 10: rho = (20 - 10) / 20.
+  TimingInputs in = Base();
+  in.busy_link_compute_seconds = 0.020;
+  TimingPrediction p = PredictIteration(in).value();
+  EXPECT_TRUE(p.interference_from_busy_profile);
+  EXPECT_THAT(p.comm_interference, DoubleNear(0.5, kEps));
+  // Pipelined, the 12.6 ms allreduce runs inside the step: 10 + 0.5 * 12.6 ms.
+  EXPECT_THAT(Find(p, "pipe_sgd").compute_seconds, DoubleNear(0.0163, kEps));
+  EXPECT_THAT(Find(p, "pipe_sgd").seconds_per_iteration, DoubleNear(0.0163, kEps));
+  // One bucket sent when the step ends overlaps nothing: unchanged.
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.0226, kEps));
+  // Beside the busy link 12 ms: a step overlapped throughout takes those 12 ms,
+  // and the 12.6 ms allreduce is the longer stage.
+  in.busy_link_compute_seconds = 0.012;
+  p = PredictIteration(in).value();
+  EXPECT_THAT(Find(p, "pipe_sgd").compute_seconds, DoubleNear(0.012, kEps));
+  EXPECT_THAT(Find(p, "pipe_sgd").seconds_per_iteration, DoubleNear(0.0126, kEps));
+  // A busy-link profile faster than the quiet one charges nothing.
+  in.busy_link_compute_seconds = 0.009;
+  p = PredictIteration(in).value();
+  EXPECT_THAT(p.comm_interference, DoubleNear(0, kEps));
+  EXPECT_THAT(Find(p, "pipe_sgd").seconds_per_iteration, DoubleNear(0.0126, kEps));
+
+  // Synchronous with three 5.4 ms buckets ready at 30%, 50% and 100% of the
+  // step, rho = 0.5: the first two run back to back from 0.3 T'' past T'', so
+  // busy = 0.7 T'' and T'' = 10 / (1 - 0.5 * 0.7) ms; the third waits for the
+  // second: 0.3 T'' + 3 * 5.4 ms.
+  in.bucket_bytes = {400000, 400000, 400000};
+  in.bucket_ready_fraction = {0.3, 0.5, 1.0};
+  in.busy_link_compute_seconds = 0.020;
+  p = PredictIteration(in).value();
+  const double slowed = 0.010 / 0.65;
+  EXPECT_THAT(Find(p, "sync_allreduce").compute_seconds, DoubleNear(slowed, 1e-10));
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.3 * slowed + 0.0162, 1e-10));
+  // The server's 25.8 ms buckets also run from 0.3 T'' past T''.
+  EXPECT_THAT(Find(p, "parameter_server").seconds_per_iteration, DoubleNear(0.3 * slowed + 3 * 0.0258, 1e-10));
+
+  // From the host CPU instead: T_cpu = 4 ns * 1.8e6 bytes / 0.5 cores = 14.4 ms
+  // over 16.2 ms of communication. The first two buckets (10.8 ms) end inside
+  // the step: T'' = 10 + 14.4 * 10.8 / 16.2 = 19.6 ms, then the third, 25 ms.
+  in.busy_link_compute_seconds = 0;
+  in.link.cpu_seconds_per_byte_sent = 4e-9;
+  in.link.cores_per_worker = 0.5;
+  p = PredictIteration(in).value();
+  EXPECT_FALSE(p.interference_from_busy_profile);
+  EXPECT_THAT(p.comm_interference, DoubleNear(0.0144 / 0.0162, 1e-10));
+  EXPECT_THAT(Find(p, "sync_allreduce").compute_seconds, DoubleNear(0.0196, 1e-10));
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration, DoubleNear(0.025, 1e-10));
+}
+
+TEST(TimingModelTest, SlowedComputeIsTheLeastFixedPoint) {
+  // busy(T) = min(5, T) with rho 0.5: T = 10 + 2.5.
+  auto capped = [](double t) { return std::min(0.005, t); };
+  EXPECT_THAT(SlowedCompute(0.010, 0.5, 0.005, capped), DoubleNear(0.0125, 1e-12));
+  // busy(T) = T with rho 0.5 (never capped below 100 ms): T = 10 / 0.5.
+  EXPECT_THAT(SlowedCompute(0.010, 0.5, 0.1, [](double t) { return t; }), DoubleNear(0.020, 1e-12));
+  // rho >= 1 stops at the bound, compute + rho * max_busy.
+  EXPECT_THAT(SlowedCompute(0.010, 2, 0.005, capped), DoubleNear(0.020, 1e-12));
+  EXPECT_THAT(SlowedCompute(0.010, 0, 0.005, capped), DoubleNear(0.010, 0));
+  // Time inside [0, 10 ms] with buckets from 3 ms (5.4 ms) and then from 8.4 ms.
+  EXPECT_THAT(CommBusyDuring(0.010, {0.3, 0.5, 1.0}, {0.0054, 0.0054, 0.0054}), DoubleNear(0.007, kEps));
+  EXPECT_THAT(CommBusyDuring(0.010, {}, {0.0054}), DoubleNear(0, kEps));
+}
+
 TEST(TimingModelTest, RejectsBadInputs) {
   auto error = [](auto mutate) {
     TimingInputs in = Base();
@@ -243,6 +310,9 @@ TEST(TimingModelTest, RejectsBadInputs) {
   EXPECT_THAT(error([](TimingInputs& in) { in.codec_seconds = -1; }), HasSubstr("codec"));
   EXPECT_THAT(error([](TimingInputs& in) { in.link.cpu_seconds_per_byte_sent = -1; }), HasSubstr("CPU cost"));
   EXPECT_THAT(error([](TimingInputs& in) { in.link.cores_per_worker = -1; }), HasSubstr("cores per worker"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.busy_link_compute_seconds = -1; }), HasSubstr("beside a busy link"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.busy_link_compute_seconds = std::nan(""); }),
+              HasSubstr("beside a busy link"));
   EXPECT_THAT(error([](TimingInputs& in) { in.bucket_ready_fraction = {0.5, 0.5}; }),
               HasSubstr("2 bucket ready times for 1 buckets"));
   EXPECT_THAT(error([](TimingInputs& in) { in.bucket_ready_fraction = {1.5}; }),

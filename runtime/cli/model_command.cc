@@ -55,14 +55,18 @@ constexpr char kHelp[] =
     "                         slowest (default: the expected slowest of --workers draws, since\n"
     "                         every rank waits for the last one's gradients) or median\n"
     "  --top N                nodes to list from the profile (default 10)\n"
+    "  --busy-link-profile TRACE.json[,...]  with --profile: the same runs taken while allreduces\n"
+    "                         keep the workers' links busy (bench/pipe_sgd.py takes both); the\n"
+    "                         compute they lose sets how much communication that overlaps a\n"
+    "                         step slows it (default: the host CPU below)\n"
     "Link (one of):\n"
     "  --latency-us A --bandwidth-gbit G   given\n"
     "  --link BENCH.json      alpha and beta of the link measured by `nereid bench allreduce --json`\n"
     "  --link-fit             with --link: alpha and beta fitted to the allreduce times it measured\n"
     "                         (Nereid's communicator, overheads included) instead of the link's\n"
     "  --gamma-ns-per-byte Y  cost of summing one byte in a reduction (default 0)\n"
-    "Host (the CPU an overlapped allreduce takes from Pipe-SGD's compute; default: from --link's\n"
-    "report when it measured them, else 0 = not charged):\n"
+    "Host (the CPU an overlapped allreduce takes from the compute it overlaps, without\n"
+    "--busy-link-profile; default: from --link's report when it measured them, else 0 = none):\n"
     "  --comm-cpu-ns-per-byte K  the machine's CPU time per byte a worker sends\n"
     "  --cores-per-worker C   cores each worker has (e.g. 0.5: 4 workers on 2 cores)\n"
     "Variants:\n"
@@ -164,6 +168,7 @@ struct Report {
   std::string compute_source, link_source;
   std::unique_ptr<TraceProfile> profile;  // null: compute given
   std::string compute_stat;               // with a profile: how compute was taken
+  std::string busy_link_source;           // with --busy-link-profile: its traces
   int top = 10;                           // nodes listed from the profile
   std::vector<std::string> unprofiled_producers;  // bucket inputs the profile has not timed
 };
@@ -193,6 +198,31 @@ absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::v
   }
   *model = GraphAttr(**graph, "name").empty() ? path : GraphAttr(**graph, "name");
   return buckets;
+}
+
+// Steps of one-worker traces (comma-separated), for the compute time.
+absl::StatusOr<TraceProfile> ReadComputeProfile(const std::string& paths, int warmup_steps) {
+  TraceProfileOptions options;
+  options.warmup_steps = warmup_steps;
+  std::vector<std::string> files = absl::StrSplit(paths, ',', absl::SkipEmpty());
+  absl::StatusOr<TraceProfile> profile = ReadTraceProfiles(files, options);
+  if (!profile.ok()) return profile.status();
+  if (!(profile->step_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(paths, ": the median step takes 0 s"));
+  }
+  if (profile->has_communication) {
+    std::fprintf(stderr,
+                 "warning: %s holds communication (a multi-worker run?): its steps include it; profile a "
+                 "1-worker run for the compute time\n",
+                 paths.c_str());
+  }
+  return profile;
+}
+
+// One iteration's compute from profiled steps: their median, or the expected
+// slowest of the workers' draws (each ring allreduce waits for the last rank).
+double StepStatistic(const TraceProfile& profile, const std::string& stat, int workers) {
+  return stat == "median" ? profile.step_seconds : ExpectedMaxOf(profile.measured_step_seconds, workers);
 }
 
 // How much of synchronous SGD's communication the backward pass hides.
@@ -245,9 +275,11 @@ std::string FormatReport(const Report& r) {
   absl::StrAppend(&out, "\n");
   if (p.overlapped_comm_cpu_seconds > 0) {
     absl::StrAppendFormat(&out, "host: %.1f ns of CPU per byte sent, %.2f cores per worker: an overlapped allreduce "
-                          "takes %s ms of CPU from each pipelined step\n",
+                          "takes %s ms of CPU%s\n",
                           in.link.cpu_seconds_per_byte_sent * 1e9, in.link.cores_per_worker,
-                          Ms(p.overlapped_comm_cpu_seconds));
+                          Ms(p.overlapped_comm_cpu_seconds),
+                          p.interference_from_busy_profile ? " (not charged: the busy-link profile is)"
+                                                           : " from the compute it overlaps");
   }
   if (r.profile != nullptr) {
     const TraceProfile& prof = *r.profile;
@@ -270,6 +302,15 @@ std::string FormatReport(const Report& r) {
   }
   if (in.codec_seconds > 0) {
     absl::StrAppendFormat(&out, "codec: %s ms per step added to compute\n", Ms(in.codec_seconds));
+  }
+  if (p.interference_from_busy_profile) {
+    absl::StrAppendFormat(&out, "beside a busy link: %s ms per step, %s (%s)\n", Ms(in.busy_link_compute_seconds),
+                          r.compute_stat, r.busy_link_source);
+  }
+  if (p.comm_interference > 0) {
+    absl::StrAppendFormat(&out, "interference: each ms of communication during a step's compute delays it by %.3f ms "
+                          "(from %s)\n",
+                          p.comm_interference, p.interference_from_busy_profile ? "the busy-link profile" : "the host CPU");
   }
   absl::StrAppend(&out, OverlapLine(r));
   absl::StrAppendFormat(&out, "one worker alone: %.0f samples/s\n", p.one_worker_samples_per_second);
@@ -305,6 +346,11 @@ std::string ReportJson(const Report& r) {
   w.Member("comm_cpu_seconds_per_byte", in.link.cpu_seconds_per_byte_sent);
   w.Member("cores_per_worker", in.link.cores_per_worker);
   w.Member("overlapped_comm_cpu_seconds", p.overlapped_comm_cpu_seconds);
+  w.Member("busy_link_compute_seconds", in.busy_link_compute_seconds);
+  w.Member("comm_interference", p.comm_interference);
+  w.Member("interference_source", p.interference_from_busy_profile ? "busy_link_profile"
+                                  : p.comm_interference > 0         ? "host_cpu"
+                                                                    : "none");
   w.Key("bucket_ready_fraction");
   w.BeginArray();
   for (double f : in.bucket_ready_fraction) w.Double(f);
@@ -362,7 +408,8 @@ std::string ReportJson(const Report& r) {
 }
 
 int Model(const std::vector<std::string>& args) {
-  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "compute-stat", "warmup-steps", "top",
+  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "busy-link-profile", "compute-stat",
+               "warmup-steps", "top",
                "latency-us", "bandwidth-gbit", "link", "gamma-ns-per-byte", "comm-cpu-ns-per-byte", "cores-per-worker",
                "servers", "compression-ratio", "codec-ms", "json"},
               {"help", "link-fit"});
@@ -393,6 +440,9 @@ int Model(const std::vector<std::string>& args) {
     return Usage("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
   }
   if (flags.Has("compute-ms") && !(*compute_ms > 0)) return Usage("--compute-ms must be > 0");
+  if (flags.Has("busy-link-profile") && !flags.Has("profile")) {
+    return Usage("--busy-link-profile needs --profile (the same runs without the busy link)");
+  }
   bool given_link = flags.Has("latency-us") || flags.Has("bandwidth-gbit");
   if (given_link == flags.Has("link")) {
     return Usage("give the link: --latency-us A --bandwidth-gbit G, or --link BENCH.json (one of them)");
@@ -431,22 +481,16 @@ int Model(const std::vector<std::string>& args) {
       std::fprintf(stderr, "error: --compute-stat %s: use slowest or median\n", stat.c_str());
       return kExitUsage;
     }
-    TraceProfileOptions options;
-    options.warmup_steps = static_cast<int>(std::min<int64_t>(*warmup, 1 << 30));
-    std::vector<std::string> paths = absl::StrSplit(path, ',', absl::SkipEmpty());
-    absl::StatusOr<TraceProfile> profile = ReadTraceProfiles(paths, options);
+    const int warmup_steps = static_cast<int>(std::min<int64_t>(*warmup, 1 << 30));
+    absl::StatusOr<TraceProfile> profile = ReadComputeProfile(path, warmup_steps);
     if (!profile.ok()) return Fail(profile.status());
-    if (!(profile->step_seconds > 0)) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(path, ": the median step takes 0 s")));
+    in.compute_seconds = StepStatistic(*profile, stat, in.workers);
+    if (flags.Has("busy-link-profile")) {
+      r.busy_link_source = flags.String("busy-link-profile");
+      absl::StatusOr<TraceProfile> busy = ReadComputeProfile(r.busy_link_source, warmup_steps);
+      if (!busy.ok()) return Fail(busy.status());
+      in.busy_link_compute_seconds = StepStatistic(*busy, stat, in.workers);
     }
-    if (profile->has_communication) {
-      std::fprintf(stderr,
-                   "warning: %s holds communication (a multi-worker run?): its steps include it; profile a "
-                   "1-worker run for the compute time\n",
-                   path.c_str());
-    }
-    in.compute_seconds =
-        stat == "median" ? profile->step_seconds : ExpectedMaxOf(profile->measured_step_seconds, in.workers);
     // When each bucket can start: its gradients' producers, timed in the
     // profile (a profile of another graph has none of them: no overlap).
     in.bucket_ready_fraction = BucketReadyFractions(*profile, buckets->producers, &r.unprofiled_producers);

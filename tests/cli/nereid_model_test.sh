@@ -6,16 +6,18 @@ nereid="$1"
 source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
 
 # Four steps of 10 ms; the first is warm-up. conv1/conv takes 4 ms a step.
-python3 - "$tmp/trace.json" <<'PY'
+# busy_trace.json: the same steps taking 20 ms, as beside a busy link.
+python3 - "$tmp/trace.json" "$tmp/busy_trace.json" <<'PY'
 import json, sys
-events = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "rank 0"}}]
-for s in range(4):
-    t = s * 20000.0
-    events.append({"name": "step %d" % s, "cat": "step", "ph": "X", "pid": 0, "tid": 1, "ts": t, "dur": 10000.0,
-                   "args": {"step": s, "epoch": 0}})
-    events.append({"name": "conv1/conv", "cat": "Conv2D", "ph": "X", "pid": 0, "tid": 2, "ts": t + 10,
-                   "dur": 4000.0, "args": {"step": s}})
-json.dump({"displayTimeUnit": "ms", "traceEvents": events}, open(sys.argv[1], "w"))
+for path, step_us in zip(sys.argv[1:], (10000.0, 20000.0)):
+    events = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "rank 0"}}]
+    for s in range(4):
+        t = s * 30000.0
+        events.append({"name": "step %d" % s, "cat": "step", "ph": "X", "pid": 0, "tid": 1, "ts": t, "dur": step_us,
+                       "args": {"step": s, "epoch": 0}})
+        events.append({"name": "conv1/conv", "cat": "Conv2D", "ph": "X", "pid": 0, "tid": 2, "ts": t + 10,
+                       "dur": 4000.0, "args": {"step": s}})
+    json.dump({"displayTimeUnit": "ms", "traceEvents": events}, open(path, "w"))
 PY
 echo '{"world":2,"alpha_seconds":1e-4,"beta_bytes_per_second":1.25e8,"sizes":[]}' >"$tmp/bench.json"
 
@@ -87,6 +89,28 @@ assert abs(sync - max(compute, end)) < 1e-9, (sync, compute, end)
 assert r["sync_hidden_comm_seconds"] > 0 and abs(compute + r["comm_seconds"] - sync - r["sync_hidden_comm_seconds"]) < 1e-9, r
 PY
 
+printf '{"traceEvents": [' >"$tmp/truncated.json"
+
+# Beside a busy link the steps take twice as long: each ms of communication
+# inside a step delays it by (20 - 10) / 20 ms, so the pipelined step, which the
+# 3.562 ms allreduce overlaps throughout, takes 10 + 0.5 * 3.562 ms.
+expect 0 "delays it by 0.500 ms" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --batch 32 \
+  --profile "$tmp/trace.json" --busy-link-profile "$tmp/busy_trace.json" --compute-stat median \
+  --warmup-steps 1 --latency-us 100 --bandwidth-gbit 1 --json "$tmp/busy.json"
+python3 - "$tmp/busy.json" <<'PY' || fail "busy-link JSON is wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["interference_source"] == "busy_link_profile" and abs(r["comm_interference"] - 0.5) < 1e-12, r
+assert abs(r["busy_link_compute_seconds"] - 0.020) < 1e-12, r
+s = {x["name"]: x for x in r["strategies"]}
+assert abs(s["pipe_sgd"]["seconds_per_iteration"] - (0.010 + 0.5 * r["comm_seconds"])) < 1e-12, s
+assert abs(s["sync_allreduce"]["seconds_per_iteration"] - 0.0135617) < 1e-6, s  # one bucket at the end
+PY
+expect 2 "--busy-link-profile needs --profile" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
+  --compute-ms 1 --busy-link-profile "$tmp/busy_trace.json" --link "$tmp/bench.json"
+expect 1 "truncated.json: not valid JSON" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
+  --profile "$tmp/trace.json" --busy-link-profile "$tmp/truncated.json" --link "$tmp/bench.json"
+
 # Usage errors: exit 2.
 expect 2 "no model given" "$nereid" model
 expect 2 "--workers is required" "$nereid" model models/lenet_fashion.pbtxt --compute-ms 1 --link "$tmp/bench.json"
@@ -105,7 +129,6 @@ expect 2 "unknown pass" "$nereid" model models/lenet_fashion.pbtxt --workers 2 -
   --link "$tmp/bench.json" --passes bogus
 
 # Bad files: exit 1 with the file named.
-printf '{"traceEvents": [' >"$tmp/truncated.json"
 expect 1 "truncated.json: not valid JSON" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
   --profile "$tmp/truncated.json" --link "$tmp/bench.json"
 expect 1 "bench.json: not a Chrome trace" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
