@@ -98,12 +98,18 @@ def start_busy_link(args, out):
     """Allreduces that keep every worker's link busy until stopped (for the busy-link profile)."""
     cmd = [CLUSTER, "--workers", str(args.workers), "--rate", args.rate, "--delay", args.delay, "--timeout", "900",
            "--logs", os.path.join(out, "logs_busy_link"), "--", NEREID, "bench", "allreduce", "--sizes", "256K",
-           "--rounds", "100000"]
+           "--rounds", "100000", "--no-link-probe"]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    load = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(8)  # namespaces, rendezvous and the latency probe, before traffic flows
-    if load.poll() is not None:
-        sys.exit(f"pipe_sgd: the busy-link allreduces exited early ({load.returncode})")
+    log = os.path.join(out, "busy_link.log")
+    with open(log, "w") as f:
+        load = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+    # Rank 0 says when its timed allreduces begin: from then on the links are busy.
+    deadline = time.monotonic() + 120
+    while "bench allreduce: timing" not in open(log).read():
+        if load.poll() is not None or time.monotonic() > deadline:
+            load.kill()
+            sys.exit(f"pipe_sgd: the busy-link allreduces did not start (see {log})")
+        time.sleep(0.2)
     return load
 
 
@@ -257,7 +263,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_args(ap, epochs=10)
     ap.add_argument("--target", type=float, default=0.85, help="target test accuracy (fraction)")
-    ap.add_argument("--profile-steps", type=int, default=40)
+    ap.add_argument("--profile-steps", type=int, default=60)
     ap.add_argument("--run-timeout", type=int, default=1800)
     ap.add_argument("--only", default="", help="comma-separated strategies (default all)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd"))

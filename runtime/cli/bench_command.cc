@@ -37,6 +37,10 @@ constexpr char kHelp[] =
     "  --sizes LIST       message sizes (default 4K,256K,4M,64M)\n"
     "  --rounds R         alternations of ours and raw Gloo per size (default 3)\n"
     "  --json PATH        write the results as JSON\n"
+    "  --no-link-probe    skip the link's latency and bandwidth probe (rank 0 to 1, about 80 MB\n"
+    "                     at 60mbit: seconds of one-way traffic); rank 0 tells stderr when each\n"
+    "                     size's timed calls begin, so a script can keep the links busy with\n"
+    "                     many --rounds and know when the traffic flows\n"
     "One worker per invocation: --rendezvous SPEC --rank R --world N [--bind ADDR] (as for\n"
     "`nereid run`).\n\n"
     "Usage: nereid bench compress MODEL --methods LIST [flags]\n\n"
@@ -82,7 +86,7 @@ absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& mo
 int Bench(const std::vector<std::string>& args) {
   Flags flags({"workers", "sizes", "rounds", "json", "rendezvous", "rank", "world", "threads", "worker-timeout", "bind",
                "methods", "iterations", "warmup"},
-              {"help"});
+              {"help", "no-link-probe"});
   absl::Status parsed = flags.Parse(args);
   const bool compress = parsed.ok() && flags.positional().size() == 2 && flags.positional()[0] == "compress";
   if (!parsed.ok() || (!compress && (flags.positional().size() != 1 || flags.positional()[0] != "allreduce"))) {
@@ -155,6 +159,10 @@ int Bench(const std::vector<std::string>& args) {
       if (!written.ok()) return Fail(written);
     }
     return kExitOk;
+  }
+  options.probe_link = !flags.Has("no-link-probe");
+  if (info->rank == 0) {
+    options.progress = [](const std::string& line) { std::fprintf(stderr, "bench allreduce: %s\n", line.c_str()); };
   }
   absl::StatusOr<AllReduceBenchResult> result = RunAllReduceBench(*gloo, options);
   if (!result.ok()) return Fail(result.status());

@@ -170,7 +170,9 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
   Bench bench(comm);
   AllReduceBenchResult result;
   result.world = comm.world();
-  ASSIGN_OR_RETURN(result.link, bench.MeasureLink());
+  if (options.probe_link) {
+    ASSIGN_OR_RETURN(result.link, bench.MeasureLink());
+  }
   ASSIGN_OR_RETURN(result.ranks_on_host, bench.RanksOnRootHost());
   result.host_cores = HostCores();
   const int n = comm.world();
@@ -194,6 +196,10 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
     int iterations = std::clamp(static_cast<int>(planned), 3, options.max_iterations);
     std::vector<double> ours_times, raw_times;
     double cpu_seconds = 0;
+    if (options.progress) {
+      options.progress(absl::StrCat("timing ", bytes, " bytes: ", options.rounds, " rounds of ", iterations,
+                                    " calls each"));
+    }
     for (int round = 0; round < options.rounds; ++round) {
       absl::StatusOr<double> cpu_before = HostBusyCpuSeconds();
       ASSIGN_OR_RETURN(std::vector<double> a, bench.Time(iterations, data, ours));
@@ -233,17 +239,20 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
 }
 
 std::string FormatBenchTable(const AllReduceBenchResult& r) {
-  std::string out = absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); link: alpha ",
-                                 absl::StrFormat("%.1f", r.link.alpha_seconds * 1e6), " us, beta ",
-                                 absl::StrFormat("%.0f", r.link.beta_bytes_per_second / 1e6), " MB/s\n");
+  std::string out =
+      r.link.beta_bytes_per_second > 0
+          ? absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); link: alpha ",
+                         absl::StrFormat("%.1f", r.link.alpha_seconds * 1e6), " us, beta ",
+                         absl::StrFormat("%.0f", r.link.beta_bytes_per_second / 1e6), " MB/s\n")
+          : absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); link not probed\n");
   absl::StrAppend(&out, absl::StrFormat("%10s %6s %11s %10s %10s | %11s %10s | %8s %8s\n", "size", "iters",
                                         "time(us)", "algbw", "busbw", "raw(us)", "raw busbw", "vs raw",
                                         "vs bound"));
   for (const AllReduceBenchRow& row : r.rows) {
-    absl::StrAppend(&out, absl::StrFormat("%10d %6d %11.1f %10.3f %10.3f | %11.1f %10.3f | %7.2fx %7.2fx\n", row.bytes,
+    std::string vs_bound = row.bound_seconds > 0 ? absl::StrFormat("%7.2fx", row.ratio_to_bound) : "       -";
+    absl::StrAppend(&out, absl::StrFormat("%10d %6d %11.1f %10.3f %10.3f | %11.1f %10.3f | %7.2fx %s\n", row.bytes,
                                           row.iterations, row.seconds * 1e6, row.algbw / 1e9, row.busbw / 1e9,
-                                          row.raw_seconds * 1e6, row.raw_busbw / 1e9, row.ratio_to_raw,
-                                          row.ratio_to_bound));
+                                          row.raw_seconds * 1e6, row.raw_busbw / 1e9, row.ratio_to_raw, vs_bound));
   }
   absl::StrAppend(&out, "(bandwidths in GB/s; time is the median of the slowest rank's per-call times)\n");
   if (r.comm_cpu_seconds_per_byte > 0) {

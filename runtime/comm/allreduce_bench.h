@@ -21,6 +21,7 @@
 // timing model charges a pipelined step's compute for the allreduce it overlaps.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct AllReduceBenchOptions {
   int rounds = 3;                                    // alternations of ours and raw Gloo
   absl::Duration time_per_round = absl::Milliseconds(500);  // per size and implementation
   int max_iterations = 1000;
+  // Probe the link (alpha, beta) between ranks 0 and 1 first; false leaves
+  // them 0, e.g. when the benchmark only keeps the links busy.
+  bool probe_link = true;
+  // Told, on every rank, when each size's timed calls begin (null: silent).
+  std::function<void(const std::string&)> progress;
 };
 
 struct LinkEstimate {

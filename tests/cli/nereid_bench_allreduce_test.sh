@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# End-to-end checks of `nereid bench allreduce` over loopback (two real worker
+# processes): the link probe and --no-link-probe, the progress line a script
+# waits for before it relies on the traffic, and the JSON. Timing is not
+# asserted (the machine's speed drifts).
+set -uo pipefail
+nereid="$1"
+source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
+
+out=$("$nereid" bench allreduce --workers 2 --sizes 4K --rounds 1 --json "$tmp/probed.json" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] || fail "bench allreduce exited $rc: $out"
+echo "$out" | grep -q "link: alpha" || fail "the probed link is not reported: $out"
+echo "$out" | grep -q "bench allreduce: timing 4096 bytes: 1 rounds of" || fail "no progress line: $out"
+
+out=$("$nereid" bench allreduce --workers 2 --sizes 4K,8K --rounds 2 --no-link-probe --json "$tmp/unprobed.json" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] || fail "bench allreduce --no-link-probe exited $rc: $out"
+echo "$out" | grep -q "link not probed" || fail "--no-link-probe: the table does not say so: $out"
+[ "$(echo "$out" | grep -c "bench allreduce: timing")" -eq 2 ] || fail "one progress line per size expected: $out"
+python3 - "$tmp/probed.json" "$tmp/unprobed.json" <<'PY' || fail "bench allreduce JSON: $out"
+import json, sys
+probed, unprobed = (json.load(open(p)) for p in sys.argv[1:])
+assert probed["alpha_seconds"] > 0 and probed["beta_bytes_per_second"] > 0, probed
+assert unprobed["alpha_seconds"] == 0 and unprobed["beta_bytes_per_second"] == 0, unprobed
+assert [r["bytes"] for r in unprobed["sizes"]] == [4096, 8192], unprobed
+assert all(r["seconds"] > 0 for r in unprobed["sizes"]), unprobed
+PY
+# An unprobed report has no link for the timing model: it says so.
+expect 1 "the link estimate is unusable" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 5 \
+  --link "$tmp/unprobed.json"
+finish "bench allreduce checks"
