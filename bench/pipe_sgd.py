@@ -114,9 +114,10 @@ def start_busy_link(args, out):
 
 
 def stop_busy_link(load):
+    """Stops the load (cluster.sh stops its workers, removes the namespaces); it must not have ended first."""
     if load.poll() is not None:
         sys.exit(f"pipe_sgd: the busy-link allreduces stopped before the profile ended ({load.returncode})")
-    load.terminate()  # cluster.sh stops its workers and removes the namespaces
+    load.terminate()
     load.wait(timeout=120)
 
 
@@ -285,8 +286,10 @@ def main():
         # Then again beside a busy link: how much overlapped communication slows the compute.
         profile = profile_compute(args, args.out, name)
         load = start_busy_link(args, args.out)
-        busy_profile = profile_compute(args, args.out, name + "_busy")
-        stop_busy_link(load)
+        try:
+            busy_profile = profile_compute(args, args.out, name + "_busy")
+        finally:
+            stop_busy_link(load)
         prediction = model_prediction(args, args.out, link, profile, name,
                                       model_flags + ["--busy-link-profile", busy_profile])
         m = train(args, args.out, name, passes, after)

@@ -310,7 +310,8 @@ std::string FormatReport(const Report& r) {
   if (p.comm_interference > 0) {
     absl::StrAppendFormat(&out, "interference: each ms of communication during a step's compute delays it by %.3f ms "
                           "(from %s)\n",
-                          p.comm_interference, p.interference_from_busy_profile ? "the busy-link profile" : "the host CPU");
+                          p.comm_interference,
+                          p.interference_from_busy_profile ? "the busy-link profile" : "the host CPU");
   }
   absl::StrAppend(&out, OverlapLine(r));
   absl::StrAppendFormat(&out, "one worker alone: %.0f samples/s\n", p.one_worker_samples_per_second);
