@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -74,22 +76,35 @@ double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link) {
          (n - 1) / n * bytes * link.gamma_seconds_per_byte;
 }
 
+namespace {
+
+// Each bucket's (start, end) in a synchronous step of `compute` seconds: it
+// starts once its gradients are ready and the bucket before it is done.
+std::vector<std::pair<double, double>> BucketSchedule(double compute, const std::vector<double>& ready_fraction,
+                                                      const std::vector<double>& comm_seconds) {
+  std::vector<std::pair<double, double>> schedule;
+  double end = 0;
+  for (size_t b = 0; b < comm_seconds.size(); ++b) {
+    double start = std::max(b < ready_fraction.size() ? ready_fraction[b] * compute : compute, end);
+    end = start + comm_seconds[b];
+    schedule.emplace_back(start, end);
+  }
+  return schedule;
+}
+
+}  // namespace
+
 double OverlappedIterationSeconds(double compute, const std::vector<double>& ready_fraction,
                                   const std::vector<double>& comm_seconds) {
   double end = 0;
-  for (size_t b = 0; b < comm_seconds.size(); ++b) {
-    double ready = b < ready_fraction.size() ? ready_fraction[b] * compute : compute;
-    end = std::max(ready, end) + comm_seconds[b];
-  }
+  for (const auto& [start, stop] : BucketSchedule(compute, ready_fraction, comm_seconds)) end = stop;
   return std::max(compute, end);
 }
 
 double CommBusyDuring(double compute, const std::vector<double>& ready_fraction,
                       const std::vector<double>& comm_seconds) {
-  double end = 0, busy = 0;
-  for (size_t b = 0; b < comm_seconds.size(); ++b) {
-    double start = std::max(b < ready_fraction.size() ? ready_fraction[b] * compute : compute, end);
-    end = start + comm_seconds[b];
+  double busy = 0;
+  for (const auto& [start, end] : BucketSchedule(compute, ready_fraction, comm_seconds)) {
     busy += std::min(end, compute) - std::min(start, compute);
   }
   return busy;
@@ -144,17 +159,23 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     p.interference_from_busy_profile = true;
   }
   p.comm_interference = ring_rho;
-  auto synchronous = [&](const std::vector<double>& comm, double total_comm, double rho, double* compute,
-                         double* hidden) {
-    *compute = SlowedCompute(p.compute_seconds, rho, total_comm,
-                             [&](double t) { return CommBusyDuring(t, in.bucket_ready_fraction, comm); });
-    double total = OverlappedIterationSeconds(*compute, in.bucket_ready_fraction, comm);
-    *hidden = *compute + total_comm - total;
-    return total;
+  // A synchronous step: its compute slowed by the buckets that overlap it, the
+  // iteration, and what of the communication it hides.
+  struct Synchronous {
+    double compute, total, hidden;
   };
-  double sync_compute, ps_compute;
-  const double sync = synchronous(ring, p.ring_comm_seconds, ring_rho, &sync_compute, &p.ring_hidden_seconds);
-  const double ps_total = synchronous(ps, p.ps_comm_seconds, ps_rho, &ps_compute, &p.ps_hidden_seconds);
+  auto synchronous = [&](const std::vector<double>& comm, double total_comm, double rho) {
+    Synchronous t;
+    t.compute = SlowedCompute(p.compute_seconds, rho, total_comm,
+                              [&](double c) { return CommBusyDuring(c, in.bucket_ready_fraction, comm); });
+    t.total = OverlappedIterationSeconds(t.compute, in.bucket_ready_fraction, comm);
+    t.hidden = t.compute + total_comm - t.total;
+    return t;
+  };
+  const Synchronous sync = synchronous(ring, p.ring_comm_seconds, ring_rho);
+  const Synchronous server = synchronous(ps, p.ps_comm_seconds, ps_rho);
+  p.ring_hidden_seconds = sync.hidden;
+  p.ps_hidden_seconds = server.hidden;
 
   auto add = [&](std::string name, std::string description, double compute, double comm, double bytes,
                  double total) {
@@ -168,20 +189,21 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     t.samples_per_second = static_cast<double>(in.batch_per_worker) * n / total;
     p.strategies.push_back(std::move(t));
   };
-  add("sync_allreduce", "synchronous ring allreduce", sync_compute, p.ring_comm_seconds, p.wire_bytes_per_step, sync);
+  add("sync_allreduce", "synchronous ring allreduce", sync.compute, p.ring_comm_seconds, p.wire_bytes_per_step,
+      sync.total);
   add("parameter_server",
       in.servers == 1 ? std::string("parameter server") : absl::StrCat("parameter server (", in.servers, " shards)"),
-      ps_compute, p.ps_comm_seconds, ps_bytes, ps_total);
+      server.compute, p.ps_comm_seconds, ps_bytes, server.total);
   // Pipelined, the allreduce runs while the next step computes, for as long as
   // it lasts or the step does, and slows that computation.
   const bool pipelined = in.pipe_width >= 2;
   const double pipe_compute =
       pipelined ? SlowedCompute(p.compute_seconds, ring_rho, p.ring_comm_seconds,
                                 [&](double t) { return std::min(p.ring_comm_seconds, t); })
-                : sync_compute;
+                : sync.compute;
   add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), pipe_compute, p.ring_comm_seconds,
-      p.wire_bytes_per_step, pipelined ? std::max(pipe_compute, p.ring_comm_seconds) : sync);
-  for (StrategyTime& t : p.strategies) t.speedup = sync / t.seconds_per_iteration;
+      p.wire_bytes_per_step, pipelined ? std::max(pipe_compute, p.ring_comm_seconds) : sync.total);
+  for (StrategyTime& t : p.strategies) t.speedup = sync.total / t.seconds_per_iteration;
   return p;
 }
 

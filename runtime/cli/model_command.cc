@@ -399,6 +399,8 @@ std::string ReportJson(const Report& r) {
       w.Member("name", prof.nodes[i].name);
       w.Member("op", prof.nodes[i].op);
       w.Member("seconds", prof.nodes[i].median_seconds);
+      w.Member("end_seconds", prof.nodes[i].median_end_seconds);
+      w.Member("end_fraction", prof.nodes[i].median_end_fraction);
       w.EndObject();
     }
     w.EndArray();
@@ -410,9 +412,8 @@ std::string ReportJson(const Report& r) {
 
 int Model(const std::vector<std::string>& args) {
   Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "busy-link-profile", "compute-stat",
-               "warmup-steps", "top",
-               "latency-us", "bandwidth-gbit", "link", "gamma-ns-per-byte", "comm-cpu-ns-per-byte", "cores-per-worker",
-               "servers", "compression-ratio", "codec-ms", "json"},
+               "warmup-steps", "top", "latency-us", "bandwidth-gbit", "link", "gamma-ns-per-byte",
+               "comm-cpu-ns-per-byte", "cores-per-worker", "servers", "compression-ratio", "codec-ms", "json"},
               {"help", "link-fit"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return Usage(std::string(parsed.message()));

@@ -239,12 +239,11 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
 }
 
 std::string FormatBenchTable(const AllReduceBenchResult& r) {
-  std::string out =
-      r.link.beta_bytes_per_second > 0
-          ? absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); link: alpha ",
-                         absl::StrFormat("%.1f", r.link.alpha_seconds * 1e6), " us, beta ",
-                         absl::StrFormat("%.0f", r.link.beta_bytes_per_second / 1e6), " MB/s\n")
-          : absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); link not probed\n");
+  std::string out = absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); ",
+                                 r.link.beta_bytes_per_second > 0
+                                     ? absl::StrFormat("link: alpha %.1f us, beta %.0f MB/s\n",
+                                                       r.link.alpha_seconds * 1e6, r.link.beta_bytes_per_second / 1e6)
+                                     : std::string("link not probed\n"));
   absl::StrAppend(&out, absl::StrFormat("%10s %6s %11s %10s %10s | %11s %10s | %8s %8s\n", "size", "iters",
                                         "time(us)", "algbw", "busbw", "raw(us)", "raw busbw", "vs raw",
                                         "vs bound"));

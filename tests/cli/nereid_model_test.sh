@@ -47,6 +47,9 @@ assert s["sync_allreduce"]["speedup"] == 1
 assert s["pipe_sgd"]["speedup"] > 1 > s["parameter_server"]["speedup"], s
 assert r["profile"]["warmup_steps"] == 1 and r["profile"]["measured_steps"] == 3, r["profile"]
 assert r["profile"]["nodes"][0]["name"] == "conv1/conv", r["profile"]
+# conv1/conv ends 4.01 ms into each 10 ms step.
+node = r["profile"]["nodes"][0]
+assert abs(node["end_seconds"] - 0.00401) < 1e-9 and abs(node["end_fraction"] - 0.401) < 1e-9, node
 PY
 
 # Smaller buckets: more messages, each paying its latency.
