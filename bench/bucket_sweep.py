@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--max-steps", type=int, default=40)
     ap.add_argument("--rate", default="", help="emulated link rate (e.g. 35mbit); empty: loopback")
     ap.add_argument("--delay", default="0")
+    ap.add_argument("--segment", default="auto", help="cluster.sh --segment: the links' TCP segment cap")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     sizes = [int(k) for k in args.sizes.split(",")]

@@ -49,6 +49,11 @@ Options:
                   Needs the kernel's netem qdisc (default 0: none)
   --loss P        probability of dropping a packet, e.g. 0.1%, also on the
                   sending side only, so A -> B loses P. Needs netem (default 0%)
+  --segment S     largest TCP segment (GSO) a shaped link hands its qdiscs,
+                  in bytes or with a K suffix (KiB), 4K..64K, or "auto": about
+                  0.5 ms of line rate, at least 16K (the default). The token
+                  bucket holds two segments. See README.md: smaller segments
+                  keep the bucket's burst short but cost the kernel more CPU
   --timeout S     bound on the whole run in seconds: when it passes every
                   worker is killed and the exit status is 124 (default 600)
   --logs DIR      keep each rank's stdout+stderr in DIR/rank<i>.log (by
@@ -87,6 +92,7 @@ workers=""
 rate=1gbit
 delay=0
 loss=0%
+segment=auto
 timeout_s=600
 logs_dir=""
 append=1
@@ -100,6 +106,7 @@ parse_args() {
       --rate) rate=${2:?--rate needs a value}; shift 2 ;;
       --delay) delay=${2:?--delay needs a value}; shift 2 ;;
       --loss) loss=${2:?--loss needs a value}; shift 2 ;;
+      --segment) segment=${2:?--segment needs a value}; shift 2 ;;
       --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
       --logs) logs_dir=${2:?--logs needs a value}; shift 2 ;;
       --no-append) append=0; shift ;;
@@ -143,6 +150,17 @@ parse_loss() {
   [[ $loss =~ $re ]] || die_usage "--loss '$loss': expected a percentage such as 0.1%"
   loss_pct=${BASH_REMATCH[1]}
   awk -v p="$loss_pct" 'BEGIN { exit !(p <= 100) }' || die_usage "--loss '$loss' is over 100%"
+}
+
+# Segment cap in bytes from <n>, <n>K or "auto" (0: worked out from the rate).
+segment_bytes=0
+parse_segment() {
+  [[ $segment == auto ]] && return
+  local re='^([0-9]{1,6})([kK])?$'
+  [[ $segment =~ $re ]] || die_usage "--segment '$segment': expected bytes, e.g. 16K or 16384, or auto"
+  segment_bytes=$((10#${BASH_REMATCH[1]}))
+  [[ -z ${BASH_REMATCH[2]} ]] || segment_bytes=$((segment_bytes * 1024))
+  ((segment_bytes >= 4096 && segment_bytes <= 65536)) || die_usage "--segment '$segment' is outside 4K..64K"
 }
 
 needs_netem() { ((delay_us > 0)) || awk -v p="$loss_pct" 'BEGIN { exit !(p > 0) }'; }
@@ -220,12 +238,16 @@ make_ns() {
   ip -n "$1" link set lo up
 }
 
-# GSO segment cap for a shaped link: about 0.5 ms of line rate, between 4 KB
-# and 64 KB (veth hands TCP segments of up to 64 KB to the qdisc; the token
-# bucket below must hold two of them).
+# GSO segment cap for a shaped link: --segment, else about 0.5 ms of line
+# rate, between 16 KB and 64 KB (veth hands TCP segments of up to 64 KB to the
+# qdisc; the token bucket below must hold two of them). The floor is for the
+# CPU: here each segment costs the kernel ~85 us (timers, wake-ups, the
+# bridge), so 4 KB segments took 25-30 ns of CPU per byte sent against 8-11 ns
+# with 16 KB, measured with 4 workers at 35mbit (README.md).
 gso_size() {
+  ((segment_bytes == 0)) || { echo "$segment_bytes"; return; }
   local size=$((rate_bits / 8 / 2000))
-  ((size >= 4096)) || size=4096
+  ((size >= 16384)) || size=16384
   ((size <= 65536)) || size=65536
   echo "$size"
 }
@@ -233,12 +255,12 @@ gso_size() {
 # tbf on dev in ns at the run's rate. A token bucket lets `burst` bytes
 # through at memory speed after an idle spell, which flatters bursty traffic
 # (a synchronous allreduce after a compute phase) over steady traffic (a
-# pipelined one), so it is kept to about 1 ms of line rate: two GSO segments
-# (a smaller bucket plus two busy cores loses tokens to late wake-ups:
-# measured, 4 workers at 1gbit reached only 60-75% of the rate with 16 KB
-# segments and a 32 KB bucket; at 100mbit, 6 KB segments and a 12.5 KB bucket
-# keep 9x% of it, see README.md). The queue holds 20 ms of traffic (at least
-# 2 MB), ample for TCP.
+# pipelined one), so it is kept to two GSO segments, the least that works (a
+# smaller bucket plus two busy cores loses tokens to late wake-ups: measured,
+# 4 workers at 1gbit reached only 60-75% of the rate with 16 KB segments and a
+# 32 KB bucket): 1 ms of line rate at 1gbit, 7.5 ms at 35mbit, where the
+# segments are at their floor (README.md). The queue holds 20 ms of traffic
+# (at least 2 MB), ample for TCP.
 add_rate() {  # ns dev [parent handle]
   local ns=$1 dev=$2 where=(root)
   (($# > 2)) && where=(parent "$3")
@@ -427,7 +449,9 @@ main_run() {
   for ((r = 0; r < workers; r++)); do addrs+="${addrs:+,}$(addr_of "$r")"; done
   export NEREID_CLUSTER_ADDRS=$addrs NEREID_CLUSTER_RENDEZVOUS="file:$run_dir/rendezvous" \
     NEREID_RUN_ID="netem-$$-$(date +%s)"
-  say "$workers workers in namespaces ${PREFIX}w0..$((workers - 1)) ($addrs), rate ${rate}, one-way delay ${delay}, loss ${loss}"
+  local shaping="rate ${rate}, one-way delay ${delay}, loss ${loss}"
+  ((rate_bits == 0)) || shaping+=", segments of $(gso_size) bytes"
+  say "$workers workers in namespaces ${PREFIX}w0..$((workers - 1)) ($addrs), $shaping"
 
   phase=run
   for ((r = 0; r < workers; r++)); do start_worker "$r"; done
@@ -470,6 +494,7 @@ main() {
   parse_rate
   parse_delay
   parse_loss
+  parse_segment
   case "$mode" in
     check)
       local why

@@ -107,6 +107,27 @@ run_cluster timeout --workers 2 --no-append --timeout 1 -- sleep 50
 grep -q "timed out" "$tmp/timeout.err" || fail "no timeout message: $(cat "$tmp/timeout.err")"
 no_namespaces_left "after the timeout" timeout
 
+# 4. --segment: the worker's veth takes the segment cap and its tbf a bucket of
+# two segments; by default (auto) the cap is 16 KB at 100mbit. A bad value is
+# a usage error (exit 2) that names it.
+for seg in auto 8K; do
+  run_cluster "segment_$seg" --workers 2 --rate "${rate_mbit}mbit" --segment "$seg" --no-append --timeout 30 -- \
+    bash -c 'ip -d link show dev eth0; tc qdisc show dev eth0'
+  bytes=16384
+  [ "$seg" = auto ] || bytes=8192
+  [ "$rc" -eq 0 ] || fail "--segment $seg: exit $rc: $(cat "$tmp/segment_$seg.err")"
+  grep -q "gso_max_size $bytes " "$tmp/segment_$seg.out" ||
+    fail "--segment $seg: eth0 does not cap segments at $bytes: $(cat "$tmp/segment_$seg.out")"
+  grep -q "tbf .* burst $((2 * bytes / 1024))Kb" "$tmp/segment_$seg.out" ||
+    fail "--segment $seg: the bucket is not two segments: $(grep tbf "$tmp/segment_$seg.out")"
+  grep -q "segments of $bytes bytes" "$tmp/segment_$seg.err" || fail "--segment $seg: the cap is not announced"
+  no_namespaces_left "after --segment $seg" "segment_$seg"
+done
+"$cluster" --workers 2 --segment 2K -- true >/dev/null 2>"$tmp/bad_segment.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "--segment 2K exited $rc, expected 2 (usage)"
+grep -q "'2K' is outside 4K..64K" "$tmp/bad_segment.err" || fail "--segment 2K: $(cat "$tmp/bad_segment.err")"
+
 # The root namespace's links are untouched.
 [ "$(ip -o link show | wc -l)" -eq "$root_links_before" ] || fail "the root namespace's links changed"
 
