@@ -33,7 +33,7 @@ Needs root (network namespaces); exits 77 with the harness's reason otherwise.
 Example (about 11 minutes on 2 cores; the defaults):
   bench/pipe_sgd.py --workers 4 --rate 45mbit --model lenet_fashion --batch 256 --epochs 10
 45mbit is where lenet's allreduce over 4 workers (~70 ms) and its compute with 4
-workers on 2 cores (65-76 ms) are comparable, the case the 1.5x target is about.
+workers on 2 cores (59-77 ms) are comparable, the case the 1.5x target is about.
 """
 
 import argparse

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/netem/cluster.sh end to end: a shaped two-worker network really limits
 # the allreduce benchmark's bandwidth (and adds the delay, where the kernel
-# has netem), and every exit path (success, a failing rank, the timeout)
-# leaves no namespace behind. Skips (exit 0) where namespaces are not allowed.
+# has netem), --segment sets each link's segment cap and token bucket, and
+# every exit path (success, a failing rank, the timeout) leaves no namespace
+# behind. Skips (exit 0) where namespaces are not allowed.
 # Usage: cluster_test.sh NEREID CLUSTER_SH
 set -uo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"   # ip; Bazel's test PATH lacks sbin
