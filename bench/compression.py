@@ -120,10 +120,7 @@ def table(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--rate", default="35mbit")
-    ap.add_argument("--delay", default="0", help="needs the kernel's netem qdisc")
-    ap.add_argument("--segment", default="auto", help="cluster.sh --segment: the links' TCP segment cap")
+    pipe_sgd.add_network_args(ap, "35mbit")
     ap.add_argument("--model", default="lenet_fashion")
     ap.add_argument("--dataset", default="", help="override the model's dataset (synthetic: time only)")
     ap.add_argument("--batch", type=int, default=256, help="per worker")

@@ -251,12 +251,17 @@ def write_report(args, title, rows, text):
         json.dump({"settings": vars(args), "rows": rows, "table": text}, f, indent=1)
 
 
-def add_run_args(ap, epochs):
-    """The cluster and training flags train() and common_flags() read."""
+def add_network_args(ap, rate, rate_help="each link's rate (cluster.sh --rate)"):
+    """The emulated cluster's flags, as network() reads them."""
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--rate", default="45mbit")
+    ap.add_argument("--rate", default=rate, help=rate_help)
     ap.add_argument("--delay", default="0", help="needs the kernel's netem qdisc")
     ap.add_argument("--segment", default="auto", help="cluster.sh --segment: the links' TCP segment cap")
+
+
+def add_run_args(ap, epochs):
+    """The cluster and training flags train() and common_flags() read."""
+    add_network_args(ap, "45mbit")
     ap.add_argument("--model", default="lenet_fashion")
     ap.add_argument("--batch", type=int, default=256, help="per worker")
     ap.add_argument("--epochs", type=int, default=epochs)
