@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: installs missing packages (setup.sh), then
+#   0. tests/check_layers.py             (no package uses a package above it)
 #   1. bazel test //...                  (all suites)
 #   2. bazel test --config=cuda //...    (adds the CUDA/NCCL targets: built with
 #                                         nvcc, their tests skip without a GPU)
@@ -45,17 +46,29 @@ run_pass() {  # name, bazel args...
   fi
 }
 
+# Every package with C++ in it (the sanitizer passes skip models/ and bench/).
+CPP_PACKAGES=(//core/... //graph/... //comm/... //data/... //compress/... //ops/... //passes/...
+              //schedulers/... //runtime/... //tests/...)
+
+echo "== layering: tests/check_layers.py"
+if python3 tests/check_layers.py --self-test && python3 tests/check_layers.py; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  overall=1
+fi
+
 run_pass "all suites" //...
 if [ -x /usr/local/cuda/bin/nvcc ]; then
-  run_pass "CUDA targets" --config=cuda //ops/cuda/... //runtime/comm:nccl_communicator_test
+  run_pass "CUDA targets" --config=cuda //ops/cuda/... //comm:nccl_communicator_test
 else
   echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
 fi
 if [ "$quick" -eq 0 ]; then
-  run_pass "AddressSanitizer + UBSan" --config=asan //graph/... //ops/... //passes/... //runtime/... //schedulers/... //tests/...
+  run_pass "AddressSanitizer + UBSan" --config=asan "${CPP_PACKAGES[@]}"
 fi
 if [ "$tsan" -eq 1 ]; then
-  run_pass "ThreadSanitizer" --config=tsan //graph/... //ops/... //passes/... //runtime/... //schedulers/... //tests/...
+  run_pass "ThreadSanitizer" --config=tsan "${CPP_PACKAGES[@]}"
 fi
 rm -f "$summary"
 echo "nereid: $passed passed, $failed failed"

@@ -40,9 +40,8 @@ absl::StatusOr<GraphFile> ParseGraphText(absl::string_view text, std::string pat
 absl::StatusOr<GraphFile> ParseGraphBinary(absl::string_view bytes, std::string path);
 
 std::string GraphDefToText(const GraphDef& def);
-// Writes atomically: a temporary file beside `path`, fsync, rename.
+// Writes atomically (core/file_io.h).
 absl::Status WriteGraphFile(const GraphDef& def, const std::string& path, GraphFormat format);
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
 }  // namespace nereid
 

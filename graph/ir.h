@@ -21,8 +21,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/tensor_shape.h"
 #include "graph/graph.pb.h"
-#include "graph/tensor_shape.h"
 
 namespace nereid {
 

@@ -1,5 +1,5 @@
 // Communication ops the distribution passes insert. They run through the
-// worker's collective engine (runtime/collective_engine.h), which issues them
+// worker's collective engine (schedulers/collective_engine.h), which issues them
 // in one fixed order on every rank.
 
 #include "absl/strings/str_cat.h"
@@ -40,7 +40,7 @@ NEREID_REGISTER_OP(OpDefBuilder("AllReduce")
 
 NEREID_REGISTER_OP(OpDefBuilder("CompressedAllReduce")
                        .Summary("Gradients averaged across the data-parallel ranks in compressed form by a "
-                                "gradient codec each (runtime/compress/), one collective per round for all: "
+                                "gradient codec each (compress/), one collective per round for all: "
                                 "inputs are the `gradients` gradients, then each one's codec state "
                                 "(error-feedback residuals, momentum, bases); outputs the averages, then the "
                                 "next state. Runs in `bucket` order with the AllReduce buckets.")

@@ -1,7 +1,7 @@
 #include "ops/gradient_builder.h"
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/shape_fns.h"
 
 namespace nereid {

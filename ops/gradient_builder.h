@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/status_macros.h"
 #include "graph/ir.h"
-#include "graph/status_macros.h"
 #include "ops/op_registry.h"
 
 namespace nereid {

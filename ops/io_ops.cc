@@ -1,7 +1,7 @@
 // Where values enter the graph: data inputs, trainable parameters, constants.
 
 #include "absl/strings/str_cat.h"
-#include "graph/tensor_proto.h"
+#include "core/tensor_proto.h"
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_fns.h"

@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "core/tensor_shape.h"
 #include "graph/errors.h"
-#include "graph/status_macros.h"
-#include "graph/tensor_shape.h"
 
 namespace nereid {
 namespace {

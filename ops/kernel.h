@@ -23,13 +23,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/tensor.h"
 #include "graph/ir.h"
+#include "ops/collective_queue.h"
 #include "ops/op_registry.h"
-#include "runtime/tensor.h"
 
 namespace nereid {
-
-class CollectiveEngine;  // runtime/collective_engine.h
 
 inline constexpr absl::string_view kCpu = "CPU";
 inline constexpr absl::string_view kGpu = "GPU";
@@ -86,10 +85,10 @@ class OpKernelContext {
   void set_source_value(const Tensor* value) { source_value_ = value; }
   const Tensor* source_value() const { return source_value_; }
 
-  // The worker's collective engine (communication kernels); null when the
+  // The worker's collective queue (communication kernels); null when the
   // worker runs alone.
-  void set_collectives(CollectiveEngine* engine) { collectives_ = engine; }
-  CollectiveEngine* collectives() const { return collectives_; }
+  void set_collectives(CollectiveQueue* queue) { collectives_ = queue; }
+  CollectiveQueue* collectives() const { return collectives_; }
 
  private:
   const Node* node_;
@@ -99,7 +98,7 @@ class OpKernelContext {
   ThreadBudget* budget_;
   std::vector<Tensor> outputs_;
   const Tensor* source_value_ = nullptr;
-  CollectiveEngine* collectives_ = nullptr;
+  CollectiveQueue* collectives_ = nullptr;
   int borrowed_ = 0;
   int threads_ = 0;  // 0 until AcquireThreads is first called
 };

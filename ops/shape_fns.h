@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/op_registry.h"
 
 namespace nereid {

@@ -3,7 +3,7 @@
 // and '<param>/v', each carried to the next step by a Feedback.
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/gradient_builder.h"
 #include "passes/optimizer_common.h"
 

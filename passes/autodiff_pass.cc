@@ -9,10 +9,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "graph/errors.h"
-#include "graph/status_macros.h"
-#include "graph/topo_order.h"
 #include "ops/gradient_builder.h"
+#include "ops/topo_order.h"
 #include "passes/pass.h"
 
 namespace nereid {

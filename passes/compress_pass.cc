@@ -3,9 +3,9 @@
 //
 // fp16 / bf16 (Pipe-SGD's truncation): the values are summable, so every
 // AllReduce bucket is marked with the wire format; the communicator sends
-// 16-bit values and adds them in float32 (runtime/comm/wire_format.h).
+// 16-bit values and adds them in float32 (comm/wire_format.h).
 //
-// Every other method is a gradient codec (runtime/compress/): the selected
+// Every other method is a gradient codec (compress/): the selected
 // gradients leave their AllReduce bucket for one CompressedAllReduce node per
 // bucket, with a codec per gradient, whose codes go in one collective per
 // round: all-gathered (QSGD, TernGrad, top-k, 1-bit) or allreduced
@@ -31,12 +31,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "graph/status_macros.h"
-#include "graph/topo_order.h"
+#include "compress/codec.h"
+#include "core/status_macros.h"
 #include "ops/gradient_builder.h"
+#include "ops/topo_order.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
-#include "runtime/compress/codec.h"
 
 namespace nereid {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
-#include "graph/topo_order.h"
+#include "core/status_macros.h"
 #include "ops/gradient_builder.h"
+#include "ops/topo_order.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
 

@@ -1,8 +1,8 @@
 #include "passes/optimizer_common.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
 #include "graph/errors.h"
-#include "graph/status_macros.h"
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 

@@ -7,8 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "graph/shape_inference.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
+#include "ops/shape_inference.h"
 
 namespace nereid {
 namespace {

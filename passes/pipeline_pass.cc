@@ -21,7 +21,7 @@
 // are checkpointed, checked identical across ranks at start-up, and resumed.
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/gradient_builder.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"

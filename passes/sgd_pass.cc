@@ -4,7 +4,7 @@
 // momentum > 0, and Feedback nodes carrying both to the next step.
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/gradient_builder.h"
 #include "passes/optimizer_common.h"
 

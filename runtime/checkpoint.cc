@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "graph/graph_io.h"
-#include "graph/status_macros.h"
-#include "graph/tensor_shape.h"
-#include "runtime/fingerprint.h"
+#include "core/file_io.h"
+#include "core/fingerprint.h"
+#include "core/status_macros.h"
+#include "core/tensor_shape.h"
 
 namespace nereid {
 namespace {

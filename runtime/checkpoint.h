@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/tensor.h"
+#include "core/tensor.h"
 
 namespace nereid {
 

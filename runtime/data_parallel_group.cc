@@ -3,12 +3,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
-#include "runtime/comm/fault_injection.h"
-#include "runtime/comm/fault_plan.h"
-#include "runtime/comm/rendezvous.h"
-#include "runtime/fingerprint.h"
-#include "runtime/version.h"
+#include "comm/fault_injection.h"
+#include "comm/fault_plan.h"
+#include "comm/rendezvous.h"
+#include "core/fingerprint.h"
+#include "core/status_macros.h"
+#include "core/version.h"
 
 namespace nereid {
 

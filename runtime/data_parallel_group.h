@@ -14,9 +14,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/communicator.h"
 #include "graph/ir.h"
-#include "runtime/collective_engine.h"
-#include "runtime/comm/communicator.h"
+#include "schedulers/collective_engine.h"
 #include "schedulers/executor.h"
 
 namespace nereid {

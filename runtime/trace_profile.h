@@ -2,7 +2,7 @@
 #define NEREID_RUNTIME_TRACE_PROFILE_H_
 
 // The inputs `nereid model` reads from JSON files: a compute profile from a
-// trace that `nereid run --trace` wrote (runtime/trace.h), and the link's
+// trace that `nereid run --trace` wrote (core/trace.h), and the link's
 // alpha and beta from `nereid bench allreduce --json` (allreduce_bench.h).
 //
 // A profile takes, from a one-worker trace:

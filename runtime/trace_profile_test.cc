@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/trace.h"
 
 namespace nereid {
 namespace {

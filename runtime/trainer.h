@@ -14,8 +14,8 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
-#include "runtime/compress/layer_bytes.h"
 #include "absl/time/time.h"
+#include "compress/layer_bytes.h"
 #include "graph/ir.h"
 
 namespace nereid {
@@ -89,7 +89,7 @@ struct TrainResult {
   // in communication work, and the encoding/decoding part of it (codecs).
   double comm_seconds_per_step = 0;
   double codec_seconds_per_step = 0;
-  // Per-layer gradient bytes of the plan (runtime/compress/layer_bytes.h).
+  // Per-layer gradient bytes of the plan (compress/layer_bytes.h).
   std::vector<LayerBytes> layer_bytes;
   // FNV-1a of every parameter's final bytes (equal on every rank).
   uint64_t parameter_fingerprint = 0;

@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/initializers.h"
+#include "core/status_macros.h"
 #include "graph/errors.h"
-#include "graph/status_macros.h"
-#include "graph/topo_order.h"
 #include "ops/op_registry.h"
-#include "runtime/initializers.h"
+#include "ops/topo_order.h"
 #include "tbb/task_arena.h"
 
 namespace nereid {

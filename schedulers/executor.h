@@ -30,11 +30,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/tensor.h"
+#include "core/trace.h"
 #include "graph/ir.h"
 #include "ops/kernel.h"
-#include "runtime/tensor.h"
-#include "runtime/collective_engine.h"
-#include "runtime/trace.h"
+#include "schedulers/collective_engine.h"
 #include "schedulers/progress_tracker.h"
 
 namespace nereid {

@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/graph_io.h"
 #include "graph/ir.h"
-#include "graph/model_loader.h"
+#include "ops/model_loader.h"
 
 namespace nereid {
 namespace testing {

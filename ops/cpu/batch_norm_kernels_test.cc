@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor.h"
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
-#include "graph/model_loader.h"
 #include "gtest/gtest.h"
 #include "ops/kernel.h"
-#include "runtime/tensor.h"
+#include "ops/model_loader.h"
 
 namespace nereid {
 namespace {

@@ -8,9 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/kernel.h"
-#include "runtime/collective_engine.h"
 
 namespace nereid {
 namespace {
@@ -33,7 +32,7 @@ class AllReduceKernel : public AsyncOpKernel {
       outputs.push_back((*out)->data<float>());
       total += ctx->input(i).num_elements();
     }
-    CollectiveEngine* engine = ctx->collectives();
+    CollectiveQueue* engine = ctx->collectives();
     if (engine == nullptr) {
       // A worker alone: the reduction over one rank is its own value.
       for (int i = 0; i < ctx->num_inputs(); ++i) {

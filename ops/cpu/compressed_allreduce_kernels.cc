@@ -1,5 +1,5 @@
 // The CompressedAllReduce kernel: runs the node's gradient codecs
-// (runtime/compress/codec.h), one per gradient, fused into one collective per
+// (compress/codec.h), one per gradient, fused into one collective per
 // round (AverageFused), on the collective engine's thread in the node's
 // bucket turn, so compressed gradients keep the fixed per-step order of
 // every other collective.
@@ -11,11 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "graph/status_macros.h"
+#include "compress/codec.h"
+#include "compress/communicator_codec_comm.h"
+#include "core/status_macros.h"
 #include "ops/kernel.h"
-#include "runtime/collective_engine.h"
-#include "runtime/compress/codec.h"
-#include "runtime/compress/communicator_codec_comm.h"
 
 namespace nereid {
 namespace {
@@ -74,7 +73,7 @@ class CompressedAllReduceKernel : public AsyncOpKernel {
       }
       fused.push_back(std::move(f));
     }
-    CollectiveEngine* engine = ctx->collectives();
+    CollectiveQueue* engine = ctx->collectives();
     if (engine == nullptr) {
       LocalCodecComm alone;
       std::lock_guard<std::mutex> lock(alone_mu_);  // pipelined steps may overlap here

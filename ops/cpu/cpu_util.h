@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/tensor.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "ops/kernel.h"
-#include "runtime/tensor.h"
 #include "tbb/parallel_for.h"
 
 namespace nereid {

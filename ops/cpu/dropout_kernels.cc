@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
 
 namespace nereid {

@@ -2,7 +2,7 @@
 // in the backward pass, and AddN (gradient accumulation).
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
 
 namespace nereid {

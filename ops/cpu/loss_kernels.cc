@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
 
 namespace nereid {

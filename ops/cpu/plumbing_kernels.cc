@@ -2,9 +2,9 @@
 // passed through (Identity, Feedback, Gradient), and reshapes, which share
 // their input's buffer.
 
-#include "graph/status_macros.h"
+#include "core/initializers.h"
+#include "core/status_macros.h"
 #include "ops/kernel.h"
-#include "runtime/initializers.h"
 
 namespace nereid {
 namespace {

@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status_macros.h"
+#include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
 #include "ops/cpu/window.h"
 

@@ -1,7 +1,7 @@
 // nereid bench allreduce: Nereid's allreduce against raw Gloo and the
 // alpha-beta bound of the measured link, per message size.
 // nereid bench compress MODEL: the aggregation time of the model's gradients,
-// uncompressed and with each compressor (runtime/compress/aggregation_bench.h).
+// uncompressed and with each compressor (compress/aggregation_bench.h).
 
 #include <cstdio>
 #include <string>
@@ -10,19 +10,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "graph/model_loader.h"
-#include "graph/status_macros.h"
+#include "comm/allreduce_bench.h"
+#include "comm/launch_env.h"
+#include "comm/rendezvous.h"
+#include "compress/aggregation_bench.h"
+#include "core/file_io.h"
+#include "core/status_macros.h"
+#include "core/version.h"
+#include "ops/model_loader.h"
 #include "passes/pass_manager.h"
-#include "runtime/compress/aggregation_bench.h"
-#include "graph/graph_io.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/cli/local_launch.h"
-#include "runtime/comm/allreduce_bench.h"
-#include "runtime/comm/launch_env.h"
-#include "runtime/comm/rendezvous.h"
 #include "runtime/launcher/progress_reporter.h"
-#include "runtime/version.h"
 
 namespace nereid {
 namespace {

@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/file_io.h"
+#include "core/json_writer.h"
 #include "graph/dot_export.h"
-#include "graph/graph_io.h"
-#include "graph/model_loader.h"
-#include "graph/model_summary.h"
+#include "ops/model_loader.h"
+#include "ops/model_summary.h"
 #include "runtime/cli/command.h"
-#include "runtime/json_writer.h"
 
 namespace nereid {
 namespace {

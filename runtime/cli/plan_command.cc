@@ -6,13 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "compress/codec.h"
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
-#include "graph/model_loader.h"
+#include "ops/model_loader.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
-#include "runtime/compress/codec.h"
 
 namespace nereid {
 namespace {

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/launch_env.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
-#include "runtime/comm/launch_env.h"
 #include "runtime/cli/local_launch.h"
 #include "runtime/launcher/progress_reporter.h"
 #include "runtime/trainer.h"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <map>
 
-#include "runtime/compress/bit_stream.h"
+#include "compress/bit_stream.h"
 #include "tests/compress/codec_test_util.h"
 
 namespace nereid {

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "compress/codec.h"
 #include "gtest/gtest.h"
-#include "runtime/compress/codec.h"
 
 namespace nereid {
 namespace testing_codec {

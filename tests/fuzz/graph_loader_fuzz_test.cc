@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "graph/import_export.h"
-#include "graph/model_loader.h"
 #include "gtest/gtest.h"
+#include "ops/model_loader.h"
 
 namespace nereid {
 namespace {

@@ -2,9 +2,9 @@
 // with a count by hand, written out layer by layer below.
 
 #include "gmock/gmock.h"
-#include "graph/model_loader.h"
-#include "graph/model_summary.h"
 #include "gtest/gtest.h"
+#include "ops/model_loader.h"
+#include "ops/model_summary.h"
 
 namespace nereid {
 namespace {

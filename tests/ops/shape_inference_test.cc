@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/op_registry.h"
-#include "graph/shape_inference.h"
+#include "ops/shape_inference.h"
 #include "tests/test_util.h"
 
 namespace nereid {

@@ -9,8 +9,8 @@
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
-#include "graph/model_loader.h"
 #include "gtest/gtest.h"
+#include "ops/model_loader.h"
 #include "passes/pass_manager.h"
 
 namespace nereid {

@@ -10,11 +10,11 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "core/tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "graph/model_loader.h"
+#include "ops/model_loader.h"
 #include "passes/pass_manager.h"
-#include "runtime/tensor.h"
 #include "schedulers/executor.h"
 #include "tests/test_util.h"
 

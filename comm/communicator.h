@@ -1,0 +1,79 @@
+#ifndef NEREID_COMM_COMMUNICATOR_H_
+#define NEREID_COMM_COMMUNICATOR_H_
+
+// The communicator: collectives and point-to-point transfers among the
+// `world` workers of one training run. Backends (Gloo over TCP for CPU
+// tensors, NCCL for GPU ones) and wrappers (fault injection, byte counting)
+// implement this interface; nothing above comm/ names a backend.
+//
+// Every call names a tag and a timeout. The tag keeps concurrent or
+// interleaved operations apart (the same call on every rank must use the same
+// tag); the timeout bounds how long a call waits for its peers, so a dead or
+// stopped peer ends in DeadlineExceeded or Unavailable naming the operation,
+// never in a hang. Calls on one communicator must be issued in the same order
+// on every rank (the collective engine guarantees it for the executor).
+//
+// Buffers are raw float32 spans: whole tensors or slices of them.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "comm/wire_format.h"
+
+namespace nereid {
+
+enum class ReduceOp { kSum, kAvg };
+
+struct CollectiveOptions {
+  uint32_t tag = 0;
+  absl::Duration timeout = absl::Seconds(60);
+  // AllReduce only: the number format on the wire (wire_format.h). Sums are
+  // still taken in float32; every rank ends with the same values.
+  WireType wire = WireType::kFloat32;
+};
+
+// Bytes this rank put on and took off the wire, by the algorithm each backend
+// runs (e.g. ring allreduce of S bytes over n ranks: 2(n-1)/n * S each way).
+struct TrafficCounters {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t calls = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // "gloo/tcp", "nccl", "fault(gloo/tcp)", ... for messages and metrics.
+  virtual std::string backend() const = 0;
+
+  // In place: every rank ends with the reduction of all ranks' `data`.
+  virtual absl::Status AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) = 0;
+  // `data` holds world * chunk elements on every rank; rank r ends with the
+  // reduction of chunk r in `out` (chunk elements).
+  virtual absl::Status ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                     const CollectiveOptions& options) = 0;
+  // Each rank contributes `in` (same size on every rank); `out` (world *
+  // in.size()) ends with rank 0's block first.
+  virtual absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out,
+                                 const CollectiveOptions& options) = 0;
+  // `root`'s `data` is copied to every rank.
+  virtual absl::Status Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) = 0;
+  virtual absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) = 0;
+  virtual absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) = 0;
+  virtual absl::Status Barrier(const CollectiveOptions& options) = 0;
+
+  // Totals since creation (thread-safe to read).
+  virtual TrafficCounters traffic() const = 0;
+};
+
+}  // namespace nereid
+
+#endif  // NEREID_COMM_COMMUNICATOR_H_

@@ -1,0 +1,140 @@
+#include "comm/fault_plan.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace nereid {
+namespace {
+
+constexpr absl::string_view kSyntax =
+    "expected delay=<duration>[@N], drop@N, kill@N, stop@N or corrupt@N, each optionally prefixed by rank=R:";
+
+absl::StatusOr<int64_t> ParseCall(absl::string_view text, absl::string_view item) {
+  int64_t call = 0;
+  if (!absl::SimpleAtoi(text, &call) || call < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault '", item, "': call number '", text, "' is not an integer >= 1 (calls count from 1)"));
+  }
+  return call;
+}
+
+absl::StatusOr<Fault> ParseItem(absl::string_view item) {
+  Fault fault;
+  absl::string_view rest = item;
+  if (absl::ConsumePrefix(&rest, "rank=")) {
+    const size_t colon = rest.find(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': 'rank=R' must be followed by ':'"));
+    }
+    const absl::string_view rank_text = rest.substr(0, colon);
+    if (!absl::SimpleAtoi(rank_text, &fault.rank) || fault.rank < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault '", item, "': rank '", rank_text, "' is not an integer >= 0"));
+    }
+    rest.remove_prefix(colon + 1);
+  }
+  absl::string_view at_text;
+  bool has_at = false;
+  if (const size_t at = rest.find('@'); at != absl::string_view::npos) {
+    at_text = rest.substr(at + 1);
+    rest = rest.substr(0, at);
+    has_at = true;
+  }
+  if (absl::ConsumePrefix(&rest, "delay=")) {
+    fault.kind = Fault::Kind::kDelay;
+    if (!absl::ParseDuration(rest, &fault.delay) || fault.delay < absl::ZeroDuration() ||
+        fault.delay == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault '", item, "': '", rest, "' is not a finite duration >= 0 such as 200ms or 1.5s"));
+    }
+  } else if (rest == "drop") {
+    fault.kind = Fault::Kind::kDrop;
+  } else if (rest == "kill") {
+    fault.kind = Fault::Kind::kKill;
+  } else if (rest == "stop") {
+    fault.kind = Fault::Kind::kStop;
+  } else if (rest == "corrupt") {
+    fault.kind = Fault::Kind::kCorrupt;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': unknown fault '", rest, "' (", kSyntax, ")"));
+  }
+  if (has_at) {
+    absl::StatusOr<int64_t> call = ParseCall(at_text, item);
+    if (!call.ok()) return call.status();
+    fault.call = *call;
+  } else if (fault.kind != Fault::Kind::kDelay) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault '", item, "': '", rest, "' needs a call number, e.g. ", rest, "@3"));
+  }
+  return fault;
+}
+
+}  // namespace
+
+FaultPlan FaultPlan::ForRank(int rank) const {
+  FaultPlan out;
+  for (const Fault& f : faults) {
+    if (f.rank < 0 || f.rank == rank) out.faults.push_back(f);
+  }
+  return out;
+}
+
+std::string FaultPlan::ToString() const {
+  std::vector<std::string> items;
+  for (const Fault& f : faults) {
+    std::string item = f.rank >= 0 ? absl::StrCat("rank=", f.rank, ":") : "";
+    switch (f.kind) {
+      case Fault::Kind::kDelay:
+        absl::StrAppend(&item, "delay=", absl::FormatDuration(f.delay));
+        break;
+      case Fault::Kind::kDrop:
+        item += "drop";
+        break;
+      case Fault::Kind::kKill:
+        item += "kill";
+        break;
+      case Fault::Kind::kStop:
+        item += "stop";
+        break;
+      case Fault::Kind::kCorrupt:
+        item += "corrupt";
+        break;
+    }
+    if (f.call > 0) absl::StrAppend(&item, "@", f.call);
+    items.push_back(std::move(item));
+  }
+  return absl::StrJoin(items, ",");
+}
+
+absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
+  FaultPlan plan;
+  if (absl::StripAsciiWhitespace(text).empty()) return plan;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("fault plan '", text, "': empty item (", kSyntax, ")"));
+    }
+    absl::StatusOr<Fault> fault = ParseItem(item);
+    if (!fault.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("fault plan '", text, "': ", fault.status().message()));
+    }
+    plan.faults.push_back(*fault);
+  }
+  return plan;
+}
+
+absl::StatusOr<FaultPlan> FaultPlanFromEnv(const EnvGetter& env) {
+  const std::optional<std::string> value = env(kFaultsEnvVar);
+  if (!value.has_value()) return FaultPlan{};
+  absl::StatusOr<FaultPlan> plan = ParseFaultPlan(*value);
+  if (!plan.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(kFaultsEnvVar, ": ", plan.status().message()));
+  }
+  return plan;
+}
+
+}  // namespace nereid

@@ -1,0 +1,506 @@
+#include "comm/nccl_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "comm/rendezvous.h"
+#include "core/status_macros.h"
+
+// Non-blocking communicators (ncclConfig_t.blocking), ncclGetLastError and
+// ncclAvg. The toolkit on the build machines has 2.28.
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the NCCL backend needs NCCL >= 2.14 (non-blocking communicators)"
+#endif
+
+namespace nereid {
+namespace {
+
+constexpr int64_t kBytesPerElement = sizeof(float);
+constexpr char kUniqueIdKey[] = "nccl/unique_id";
+// How long the destructor waits for ncclCommFinalize before aborting.
+constexpr absl::Duration kFinalizeTimeout = absl::Seconds(5);
+// Longest timeout honoured (as in the Gloo backend).
+constexpr absl::Duration kMaxTimeout = absl::Hours(24 * 7);
+
+std::string NcclText(ncclResult_t result, ncclComm_t comm) {
+  std::string text = ncclGetErrorString(result);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') absl::StrAppend(&text, " (", last, ")");
+  return text;
+}
+
+absl::StatusCode NcclCode(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return absl::StatusCode::kOk;
+    case ncclInvalidArgument:
+      return absl::StatusCode::kInvalidArgument;
+    case ncclInvalidUsage:
+      return absl::StatusCode::kFailedPrecondition;
+    case ncclSystemError:
+    case ncclRemoteError:
+      return absl::StatusCode::kUnavailable;
+    default:  // ncclUnhandledCudaError, ncclInternalError, ...
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::Status NcclError(const std::string& where, const char* call, ncclResult_t result, ncclComm_t comm) {
+  return absl::Status(NcclCode(result), absl::StrCat(where, ": ", call, ": NCCL error ", static_cast<int>(result),
+                                                     ": ", NcclText(result, comm)));
+}
+
+absl::Status CudaError(const std::string& where, const char* call, cudaError_t error) {
+  return absl::InternalError(absl::StrCat(where, ": ", call, ": CUDA error ", static_cast<int>(error), " (",
+                                          cudaGetErrorName(error), "): ", cudaGetErrorString(error)));
+}
+
+absl::Status CheckTimeout(const std::string& where, absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": timeout must be positive, got ", absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+// Polls with a short spin first (most collectives finish in microseconds),
+// then sleeps growing to 1 ms.
+class Backoff {
+ public:
+  void Wait() {
+    if (++polls_ <= 64) {
+      std::this_thread::yield();
+    } else {
+      sleep_ = std::min(absl::Milliseconds(1), sleep_ * 2);
+      absl::SleepFor(sleep_);
+    }
+  }
+
+ private:
+  int polls_ = 0;
+  absl::Duration sleep_ = absl::Microseconds(5);
+};
+
+// Makes `device` current for the scope, then restores the previous device.
+class DeviceScope {
+ public:
+  absl::Status Enter(const std::string& where, int device) {
+    cudaError_t error = cudaGetDevice(&previous_);
+    if (error != cudaSuccess) return CudaError(where, "cudaGetDevice", error);
+    if (previous_ == device) return absl::OkStatus();
+    error = cudaSetDevice(device);
+    if (error != cudaSuccess) return CudaError(where, absl::StrCat("cudaSetDevice(", device, ")").c_str(), error);
+    restore_ = true;
+    return absl::OkStatus();
+  }
+  ~DeviceScope() {
+    if (restore_) (void)cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
+
+// Waits until the non-blocking `comm` leaves ncclInProgress, up to `timeout`.
+// Returns the final state (ncclInProgress if the time ran out) or the error
+// of ncclCommGetAsyncError itself.
+ncclResult_t WaitWhileInProgress(ncclComm_t comm, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  Backoff backoff;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t result = ncclCommGetAsyncError(comm, &state);
+    if (result != ncclSuccess) return result;
+    if (state != ncclInProgress) return state;
+    if (absl::Now() >= deadline) return ncclInProgress;
+    backoff.Wait();
+  }
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclSum; }
+
+std::string FormatMillis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(ncclComm_t comm, int device) {
+  const std::string where = absl::StrCat("nccl communicator on device ", device);
+  if (comm == nullptr) return absl::InvalidArgumentError(absl::StrCat(where, ": null ncclComm_t"));
+  // Abort `comm` on every failure below: we own it.
+  auto fail = [comm](absl::Status status) {
+    (void)ncclCommAbort(comm);
+    return status;
+  };
+  int rank = -1;
+  int world = 0;
+  ncclResult_t result = ncclCommUserRank(comm, &rank);
+  if (result != ncclSuccess) return fail(NcclError(where, "ncclCommUserRank", result, comm));
+  result = ncclCommCount(comm, &world);
+  if (result != ncclSuccess) return fail(NcclError(where, "ncclCommCount", result, comm));
+  int comm_device = -1;
+  result = ncclCommCuDevice(comm, &comm_device);
+  if (result != ncclSuccess) return fail(NcclError(where, "ncclCommCuDevice", result, comm));
+  if (comm_device != device) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat(where, ": the NCCL communicator belongs to device ", comm_device)));
+  }
+  DeviceScope scope;
+  absl::Status status = scope.Enter(where, device);
+  if (!status.ok()) return fail(status);
+  cudaStream_t stream = nullptr;
+  cudaError_t error = cudaStreamCreate(&stream);
+  if (error != cudaSuccess) return fail(CudaError(where, "cudaStreamCreate", error));
+  void* barrier = nullptr;
+  error = cudaMalloc(&barrier, sizeof(float));
+  if (error == cudaSuccess) error = cudaMemset(barrier, 0, sizeof(float));
+  if (error != cudaSuccess) {
+    if (barrier != nullptr) (void)cudaFree(barrier);
+    (void)cudaStreamDestroy(stream);
+    return fail(CudaError(where, "allocating the barrier buffer", error));
+  }
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(comm, rank, world, device, stream, static_cast<float*>(barrier)));
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream,
+                                   float* barrier_buffer)
+    : rank_(rank), world_(world), device_(device), stream_(stream), barrier_buffer_(barrier_buffer), comm_(comm) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  absl::MutexLock lock(&mu_);
+  DeviceScope scope;
+  (void)scope.Enter("~NcclCommunicator", device_);
+  if (comm_ != nullptr) {
+    // Finalize needs the peers to quiesce too; a peer that is gone must not
+    // hang us, so wait a bounded time and abort otherwise.
+    ncclResult_t result = ncclCommFinalize(comm_);
+    if (result == ncclSuccess || result == ncclInProgress) result = WaitWhileInProgress(comm_, kFinalizeTimeout);
+    if (result == ncclSuccess) {
+      (void)ncclCommDestroy(comm_);
+    } else {
+      (void)ncclCommAbort(comm_);
+    }
+    comm_ = nullptr;
+  }
+  if (barrier_buffer_ != nullptr) (void)cudaFree(barrier_buffer_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+std::string NcclCommunicator::Where(const char* op, uint32_t tag, const std::string& peers) const {
+  std::string where =
+      absl::StrCat(backend(), " ", op, " (tag ", tag, ", rank ", rank_, " of ", world_, ", device ", device_);
+  if (!peers.empty()) absl::StrAppend(&where, ", ", peers);
+  where += ")";
+  return where;
+}
+
+absl::Status NcclCommunicator::Begin(const char* op, const CollectiveOptions& options) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(Where(op, options.tag, ""),
+                                                        ": communicator unusable after an earlier failure: ",
+                                                        broken_.message()));
+    }
+  }
+  return CheckTimeout(Where(op, options.tag, ""), options.timeout);
+}
+
+absl::Status NcclCommunicator::CheckDeviceBuffer(const std::string& where, const char* what,
+                                                 const void* data) const {
+  cudaPointerAttributes attributes;
+  std::memset(&attributes, 0, sizeof(attributes));
+  const cudaError_t error = cudaPointerGetAttributes(&attributes, data);
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky, but do not leave it for others
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what, " is not CUDA memory: ",
+                                                   cudaGetErrorString(error)));
+  }
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", what, " is host memory; the NCCL backend needs device buffers (cudaMalloc) on device ",
+        device_));
+  }
+  if (attributes.type == cudaMemoryTypeDevice && attributes.device != device_) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what, " lives on device ", attributes.device,
+                                                   ", the communicator on device ", device_));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Abort(absl::Status status) {
+  if (comm_ != nullptr) {
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  if (broken_.ok()) broken_ = status;
+  return status;
+}
+
+absl::Status NcclCommunicator::Execute(const std::string& where, const CollectiveOptions& options,
+                                       const std::function<ncclResult_t(ncclComm_t)>& enqueue) {
+  absl::MutexLock lock(&mu_);
+  if (comm_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": communicator unusable after an earlier failure: ", broken_.message()));
+  }
+  const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
+  const absl::Time deadline = absl::Now() + timeout;
+  DeviceScope scope;
+  RETURN_IF_ERROR(scope.Enter(where, device_));
+
+  const ncclResult_t enqueued = enqueue(comm_);
+  if (enqueued != ncclSuccess && enqueued != ncclInProgress) {
+    const absl::Status status = NcclError(where, "enqueueing", enqueued, comm_);
+    // Bad arguments are refused before anything runs; the communicator stays
+    // usable unless NCCL reports it broken.
+    ncclResult_t state = ncclSuccess;
+    const bool healthy = ncclCommGetAsyncError(comm_, &state) == ncclSuccess &&
+                         (state == ncclSuccess || state == ncclInProgress);
+    if (healthy && (enqueued == ncclInvalidArgument || enqueued == ncclInvalidUsage)) {
+      // A non-blocking communicator may still be completing the refusal.
+      if (state == ncclInProgress && WaitWhileInProgress(comm_, deadline - absl::Now()) != ncclSuccess) {
+        return Abort(status);
+      }
+      return status;
+    }
+    return Abort(status);
+  }
+
+  // Done when NCCL has finished enqueueing (state ncclSuccess, not
+  // ncclInProgress) and the stream has run the work.
+  Backoff backoff;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+    if (result != ncclSuccess) return Abort(NcclError(where, "ncclCommGetAsyncError", result, comm_));
+    if (state != ncclSuccess && state != ncclInProgress) {
+      return Abort(NcclError(where, "asynchronous error", state, comm_));
+    }
+    if (state == ncclSuccess) {
+      const cudaError_t error = cudaStreamQuery(stream_);
+      if (error == cudaSuccess) return absl::OkStatus();
+      if (error != cudaErrorNotReady) return Abort(CudaError(where, "cudaStreamQuery", error));
+    }
+    if (absl::Now() >= deadline) {
+      return Abort(absl::DeadlineExceededError(absl::StrCat(
+          where, ": not complete after ", FormatMillis(timeout),
+          " (a peer did not make the matching call, or is stopped or dead); the NCCL communicator was aborted")));
+    }
+    backoff.Wait();
+  }
+}
+
+absl::Status NcclCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
+  RETURN_IF_ERROR(Begin("allreduce", options));
+  if (options.wire != WireType::kFloat32) {
+    return absl::UnimplementedError(absl::StrCat(Where("allreduce", options.tag, ""), ": the ",
+                                                 WireTypeName(options.wire),
+                                                 " wire format is not implemented for NCCL yet"));
+  }
+  if (data.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where = Where("allreduce", options.tag, "");
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, stream_);
+  }));
+  meter_.RecordCall(RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement));
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                             const CollectiveOptions& options) {
+  RETURN_IF_ERROR(Begin("reduce_scatter", options));
+  const std::string where = Where("reduce_scatter", options.tag, "");
+  const size_t chunk = out.size();
+  const size_t n = static_cast<size_t>(world_);
+  if (data.size() != chunk * n) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": input has ", data.size(),
+                                                   " elements, expected world (", n, ") x output (", chunk,
+                                                   ") = ", chunk * n));
+  }
+  if (chunk == 0) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "input", data.data()));
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "output", out.data()));
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    return ncclReduceScatter(data.data(), out.data(), chunk, ncclFloat32, NcclOp(op), comm, stream_);
+  }));
+  meter_.RecordCall(RingReduceScatterTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement));
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out,
+                                         const CollectiveOptions& options) {
+  RETURN_IF_ERROR(Begin("allgather", options));
+  const std::string where = Where("allgather", options.tag, "");
+  const size_t n = static_cast<size_t>(world_);
+  if (out.size() != in.size() * n) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": output has ", out.size(),
+                                                   " elements, expected world (", n, ") x input (", in.size(),
+                                                   ") = ", in.size() * n));
+  }
+  if (in.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "input", in.data()));
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "output", out.data()));
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    return ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm, stream_);
+  }));
+  meter_.RecordCall(RingAllGatherTraffic(world_, static_cast<int64_t>(out.size()) * kBytesPerElement));
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
+  RETURN_IF_ERROR(Begin("broadcast", options));
+  const std::string where = Where("broadcast", options.tag, absl::StrCat("root ", root));
+  if (root < 0 || root >= world_) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": root ", root, " is not a rank of world ", world_));
+  }
+  if (data.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    return ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat32, root, comm, stream_);
+  }));
+  meter_.RecordCall(
+      BinomialBroadcastTraffic(world_, rank_, root, static_cast<int64_t>(data.size()) * kBytesPerElement));
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
+  return PointToPoint("send", const_cast<float*>(data.data()), data.size(), peer, options);
+}
+
+absl::Status NcclCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
+  return PointToPoint("recv", data.data(), data.size(), peer, options);
+}
+
+absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t size, int peer,
+                                            const CollectiveOptions& options) {
+  const bool send = std::string(op) == "send";
+  RETURN_IF_ERROR(Begin(op, options));
+  const std::string where = Where(op, options.tag, absl::StrCat("peer ", peer));
+  if (peer < 0 || peer >= world_ || peer == rank_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": peer ", peer, " is not another rank of world ", world_));
+  }
+  if (size == 0) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data));
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    // ncclGroupEnd is called whatever the transfer returned; the first error wins.
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    const ncclResult_t moved = send ? ncclSend(data, size, ncclFloat32, peer, comm, stream_)
+                                    : ncclRecv(data, size, ncclFloat32, peer, comm, stream_);
+    result = ncclGroupEnd();
+    return moved != ncclSuccess ? moved : result;
+  }));
+  const int64_t bytes = static_cast<int64_t>(size) * kBytesPerElement;
+  meter_.RecordCall(send ? TrafficBytes{bytes, 0} : TrafficBytes{0, bytes});
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Barrier(const CollectiveOptions& options) {
+  RETURN_IF_ERROR(Begin("barrier", options));
+  RETURN_IF_ERROR(Execute(Where("barrier", options.tag, "allreduce of one float"), options, [&](ncclComm_t comm) {
+    return ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream_);
+  }));
+  meter_.RecordCall();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const RendezvousSpec& spec, int rank, int world,
+                                                          int device, const WorkerIdentity& identity,
+                                                          absl::Duration timeout) {
+  const std::string where = absl::StrCat("ConnectNccl(", spec.ToString(), " (run '", spec.run_id, "'), rank ",
+                                         rank, " of ", world, ", device ", device, ")");
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": need world >= 1 and 0 <= rank < world"));
+  }
+  if (device < 0) return absl::InvalidArgumentError(absl::StrCat(where, ": device must be >= 0"));
+  RETURN_IF_ERROR(CheckTimeout(where, timeout));
+  timeout = std::min(timeout, kMaxTimeout);
+
+  // The device first, so that a rank without one fails at once and clearly.
+  int devices = 0;
+  const cudaError_t count_error = cudaGetDeviceCount(&devices);
+  if (count_error != cudaSuccess) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ": no usable CUDA device: cudaGetDeviceCount: ",
+                                                      cudaGetErrorString(count_error)));
+  }
+  if (devices == 0) return absl::FailedPreconditionError(absl::StrCat(where, ": no CUDA device present"));
+  if (device >= devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": device ", device, " does not exist (", devices, " CUDA devices present)"));
+  }
+
+  ASSIGN_OR_RETURN(std::unique_ptr<RendezvousStore> store, OpenRendezvous(spec, rank, world, identity, timeout));
+
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  if (rank == 0) {
+    const ncclResult_t result = ncclGetUniqueId(&id);
+    if (result != ncclSuccess) return NcclError(where, "ncclGetUniqueId", result, nullptr);
+    RETURN_IF_ERROR(
+        store->Set(kUniqueIdKey, absl::BytesToHexString(absl::string_view(id.internal, sizeof(id.internal)))));
+  } else {
+    absl::StatusOr<std::string> hex = store->WaitAndGet(kUniqueIdKey, timeout);
+    if (!hex.ok()) {
+      return absl::Status(hex.status().code(),
+                          absl::StrCat(where, ": waiting for rank 0's NCCL unique id: ", hex.status().message()));
+    }
+    const bool well_formed = hex->size() == 2 * sizeof(id.internal) &&
+                             std::all_of(hex->begin(), hex->end(), [](char c) { return absl::ascii_isxdigit(c); });
+    if (!well_formed) {
+      return absl::InternalError(absl::StrCat(where, ": malformed NCCL unique id in ", store->name(), ": '",
+                                              *hex, "'"));
+    }
+    const std::string bytes = absl::HexStringToBytes(*hex);
+    std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
+  }
+
+  const cudaError_t set_error = cudaSetDevice(device);
+  if (set_error != cudaSuccess) return CudaError(where, absl::StrCat("cudaSetDevice(", device, ")").c_str(), set_error);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // so that init (and every call) can time out
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = ncclCommInitRankConfig(&comm, world, id, rank, &config);
+  if (result == ncclSuccess || result == ncclInProgress) {
+    result = comm == nullptr ? ncclInternalError : WaitWhileInProgress(comm, timeout);
+  }
+  if (result != ncclSuccess) {
+    absl::Status status =
+        result == ncclInProgress
+            ? absl::DeadlineExceededError(absl::StrCat(
+                  where, ": ncclCommInitRankConfig: not all ", world, " ranks joined within ", FormatMillis(timeout),
+                  " (rendezvous store ", store->name(), "); the half-built communicator was aborted"))
+            : NcclError(where, "ncclCommInitRankConfig", result, comm);
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    return status;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> communicator, NcclCommunicator::Create(comm, device));
+  return std::unique_ptr<Communicator>(std::move(communicator));
+}
+
+}  // namespace nereid

@@ -1,0 +1,165 @@
+#ifndef NEREID_COMM_NCCL_COMMUNICATOR_H_
+#define NEREID_COMM_NCCL_COMMUNICATOR_H_
+
+// The NCCL backend: Communicator over NCCL, for GPU tensors.
+//
+// DEVICE BUFFERS: every float span given to this communicator points at CUDA
+// device memory (cudaMalloc, or managed memory) on the communicator's device;
+// the span's size is the element count. Host pointers are rejected with
+// InvalidArgument (checked with cudaPointerGetAttributes), never dereferenced.
+//
+// Operations (one NCCL call each, on the communicator's own CUDA stream):
+//   AllReduce      ncclAllReduce, ncclSum; kAvg = ncclAvg.
+//   ReduceScatter  ncclReduceScatter (kAvg = ncclAvg).
+//   AllGather      ncclAllGather.
+//   Broadcast      ncclBroadcast, in place.
+//   Send / Recv    ncclSend / ncclRecv, each inside ncclGroupStart/End. As
+//                  with Gloo, a Send may not complete until the peer posts
+//                  the matching Recv (sizes must match).
+//   Barrier        ncclAllReduce (sum) of one float in a device buffer the
+//                  communicator owns.
+// NCCL picks its own algorithms (ring, tree, NVLS, ...) per call.
+//
+// Ordering and synchronisation: each call is enqueued on the communicator's
+// stream and the call returns only when that stream has finished it, so the
+// result is ready for any stream when the call returns. The stream is created
+// with default flags: work the caller queued on the legacy default stream
+// (cudaMemcpy, kernels launched without a stream) runs before the collective;
+// data produced on any other stream must be synchronised by the caller first.
+//
+// TAGS: accepted and quoted in messages, but NCCL does not match operations
+// by tag: it matches them by issue order on the communicator. Every rank must
+// therefore issue all its calls in the same order (which the Communicator
+// contract already requires). Calls from several threads are serialised by a
+// mutex (NCCL communicators are not thread-safe); calls issued concurrently
+// from several threads are safe only if every rank takes them in the same
+// order, so issue them from one thread.
+//
+// Timeouts: after enqueueing, the call polls cudaStreamQuery and
+// ncclCommGetAsyncError until the work is done or the call's timeout has
+// passed. On timeout the NCCL communicator is aborted (ncclCommAbort, which
+// also stops the kernel waiting for its peers) and the call returns
+// DeadlineExceeded naming the operation, tag and rank. NCCL asynchronous
+// errors (a peer's connection lost, ...) and CUDA errors also abort it. After
+// an abort the communicator is unusable: later calls return
+// FailedPrecondition quoting the first error. Argument errors (sizes, root,
+// peer, host pointers, NCCL's ncclInvalidArgument/ncclInvalidUsage returned
+// at enqueue time) leave it usable.
+//
+// Zero-element calls return OK without launching anything (on every rank
+// alike, so nothing waits). World 1 is allowed and runs through NCCL.
+//
+// Traffic: counted with the same formulas as the Gloo backend
+// (traffic_accounting.h: ring allreduce, ring allgather, ring reduce-scatter,
+// binomial-tree broadcast, exact send/recv, 0 for a barrier) so that backends
+// compare; they are not a measurement of the algorithm NCCL actually chose.
+//
+// The CUDA device: calls make the communicator's device current for their
+// duration and then restore the caller's current device.
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "comm/rendezvous_spec.h"
+#include "comm/traffic_accounting.h"
+#include "comm/worker_identity.h"
+
+namespace nereid {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Wraps `comm`, a fully initialised NCCL communicator on CUDA device
+  // `device`, and takes ownership of it (also when this fails: then it is
+  // aborted). Creates the communicator's stream and barrier buffer on
+  // `device`. Most callers want ConnectNccl.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(ncclComm_t comm, int device);
+
+  // Finalises the NCCL communicator (bounded wait; aborted if the peers do
+  // not quiesce in time) and frees the stream and the barrier buffer.
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  std::string backend() const override { return "nccl"; }
+  // The CUDA device the buffers must live on.
+  int device() const { return device_; }
+
+  // All spans: device memory on device() (see the file comment).
+  absl::Status AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) override;
+  absl::Status ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                             const CollectiveOptions& options) override;
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out,
+                         const CollectiveOptions& options) override;
+  absl::Status Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) override;
+  absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override;
+  absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) override;
+  absl::Status Barrier(const CollectiveOptions& options) override;
+
+  TrafficCounters traffic() const override { return meter_.Snapshot(); }
+
+ private:
+  NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream, float* barrier_buffer);
+
+  // "nccl allreduce (tag 3, rank 0 of 4, device 0[, <peers>])".
+  std::string Where(const char* op, uint32_t tag, const std::string& peers) const;
+  // FailedPrecondition if an earlier failure aborted the communicator;
+  // InvalidArgument for a timeout that is not positive.
+  absl::Status Begin(const char* op, const CollectiveOptions& options) const;
+  // InvalidArgument unless `data` is device (or managed) memory on device_.
+  // Send or Recv ("send"/"recv"): one ncclSend or ncclRecv in a group.
+  absl::Status PointToPoint(const char* op, float* data, size_t size, int peer, const CollectiveOptions& options);
+  absl::Status CheckDeviceBuffer(const std::string& where, const char* what, const void* data) const;
+  // Enqueues the work (`enqueue(comm)` returns NCCL's result) on stream_ and waits
+  // for it until the timeout; aborts the communicator on timeout or on an
+  // asynchronous NCCL / CUDA error (see the file comment).
+  absl::Status Execute(const std::string& where, const CollectiveOptions& options,
+                       const std::function<ncclResult_t(ncclComm_t)>& enqueue);
+  // Aborts comm_ and remembers `status` as the reason; returns it.
+  absl::Status Abort(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int rank_;
+  const int world_;
+  const int device_;
+  cudaStream_t stream_;
+  float* barrier_buffer_;  // one float of device memory
+  TrafficMeter meter_;
+  // Serialises the calls (NCCL communicators are not thread-safe) and guards
+  // the communicator's state.
+  mutable absl::Mutex mu_;
+  ncclComm_t comm_ ABSL_GUARDED_BY(mu_);  // null once aborted
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+};
+
+// Connects rank `rank` of `world` on CUDA device `device`:
+//   1. opens the rendezvous store and checks identities exactly as ConnectGloo
+//      does (OpenRendezvous in rendezvous.h), each wait bounded by `timeout`;
+//   2. rank 0 calls ncclGetUniqueId and publishes it (hex) under the run's
+//      key "nccl/unique_id"; the others poll for it up to `timeout`;
+//   3. makes `device` current and calls ncclCommInitRankConfig with
+//      blocking = 0, polling ncclCommGetAsyncError up to `timeout`: a rank
+//      that never joins ends in DeadlineExceeded (the half-built communicator
+//      is aborted), not in a hang.
+// `identity.world_size` 0 means `world`. No CUDA device (or `device` out of
+// range) is FailedPrecondition / InvalidArgument before the rendezvous starts.
+// Leaves `device` current on the calling thread.
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const RendezvousSpec& spec, int rank, int world,
+                                                          int device, const WorkerIdentity& identity,
+                                                          absl::Duration timeout);
+
+}  // namespace nereid
+
+#endif  // NEREID_COMM_NCCL_COMMUNICATOR_H_

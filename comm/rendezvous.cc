@@ -1,0 +1,320 @@
+#include "comm/rendezvous.h"
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/gloo_status.h"
+#include "core/status_macros.h"
+#include "gloo/rendezvous/file_store.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/rendezvous/redis_store.h"
+
+namespace nereid {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(10);
+constexpr auto kVerdictGrace = std::chrono::seconds(2);
+constexpr char kVerdictKey[] = "ident/verdict";
+
+std::string IdentityKey(int rank) { return absl::StrCat("ident/", rank); }
+
+// FileStore::check is protected; it is the non-blocking test we need.
+class CheckableFileStore : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::FileStore;
+  using FileStore::check;
+};
+
+// PrefixStore::joinKey is protected; we need the full key to check() it on
+// the underlying store.
+class RunStore : public gloo::rendezvous::PrefixStore {
+ public:
+  using PrefixStore::PrefixStore;
+  std::string FullKey(const std::string& key) { return joinKey(key); }
+};
+
+// The opened store: the backend, a non-blocking existence check on it, and
+// the view scoped to the run.
+struct OpenedStore {
+  std::string name;  // "file:/tmp/x (run 'abc')"
+  std::unique_ptr<gloo::rendezvous::Store> base;
+  std::function<bool(const std::vector<std::string>&)> check;
+  std::unique_ptr<RunStore> run;
+};
+
+absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec) {
+  OpenedStore store;
+  store.name = absl::StrCat(spec.ToString(), " (run '", spec.run_id, "')");
+  const std::string where = absl::StrCat("opening rendezvous store ", store.name);
+  if (spec.kind == RendezvousSpec::Kind::kFile) {
+    std::error_code error;
+    std::filesystem::create_directories(spec.path, error);
+    if (error) {
+      return absl::UnavailableError(
+          absl::StrCat(where, ": cannot create directory ", spec.path, ": ", error.message()));
+    }
+    RETURN_IF_ERROR(CallGloo(where, [&] {
+      auto file = std::make_unique<CheckableFileStore>(spec.path);
+      CheckableFileStore* raw = file.get();
+      store.check = [raw](const std::vector<std::string>& keys) { return raw->check(keys); };
+      store.base = std::move(file);
+    }));
+  } else {
+    // Gloo's RedisStore constructor throws on a failed connect without
+    // freeing its hiredis context; probing first keeps that path leak-free.
+    const timeval connect_timeout = {2, 0};
+    redisContext* probe = redisConnectWithTimeout(spec.host.c_str(), spec.port, connect_timeout);
+    if (probe == nullptr || probe->err != 0) {
+      const std::string error = probe == nullptr ? "out of memory" : probe->errstr;
+      if (probe != nullptr) redisFree(probe);
+      return absl::UnavailableError(absl::StrCat(where, ": cannot connect to Redis: ", error));
+    }
+    redisFree(probe);
+    RETURN_IF_ERROR(CallGloo(where, [&] {
+      auto redis = std::make_unique<gloo::rendezvous::RedisStore>(spec.host, spec.port);
+      gloo::rendezvous::RedisStore* raw = redis.get();
+      store.check = [raw](const std::vector<std::string>& keys) { return raw->check(keys); };
+      store.base = std::move(redis);
+    }));
+  }
+  store.run = std::make_unique<RunStore>(absl::StrCat("nereid/", spec.run_id), *store.base);
+  return store;
+}
+
+// The identity exchange of one rank (see rendezvous.h).
+class IdentityExchange {
+ public:
+  IdentityExchange(OpenedStore& store, int rank, int world, std::chrono::milliseconds timeout)
+      : store_(store),
+        rank_(rank),
+        world_(world),
+        timeout_(timeout),
+        where_(absl::StrCat("rendezvous in ", store.name, ", rank ", rank, " of ", world)) {}
+
+  absl::Status Run(const WorkerIdentity& me) {
+    RETURN_IF_ERROR(Set(IdentityKey(rank_), EncodeIdentity(me)));
+    return rank_ == 0 ? RunAsRoot(me) : RunAsPeer(me);
+  }
+
+ private:
+  absl::Status RunAsRoot(const WorkerIdentity& me) {
+    const Clock::time_point deadline = Clock::now() + timeout_;
+    std::vector<bool> seen(world_, false);
+    seen[0] = true;
+    absl::Status verdict;
+    for (;;) {
+      std::vector<std::string> mismatches;
+      for (int r = 1; r < world_; ++r) {
+        if (seen[r]) continue;
+        ASSIGN_OR_RETURN(const bool present, Has(IdentityKey(r)));
+        if (!present) continue;
+        ASSIGN_OR_RETURN(const WorkerIdentity theirs, GetIdentity(r));
+        seen[r] = true;
+        const absl::Status same = CompareIdentities(theirs, r, me, 0);
+        if (!same.ok()) mismatches.push_back(std::string(same.message()));
+      }
+      if (!mismatches.empty()) {
+        verdict = absl::FailedPreconditionError(absl::StrJoin(mismatches, "; "));
+        break;
+      }
+      std::vector<int> missing;
+      for (int r = 1; r < world_; ++r) {
+        if (!seen[r]) missing.push_back(r);
+      }
+      if (missing.empty()) break;
+      if (Clock::now() >= deadline) {
+        verdict = absl::DeadlineExceededError(
+            absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", absl::StrJoin(missing, ", "), " of ", world_,
+                         " never published ", missing.size() == 1 ? "its" : "their", " identity within ",
+                         timeout_.count(), "ms"));
+        break;
+      }
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    const std::string encoded =
+        verdict.ok() ? "0\n" : absl::StrCat(static_cast<int>(verdict.code()), "\n", verdict.message());
+    RETURN_IF_ERROR(Set(kVerdictKey, encoded));
+    if (verdict.ok()) return verdict;
+    return absl::Status(verdict.code(), absl::StrCat(where_, ": ", verdict.message()));
+  }
+
+  absl::Status RunAsPeer(const WorkerIdentity& me) {
+    ASSIGN_OR_RETURN(const bool root_present, WaitFor(IdentityKey(0), Clock::now() + timeout_));
+    if (!root_present) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(where_, ": rank 0 never published its identity within ", timeout_.count(), "ms"));
+    }
+    ASSIGN_OR_RETURN(const WorkerIdentity root, GetIdentity(0));
+    const absl::Status same = CompareIdentities(me, rank_, root, 0);
+    if (!same.ok()) return absl::FailedPreconditionError(absl::StrCat(where_, ": ", same.message()));
+
+    ASSIGN_OR_RETURN(const bool verdict_present, WaitFor(kVerdictKey, Clock::now() + timeout_ + kVerdictGrace));
+    if (!verdict_present) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          where_, ": rank 0 published its identity but no verdict on the others within ",
+          (timeout_ + kVerdictGrace).count(), "ms (did rank 0 stop?)"));
+    }
+    ASSIGN_OR_RETURN(const std::string verdict, Get(kVerdictKey));
+    const size_t newline = verdict.find('\n');
+    int code = -1;
+    if (newline == std::string::npos || !absl::SimpleAtoi(verdict.substr(0, newline), &code) || code < 0 ||
+        code > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+      return absl::InternalError(absl::StrCat(where_, ": malformed verdict from rank 0: '", verdict, "'"));
+    }
+    if (code == 0) return absl::OkStatus();
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        absl::StrCat(where_, ": rank 0 reports: ", verdict.substr(newline + 1)));
+  }
+
+  // The store accessors are public for RendezvousStoreImpl (OpenRendezvous).
+ public:
+  const std::string& where() const { return where_; }
+
+  absl::Status Set(const std::string& key, const std::string& value) {
+    const std::string where = absl::StrCat(where_, ": writing ", key);
+    // Checked first because Gloo's RedisStore::set leaks its reply when it
+    // throws for a taken key; the check after set() covers a race.
+    ASSIGN_OR_RETURN(const bool taken, Has(key));
+    if (taken) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(where, ": the key is taken: run id reused? each run needs a fresh run id or store"));
+    }
+    const absl::Status status =
+        CallGloo(where, [&] { store_.run->set(key, std::vector<char>(value.begin(), value.end())); });
+    if (absl::StrContains(status.message(), "already exists") || absl::StrContains(status.message(), "already set")) {
+      return absl::AlreadyExistsError(absl::StrCat(status.message(), " (the key is taken: run id reused? each run",
+                                                   " needs a fresh run id or store)"));
+    }
+    return status;
+  }
+
+  absl::StatusOr<bool> Has(const std::string& key) {
+    bool present = false;
+    RETURN_IF_ERROR(CallGloo(absl::StrCat(where_, ": checking ", key),
+                             [&] { present = store_.check({store_.run->FullKey(key)}); }));
+    return present;
+  }
+
+  absl::StatusOr<bool> WaitFor(const std::string& key, Clock::time_point deadline) {
+    for (;;) {
+      ASSIGN_OR_RETURN(const bool present, Has(key));
+      if (present) return true;
+      if (Clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+
+  // Only for keys known to exist (get() would block up to 30 s otherwise).
+  absl::StatusOr<std::string> Get(const std::string& key) {
+    std::vector<char> bytes;
+    RETURN_IF_ERROR(CallGloo(absl::StrCat(where_, ": reading ", key), [&] { bytes = store_.run->get(key); }));
+    return std::string(bytes.begin(), bytes.end());
+  }
+
+ private:
+  absl::StatusOr<WorkerIdentity> GetIdentity(int rank) {
+    ASSIGN_OR_RETURN(const std::string text, Get(IdentityKey(rank)));
+    absl::StatusOr<WorkerIdentity> identity = DecodeIdentity(text);
+    if (!identity.ok()) {
+      return absl::Status(identity.status().code(),
+                          absl::StrCat(where_, ": identity of rank ", rank, ": ", identity.status().message()));
+    }
+    return identity;
+  }
+
+  OpenedStore& store_;
+  const int rank_;
+  const int world_;
+  const std::chrono::milliseconds timeout_;
+  const std::string where_;
+};
+
+// OpenRendezvous's result: the opened store and the exchange's accessors on it.
+class RendezvousStoreImpl final : public RendezvousStore {
+ public:
+  RendezvousStoreImpl(OpenedStore store, int rank, int world, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), exchange_(store_, rank, world, timeout) {}
+
+  absl::Status Exchange(const WorkerIdentity& me) { return exchange_.Run(me); }
+
+  const std::string& name() const override { return store_.name; }
+  absl::Status Set(const std::string& key, const std::string& value) override { return exchange_.Set(key, value); }
+  absl::StatusOr<std::string> WaitAndGet(const std::string& key, absl::Duration timeout) override {
+    ASSIGN_OR_RETURN(const std::chrono::milliseconds ms,
+                     ToGlooTimeout(timeout, absl::StrCat(exchange_.where(), ": waiting for ", key)));
+    ASSIGN_OR_RETURN(const bool present, exchange_.WaitFor(key, Clock::now() + ms));
+    if (!present) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(exchange_.where(), ": key ", key, " did not appear within ", ms.count(), "ms"));
+    }
+    return exchange_.Get(key);
+  }
+
+ private:
+  OpenedStore store_;
+  IdentityExchange exchange_;  // refers to store_
+};
+
+// The checks shared by ConnectGloo and OpenRendezvous: rank and world in
+// range, and the identity with world_size 0 filled in (any other value must
+// equal world).
+absl::StatusOr<WorkerIdentity> CheckedIdentity(const std::string& where, int rank, int world,
+                                               const WorkerIdentity& identity) {
+  if (world < 1 || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": need world >= 1 and 0 <= rank < world"));
+  }
+  WorkerIdentity me = identity;
+  if (me.world_size == 0) me.world_size = world;
+  if (me.world_size != world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": identity says world size ", me.world_size, " but world is ", world));
+  }
+  return me;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvous(const RendezvousSpec& spec, int rank, int world,
+                                                                const WorkerIdentity& identity,
+                                                                absl::Duration timeout) {
+  const std::string where =
+      absl::StrCat("OpenRendezvous(", spec.ToString(), ", rank ", rank, " of ", world, ")");
+  ASSIGN_OR_RETURN(const WorkerIdentity me, CheckedIdentity(where, rank, world, identity));
+  ASSIGN_OR_RETURN(const std::chrono::milliseconds ms, ToGlooTimeout(timeout, where));
+  ASSIGN_OR_RETURN(OpenedStore store, Open(spec));
+  auto opened = std::make_unique<RendezvousStoreImpl>(std::move(store), rank, world, ms);
+  RETURN_IF_ERROR(opened->Exchange(me));
+  return std::unique_ptr<RendezvousStore>(std::move(opened));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& spec, int rank, int world,
+                                                          const WorkerIdentity& identity,
+                                                          const GlooConnectOptions& options) {
+  const std::string where = absl::StrCat("ConnectGloo(", spec.ToString(), ", rank ", rank, " of ", world, ")");
+  ASSIGN_OR_RETURN(const WorkerIdentity me, CheckedIdentity(where, rank, world, identity));
+  ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, ToGlooTimeout(options.connect_timeout, where));
+  ASSIGN_OR_RETURN(OpenedStore store, Open(spec));
+  RETURN_IF_ERROR(IdentityExchange(store, rank, world, timeout).Run(me));
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator = ConnectGlooFullMesh(*store.run, rank, world, options);
+  if (!communicator.ok()) {
+    return absl::Status(communicator.status().code(),
+                        absl::StrCat(communicator.status().message(), " [rendezvous store ", store.name, "]"));
+  }
+  return communicator;
+}
+
+}  // namespace nereid

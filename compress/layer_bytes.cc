@@ -1,0 +1,58 @@
+#include "compress/layer_bytes.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "compress/codec.h"
+#include "core/status_macros.h"
+
+namespace nereid {
+
+absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int world) {
+  const double allreduce_share = world > 1 ? 2.0 * (world - 1) / world : 0.0;
+  std::vector<LayerBytes> layers;
+  LayerBytes dense{"dense buckets", "float32", "allreduce"};
+  for (Node* n : graph.nodes()) {
+    if (n->op() == "AllReduce") {
+      auto wire = n->def().attr().find("wire");
+      if (wire != n->def().attr().end()) dense.method = wire->second.s();
+      const int bytes_per_value = dense.method == "float32" ? 4 : 2;
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Edge* e = n->input_edge(i);
+        if (e == nullptr) continue;
+        int64_t elements = e->src->outputs()[e->src_port].shape.KnownElements();
+        dense.elements += elements;
+        dense.payload_bytes += elements * bytes_per_value;
+      }
+    } else if (n->op() == "CompressedAllReduce") {
+      const auto& attr = n->def().attr();
+      ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));
+      const int64_t gradients = attr.count("gradients") > 0 ? attr.at("gradients").i() : 1;
+      std::vector<std::string> names =
+          absl::StrSplit(attr.count("names") > 0 ? attr.at("names").s() : "", ',', absl::SkipEmpty());
+      for (int64_t g = 0; g < gradients; ++g) {
+        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
+        const TensorShape& shape = n->outputs()[g].shape;
+        RETURN_IF_ERROR(codec->Init(shape.dims(), options));
+        LayerBytes l;
+        l.name = g < static_cast<int64_t>(names.size()) ? names[g] : absl::StrCat(n->name(), ":", g);
+        l.method = attr.at("method").s();
+        l.elements = shape.KnownElements();
+        l.payload_bytes = codec->PayloadFloats() * 4;
+        l.payload_is_bound = codec->variable_length();
+        const bool gather = codec->collective() == CodecCollective::kAllGather;
+        l.collective = gather ? "allgather" : "allreduce";
+        l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : allreduce_share * l.payload_bytes;
+        l.uncompressed_sent_bytes = allreduce_share * l.elements * 4;
+        layers.push_back(l);
+      }
+    }
+  }
+  if (dense.elements > 0) {
+    dense.sent_bytes = allreduce_share * dense.payload_bytes;
+    dense.uncompressed_sent_bytes = allreduce_share * dense.elements * 4;
+    layers.push_back(dense);
+  }
+  return layers;
+}
+
+}  // namespace nereid

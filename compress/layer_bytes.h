@@ -1,0 +1,35 @@
+#ifndef NEREID_COMPRESS_LAYER_BYTES_H_
+#define NEREID_COMPRESS_LAYER_BYTES_H_
+
+// Per-layer byte accounting of a plan's gradient communication: for every
+// compressed gradient and for the dense buckets, the payload one rank puts
+// into its collective per step and the bytes it sends for it on a ring of
+// `world` ranks, beside what an uncompressed allreduce would send.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+struct LayerBytes {
+  std::string name;        // the gradient, or "dense buckets"
+  std::string method;      // codec, or the wire format of dense buckets
+  std::string collective;  // "allgather" or "allreduce"
+  int64_t elements = 0;
+  int64_t payload_bytes = 0;           // one rank's contribution per step
+  bool payload_is_bound = false;       // variable-length code: at most this
+  double sent_bytes = 0;               // per rank per step on a ring of `world`
+  double uncompressed_sent_bytes = 0;  // float32 ring allreduce of the same values
+};
+
+// Ring algorithms: allreduce sends 2(n-1)/n of the buffer, allgather sends
+// (n-1) blocks of the payload.
+absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int world);
+
+}  // namespace nereid
+
+#endif  // NEREID_COMPRESS_LAYER_BYTES_H_

@@ -1,0 +1,62 @@
+#ifndef NEREID_DATA_DATASETS_H_
+#define NEREID_DATA_DATASETS_H_
+
+// The datasets Nereid knows by name, loaded and normalised ready for training.
+//
+//   "fashion-mnist"  IDX files from Debian's dataset-fashion-mnist package:
+//                    {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz, 1x28x28,
+//                    10 classes; x/255 then (x - 0.2860) / 0.3530.
+//                    Directory: opts.dir, else $NEREID_FASHION_MNIST_DIR, else
+//                    /usr/share/datasets/fashion-mnist.
+//   "cifar10"        CIFAR-10 binary version: data_batch_1..5.bin (train) or
+//                    test_batch.bin (test), 3x32x32, 10 classes; x/255 then
+//                    per-channel mean (0.4914, 0.4822, 0.4465), stddev
+//                    (0.2470, 0.2435, 0.2616). Directory: opts.dir, else
+//                    $NEREID_CIFAR10_DIR, else /usr/share/datasets/cifar10.
+//   "synthetic"      MakeSynthetic (synthetic.h) with the shape, size and seed
+//                    in `opts`; the test split uses draw 1 (same prototypes,
+//                    fresh noise). Not normalised further.
+//
+// A missing file is NotFound naming its path and how to obtain it; an unknown
+// name is InvalidArgument listing the known names.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "data/dataset.h"
+
+namespace nereid {
+namespace data {
+
+enum class Split { kTrain, kTest };
+
+absl::string_view SplitName(Split split);  // "train" / "test"
+
+struct DatasetOptions {
+  // Directory holding the files; empty = the environment variable or default.
+  std::string dir;
+  // Keep only the first `limit` examples (0 = all); handy for fast tests.
+  int64_t limit = 0;
+
+  // "synthetic" only.
+  int64_t channels = 1;
+  int64_t height = 28;
+  int64_t width = 28;
+  int num_classes = 10;
+  int64_t num_examples = 1024;
+  uint64_t seed = 0;
+};
+
+// The names LoadNamedDataset accepts, sorted.
+std::vector<std::string> KnownDatasetNames();
+
+absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
+                                         const DatasetOptions& opts);
+
+}  // namespace data
+}  // namespace nereid
+
+#endif  // NEREID_DATA_DATASETS_H_

@@ -1,0 +1,38 @@
+#ifndef NEREID_OPS_COLLECTIVE_QUEUE_H_
+#define NEREID_OPS_COLLECTIVE_QUEUE_H_
+
+// What a communication kernel sees of its worker's collectives: a queue that
+// runs each submitted piece of work on the communicator in one fixed
+// (step, bucket) order on every rank. The scheduler implements it
+// (schedulers/collective_engine.h); kernels only submit, so ops/ needs no
+// scheduler and a test can hand a kernel a queue of its own.
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+
+namespace nereid {
+
+class CollectiveQueue {
+ public:
+  using Work = std::function<absl::Status(Communicator&)>;
+  using Done = std::function<void(absl::Status)>;
+
+  virtual ~CollectiveQueue() = default;
+
+  // Queues `work` for key (step, bucket); `done` gets its status on the
+  // queue's thread. Out-of-range keys fail at once.
+  virtual void Submit(int64_t step, int bucket, Work work, Done done) = 0;
+  // The bound each collective's options should carry (a dead or stopped peer).
+  virtual absl::Duration timeout() const = 0;
+  // Of the time spent inside collectives, the part a compressing kernel spent
+  // encoding and decoding (reported from inside its work).
+  virtual void AddCodecTime(absl::Duration d) = 0;
+};
+
+}  // namespace nereid
+
+#endif  // NEREID_OPS_COLLECTIVE_QUEUE_H_
