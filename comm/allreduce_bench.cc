@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -12,7 +13,8 @@
 #include "absl/time/clock.h"
 #include "comm/gloo_status.h"
 #include "core/host_cpu.h"
-#include "core/json_writer.h"
+#include "core/json.h"
+#include "core/stats.h"
 #include "core/status_macros.h"
 #include "gloo/allreduce.h"
 
@@ -28,12 +30,6 @@ void SumFloats(void* c, const void* a, const void* b, size_t n) {
   const float* x = static_cast<const float*>(a);
   const float* y = static_cast<const float*>(b);
   for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 class Bench {
@@ -262,35 +258,32 @@ std::string FormatBenchTable(const AllReduceBenchResult& r) {
 }
 
 std::string BenchJson(const AllReduceBenchResult& r) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Member("world", int64_t{r.world});
-  w.Member("alpha_seconds", r.link.alpha_seconds);
-  w.Member("beta_bytes_per_second", r.link.beta_bytes_per_second);
-  w.Member("ranks_on_host", int64_t{r.ranks_on_host});
-  w.Member("host_cores", int64_t{r.host_cores});
-  w.Member("comm_cpu_seconds_per_byte", r.comm_cpu_seconds_per_byte);
-  if (r.ranks_on_host > 0) w.Member("cores_per_rank", static_cast<double>(r.host_cores) / r.ranks_on_host);
-  w.Key("sizes");
-  w.BeginArray();
+  Json j;
+  j["world"] = int64_t{r.world};
+  j["alpha_seconds"] = r.link.alpha_seconds;
+  j["beta_bytes_per_second"] = r.link.beta_bytes_per_second;
+  j["ranks_on_host"] = int64_t{r.ranks_on_host};
+  j["host_cores"] = int64_t{r.host_cores};
+  j["comm_cpu_seconds_per_byte"] = r.comm_cpu_seconds_per_byte;
+  if (r.ranks_on_host > 0) j["cores_per_rank"] = static_cast<double>(r.host_cores) / r.ranks_on_host;
+  Json sizes = Json::array();
   for (const AllReduceBenchRow& row : r.rows) {
-    w.BeginObject();
-    w.Member("bytes", row.bytes);
-    w.Member("iterations", int64_t{row.iterations});
-    w.Member("seconds", row.seconds);
-    w.Member("algbw", row.algbw);
-    w.Member("busbw", row.busbw);
-    w.Member("raw_gloo_seconds", row.raw_seconds);
-    w.Member("raw_gloo_busbw", row.raw_busbw);
-    w.Member("ratio_to_raw_gloo", row.ratio_to_raw);
-    w.Member("bound_seconds", row.bound_seconds);
-    w.Member("ratio_to_bound", row.ratio_to_bound);
-    w.Member("host_cpu_seconds", row.host_cpu_seconds);
-    w.EndObject();
+    Json size;
+    size["bytes"] = row.bytes;
+    size["iterations"] = int64_t{row.iterations};
+    size["seconds"] = row.seconds;
+    size["algbw"] = row.algbw;
+    size["busbw"] = row.busbw;
+    size["raw_gloo_seconds"] = row.raw_seconds;
+    size["raw_gloo_busbw"] = row.raw_busbw;
+    size["ratio_to_raw_gloo"] = row.ratio_to_raw;
+    size["bound_seconds"] = row.bound_seconds;
+    size["ratio_to_bound"] = row.ratio_to_bound;
+    size["host_cpu_seconds"] = row.host_cpu_seconds;
+    sizes.push_back(std::move(size));
   }
-  w.EndArray();
-  w.EndObject();
-  return w.Take() + "\n";
+  j["sizes"] = std::move(sizes);
+  return JsonLine(j) + "\n";
 }
 
 }  // namespace nereid

@@ -4,13 +4,15 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "compress/codec.h"
 #include "compress/communicator_codec_comm.h"
-#include "core/json_writer.h"
+#include "core/json.h"
+#include "core/stats.h"
 #include "core/status_macros.h"
 
 namespace nereid {
@@ -19,12 +21,6 @@ namespace {
 constexpr uint32_t kControlTag = 0x7100;
 constexpr uint32_t kItemTagBase = 0x7200;  // + the item's position
 constexpr absl::Duration kTimeout = absl::Seconds(300);
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 // One plan made runnable on this rank: codecs, their state, gradients.
 class PlanRun {
@@ -209,24 +205,21 @@ std::string FormatAggregationTable(const std::vector<AggregationRow>& rows, int 
 }
 
 std::string AggregationJson(const std::vector<AggregationRow>& rows, int world) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Member("world", int64_t{world});
-  w.Key("rows");
-  w.BeginArray();
+  Json j;
+  j["world"] = int64_t{world};
+  Json rows_json = Json::array();
   for (const AggregationRow& r : rows) {
-    w.BeginObject();
-    w.Member("method", r.label);
-    w.Member("gradient_bytes", r.gradient_bytes);
-    w.Member("bytes_sent_per_step", r.bytes_sent);
-    w.Member("seconds", r.seconds);
-    w.Member("codec_seconds", r.codec_seconds);
-    w.Member("iterations", int64_t{r.iterations});
-    w.EndObject();
+    Json row;
+    row["method"] = r.label;
+    row["gradient_bytes"] = r.gradient_bytes;
+    row["bytes_sent_per_step"] = r.bytes_sent;
+    row["seconds"] = r.seconds;
+    row["codec_seconds"] = r.codec_seconds;
+    row["iterations"] = int64_t{r.iterations};
+    rows_json.push_back(std::move(row));
   }
-  w.EndArray();
-  w.EndObject();
-  return w.Take() + "\n";
+  j["rows"] = std::move(rows_json);
+  return JsonLine(j) + "\n";
 }
 
 }  // namespace nereid

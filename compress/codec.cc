@@ -206,9 +206,15 @@ CodecRegistry& CodecRegistry::Global() {
   return *registry;
 }
 
-bool CodecRegistry::Register(Entry entry) {
+absl::Status CodecRegistry::Register(Entry entry) {
+  if (entry.name.empty() || !entry.factory) {
+    return absl::InvalidArgumentError(absl::StrCat("codec '", entry.name, "': a codec needs a name and a factory"));
+  }
   std::string name = entry.name;
-  return entries_.emplace(std::move(name), std::move(entry)).second;
+  if (!entries_.emplace(name, std::move(entry)).second) {
+    return absl::AlreadyExistsError(absl::StrCat("codec '", name, "' is registered twice"));
+  }
+  return absl::OkStatus();
 }
 
 const CodecRegistry::Entry* CodecRegistry::Find(const std::string& name) const {

@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/registration.h"
 
 namespace nereid {
 
@@ -255,7 +256,8 @@ class CodecRegistry {
     Factory factory;
   };
   static CodecRegistry& Global();
-  bool Register(Entry entry);
+  // Fails on an empty or taken name, or a missing factory.
+  absl::Status Register(Entry entry);
   // The error lists the registered names.
   absl::StatusOr<std::unique_ptr<GradientCodec>> Create(const std::string& name) const;
   const Entry* Find(const std::string& name) const;
@@ -265,11 +267,8 @@ class CodecRegistry {
   std::map<std::string, Entry> entries_;
 };
 
-#define NEREID_REGISTER_CODEC_UNIQ(ctr, ...) \
-  static const bool nereid_codec_registered_##ctr = ::nereid::CodecRegistry::Global().Register(__VA_ARGS__)
-#define NEREID_REGISTER_CODEC_EXPAND(ctr, ...) NEREID_REGISTER_CODEC_UNIQ(ctr, __VA_ARGS__)
-#define NEREID_REGISTER_CODEC(...) NEREID_REGISTER_CODEC_EXPAND(__COUNTER__, __VA_ARGS__)
-
 }  // namespace nereid
+
+#define NEREID_REGISTER_CODEC(...) NEREID_REGISTER(::nereid::CodecRegistry, ::nereid::CodecRegistry::Entry __VA_ARGS__)
 
 #endif  // NEREID_COMPRESS_CODEC_H_

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 
@@ -37,6 +39,14 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
     return absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(err)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
+  return contents;
 }
 
 }  // namespace nereid

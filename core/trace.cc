@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/file_io.h"
-#include "core/json_writer.h"
+#include "core/json.h"
 
 namespace nereid {
 namespace {
@@ -18,8 +18,11 @@ void AppendMicros(std::string* out, int64_t ns) {
   absl::StrAppendFormat(out, "%d.%03d", ns / 1000, ns % 1000);
 }
 
-// A JSON string, quoted.
-void AppendString(std::string* out, absl::string_view s) { *out += JsonWriter::Escape(s); }
+// A JSON string, quoted and escaped (bytes that are not UTF-8 become U+FFFD
+// rather than failing the whole trace).
+void AppendString(std::string* out, absl::string_view s) {
+  *out += JsonQuoted(std::string(s));
+}
 
 }  // namespace
 

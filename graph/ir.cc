@@ -141,4 +141,9 @@ std::vector<Node*> Graph::nodes() const {
   return live;
 }
 
+std::string GraphAttr(const Graph& graph, absl::string_view key) {
+  auto it = graph.header().attr().find(std::string(key));
+  return it == graph.header().attr().end() ? "" : it->second.s();
+}
+
 }  // namespace nereid

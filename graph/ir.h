@@ -150,6 +150,9 @@ class Graph {
   GraphDef header_;  // node list always empty
 };
 
+// The string value of the graph header's attribute `key` ("" when absent).
+std::string GraphAttr(const Graph& graph, absl::string_view key);
+
 }  // namespace nereid
 
 #endif  // NEREID_GRAPH_IR_H_

@@ -96,14 +96,6 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const Graph& gr
   return kernel;
 }
 
-KernelRegistrar::KernelRegistrar(std::string op, absl::string_view device, DataType dtype, KernelFactory factory) {
-  absl::Status s = KernelRegistry::Global().Register(std::move(op), std::string(device), dtype, std::move(factory));
-  if (!s.ok()) {
-    std::fprintf(stderr, "kernel registration failed: %s\n", std::string(s.message()).c_str());
-    std::abort();
-  }
-}
-
 DataType KernelDtype(const Node& node) {
   if (!node.outputs().empty()) return node.outputs()[0].dtype;
   return DT_INVALID;

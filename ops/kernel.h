@@ -149,17 +149,14 @@ class KernelRegistry {
   absl::flat_hash_map<std::string, KernelFactory> factories_;  // "op|device|dtype"
 };
 
-struct KernelRegistrar {
-  KernelRegistrar(std::string op, absl::string_view device, DataType dtype, KernelFactory factory);
-};
-
 // The dtype a node's kernel is chosen by.
 DataType KernelDtype(const Node& node);
 
 }  // namespace nereid
 
-#define NEREID_REGISTER_KERNEL(op, device, dtype, KernelClass)                                        \
-  [[maybe_unused]] static ::nereid::KernelRegistrar NEREID_OP_CONCAT(nereid_kernel_registrar_, __COUNTER__)( \
-      op, device, dtype, [] { return std::unique_ptr<::nereid::OpKernel>(new KernelClass()); })
+#define NEREID_REGISTER_KERNEL(op, device, dtype, KernelClass)                      \
+  NEREID_REGISTER(::nereid::KernelRegistry, op, std::string(device), dtype, [] { \
+    return std::unique_ptr<::nereid::OpKernel>(new KernelClass());               \
+  })
 
 #endif  // NEREID_OPS_KERNEL_H_

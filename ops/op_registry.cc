@@ -278,14 +278,6 @@ std::vector<std::string> OpRegistry::OpNames() const {
   return names;
 }
 
-OpRegistrar::OpRegistrar(const OpDefBuilder& builder) {
-  absl::Status status = OpRegistry::Global().Register(builder.Build());
-  if (!status.ok()) {
-    std::fprintf(stderr, "nereid: bad op registration: %s\n", status.ToString().c_str());
-    std::abort();
-  }
-}
-
 AttrMap AttrsWithDefaults(const Node& node, const OpDef& def) {
   AttrMap attrs;
   for (const AttrSpec& spec : def.attrs) {

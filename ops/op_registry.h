@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/registration.h"
 #include "graph/graph.pb.h"
 #include "graph/ir.h"
 
@@ -208,10 +209,6 @@ class OpRegistry {
 
 // Registers at static-initialisation time; a bad registration is a
 // programming error and aborts with its message.
-struct OpRegistrar {
-  OpRegistrar(const OpDefBuilder& builder);  // NOLINT: implicit by design
-};
-
 // The node's attributes with the op's defaults filled in (what shape
 // functions and kernels read).
 using AttrMap = absl::flat_hash_map<std::string, const AttrValue*>;
@@ -228,9 +225,6 @@ AttrValue ShapeAttr(std::vector<int64_t> dims);
 
 }  // namespace nereid
 
-#define NEREID_REGISTER_OP(builder) \
-  [[maybe_unused]] static ::nereid::OpRegistrar NEREID_OP_CONCAT(nereid_op_registrar_, __COUNTER__)(builder)
-#define NEREID_OP_CONCAT(a, b) NEREID_OP_CONCAT_INNER(a, b)
-#define NEREID_OP_CONCAT_INNER(a, b) a##b
+#define NEREID_REGISTER_OP(builder) NEREID_REGISTER(::nereid::OpRegistry, (builder).Build())
 
 #endif  // NEREID_OPS_OP_REGISTRY_H_

@@ -51,8 +51,8 @@ std::vector<PassOptionSpec> AdamOptions() {
   return options;
 }
 
-NEREID_REGISTER_PASS((PassInfo{"adam", "Adam with bias correction; AdamW with decoupled=true.", AdamOptions(),
-                               [] { return std::make_unique<AdamPass>(); }}));
+NEREID_REGISTER_PASS(OptimizerPassInfo("adam", "Adam with bias correction; AdamW with decoupled=true.", AdamOptions(),
+                                       [] { return std::make_unique<AdamPass>(); }));
 
 }  // namespace
 }  // namespace nereid

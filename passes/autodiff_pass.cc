@@ -14,6 +14,7 @@
 #include "ops/gradient_builder.h"
 #include "ops/topo_order.h"
 #include "passes/pass.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 namespace {
@@ -161,11 +162,16 @@ class AutodiffPass : public Pass {
   }
 };
 
-NEREID_REGISTER_PASS((PassInfo{
-    "autodiff",
-    "Adds the backward graph of the scalar loss: a Gradient node '<param>/grad' per trainable parameter.",
-    {{"loss", OptionType::kString, "", "the loss node (default: the graph attribute 'loss')"}},
-    [] { return std::make_unique<AutodiffPass>(); }}));
+PassInfo AutodiffInfo() {
+  PassInfo info{"autodiff",
+                "Adds the backward graph of the scalar loss: a Gradient node '<param>/grad' per trainable parameter.",
+                {{"loss", OptionType::kString, "", "the loss node (default: the graph attribute 'loss')"}},
+                [] { return std::make_unique<AutodiffPass>(); }};
+  info.provides = {kGradientsProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(AutodiffInfo());
 
 }  // namespace
 }  // namespace nereid

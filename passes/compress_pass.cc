@@ -37,6 +37,7 @@
 #include "ops/topo_order.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 namespace {
@@ -90,9 +91,6 @@ class CompressPass : public Pass {
       return absl::FailedPreconditionError(
           "compress: no communication to compress; it goes after data_parallel (which --workers > 1 adds "
           "after autodiff)");
-    }
-    if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
-      return absl::FailedPreconditionError("compress must come before pipeline in the pass list");
     }
     std::vector<std::pair<std::string, std::string>> extra = o.Undeclared(PassInfoOptions());
     if (method == "fp16" || method == "bf16") {
@@ -282,13 +280,20 @@ class CompressPass : public Pass {
   }
 };
 
-NEREID_REGISTER_PASS((PassInfo{
-    "compress",
-    "Gradient compression around the data-parallel communication: fp16/bf16 on the allreduce wire, or a "
-    "gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; see below).",
-    CompressPass::PassInfoOptions(),
-    [] { return std::make_unique<CompressPass>(); },
-    "codec options (key=value) go to the codec: see the list of codecs below"}));
+PassInfo CompressInfo() {
+  PassInfo info{"compress",
+                "Gradient compression around the data-parallel communication: fp16/bf16 on the allreduce wire, or a "
+                "gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; see below).",
+                CompressPass::PassInfoOptions(),
+                [] { return std::make_unique<CompressPass>(); },
+                "codec options (key=value) go to the codec: see the list of codecs below"};
+  info.needs = {kGradientCommunicationProperty};
+  info.provides = {kCompressedProperty};
+  info.precedes = {kPipelinedProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(CompressInfo());
 
 }  // namespace
 }  // namespace nereid

@@ -21,6 +21,7 @@
 #include "ops/topo_order.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 namespace {
@@ -38,10 +39,6 @@ class DataParallelPass : public Pass {
     double cap_kb = o.GetFloat("bucket_kb");
     if (!(cap_kb > 0)) return absl::InvalidArgumentError("data_parallel: bucket_kb must be > 0");
     int64_t cap = static_cast<int64_t>(cap_kb * 1024);
-    if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
-      // It would average the delayed gradients: right, but nothing overlaps.
-      return absl::FailedPreconditionError("data_parallel must come before pipeline in the pass list");
-    }
     ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
     absl::flat_hash_map<int, size_t> position;  // node id -> place in `order`
     for (size_t i = 0; i < order.size(); ++i) position[order[i]->id()] = i;
@@ -99,12 +96,21 @@ class DataParallelPass : public Pass {
 // faster per iteration on mlp_fashion with 4 workers, 1.24x with 2 (its 2.55 MiB
 // of gradients in one allreduce instead of three) and 1.03x on resnet20 with 4;
 // 25600 KB (PyTorch DDP's default) was no faster than 4096 on either.
-NEREID_REGISTER_PASS((PassInfo{
-    "data_parallel",
-    "Synchronous data parallelism: averages every gradient across ranks with bucketed allreduces that overlap "
-    "the backward pass.",
-    {{"bucket_kb", OptionType::kFloat, "4096", "bucket size cap in kilobytes"}},
-    [] { return std::make_unique<DataParallelPass>(); }}));
+PassInfo DataParallelInfo() {
+  PassInfo info{"data_parallel",
+                "Synchronous data parallelism: averages every gradient across ranks with bucketed allreduces that "
+                "overlap the backward pass.",
+                {{"bucket_kb", OptionType::kFloat, "4096", "bucket size cap in kilobytes"}},
+                [] { return std::make_unique<DataParallelPass>(); }};
+  info.needs = {kGradientsProperty};
+  info.provides = {kGradientCommunicationProperty};
+  // After pipeline it would average the delayed gradients: right, but nothing overlaps.
+  info.precedes = {kPipelinedProperty};
+  info.implied_for = [](const PlanTarget& target) { return target.workers > 1; };
+  return info;
+}
+
+NEREID_REGISTER_PASS(DataParallelInfo());
 
 }  // namespace
 }  // namespace nereid

@@ -44,6 +44,7 @@
 #include "ops/gradient_builder.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 namespace {
@@ -140,13 +141,19 @@ class LookaheadPass : public Pass {
   }
 };
 
-NEREID_REGISTER_PASS((PassInfo{
-    "lookahead",
-    "With pipeline(width=2): each step computes at the weights the optimizer would reach with the rank's own "
-    "last gradient in place of the average still on the wire (Delayed Gradient Averaging's correction), so "
-    "the iterates follow synchronous SGD's while communication overlaps compute.",
-    {},
-    [] { return std::make_unique<LookaheadPass>(); }}));
+PassInfo LookaheadInfo() {
+  PassInfo info{"lookahead",
+                "With pipeline(width=2): each step computes at the weights the optimizer would reach with the rank's "
+                "own last gradient in place of the average still on the wire (Delayed Gradient Averaging's "
+                "correction), so the iterates follow synchronous SGD's while communication overlaps compute.",
+                {},
+                [] { return std::make_unique<LookaheadPass>(); }};
+  info.needs = {kPipelinedProperty, kOptimizerProperty};
+  info.provides = {kLookaheadProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(LookaheadInfo());
 
 }  // namespace
 }  // namespace nereid

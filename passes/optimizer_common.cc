@@ -7,6 +7,14 @@
 #include "ops/op_registry.h"
 
 namespace nereid {
+PassInfo OptimizerPassInfo(std::string name, std::string summary, std::vector<PassOptionSpec> options,
+                           std::function<std::unique_ptr<Pass>()> factory) {
+  PassInfo info{std::move(name), std::move(summary), std::move(options), std::move(factory)};
+  info.needs = {kGradientsProperty};
+  info.provides = {kOptimizerProperty};
+  return info;
+}
+
 LoopScope* TrainLoop(Graph& graph) {
   for (LoopScope& loop : *graph.mutable_header()->mutable_loop()) {
     if (loop.name() == kTrainLoop) return &loop;

@@ -12,15 +12,18 @@
 #include "absl/status/statusor.h"
 #include "graph/ir.h"
 #include "passes/pass.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 
 inline constexpr char kTrainLoop[] = "train";
-// The graph attribute the pipeline pass sets to its width.
-inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
 
 // The training loop scope, created (max_in_flight 1) if the graph has none.
 LoopScope* TrainLoop(Graph& graph);
+
+// An optimizer pass's record: it needs gradients and provides the optimizer.
+PassInfo OptimizerPassInfo(std::string name, std::string summary, std::vector<PassOptionSpec> options,
+                           std::function<std::unique_ptr<Pass>()> factory);
 
 struct GradientOfParameter {
   Node* parameter;

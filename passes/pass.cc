@@ -79,12 +79,4 @@ std::vector<std::string> PassRegistry::Names() const {
   return names;
 }
 
-PassRegistrar::PassRegistrar(PassInfo info) {
-  absl::Status s = PassRegistry::Global().Register(std::move(info));
-  if (!s.ok()) {
-    std::fprintf(stderr, "pass registration failed: %s\n", std::string(s.message()).c_str());
-    std::abort();
-  }
-}
-
 }  // namespace nereid

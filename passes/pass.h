@@ -4,7 +4,10 @@
 // A compiler pass rewrites the graph. Each pass declares its options (name,
 // type, default, doc), so a pipeline string such as
 //   autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4)
-// can be checked before anything runs. Adding a pass is one new file with a
+// can be checked before anything runs. Each pass also declares the graph
+// properties it needs and provides (passes/pass_properties.h), so the pass
+// manager checks a pipeline's order, and adds the passes a run implies,
+// before any pass runs. Adding a pass is one new file with a
 // NEREID_REGISTER_PASS line.
 
 #include <functional>
@@ -16,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/registration.h"
 #include "graph/ir.h"
 
 namespace nereid {
@@ -60,6 +64,11 @@ class Pass {
   virtual absl::Status Run(Graph& graph, const PassOptions& options, PassLog* log) = 0;
 };
 
+// What the plan is for, as far as choosing passes goes.
+struct PlanTarget {
+  int workers = 1;
+};
+
 struct PassInfo {
   std::string name;
   std::string summary;
@@ -68,6 +77,19 @@ struct PassInfo {
   // Non-empty: the pass also takes undeclared key=value options (strings) and
   // checks them itself (compress hands them to its codec); says what they are.
   std::string extra_options;
+
+  // Order, as graph properties (passes/pass_properties.h):
+  //   needs:    an earlier pass must provide each (or the input graph has it;
+  //             the pass checks that itself when it runs)
+  //   provides: true of the graph after this pass
+  //   precedes: must not be true yet: the pass runs before what provides it
+  std::vector<std::string> needs;
+  std::vector<std::string> provides;
+  std::vector<std::string> precedes;
+  // Set: the manager adds this pass to a pipeline for `target` when no stage
+  // provides what it provides, right after the first stage by which all it
+  // needs is provided (data_parallel for several workers).
+  std::function<bool(const PlanTarget& target)> implied_for;
 };
 
 class PassRegistry {
@@ -81,15 +103,8 @@ class PassRegistry {
   absl::flat_hash_map<std::string, PassInfo> passes_;
 };
 
-struct PassRegistrar {
-  explicit PassRegistrar(PassInfo info);
-};
-
 }  // namespace nereid
 
-#define NEREID_REGISTER_PASS(info) \
-  [[maybe_unused]] static ::nereid::PassRegistrar NEREID_PASS_CONCAT(nereid_pass_registrar_, __COUNTER__)(info)
-#define NEREID_PASS_CONCAT(a, b) NEREID_PASS_CONCAT_INNER(a, b)
-#define NEREID_PASS_CONCAT_INNER(a, b) a##b
+#define NEREID_REGISTER_PASS(info) NEREID_REGISTER(::nereid::PassRegistry, info)
 
 #endif  // NEREID_PASSES_PASS_H_

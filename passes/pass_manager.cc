@@ -1,5 +1,7 @@
 #include "passes/pass_manager.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -9,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "ops/shape_inference.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 namespace {
@@ -70,8 +73,8 @@ absl::StatusOr<std::vector<std::string>> SplitStages(absl::string_view pipeline)
   return stages;
 }
 
-absl::StatusOr<PipelineStage> ParseStage(absl::string_view text) {
-  text = absl::StripAsciiWhitespace(text);
+absl::StatusOr<PipelineStage> ParseStage(absl::string_view written) {
+  absl::string_view text = absl::StripAsciiWhitespace(written);
   std::string name(text.substr(0, text.find('(')));
   name = std::string(absl::StripAsciiWhitespace(name));
   if (name.empty()) return absl::InvalidArgumentError("empty pass name in the pipeline");
@@ -108,7 +111,19 @@ absl::StatusOr<PipelineStage> ParseStage(absl::string_view text) {
       values[key] = value;
     }
   }
-  return PipelineStage{info, PassOptions(std::move(values))};
+  return PipelineStage{info, PassOptions(std::move(values)), std::string(written)};
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// The first stage that provides `property`, or -1.
+int FirstProvider(const std::vector<PipelineStage>& pipeline, const std::string& property) {
+  for (size_t i = 0; i < pipeline.size(); ++i) {
+    if (Contains(pipeline[i].pass->provides, property)) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace
@@ -121,12 +136,73 @@ absl::StatusOr<std::vector<PipelineStage>> ParsePipeline(absl::string_view pipel
     ASSIGN_OR_RETURN(PipelineStage stage, ParseStage(text));
     stages.push_back(std::move(stage));
   }
+  RETURN_IF_ERROR(CheckPipelineOrder(stages));
   return stages;
+}
+
+absl::Status CheckPipelineOrder(const std::vector<PipelineStage>& pipeline, const Graph* graph) {
+  for (size_t i = 0; i < pipeline.size(); ++i) {
+    const PassInfo& pass = *pipeline[i].pass;
+    for (const std::string& property : pass.needs) {
+      int provider = FirstProvider(pipeline, property);
+      if (provider > static_cast<int>(i)) {
+        // The provider in the pipeline first, then every other pass that would do.
+        const std::string& other = pipeline[provider].pass->name;
+        std::vector<std::string> providers = {other};
+        for (const std::string& name : PassRegistry::Global().Names()) {
+          if (name != other && Contains(PassRegistry::Global().Find(name)->provides, property)) providers.push_back(name);
+        }
+        return absl::FailedPreconditionError(absl::StrCat(pass.name, " must come after ", other, " in the pass list (",
+                                                          pass.name, " needs ", property, ": run ",
+                                                          absl::StrJoin(providers, " or "), " before it)"));
+      }
+    }
+    for (const std::string& property : pass.precedes) {
+      int provider = FirstProvider(pipeline, property);
+      if (provider >= 0 && provider < static_cast<int>(i)) {
+        const std::string& other = pipeline[provider].pass->name;
+        return absl::FailedPreconditionError(absl::StrCat(pass.name, " must come before ", other,
+                                                          " in the pass list (", other, " provides ", property, ")"));
+      }
+      if (graph != nullptr && GraphHasProperty(*graph, property)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(pass.name, " must come before what made the graph ", property,
+                         ": the graph is already ", property, " (plan it again from the model)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AddImpliedPasses(std::vector<PipelineStage>& pipeline, const PlanTarget& target) {
+  for (const std::string& name : PassRegistry::Global().Names()) {
+    const PassInfo* info = PassRegistry::Global().Find(name);
+    if (!info->implied_for || !info->implied_for(target)) continue;
+    bool provided = false;
+    for (const std::string& property : info->provides) provided |= FirstProvider(pipeline, property) >= 0;
+    if (provided) continue;
+    int after = -1;  // the stage after which everything `info` needs is provided
+    for (const std::string& property : info->needs) after = std::max(after, FirstProvider(pipeline, property));
+    bool needs_met = true;
+    for (const std::string& property : info->needs) needs_met &= FirstProvider(pipeline, property) >= 0;
+    if (!needs_met) continue;
+    absl::flat_hash_map<std::string, std::string> defaults;
+    for (const PassOptionSpec& spec : info->options) defaults[spec.name] = spec.default_value;
+    pipeline.insert(pipeline.begin() + (after + 1), PipelineStage{info, PassOptions(std::move(defaults)), info->name});
+  }
+  return CheckPipelineOrder(pipeline);
+}
+
+std::string PipelineText(const std::vector<PipelineStage>& pipeline) {
+  std::vector<std::string> texts;
+  for (const PipelineStage& stage : pipeline) texts.push_back(stage.text);
+  return absl::StrJoin(texts, ",");
 }
 
 absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vector<PipelineStage>& pipeline,
                                                     const PipelineOptions& options) {
   std::vector<PassReport> reports;
+  RETURN_IF_ERROR(CheckPipelineOrder(pipeline, &graph));
   for (const std::string& name : options.dump_after) {
     bool found = false;
     for (const PipelineStage& s : pipeline) found |= s.pass->name == name;

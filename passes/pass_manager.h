@@ -19,11 +19,28 @@ namespace nereid {
 struct PipelineStage {
   const PassInfo* pass;
   PassOptions options;
+  std::string text;  // the stage as written ("sgd(lr=0.05)"); the name for an implied one
 };
 
 // "autodiff,sgd(lr=0.05,momentum=0.9)". Unknown passes and options, values
-// of the wrong type and malformed syntax are errors that list what exists.
+// of the wrong type, malformed syntax and an order that breaks what the
+// passes declare (CheckPipelineOrder) are errors that list what exists.
 absl::StatusOr<std::vector<PipelineStage>> ParsePipeline(absl::string_view pipeline);
+
+// Every stage's `needs` provided by an earlier stage when some stage provides
+// it at all, and no `precedes` provided earlier (or, given `graph`, true of
+// the graph already). The error names both passes.
+absl::Status CheckPipelineOrder(const std::vector<PipelineStage>& pipeline, const Graph* graph = nullptr);
+
+// Adds the passes `target` implies (PassInfo::implied_for), each right after
+// the first stage by which all it needs is provided; none when no stage
+// provides what it needs (a graph planned already) or one provides what it
+// provides. Then checks the order.
+absl::Status AddImpliedPasses(std::vector<PipelineStage>& pipeline, const PlanTarget& target);
+
+// The stages' texts joined by commas: the pipeline as written, with the
+// implied passes where they were added.
+std::string PipelineText(const std::vector<PipelineStage>& pipeline);
 
 struct PassReport {
   std::string pass;

@@ -25,6 +25,7 @@
 #include "ops/gradient_builder.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
+#include "passes/pass_properties.h"
 
 namespace nereid {
 namespace {
@@ -70,12 +71,18 @@ class PipelinePass : public Pass {
   }
 };
 
-NEREID_REGISTER_PASS((PassInfo{
-    "pipeline",
-    "Pipe-SGD: the update at step t applies the gradient of step t-width+1, so up to width steps run at once "
-    "and communication overlaps the next steps' compute.",
-    {{"width", OptionType::kInt, "2", "steps in flight (1: synchronous)"}},
-    [] { return std::make_unique<PipelinePass>(); }}));
+PassInfo PipelineInfo() {
+  PassInfo info{"pipeline",
+                "Pipe-SGD: the update at step t applies the gradient of step t-width+1, so up to width steps run at "
+                "once and communication overlaps the next steps' compute.",
+                {{"width", OptionType::kInt, "2", "steps in flight (1: synchronous)"}},
+                [] { return std::make_unique<PipelinePass>(); }};
+  info.needs = {kGradientsProperty};
+  info.provides = {kPipelinedProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(PipelineInfo());
 
 }  // namespace
 }  // namespace nereid

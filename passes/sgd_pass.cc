@@ -50,8 +50,8 @@ std::vector<PassOptionSpec> SgdOptions() {
   return options;
 }
 
-NEREID_REGISTER_PASS((PassInfo{"sgd", "SGD with momentum, Nesterov and weight decay (torch.optim.SGD's arithmetic).",
-                               SgdOptions(), [] { return std::make_unique<SgdPass>(); }}));
+NEREID_REGISTER_PASS(OptimizerPassInfo("sgd", "SGD with momentum, Nesterov and weight decay (torch.optim.SGD's arithmetic).",
+                                       SgdOptions(), [] { return std::make_unique<SgdPass>(); }));
 
 }  // namespace
 }  // namespace nereid

@@ -2,11 +2,8 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -56,14 +53,6 @@ class Reader {
   size_t pos_ = 0;
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
@@ -93,7 +82,7 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
 }
 
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string latest, ReadFile(absl::StrCat(dir, "/LATEST")));
+  ASSIGN_OR_RETURN(std::string latest, ReadFileToString(absl::StrCat(dir, "/LATEST")));
   std::string name(absl::StripAsciiWhitespace(latest));
   if (name.empty() || name.find('/') != std::string::npos) {
     return absl::DataLossError(absl::StrCat(dir, "/LATEST: does not name a checkpoint file"));
@@ -102,7 +91,7 @@ absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string data, ReadFile(path));
+  ASSIGN_OR_RETURN(std::string data, ReadFileToString(path));
   Reader r(data, path);
   if (data.size() < sizeof(kMagic) + 8 || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
     return r.Error("not a Nereid checkpoint (bad magic)");

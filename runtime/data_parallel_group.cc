@@ -3,9 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "comm/fault_injection.h"
-#include "comm/fault_plan.h"
-#include "comm/rendezvous.h"
+#include "comm/communicator_factory.h"
+#include "comm/rendezvous_spec.h"
 #include "core/fingerprint.h"
 #include "core/status_macros.h"
 #include "core/version.h"
@@ -17,19 +16,18 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   const int buckets = CollectivesPerStep(graph);
   std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
   group->timeout_ = options.timeout;
-  ASSIGN_OR_RETURN(RendezvousSpec spec, ParseRendezvousSpec(options.rendezvous, options.run_id));
-  WorkerIdentity identity;
-  identity.nereid_version = kNereidVersion;
-  identity.plan_fingerprint = options.plan_fingerprint;
-  identity.world_size = options.world;
-  GlooConnectOptions connect;
-  connect.hostname = options.hostname;
-  connect.connect_timeout = options.timeout;
-  ASSIGN_OR_RETURN(group->communicator_, ConnectGloo(spec, options.rank, options.world, identity, connect));
-  // Tests inject faults (a killed or stopped rank) through NEREID_FAULTS.
-  ASSIGN_OR_RETURN(FaultPlan faults, FaultPlanFromEnv(ProcessEnv()));
-  faults = faults.ForRank(options.rank);
-  if (!faults.empty()) group->communicator_ = WithFaults(std::move(group->communicator_), faults);
+  CommunicatorSpec spec;
+  spec.backend = "gloo";
+  ASSIGN_OR_RETURN(spec.rendezvous, ParseRendezvousSpec(options.rendezvous, options.run_id));
+  spec.rank = options.rank;
+  spec.world = options.world;
+  spec.identity.nereid_version = kNereidVersion;
+  spec.identity.plan_fingerprint = options.plan_fingerprint;
+  spec.identity.world_size = options.world;
+  spec.hostname = options.hostname;
+  spec.connect_timeout = options.timeout;
+  // Also applies NEREID_FAULTS, through which tests kill or stop a rank.
+  ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
   group->engine_ = std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(buckets, 1), options.timeout);
   return group;
 }

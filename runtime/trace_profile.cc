@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <system_error>
@@ -12,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/file_io.h"
+#include "core/stats.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -77,21 +78,7 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path, int64_t max_byt
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is ", size, " bytes; files over ", max_bytes, " bytes are refused"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return text;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  double lower = *std::max_element(v.begin(), v.begin() + mid);
-  return (lower + upper) / 2;
+  return ReadFileToString(path);
 }
 
 const Value* Field(const Struct& s, const char* key) {

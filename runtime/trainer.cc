@@ -17,13 +17,14 @@
 #include "core/buffer_pool.h"
 #include "core/file_io.h"
 #include "core/fingerprint.h"
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/status_macros.h"
 #include "core/trace.h"
 #include "data/batch_loader.h"
 #include "data/datasets.h"
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
+#include "graph/ir.h"
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
 #include "runtime/checkpoint.h"
@@ -38,11 +39,6 @@ bool IsPlanned(const Graph& graph) {
     if (n->op() == "Feedback") return true;
   }
   return false;
-}
-
-std::string GraphAttr(const Graph& graph, const char* key) {
-  auto it = graph.header().attr().find(key);
-  return it == graph.header().attr().end() ? "" : it->second.s();
 }
 
 int64_t PeakRssBytes() {
@@ -196,15 +192,18 @@ class PeriodicReporter {
 // starving computation of a busy machine's other processes.
 constexpr int kComputeNiceWithPeers = 5;
 
-// With several workers and no communication pass, data_parallel goes right
-// after autodiff.
+// The pipeline to plan with: --passes plus what the run implies (with several
+// workers and no communication pass, data_parallel right after autodiff).
+absl::StatusOr<std::vector<PipelineStage>> PipelineFor(const TrainOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(options.passes));
+  RETURN_IF_ERROR(AddImpliedPasses(pipeline, PlanTarget{options.workers}));
+  return pipeline;
+}
+
+// The pipeline as written, with the implied passes (the metrics' "passes").
 std::string PassesFor(const TrainOptions& options) {
-  if (options.workers <= 1 || absl::StrContains(options.passes, "data_parallel")) return options.passes;
-  size_t at = options.passes.find("autodiff");
-  if (at == std::string::npos) return options.passes;
-  size_t end = at + std::string("autodiff").size();
-  if (end < options.passes.size() && options.passes[end] == '(') end = options.passes.find(')', end) + 1;
-  return options.passes.substr(0, end) + ",data_parallel" + options.passes.substr(end);
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(options);
+  return pipeline.ok() ? PipelineText(*pipeline) : options.passes;
 }
 
 // What every rank must agree on: the plan and the settings that shape the
@@ -253,8 +252,7 @@ absl::Status RestorePerRankState(const TrainOptions& options, const Checkpoint& 
   return absl::OkStatus();
 }
 
-// Train, recording into `trace` (null: no trace).
-absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder* trace) {
+absl::Status CheckOptions(const TrainOptions& options) {
   if (options.threads < 1 || options.batch < 1 || options.epochs < 1 || options.workers < 1) {
     return absl::InvalidArgumentError("--workers, --threads, --batch and --epochs must be >= 1");
   }
@@ -265,48 +263,17 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   if (distributed && options.rendezvous.empty()) {
     return absl::InvalidArgumentError("a worker of a multi-worker run needs a rendezvous (--rendezvous file:DIR)");
   }
-  absl::Time start = absl::Now();
-  if (trace != nullptr) trace->NameThisThread("driver");
-  TrainResult result;
-  ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, LoadModel(options.model_path));
-  if (!IsPlanned(*graph)) {
-    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(PassesFor(options)));
-    ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph, pipeline));
-    for (const PassReport& r : reports) result.plan_summary.emplace_back(r.pass, FormatReport(r));
-  }
-  result.model = GraphAttr(*graph, "name").empty() ? options.model_path : GraphAttr(*graph, "name");
-  std::string logits = GraphAttr(*graph, "logits"), loss = GraphAttr(*graph, "loss");
-  if (logits.empty() || loss.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(options.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
-  }
+  return absl::OkStatus();
+}
 
-  std::unique_ptr<DataParallelGroup> group;
-  if (distributed) {
-    if (DataParallelGroup::CollectivesPerStep(*graph) == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          options.model_path, " has no gradient communication: plan it with data_parallel to train on ",
-          options.workers, " workers"));
-    }
-    GroupOptions g;
-    g.rank = options.rank;
-    g.world = options.workers;
-    g.rendezvous = options.rendezvous;
-    g.run_id = options.run_id;
-    g.hostname = options.bind_address;
-    g.timeout = options.comm_timeout;
-    g.plan_fingerprint = PlanFingerprint(*graph, options);
-    if (options.report) options.report("phase=rendezvous");
-    ASSIGN_OR_RETURN(group, DataParallelGroup::Join(*graph, g));
-    result.strategy = "data_parallel";
-  }
-
-  std::string dataset_name = options.dataset.empty() ? GraphAttr(*graph, "dataset") : options.dataset;
+// The dataset options for `graph`: synthetic data takes the shape the model's
+// images input declares.
+data::DatasetOptions DatasetOptionsFor(const Graph& graph, const std::string& dataset_name,
+                                       const TrainOptions& options) {
   data::DatasetOptions dopts;
   dopts.dir = options.data_dir;
   if (dataset_name == "synthetic") {
-    // Synthetic data takes the shape the model's images input declares.
-    for (Node* n : graph->nodes()) {
+    for (Node* n : graph.nodes()) {
       const auto& attr = n->def().attr();
       if (n->op() != "Input" || !attr.count("feed") || attr.at("feed").s() != "images") continue;
       const TensorShape& s = n->outputs()[0].shape;
@@ -316,209 +283,339 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
         dopts.width = s.dim(3);
       }
     }
-    auto classes = graph->header().attr().find("num_classes");
-    if (classes != graph->header().attr().end()) dopts.num_classes = static_cast<int>(classes->second.i());
+    auto classes = graph.header().attr().find("num_classes");
+    if (classes != graph.header().attr().end()) dopts.num_classes = static_cast<int>(classes->second.i());
   }
   dopts.seed = options.seed;
-  dopts.limit = options.train_limit;
-  ASSIGN_OR_RETURN(data::Dataset train_set, data::LoadNamedDataset(dataset_name, data::Split::kTrain, dopts));
-  dopts.limit = options.test_limit;
-  ASSIGN_OR_RETURN(data::Dataset test_set, data::LoadNamedDataset(dataset_name, data::Split::kTest, dopts));
-  auto train = std::make_shared<const data::Dataset>(std::move(train_set));
-  auto test = std::make_shared<const data::Dataset>(std::move(test_set));
+  return dopts;
+}
 
-  ExecutorOptions eopts;
-  eopts.threads = options.threads;
-  if (group != nullptr) {
-    eopts.collectives = group->engine();
-    eopts.compute_nice = kComputeNiceWithPeers;
-  }
-  eopts.trace = trace;
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::Create(graph.get(), eopts));
-  // Error-feedback residuals: each rank checkpoints and keeps its own.
-  const absl::flat_hash_set<std::string> per_rank = DataParallelGroup::PerRankState(*graph);
+// One rank's training run, as the steps it is: Plan, Connect, LoadData,
+// CreateExecutor, Resume, CheckStateAcrossRanks, then per epoch TrainEpoch,
+// EvaluateEpoch and SaveCheckpoint, and at the end Summarize.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainOptions& options, TraceRecorder* trace)
+      : options_(options), trace_(trace), start_(absl::Now()) {}
 
-  data::LoaderOptions lo;
-  lo.batch_size = options.batch;
-  lo.seed = options.seed;
-  lo.rank = options.rank;
-  lo.world = options.workers;
-  ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(train, lo));
-  // Ranks step in lock-step: all take as many steps as the smallest shard
-  // (N / world examples) gives, so an odd example out is skipped.
-  int64_t smallest_shard = train->num_examples / options.workers;
-  int64_t steps_per_epoch = (smallest_shard + options.batch - 1) / options.batch;
-
-  int64_t first_epoch = 0, step = 0;
-  if (options.resume) {
-    if (options.checkpoint_dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint DIR");
-    absl::StatusOr<Checkpoint> ckpt = LoadLatestCheckpoint(options.checkpoint_dir);
-    if (ckpt.ok()) {
-      for (const auto& [name, value] : ckpt->tensors) RETURN_IF_ERROR(executor->SetState(name, value));
-      if (!per_rank.empty()) RETURN_IF_ERROR(RestorePerRankState(options, *ckpt, *executor));
-      first_epoch = ckpt->epochs_completed;
-      step = ckpt->step;
-      if (options.progress != nullptr) {
-        std::fprintf(options.progress, "resuming after epoch %lld (step %lld) from %s\n",
-                     static_cast<long long>(first_epoch), static_cast<long long>(step),
-                     options.checkpoint_dir.c_str());
-      }
-    } else if (!absl::IsNotFound(ckpt.status())) {
-      return ckpt.status();
+  // Loads the model and plans it (a plan file is used as it is); finds the
+  // nodes evaluation reads.
+  absl::Status Plan() {
+    if (trace_ != nullptr) trace_->NameThisThread("driver");
+    ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
+    if (!IsPlanned(*graph_)) {
+      ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_));
+      ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph_, pipeline));
+      for (const PassReport& r : reports) result_.plan_summary.emplace_back(r.pass, FormatReport(r));
     }
+    result_.model = GraphAttr(*graph_, "name").empty() ? options_.model_path : GraphAttr(*graph_, "name");
+    logits_ = GraphAttr(*graph_, "logits");
+    loss_ = GraphAttr(*graph_, "loss");
+    if (logits_.empty() || loss_.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
+    }
+    return absl::OkStatus();
   }
 
-  if (group != nullptr) {
-    RETURN_IF_ERROR(group->CheckIdenticalState(*executor, per_rank));
-    group->engine()->Reset(step);
-    group->engine()->set_trace(trace);
-  }
-  TrafficCounters traffic_in_steps;
-  // While this rank waits in a collective for its peers it is not hung: say
-  // so every second, so the launcher blames the rank that stopped instead.
-  std::unique_ptr<PeriodicReporter> waiting_reporter;
-  if (group != nullptr && options.report) {
-    CollectiveEngine* engine = group->engine();
-    waiting_reporter = std::make_unique<PeriodicReporter>(absl::Seconds(1), [engine, &options] {
-      if (std::optional<std::pair<int64_t, int>> key = engine->running()) {
-        options.report(absl::StrCat("phase=allreduce step=", key->first, " bucket=", key->second,
-                                    " waiting_for_peers"));
-      }
-    });
+  // With several workers: meets the other ranks (rendezvous, identity check).
+  absl::Status Connect() {
+    if (options_.workers <= 1) return absl::OkStatus();
+    if (DataParallelGroup::CollectivesPerStep(*graph_) == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(options_.model_path,
+                                                        " has no gradient communication: plan it with data_parallel "
+                                                        "to train on ",
+                                                        options_.workers, " workers"));
+    }
+    GroupOptions g;
+    g.rank = options_.rank;
+    g.world = options_.workers;
+    g.rendezvous = options_.rendezvous;
+    g.run_id = options_.run_id;
+    g.hostname = options_.bind_address;
+    g.timeout = options_.comm_timeout;
+    g.plan_fingerprint = PlanFingerprint(*graph_, options_);
+    if (options_.report) options_.report("phase=rendezvous");
+    ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
+    result_.strategy = "data_parallel";
+    return absl::OkStatus();
   }
 
-  BufferPool::Global().ResetPeak();
-  Progress progress(options.rank == 0 ? options.progress : nullptr, options.epochs, steps_per_epoch);
-  double train_seconds = 0;
-  int64_t train_samples = 0;
-  // Pipelined plans (pipeline(width=K)) keep up to K steps in flight: step s
-  // starts once step s-K is finished (the tracker's bound; StartStep waits
-  // for it), and each step's loss is read when it finishes.
-  const int in_flight = executor->tracker().max_steps_in_flight();
-  result.pipeline_width = in_flight;
-  if (!GraphAttr(*graph, "compression").empty()) result.compression = GraphAttr(*graph, "compression");
-  struct StepInFlight {
-    int64_t step, epoch, index, examples;
-    absl::Time started;
-  };
-  for (int64_t epoch = first_epoch; epoch < options.epochs; ++epoch) {
+  absl::Status LoadData() {
+    std::string dataset_name = options_.dataset.empty() ? GraphAttr(*graph_, "dataset") : options_.dataset;
+    data::DatasetOptions dopts = DatasetOptionsFor(*graph_, dataset_name, options_);
+    dopts.limit = options_.train_limit;
+    ASSIGN_OR_RETURN(data::Dataset train_set, data::LoadNamedDataset(dataset_name, data::Split::kTrain, dopts));
+    dopts.limit = options_.test_limit;
+    ASSIGN_OR_RETURN(data::Dataset test_set, data::LoadNamedDataset(dataset_name, data::Split::kTest, dopts));
+    train_ = std::make_shared<const data::Dataset>(std::move(train_set));
+    test_ = std::make_shared<const data::Dataset>(std::move(test_set));
+    return absl::OkStatus();
+  }
+
+  // The executor and the training batch loader.
+  absl::Status CreateExecutor() {
+    ExecutorOptions eopts;
+    eopts.threads = options_.threads;
+    if (group_ != nullptr) {
+      eopts.collectives = group_->engine();
+      eopts.compute_nice = kComputeNiceWithPeers;
+    }
+    eopts.trace = trace_;
+    ASSIGN_OR_RETURN(executor_, Executor::Create(graph_.get(), eopts));
+    // Error-feedback residuals: each rank checkpoints and keeps its own.
+    per_rank_ = DataParallelGroup::PerRankState(*graph_);
+
+    data::LoaderOptions lo;
+    lo.batch_size = options_.batch;
+    lo.seed = options_.seed;
+    lo.rank = options_.rank;
+    lo.world = options_.workers;
+    ASSIGN_OR_RETURN(loader_, data::BatchLoader::Create(train_, lo));
+    // Ranks step in lock-step: all take as many steps as the smallest shard
+    // (N / world examples) gives, so an odd example out is skipped.
+    int64_t smallest_shard = train_->num_examples / options_.workers;
+    steps_per_epoch_ = (smallest_shard + options_.batch - 1) / options_.batch;
+    return absl::OkStatus();
+  }
+
+  // --resume: the last complete checkpoint's state, epoch and step (none
+  // yet: from the start).
+  absl::Status Resume() {
+    if (!options_.resume) return absl::OkStatus();
+    if (options_.checkpoint_dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint DIR");
+    absl::StatusOr<Checkpoint> ckpt = LoadLatestCheckpoint(options_.checkpoint_dir);
+    if (!ckpt.ok()) return absl::IsNotFound(ckpt.status()) ? absl::OkStatus() : ckpt.status();
+    for (const auto& [name, value] : ckpt->tensors) RETURN_IF_ERROR(executor_->SetState(name, value));
+    if (!per_rank_.empty()) RETURN_IF_ERROR(RestorePerRankState(options_, *ckpt, *executor_));
+    first_epoch_ = ckpt->epochs_completed;
+    step_ = ckpt->step;
+    if (options_.progress != nullptr) {
+      std::fprintf(options_.progress, "resuming after epoch %lld (step %lld) from %s\n",
+                   static_cast<long long>(first_epoch_), static_cast<long long>(step_),
+                   options_.checkpoint_dir.c_str());
+    }
+    return absl::OkStatus();
+  }
+
+  // Every rank starts from rank 0's parameters; the collective engine starts
+  // at this step. Then the training loop's bookkeeping starts.
+  absl::Status CheckStateAcrossRanks() {
+    if (group_ != nullptr) {
+      RETURN_IF_ERROR(group_->CheckIdenticalState(*executor_, per_rank_));
+      group_->engine()->Reset(step_);
+      group_->engine()->set_trace(trace_);
+    }
+    // While this rank waits in a collective for its peers it is not hung: say
+    // so every second, so the launcher blames the rank that stopped instead.
+    if (group_ != nullptr && options_.report) {
+      CollectiveEngine* engine = group_->engine();
+      const TrainOptions* options = &options_;
+      waiting_reporter_ = std::make_unique<PeriodicReporter>(absl::Seconds(1), [engine, options] {
+        if (std::optional<std::pair<int64_t, int>> key = engine->running()) {
+          options->report(absl::StrCat("phase=allreduce step=", key->first, " bucket=", key->second,
+                                       " waiting_for_peers"));
+        }
+      });
+    }
+    BufferPool::Global().ResetPeak();
+    progress_ = std::make_unique<Progress>(options_.rank == 0 ? options_.progress : nullptr, options_.epochs,
+                                           steps_per_epoch_);
+    // Pipelined plans (pipeline(width=K)) keep up to K steps in flight.
+    in_flight_ = executor_->tracker().max_steps_in_flight();
+    result_.pipeline_width = in_flight_;
+    if (!GraphAttr(*graph_, "compression").empty()) result_.compression = GraphAttr(*graph_, "compression");
+    return absl::OkStatus();
+  }
+
+  int64_t first_epoch() const { return first_epoch_; }
+  bool ReachedMaxSteps() const { return options_.max_steps > 0 && result_.steps >= options_.max_steps; }
+
+  // The epoch's steps, up to K in flight: step s starts once step s-K is
+  // finished (the tracker's bound; StartStep waits for it), and each step's
+  // loss is read when it finishes. Returns the epoch's loss and time, summed
+  // over the ranks.
+  absl::StatusOr<EpochMetrics> TrainEpoch(int64_t epoch) {
     absl::Time epoch_start = absl::Now();
-    loader->StartEpoch(epoch);
-    double loss_sum = 0;
-    int64_t epoch_samples = 0, index = 0;
+    loader_->StartEpoch(epoch);
+    EpochLoss sums;
+    int64_t index = 0;
     std::deque<StepInFlight> flight;
     // On an error (a failed step, a NaN loss), steps still in flight are
     // aborted and waited for, so none outlives the executor.
     absl::Cleanup drain = [&] {
       if (flight.empty()) return;
-      executor->Abort(absl::CancelledError("training stopped on an earlier error"));
-      for (const StepInFlight& f : flight) executor->FinishStep(f.step).IgnoreError();
+      executor_->Abort(absl::CancelledError("training stopped on an earlier error"));
+      for (const StepInFlight& f : flight) executor_->FinishStep(f.step).IgnoreError();
     };
     TrafficCounters traffic_at_start;
-    if (group != nullptr) traffic_at_start = group->communicator().traffic();
-    auto finish_oldest = [&]() -> absl::Status {
-      StepInFlight f = flight.front();
-      flight.pop_front();
-      absl::StatusOr<std::vector<Tensor>> out = executor->FinishStep(f.step);
-      if (trace != nullptr) {
-        // Overlapping steps cannot share the driver's track.
-        std::string name = absl::StrCat("step ", f.step);
-        TraceArg args[] = {{"step", f.step}, {"epoch", f.epoch}};
-        if (in_flight == 1) {
-          trace->Complete(name, "step", f.started, absl::Now(), args);
-        } else {
-          trace->Async(name, "step", f.started, absl::Now(), args);
-        }
-      }
-      if (!out.ok()) return out.status();
-      if (options.report) options.report(absl::StrCat("phase=train epoch=", f.epoch, " step=", f.step));
-      float value = (*out)[0].data<float>()[0];
-      if (!std::isfinite(value)) {
-        return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", f.epoch + 1,
-                                                       ", step ", f.step,
-                                                       ": training diverged (try a smaller learning rate)"));
-      }
-      loss_sum += static_cast<double>(value) * f.examples;
-      epoch_samples += f.examples;
-      ++result.steps;
-      double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-      progress.Step(epoch, f.index, loss_sum / epoch_samples,
-                    elapsed > 0 ? epoch_samples * options.workers / elapsed : 0);
-      return absl::OkStatus();
-    };
-    while (index < steps_per_epoch) {
-      if (options.max_steps > 0 && result.steps + static_cast<int64_t>(flight.size()) >= options.max_steps) break;
-      std::optional<data::Batch> batch = loader->Next();
+    if (group_ != nullptr) traffic_at_start = group_->communicator().traffic();
+    while (index < steps_per_epoch_) {
+      if (options_.max_steps > 0 && result_.steps + static_cast<int64_t>(flight.size()) >= options_.max_steps) break;
+      std::optional<data::Batch> batch = loader_->Next();
       if (!batch) break;
       ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
-      while (static_cast<int>(flight.size()) >= in_flight) RETURN_IF_ERROR(finish_oldest());
-      StepInfo info{epoch, step, index, steps_per_epoch, options.epochs, true};
-      flight.push_back({step, epoch, index, batch->size, absl::Now()});
-      RETURN_IF_ERROR(executor->StartStep(info, std::move(feeds), {loss}));
-      ++step;
+      while (static_cast<int>(flight.size()) >= in_flight_) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
+      StepInfo info{epoch, step_, index, steps_per_epoch_, options_.epochs, true};
+      flight.push_back({step_, epoch, index, batch->size, absl::Now()});
+      RETURN_IF_ERROR(executor_->StartStep(info, std::move(feeds), {loss_}));
+      ++step_;
       ++index;
     }
     // Evaluation and checkpoints see every step of the epoch applied.
-    while (!flight.empty()) RETURN_IF_ERROR(finish_oldest());
-    if (group != nullptr) {
-      TrafficCounters now = group->communicator().traffic();
-      traffic_in_steps.bytes_sent += now.bytes_sent - traffic_at_start.bytes_sent;
-      traffic_in_steps.bytes_received += now.bytes_received - traffic_at_start.bytes_received;
-    }
-    if (group != nullptr) {
-      std::vector<double> sums = {loss_sum, static_cast<double>(epoch_samples)};
-      RETURN_IF_ERROR(group->SumAcrossRanks(sums));
-      loss_sum = sums[0];
-      epoch_samples = static_cast<int64_t>(std::llround(sums[1]));
+    while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
+    if (group_ != nullptr) {
+      TrafficCounters now = group_->communicator().traffic();
+      traffic_in_steps_.bytes_sent += now.bytes_sent - traffic_at_start.bytes_sent;
+      traffic_in_steps_.bytes_received += now.bytes_received - traffic_at_start.bytes_received;
+      std::vector<double> totals = {sums.loss, static_cast<double>(sums.samples)};
+      RETURN_IF_ERROR(group_->SumAcrossRanks(totals));
+      sums.loss = totals[0];
+      sums.samples = static_cast<int64_t>(std::llround(totals[1]));
     }
     EpochMetrics m;
     m.epoch = epoch;
     m.seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-    m.train_loss = epoch_samples > 0 ? loss_sum / epoch_samples : 0;
-    m.samples_per_second = m.seconds > 0 ? epoch_samples / m.seconds : 0;
-    train_seconds += m.seconds;
-    train_samples += epoch_samples;
-    StepInfo eval_info{epoch, step, 0, steps_per_epoch, options.epochs, false};
-    TraceSpan eval_span(trace, "evaluate", "eval", {{"epoch", epoch}, {"step", step}});
-    ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*executor, test, options, logits, loss, eval_info, group.get()));
+    m.train_loss = sums.samples > 0 ? sums.loss / sums.samples : 0;
+    m.samples_per_second = m.seconds > 0 ? sums.samples / m.seconds : 0;
+    train_seconds_ += m.seconds;
+    train_samples_ += sums.samples;
+    return m;
+  }
+
+  // The test set, sharded over the ranks, after every step of the epoch.
+  absl::Status EvaluateEpoch(EpochMetrics& m) {
+    StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
+    TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
+    ASSIGN_OR_RETURN(Evaluation eval,
+                     EvaluateTestSet(*executor_, test_, options_, logits_, loss_, eval_info, group_.get()));
     eval_span.End();
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
-    progress.EpochDone(m);
-    result.per_epoch.push_back(m);
-    if (!options.checkpoint_dir.empty()) RETURN_IF_ERROR(SaveCheckpoints(options, epoch + 1, step, *executor, per_rank));
-    if (options.max_steps > 0 && result.steps >= options.max_steps) break;
+    progress_->EpochDone(m);
+    result_.per_epoch.push_back(m);
+    return absl::OkStatus();
   }
-  result.epochs = static_cast<int64_t>(result.per_epoch.size());
-  if (!result.per_epoch.empty()) {
-    result.final_train_loss = result.per_epoch.back().train_loss;
-    result.final_test_accuracy = result.per_epoch.back().test_accuracy;
+
+  absl::Status SaveCheckpoint(int64_t epoch) {
+    if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+    return SaveCheckpoints(options_, epoch + 1, step_, *executor_, per_rank_);
   }
-  result.samples_per_second = train_seconds > 0 ? train_samples / train_seconds : 0;
-  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  result.peak_rss_bytes = PeakRssBytes();
-  result.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
-  result.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor, per_rank);
-  if (group != nullptr) {
-    // Summed over the ranks, then averaged per rank and step.
-    std::vector<double> sums = {static_cast<double>(traffic_in_steps.bytes_sent),
-                                static_cast<double>(traffic_in_steps.bytes_received),
-                                absl::ToDoubleSeconds(group->engine()->busy_time()),
-                                absl::ToDoubleSeconds(group->engine()->codec_time())};
-    RETURN_IF_ERROR(group->SumAcrossRanks(sums));
-    if (result.steps > 0) {
-      const double per_step = 1.0 / options.workers / result.steps;
-      result.bytes_sent_per_step = sums[0] * per_step;
-      result.bytes_received_per_step = sums[1] * per_step;
-      result.comm_seconds_per_step = sums[2] * per_step;
-      result.codec_seconds_per_step = sums[3] * per_step;
+
+  // The run's figures (communication summed over the ranks, then per rank
+  // and step), written as --metrics-json asks.
+  absl::StatusOr<TrainResult> Summarize() {
+    result_.epochs = static_cast<int64_t>(result_.per_epoch.size());
+    if (!result_.per_epoch.empty()) {
+      result_.final_train_loss = result_.per_epoch.back().train_loss;
+      result_.final_test_accuracy = result_.per_epoch.back().test_accuracy;
     }
-    ASSIGN_OR_RETURN(result.layer_bytes, PlanLayerBytes(*graph, options.workers));
+    result_.samples_per_second = train_seconds_ > 0 ? train_samples_ / train_seconds_ : 0;
+    result_.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+    result_.peak_rss_bytes = PeakRssBytes();
+    result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
+    result_.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor_, per_rank_);
+    if (group_ != nullptr) {
+      std::vector<double> sums = {static_cast<double>(traffic_in_steps_.bytes_sent),
+                                  static_cast<double>(traffic_in_steps_.bytes_received),
+                                  absl::ToDoubleSeconds(group_->engine()->busy_time()),
+                                  absl::ToDoubleSeconds(group_->engine()->codec_time())};
+      RETURN_IF_ERROR(group_->SumAcrossRanks(sums));
+      if (result_.steps > 0) {
+        const double per_step = 1.0 / options_.workers / result_.steps;
+        result_.bytes_sent_per_step = sums[0] * per_step;
+        result_.bytes_received_per_step = sums[1] * per_step;
+        result_.comm_seconds_per_step = sums[2] * per_step;
+        result_.codec_seconds_per_step = sums[3] * per_step;
+      }
+      ASSIGN_OR_RETURN(result_.layer_bytes, PlanLayerBytes(*graph_, options_.workers));
+    }
+    if (!options_.metrics_json.empty()) {
+      RETURN_IF_ERROR(WriteFileAtomically(options_.metrics_json, MetricsJson(options_, result_)));
+    }
+    return result_;
   }
-  if (!options.metrics_json.empty()) {
-    RETURN_IF_ERROR(WriteFileAtomically(options.metrics_json, MetricsJson(options, result)));
+
+ private:
+  struct StepInFlight {
+    int64_t step, epoch, index, examples;
+    absl::Time started;
+  };
+  struct EpochLoss {
+    double loss = 0;  // summed over examples
+    int64_t samples = 0;
+  };
+
+  // Finishes the oldest step in flight: its trace span, its loss (a NaN ends
+  // the run), the progress line.
+  absl::Status FinishOldest(std::deque<StepInFlight>& flight, absl::Time epoch_start, EpochLoss& sums) {
+    StepInFlight f = flight.front();
+    flight.pop_front();
+    absl::StatusOr<std::vector<Tensor>> out = executor_->FinishStep(f.step);
+    if (trace_ != nullptr) {
+      // Overlapping steps cannot share the driver's track.
+      std::string name = absl::StrCat("step ", f.step);
+      TraceArg args[] = {{"step", f.step}, {"epoch", f.epoch}};
+      if (in_flight_ == 1) {
+        trace_->Complete(name, "step", f.started, absl::Now(), args);
+      } else {
+        trace_->Async(name, "step", f.started, absl::Now(), args);
+      }
+    }
+    if (!out.ok()) return out.status();
+    if (options_.report) options_.report(absl::StrCat("phase=train epoch=", f.epoch, " step=", f.step));
+    float value = (*out)[0].data<float>()[0];
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", f.epoch + 1, ", step ",
+                                                     f.step, ": training diverged (try a smaller learning rate)"));
+    }
+    sums.loss += static_cast<double>(value) * f.examples;
+    sums.samples += f.examples;
+    ++result_.steps;
+    double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+    progress_->Step(f.epoch, f.index, sums.loss / sums.samples,
+                    elapsed > 0 ? sums.samples * options_.workers / elapsed : 0);
+    return absl::OkStatus();
   }
-  return result;
+
+  const TrainOptions& options_;
+  TraceRecorder* trace_;
+  const absl::Time start_;
+  TrainResult result_;
+  std::unique_ptr<Graph> graph_;
+  std::string logits_, loss_;
+  std::unique_ptr<DataParallelGroup> group_;
+  std::shared_ptr<const data::Dataset> train_, test_;
+  std::unique_ptr<Executor> executor_;
+  absl::flat_hash_set<std::string> per_rank_;
+  std::unique_ptr<data::BatchLoader> loader_;
+  int64_t steps_per_epoch_ = 0;
+  int64_t first_epoch_ = 0, step_ = 0;
+  int in_flight_ = 1;
+  std::unique_ptr<PeriodicReporter> waiting_reporter_;
+  std::unique_ptr<Progress> progress_;
+  TrafficCounters traffic_in_steps_;
+  double train_seconds_ = 0;
+  int64_t train_samples_ = 0;
+};
+
+// Train, recording into `trace` (null: no trace).
+absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder* trace) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  TrainingRun run(options, trace);
+  RETURN_IF_ERROR(run.Plan());
+  RETURN_IF_ERROR(run.Connect());
+  RETURN_IF_ERROR(run.LoadData());
+  RETURN_IF_ERROR(run.CreateExecutor());
+  RETURN_IF_ERROR(run.Resume());
+  RETURN_IF_ERROR(run.CheckStateAcrossRanks());
+  for (int64_t epoch = run.first_epoch(); epoch < options.epochs; ++epoch) {
+    ASSIGN_OR_RETURN(EpochMetrics metrics, run.TrainEpoch(epoch));
+    RETURN_IF_ERROR(run.EvaluateEpoch(metrics));
+    RETURN_IF_ERROR(run.SaveCheckpoint(epoch));
+    if (run.ReachedMaxSteps()) break;
+  }
+  return run.Summarize();
 }
 
 }  // namespace
@@ -535,62 +632,57 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
 }
 
 std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Member("model", r.model);
-  w.Member("workers", int64_t{options.workers});
-  w.Member("rank", int64_t{options.rank});
-  w.Member("threads", int64_t{options.threads});
-  w.Member("strategy", r.strategy);
-  w.Member("passes", PassesFor(options));
-  w.Member("pipeline_width", r.pipeline_width);
-  w.Member("compression", r.compression);
-  w.Member("epochs", r.epochs);
-  w.Member("steps", r.steps);
-  w.Member("batch_per_worker", options.batch);
-  w.Member("seed", static_cast<int64_t>(options.seed));
-  w.Member("final_train_loss", r.final_train_loss);
-  w.Member("final_test_accuracy", r.final_test_accuracy);
-  w.Member("samples_per_second", r.samples_per_second);
-  w.Member("wall_seconds", r.wall_seconds);
-  w.Member("peak_rss_bytes", r.peak_rss_bytes);
-  w.Member("peak_tensor_bytes", r.peak_tensor_bytes);
-  w.Member("bytes_sent_per_step", r.bytes_sent_per_step);
-  w.Member("bytes_received_per_step", r.bytes_received_per_step);
-  w.Member("comm_seconds_per_step", r.comm_seconds_per_step);
-  w.Member("codec_seconds_per_step", r.codec_seconds_per_step);
-  w.Member("parameter_fingerprint", absl::StrCat(absl::Hex(r.parameter_fingerprint, absl::kZeroPad16)));
-  w.Key("layer_bytes");
-  w.BeginArray();
+  Json j;
+  j["model"] = r.model;
+  j["workers"] = int64_t{options.workers};
+  j["rank"] = int64_t{options.rank};
+  j["threads"] = int64_t{options.threads};
+  j["strategy"] = r.strategy;
+  j["passes"] = PassesFor(options);
+  j["pipeline_width"] = r.pipeline_width;
+  j["compression"] = r.compression;
+  j["epochs"] = r.epochs;
+  j["steps"] = r.steps;
+  j["batch_per_worker"] = options.batch;
+  j["seed"] = static_cast<int64_t>(options.seed);
+  j["final_train_loss"] = r.final_train_loss;
+  j["final_test_accuracy"] = r.final_test_accuracy;
+  j["samples_per_second"] = r.samples_per_second;
+  j["wall_seconds"] = r.wall_seconds;
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["peak_tensor_bytes"] = r.peak_tensor_bytes;
+  j["bytes_sent_per_step"] = r.bytes_sent_per_step;
+  j["bytes_received_per_step"] = r.bytes_received_per_step;
+  j["comm_seconds_per_step"] = r.comm_seconds_per_step;
+  j["codec_seconds_per_step"] = r.codec_seconds_per_step;
+  j["parameter_fingerprint"] = absl::StrCat(absl::Hex(r.parameter_fingerprint, absl::kZeroPad16));
+  Json layers = Json::array();
   for (const LayerBytes& l : r.layer_bytes) {
-    w.BeginObject();
-    w.Member("name", l.name);
-    w.Member("method", l.method);
-    w.Member("collective", l.collective);
-    w.Member("elements", l.elements);
-    w.Member("payload_bytes", l.payload_bytes);
-    w.Key("payload_is_bound");
-    w.Bool(l.payload_is_bound);
-    w.Member("sent_bytes", l.sent_bytes);
-    w.Member("uncompressed_sent_bytes", l.uncompressed_sent_bytes);
-    w.EndObject();
+    Json layer;
+    layer["name"] = l.name;
+    layer["method"] = l.method;
+    layer["collective"] = l.collective;
+    layer["elements"] = l.elements;
+    layer["payload_bytes"] = l.payload_bytes;
+    layer["payload_is_bound"] = l.payload_is_bound;
+    layer["sent_bytes"] = l.sent_bytes;
+    layer["uncompressed_sent_bytes"] = l.uncompressed_sent_bytes;
+    layers.push_back(std::move(layer));
   }
-  w.EndArray();
-  w.Key("per_epoch");
-  w.BeginArray();
+  j["layer_bytes"] = std::move(layers);
+  Json epochs = Json::array();
   for (const EpochMetrics& m : r.per_epoch) {
-    w.BeginObject();
-    w.Member("epoch", m.epoch + 1);
-    w.Member("train_loss", m.train_loss);
-    w.Member("test_accuracy", m.test_accuracy);
-    w.Member("test_loss", m.test_loss);
-    w.Member("samples_per_second", m.samples_per_second);
-    w.Member("seconds", m.seconds);
-    w.EndObject();
+    Json epoch;
+    epoch["epoch"] = m.epoch + 1;
+    epoch["train_loss"] = m.train_loss;
+    epoch["test_accuracy"] = m.test_accuracy;
+    epoch["test_loss"] = m.test_loss;
+    epoch["samples_per_second"] = m.samples_per_second;
+    epoch["seconds"] = m.seconds;
+    epochs.push_back(std::move(epoch));
   }
-  w.EndArray();
-  w.EndObject();
-  return w.Take() + "\n";
+  j["per_epoch"] = std::move(epochs);
+  return JsonLine(j) + "\n";
 }
 
 }  // namespace nereid

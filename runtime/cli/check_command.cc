@@ -2,12 +2,13 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/file_io.h"
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "graph/dot_export.h"
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
@@ -100,44 +101,36 @@ std::string FormatTable(const std::string& path, const ModelSummary& summary) {
 }
 
 std::string FormatJson(const std::string& path, const ModelSummary& summary) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Member("model", path);
-  w.Key("nodes");
-  w.BeginArray();
+  Json j;
+  j["model"] = path;
+  Json nodes = Json::array();
   for (const NodeSummary& n : summary.nodes) {
-    w.BeginObject();
-    w.Member("name", n.name);
-    w.Member("op", n.op);
-    w.Key("outputs");
-    w.BeginArray();
+    Json node;
+    node["name"] = n.name;
+    node["op"] = n.op;
+    Json outputs = Json::array();
     for (const ShapeAndType& s : n.outputs) {
-      w.BeginObject();
-      w.Key("shape");
-      w.BeginArray();
-      for (int64_t d : s.shape.dims()) w.Int(d);
-      w.EndArray();
-      w.Member("dtype", DataTypeName(s.dtype));
-      w.EndObject();
+      Json output;
+      output["shape"] = s.shape.dims();
+      output["dtype"] = DataTypeName(s.dtype);
+      outputs.push_back(std::move(output));
     }
-    w.EndArray();
-    w.Member("parameters", n.parameters);
-    w.Member("state", n.state);
-    w.Member("flops_per_sample", n.flops_per_sample);
-    w.Member("activation_bytes_per_sample", n.activation_bytes_per_sample);
-    w.EndObject();
+    node["outputs"] = std::move(outputs);
+    node["parameters"] = n.parameters;
+    node["state"] = n.state;
+    node["flops_per_sample"] = n.flops_per_sample;
+    node["activation_bytes_per_sample"] = n.activation_bytes_per_sample;
+    nodes.push_back(std::move(node));
   }
-  w.EndArray();
-  w.Key("totals");
-  w.BeginObject();
-  w.Member("trainable_parameters", summary.trainable_parameters);
-  w.Member("state_elements", summary.state_elements);
-  w.Member("parameter_bytes", summary.parameter_bytes);
-  w.Member("flops_per_sample", summary.flops_per_sample);
-  w.Member("activation_bytes_per_sample", summary.activation_bytes_per_sample);
-  w.EndObject();
-  w.EndObject();
-  return w.Take();
+  j["nodes"] = std::move(nodes);
+  Json totals;
+  totals["trainable_parameters"] = summary.trainable_parameters;
+  totals["state_elements"] = summary.state_elements;
+  totals["parameter_bytes"] = summary.parameter_bytes;
+  totals["flops_per_sample"] = summary.flops_per_sample;
+  totals["activation_bytes_per_sample"] = summary.activation_bytes_per_sample;
+  j["totals"] = std::move(totals);
+  return JsonLine(j);
 }
 
 int RunCheck(const std::vector<std::string>& args) {
@@ -190,10 +183,6 @@ int RunCheck(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command& CheckCommand() {
-  static const Command command = {"check", "validate a model; print shapes, parameters, FLOPs, memory", kHelp,
-                                  RunCheck};
-  return command;
-}
+NEREID_REGISTER_COMMAND(Command{"check", "validate a model; print shapes, parameters, FLOPs, memory", [] { return std::string(kHelp); }, RunCheck});
 
 }  // namespace nereid

@@ -2,10 +2,18 @@
 #define NEREID_RUNTIME_CLI_COMMAND_H_
 
 // A `nereid` subcommand: its name, one-line summary, help text and entry
-// point. Adding a subcommand is one new file plus one line in main.cc.
+// point. Adding a subcommand is one new file ending in
+//   NEREID_REGISTER_COMMAND(Command{"name", "summary", HelpText, Run});
+// (core/registration.h), plus the file in the binary's srcs.
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/registration.h"
 
 namespace nereid {
 
@@ -17,17 +25,24 @@ inline constexpr int kExitUsage = 2;    // the command line was bad
 struct Command {
   const char* name;
   const char* summary;
-  const char* help;
+  std::function<std::string()> help;  // the whole help text, built when asked for
   int (*run)(const std::vector<std::string>& args);
 };
 
-const Command& BenchCommand();
-const Command& CheckCommand();
-const Command& ModelCommand();
-const Command& OpsCommand();
-const Command& PlanCommand();
-const Command& RunCommand();
+class CommandRegistry {
+ public:
+  static CommandRegistry& Global();
+  // Fails on a taken or empty name or a missing entry point.
+  absl::Status Register(Command command);
+  const Command* Find(absl::string_view name) const;
+  std::vector<const Command*> All() const;  // by name
+
+ private:
+  std::map<std::string, Command, std::less<>> commands_;
+};
 
 }  // namespace nereid
+
+#define NEREID_REGISTER_COMMAND(...) NEREID_REGISTER(::nereid::CommandRegistry, __VA_ARGS__)
 
 #endif  // NEREID_RUNTIME_CLI_COMMAND_H_

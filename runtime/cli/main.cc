@@ -13,11 +13,7 @@
 namespace nereid {
 namespace {
 
-const std::vector<const Command*>& Commands() {
-  static const std::vector<const Command*> commands = {&BenchCommand(), &CheckCommand(), &ModelCommand(),
-                                                       &OpsCommand(),   &PlanCommand(),  &RunCommand()};
-  return commands;
-}
+std::vector<const Command*> Commands() { return CommandRegistry::Global().All(); }
 
 void PrintUsage(FILE* out) {
   std::fprintf(out,
@@ -58,7 +54,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     for (const std::string& a : args) {
       if (a == "--help" || a == "-h") {
-        std::printf("%s", c->help);
+        std::printf("%s", c->help().c_str());
         return nereid::kExitOk;
       }
     }

@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/file_io.h"
-#include "core/json_writer.h"
+#include "core/json.h"
 #include "core/tensor_shape.h"
 #include "graph/ir.h"
 #include "ops/model_loader.h"
@@ -94,22 +94,6 @@ absl::StatusOr<double> Number(const Flags& flags, const std::string& name, doubl
     return absl::InvalidArgumentError(absl::StrCat("--", name, "=", text, " is not a number"));
   }
   return v;
-}
-
-std::string GraphAttr(const Graph& graph, const char* key) {
-  auto it = graph.header().attr().find(key);
-  return it == graph.header().attr().end() ? "" : it->second.s();
-}
-
-// The passes to plan with: data_parallel right after autodiff when missing (as
-// `nereid run --workers N` does).
-std::string WithDataParallel(const std::string& passes) {
-  if (absl::StrContains(passes, "data_parallel")) return passes;
-  size_t at = passes.find("autodiff");
-  if (at == std::string::npos) return passes;
-  size_t end = at + std::string("autodiff").size();
-  if (end < passes.size() && passes[end] == '(') end = passes.find(')', end) + 1;
-  return passes.substr(0, end) + ",data_parallel" + passes.substr(end);
 }
 
 // The plan's AllReduce nodes, in bucket order: the bytes of each one's
@@ -327,87 +311,75 @@ std::string FormatReport(const Report& r) {
 std::string ReportJson(const Report& r) {
   const TimingInputs& in = r.in;
   const TimingPrediction& p = r.p;
-  JsonWriter w;
-  w.BeginObject();
-  w.Member("model", r.model);
-  w.Member("workers", int64_t{in.workers});
-  w.Member("batch", in.batch_per_worker);
-  w.Member("compute_seconds", p.compute_seconds);
-  w.Member("comm_seconds", p.ring_comm_seconds);
-  w.Member("bytes_per_step", static_cast<int64_t>(std::llround(p.wire_bytes_per_step)));
-  w.Member("gradient_bytes", p.gradient_bytes);
-  w.Member("buckets", static_cast<int64_t>(in.bucket_bytes.size()));
-  w.Key("bucket_bytes");
-  w.BeginArray();
-  for (int64_t b : in.bucket_bytes) w.Int(b);
-  w.EndArray();
-  w.Member("alpha_seconds", in.link.alpha_seconds);
-  w.Member("beta_bytes_per_second", in.link.beta_bytes_per_second);
-  w.Member("gamma_seconds_per_byte", in.link.gamma_seconds_per_byte);
-  w.Member("comm_cpu_seconds_per_byte", in.link.cpu_seconds_per_byte_sent);
-  w.Member("cores_per_worker", in.link.cores_per_worker);
-  w.Member("overlapped_comm_cpu_seconds", p.overlapped_comm_cpu_seconds);
-  w.Member("busy_link_compute_seconds", in.busy_link_compute_seconds);
-  w.Member("comm_interference", p.comm_interference);
-  w.Member("interference_source", p.interference_from_busy_profile ? "busy_link_profile"
-                                  : p.comm_interference > 0         ? "host_cpu"
-                                                                    : "none");
-  w.Key("bucket_ready_fraction");
-  w.BeginArray();
-  for (double f : in.bucket_ready_fraction) w.Double(f);
-  w.EndArray();
-  w.Member("sync_hidden_comm_seconds", p.ring_hidden_seconds);
-  w.Member("ps_hidden_comm_seconds", p.ps_hidden_seconds);
-  w.Member("unprofiled_producers", static_cast<int64_t>(r.unprofiled_producers.size()));
-  w.Member("width", int64_t{in.pipe_width});
-  w.Member("servers", int64_t{in.servers});
-  w.Member("compression_ratio", in.compression_ratio);
-  w.Member("codec_seconds", in.codec_seconds);
-  w.Member("compute_source", r.compute_source);
-  w.Member("link_source", r.link_source);
-  w.Member("one_worker_samples_per_second", p.one_worker_samples_per_second);
-  w.Key("strategies");
-  w.BeginArray();
+  Json j;
+  j["model"] = r.model;
+  j["workers"] = int64_t{in.workers};
+  j["batch"] = in.batch_per_worker;
+  j["compute_seconds"] = p.compute_seconds;
+  j["comm_seconds"] = p.ring_comm_seconds;
+  j["bytes_per_step"] = static_cast<int64_t>(std::llround(p.wire_bytes_per_step));
+  j["gradient_bytes"] = p.gradient_bytes;
+  j["buckets"] = static_cast<int64_t>(in.bucket_bytes.size());
+  j["bucket_bytes"] = in.bucket_bytes;
+  j["alpha_seconds"] = in.link.alpha_seconds;
+  j["beta_bytes_per_second"] = in.link.beta_bytes_per_second;
+  j["gamma_seconds_per_byte"] = in.link.gamma_seconds_per_byte;
+  j["comm_cpu_seconds_per_byte"] = in.link.cpu_seconds_per_byte_sent;
+  j["cores_per_worker"] = in.link.cores_per_worker;
+  j["overlapped_comm_cpu_seconds"] = p.overlapped_comm_cpu_seconds;
+  j["busy_link_compute_seconds"] = in.busy_link_compute_seconds;
+  j["comm_interference"] = p.comm_interference;
+  j["interference_source"] = p.interference_from_busy_profile ? "busy_link_profile"
+                             : p.comm_interference > 0        ? "host_cpu"
+                                                              : "none";
+  j["bucket_ready_fraction"] = in.bucket_ready_fraction;
+  j["sync_hidden_comm_seconds"] = p.ring_hidden_seconds;
+  j["ps_hidden_comm_seconds"] = p.ps_hidden_seconds;
+  j["unprofiled_producers"] = static_cast<int64_t>(r.unprofiled_producers.size());
+  j["width"] = int64_t{in.pipe_width};
+  j["servers"] = int64_t{in.servers};
+  j["compression_ratio"] = in.compression_ratio;
+  j["codec_seconds"] = in.codec_seconds;
+  j["compute_source"] = r.compute_source;
+  j["link_source"] = r.link_source;
+  j["one_worker_samples_per_second"] = p.one_worker_samples_per_second;
+  Json strategies = Json::array();
   for (const StrategyTime& s : p.strategies) {
-    w.BeginObject();
-    w.Member("name", s.name);
-    w.Member("description", s.description);
-    w.Member("seconds_per_iteration", s.seconds_per_iteration);
-    w.Member("compute_seconds", s.compute_seconds);
-    w.Member("comm_seconds", s.comm_seconds);
-    w.Member("bytes_sent_per_worker", static_cast<int64_t>(std::llround(s.bytes_sent_per_worker)));
-    w.Member("samples_per_second", s.samples_per_second);
-    w.Member("speedup", s.speedup);
-    w.EndObject();
+    Json strategy;
+    strategy["name"] = s.name;
+    strategy["description"] = s.description;
+    strategy["seconds_per_iteration"] = s.seconds_per_iteration;
+    strategy["compute_seconds"] = s.compute_seconds;
+    strategy["comm_seconds"] = s.comm_seconds;
+    strategy["bytes_sent_per_worker"] = static_cast<int64_t>(std::llround(s.bytes_sent_per_worker));
+    strategy["samples_per_second"] = s.samples_per_second;
+    strategy["speedup"] = s.speedup;
+    strategies.push_back(std::move(strategy));
   }
-  w.EndArray();
+  j["strategies"] = std::move(strategies);
   if (r.profile != nullptr) {
     const TraceProfile& prof = *r.profile;
-    w.Key("profile");
-    w.BeginObject();
-    w.Member("steps", int64_t{prof.total_steps});
-    w.Member("warmup_steps", int64_t{prof.warmup_steps});
-    w.Member("measured_steps", int64_t{prof.measured_steps});
-    w.Member("step_seconds", prof.step_seconds);
-    w.Member("node_seconds", prof.node_seconds);
-    w.Key("has_communication");
-    w.Bool(prof.has_communication);
-    w.Key("nodes");
-    w.BeginArray();
+    Json profile;
+    profile["steps"] = int64_t{prof.total_steps};
+    profile["warmup_steps"] = int64_t{prof.warmup_steps};
+    profile["measured_steps"] = int64_t{prof.measured_steps};
+    profile["step_seconds"] = prof.step_seconds;
+    profile["node_seconds"] = prof.node_seconds;
+    profile["has_communication"] = prof.has_communication;
+    Json nodes = Json::array();
     for (size_t i = 0; i < prof.nodes.size() && static_cast<int>(i) < r.top; ++i) {
-      w.BeginObject();
-      w.Member("name", prof.nodes[i].name);
-      w.Member("op", prof.nodes[i].op);
-      w.Member("seconds", prof.nodes[i].median_seconds);
-      w.Member("end_seconds", prof.nodes[i].median_end_seconds);
-      w.Member("end_fraction", prof.nodes[i].median_end_fraction);
-      w.EndObject();
+      Json node;
+      node["name"] = prof.nodes[i].name;
+      node["op"] = prof.nodes[i].op;
+      node["seconds"] = prof.nodes[i].median_seconds;
+      node["end_seconds"] = prof.nodes[i].median_end_seconds;
+      node["end_fraction"] = prof.nodes[i].median_end_fraction;
+      nodes.push_back(std::move(node));
     }
-    w.EndArray();
-    w.EndObject();
+    profile["nodes"] = std::move(nodes);
+    j["profile"] = std::move(profile);
   }
-  w.EndObject();
-  return w.Take();
+  return JsonLine(j);
 }
 
 int Model(const std::vector<std::string>& args) {
@@ -459,9 +431,11 @@ int Model(const std::vector<std::string>& args) {
   if (*gamma < 0) return Usage("--gamma-ns-per-byte must be >= 0");
   if (*ratio < 1) return Usage("--compression-ratio must be >= 1");
   if (*codec_ms < 0) return Usage("--codec-ms must be >= 0");
-  absl::StatusOr<std::vector<PipelineStage>> pipeline =
-      ParsePipeline(WithDataParallel(flags.String("passes", kDefaultPasses)));
-  if (!pipeline.ok()) return Usage(absl::StrCat("--passes: ", pipeline.status().message()));
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(flags.String("passes", kDefaultPasses));
+  // The run modelled has several workers: the passes they imply (data_parallel) join, as with `nereid run`.
+  absl::Status implied = pipeline.ok() ? AddImpliedPasses(*pipeline, PlanTarget{static_cast<int>(*workers)})
+                                       : pipeline.status();
+  if (!implied.ok()) return Usage(absl::StrCat("--passes: ", implied.message()));
 
   Report r;
   r.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
@@ -531,10 +505,6 @@ int Model(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command& ModelCommand() {
-  static const Command command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD", kHelp,
-                               Model};
-  return command;
-}
+NEREID_REGISTER_COMMAND(Command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD", [] { return std::string(kHelp); }, Model});
 
 }  // namespace nereid

@@ -63,9 +63,6 @@ int RunOps(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command& OpsCommand() {
-  static const Command command = {"ops", "list the registered ops and their signatures", kHelp, RunOps};
-  return command;
-}
+NEREID_REGISTER_COMMAND(Command{"ops", "list the registered ops and their signatures", [] { return std::string(kHelp); }, RunOps});
 
 }  // namespace nereid

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compress/codec.h"
 #include "graph/graph_io.h"
@@ -32,6 +33,11 @@ std::string Help() {
                       "): ", o.doc, "\n");
     }
     if (!p->extra_options.empty()) absl::StrAppend(&help, "      ", p->extra_options, "\n");
+    if (!p->needs.empty()) absl::StrAppend(&help, "      after what provides ", absl::StrJoin(p->needs, ", "), "\n");
+    if (!p->precedes.empty()) {
+      absl::StrAppend(&help, "      before what provides ", absl::StrJoin(p->precedes, ", "), "\n");
+    }
+    if (!p->provides.empty()) absl::StrAppend(&help, "      provides ", absl::StrJoin(p->provides, ", "), "\n");
   }
   absl::StrAppend(&help, "\nGradient codecs (compress(method=NAME, key=value...)):\n");
   for (const std::string& name : CodecRegistry::Global().Names()) {
@@ -91,9 +97,6 @@ int Plan(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command& PlanCommand() {
-  static const Command command{"plan", "apply compiler passes to a model and write the plan", kHelp, Plan};
-  return command;
-}
+NEREID_REGISTER_COMMAND(Command{"plan", "apply compiler passes to a model and write the plan", Help, Plan});
 
 }  // namespace nereid

@@ -151,9 +151,6 @@ int Run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const Command& RunCommand() {
-  static const Command command{"run", "train a model and evaluate it every epoch", kHelp, Run};
-  return command;
-}
+NEREID_REGISTER_COMMAND(Command{"run", "train a model and evaluate it every epoch", [] { return std::string(kHelp); }, Run});
 
 }  // namespace nereid

@@ -56,6 +56,47 @@ TEST(PipelineTest, ErrorsNameThePassTheyFollow) {
   EXPECT_THAT(std::string(graph.status().message()), HasSubstr("failed after autodiff"));
 }
 
+// Pass order comes from what each pass declares it needs, provides and
+// precedes, checked on the parsed pipeline before any pass runs.
+TEST(PipelineOrderTest, DeclaredOrderIsCheckedBeforeAnythingRuns) {
+  EXPECT_TRUE(ParsePipeline("autodiff,data_parallel,compress(method=fp16),pipeline(width=2),sgd").ok());
+  // needs: compress needs gradient communication, which data_parallel provides later.
+  EXPECT_THAT(std::string(ParsePipeline("autodiff,compress(method=fp16),data_parallel").status().message()),
+              HasSubstr("compress must come after data_parallel in the pass list"));
+  // precedes: data_parallel must come before what pipelines the graph.
+  EXPECT_THAT(std::string(ParsePipeline("autodiff,pipeline,data_parallel").status().message()),
+              HasSubstr("data_parallel must come before pipeline in the pass list (pipeline provides pipelined)"));
+  // A need that no stage provides is left to the pass (the graph may have it).
+  EXPECT_TRUE(ParsePipeline("data_parallel").ok());
+}
+
+TEST(PipelineOrderTest, APipelinedGraphRefusesWhatMustPrecedePipelining) {
+  auto graph = Planned("mlp_fashion", "autodiff,pipeline(width=2),sgd");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto more = ParsePipeline("data_parallel");
+  ASSERT_TRUE(more.ok());
+  EXPECT_THAT(std::string(RunPipeline(**graph, *more).status().message()),
+              HasSubstr("the graph is already pipelined"));
+}
+
+TEST(PipelineOrderTest, SeveralWorkersImplyDataParallelRightAfterAutodiff) {
+  auto p = ParsePipeline("autodiff,compress(method=fp16),pipeline(width=2),sgd(lr=0.1)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(AddImpliedPasses(*p, PlanTarget{2}).ok());
+  EXPECT_EQ(PipelineText(*p), "autodiff,data_parallel,compress(method=fp16),pipeline(width=2),sgd(lr=0.1)");
+  EXPECT_DOUBLE_EQ((*p)[1].options.GetFloat("bucket_kb"), 4096);  // the implied pass gets its defaults
+
+  // One worker implies nothing; a pipeline that communicates already, or that
+  // has no autodiff to follow (a graph planned already), gets nothing added.
+  for (const auto& [passes, workers] : std::vector<std::pair<std::string, int>>{
+           {"autodiff,sgd", 1}, {"autodiff,data_parallel(bucket_kb=64),sgd", 4}, {"sgd", 4}}) {
+    auto q = ParsePipeline(passes);
+    ASSERT_TRUE(q.ok()) << q.status();
+    ASSERT_TRUE(AddImpliedPasses(*q, PlanTarget{workers}).ok());
+    EXPECT_EQ(PipelineText(*q), passes);
+  }
+}
+
 TEST(AutodiffTest, NamesGradientsAfterTheirNodes) {
   auto graph = Planned("lenet_fashion", "autodiff");
   ASSERT_TRUE(graph.ok()) << graph.status();

@@ -9,7 +9,7 @@
 #include <functional>
 #include <set>
 
-#include "tests/compress/codec_test_util.h"
+#include "compress/codec_test_util.h"
 
 namespace nereid {
 namespace {

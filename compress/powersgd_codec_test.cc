@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "tests/compress/codec_test_util.h"
+#include "compress/codec_test_util.h"
 
 namespace nereid {
 namespace {

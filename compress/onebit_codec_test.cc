@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tests/compress/codec_test_util.h"
+#include "compress/codec_test_util.h"
 
 namespace nereid {
 namespace {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "compress/bit_stream.h"
-#include "tests/compress/codec_test_util.h"
+#include "compress/codec_test_util.h"
 
 namespace nereid {
 namespace {

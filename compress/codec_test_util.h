@@ -1,5 +1,5 @@
-#ifndef NEREID_TESTS_COMPRESS_CODEC_TEST_UTIL_H_
-#define NEREID_TESTS_COMPRESS_CODEC_TEST_UTIL_H_
+#ifndef NEREID_COMPRESS_CODEC_TEST_UTIL_H_
+#define NEREID_COMPRESS_CODEC_TEST_UTIL_H_
 
 // Runs a codec on `world` simulated ranks in one process: one thread per
 // rank, collectives through shared memory (InProcessWorld). Real
@@ -169,4 +169,4 @@ inline void OrthonormalizeColumns(std::vector<double>& a, int64_t rows, int64_t 
 }  // namespace testing_codec
 }  // namespace nereid
 
-#endif  // NEREID_TESTS_COMPRESS_CODEC_TEST_UTIL_H_
+#endif  // NEREID_COMPRESS_CODEC_TEST_UTIL_H_

@@ -1,0 +1,10 @@
+#include "passes/pass_properties.h"
+
+namespace nereid {
+
+bool GraphHasProperty(const Graph& graph, absl::string_view property) {
+  if (property == kPipelinedProperty) return graph.header().attr().count(kPipelineWidthAttr) > 0;
+  return false;
+}
+
+}  // namespace nereid

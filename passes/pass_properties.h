@@ -1,0 +1,36 @@
+#ifndef NEREID_PASSES_PASS_PROPERTIES_H_
+#define NEREID_PASSES_PASS_PROPERTIES_H_
+
+// The graph properties passes declare they need, provide or must precede
+// (PassInfo::needs/provides/precedes). A new pass names the facts it relies
+// on here rather than looking for another pass's traces in the graph.
+
+#include "absl/strings/string_view.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+// A Gradient node per trainable parameter (autodiff).
+inline constexpr char kGradientsProperty[] = "gradients";
+// Every trainable parameter has an update node (sgd, adam).
+inline constexpr char kOptimizerProperty[] = "optimizer";
+// Gradients are combined across ranks (data_parallel).
+inline constexpr char kGradientCommunicationProperty[] = "gradient_communication";
+// The gradient communication is compressed (compress).
+inline constexpr char kCompressedProperty[] = "compressed";
+// Several steps in flight with delayed gradients (pipeline).
+inline constexpr char kPipelinedProperty[] = "pipelined";
+// Steps compute at the optimizer's look-ahead weights (lookahead).
+inline constexpr char kLookaheadProperty[] = "lookahead";
+
+// The graph attribute the pipeline pass sets to its width.
+inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
+
+// Whether a graph planned earlier (a plan file given to another pipeline)
+// already has `property`, for the properties a pass may have to precede.
+// The one place that reads a pass's traces in the graph.
+bool GraphHasProperty(const Graph& graph, absl::string_view property);
+
+}  // namespace nereid
+
+#endif  // NEREID_PASSES_PASS_PROPERTIES_H_

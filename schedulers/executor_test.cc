@@ -1,0 +1,145 @@
+// The executor on its own: small graphs written inline, run step by step.
+// Training runs over real models are in tests/training/.
+
+#include "schedulers/executor.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "graph/graph_io.h"
+#include "gtest/gtest.h"
+#include "ops/model_loader.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A counter loop: c(t+1) = c(t) + x(t), c(0) = 0, with `in_flight` steps
+// allowed at once. `out` = c + x is what a step computes.
+std::string CounterLoop(int in_flight) {
+  return absl::StrCat(R"pb(
+    version: 1
+    loop { name: "train" feedback: "c/next" max_in_flight: )pb",
+                      in_flight, R"pb( }
+    node {
+      name: "x"
+      op: "Input"
+      attr { key: "shape" value { shape { dim: 2 } } }
+      attr { key: "feed" value { s: "x" } }
+    }
+    node {
+      name: "c"
+      op: "Parameter"
+      input: "c/next"
+      attr { key: "shape" value { shape { dim: 2 } } }
+      attr { key: "init" value { tensor { dtype: DT_FLOAT shape { dim: 2 } init { kind: "zeros" } } } }
+    }
+    node { name: "out" op: "Add" input: "c" input: "x" }
+    node {
+      name: "c/next"
+      op: "Feedback"
+      input: "out"
+      attr { key: "loop" value { s: "train" } }
+      attr { key: "shape" value { shape { dim: 2 } } }
+    }
+  )pb");
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> Load(const std::string& text) {
+  absl::StatusOr<GraphFile> file = ParseGraphText(text, "executor_test.pbtxt");
+  if (!file.ok()) return file.status();
+  return LoadModel(*file);
+}
+
+FeedMap FeedOf(float a, float b) {
+  absl::StatusOr<Tensor> x = Tensor::FromVector({2}, {a, b});
+  return FeedMap{{"x", *x}};
+}
+
+std::vector<float> Values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + 2); }
+
+TEST(ExecutorTest, ParametersFollowTheirFeedbackAcrossSteps) {
+  auto graph = Load(CounterLoop(1));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int s = 0; s < 3; ++s) {
+    auto out = (*executor)->RunStep(StepInfo{0, s, s, 3, 1, true}, FeedOf(1, 10), {"out"});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{s + 1.0f, 10.0f * (s + 1)})) << "step " << s;
+  }
+  // State() is the value after the last completed step.
+  auto state = (*executor)->State();
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_EQ(state[0].first, "c");
+  EXPECT_EQ(Values(state[0].second), (std::vector<float>{3, 30}));
+}
+
+TEST(ExecutorTest, EvaluationReadsTheStateWithoutChangingIt) {
+  auto graph = Load(CounterLoop(1));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  ASSERT_TRUE((*executor)->RunStep(StepInfo{0, 0, 0, 1, 1, true}, FeedOf(2, 3), {"out"}).ok());
+  for (int i = 0; i < 2; ++i) {
+    auto out = (*executor)->Evaluate(StepInfo{0, 1, 0, 1, 1, false}, FeedOf(1, 1), {"out"});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{3, 4}));
+  }
+  EXPECT_EQ(Values((*executor)->State()[0].second), (std::vector<float>{2, 3}));
+}
+
+// With two steps allowed in flight the driver may start step s+1 before
+// finishing step s; the results are those of running them one by one.
+TEST(ExecutorTest, OverlappedStepsGiveTheSequentialResults) {
+  auto graph = Load(CounterLoop(2));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExecutorOptions options;
+  options.threads = 2;
+  auto executor = Executor::Create(graph->get(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  EXPECT_EQ((*executor)->tracker().max_steps_in_flight(), 2);
+  ASSERT_TRUE((*executor)->StartStep(StepInfo{0, 0, 0, 4, 1, true}, FeedOf(1, 1), {"out"}).ok());
+  for (int s = 1; s < 4; ++s) {
+    ASSERT_TRUE((*executor)->StartStep(StepInfo{0, s, s, 4, 1, true}, FeedOf(1, 1), {"out"}).ok());
+    auto out = (*executor)->FinishStep(s - 1);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{float(s), float(s)}));
+  }
+  auto last = (*executor)->FinishStep(3);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(Values((*last)[0]), (std::vector<float>{4, 4}));
+}
+
+TEST(ExecutorTest, AMissingFeedNamesTheNode) {
+  auto graph = Load(CounterLoop(1));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  auto out = (*executor)->RunStep(StepInfo{0, 0, 0, 1, 1, true}, FeedMap{}, {"out"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("'x'"));
+}
+
+TEST(ExecutorTest, AbortFailsTheStepsInFlight) {
+  auto graph = Load(CounterLoop(2));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  ASSERT_TRUE((*executor)->StartStep(StepInfo{0, 0, 0, 2, 1, true}, FeedOf(1, 1), {"out"}).ok());
+  (*executor)->Abort(absl::CancelledError("stopped by the test"));
+  // The step either finished before the abort or reports it; a later step fails.
+  (*executor)->FinishStep(0).IgnoreError();
+  absl::Status next = (*executor)->StartStep(StepInfo{0, 1, 1, 2, 1, true}, FeedOf(1, 1), {"out"});
+  if (next.ok()) next = (*executor)->FinishStep(1).status();
+  EXPECT_THAT(std::string(next.message()), HasSubstr("stopped by the test"));
+}
+
+}  // namespace
+}  // namespace nereid
