@@ -296,7 +296,11 @@ TEST(GlooGroupTest, AGroupNameIsUsedOncePerRun) {
   std::vector<absl::Status> statuses = RunOnRanks(2, [&](int rank) -> absl::Status {
     const CommunicatorSpec spec = Spec("gloo", rendezvous, rank, 2, absl::Seconds(5));
     ASSIGN_OR_RETURN(std::unique_ptr<Communicator> first, CreateGroupCommunicator(spec, "g", {0, 1}));
-    return CreateGroupCommunicator(spec, "g", {0, 1}).status();
+    absl::Status again = CreateGroupCommunicator(spec, "g", {0, 1}).status();
+    // Neither rank closes the first group while the other may still be
+    // connecting it (a closed peer would fail that connect instead).
+    RETURN_IF_ERROR(first->Barrier(CollectiveOptions{1, absl::Seconds(5)}));
+    return again;
   });
   for (const absl::Status& s : statuses) {
     EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;

@@ -10,17 +10,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "core/file_io.h"
+#include "core/json.h"
 #include "core/stats.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace nereid {
 namespace {
 
-using ::google::protobuf::Struct;
-using ::google::protobuf::Value;
+using Value = Json;  // a parsed JSON value (nlohmann-json, as everywhere)
 
 // JSON nesting deeper than this is refused before parsing (a trace nests 3
 // deep: document, event list, event, args).
@@ -58,16 +55,15 @@ int NestingDepth(absl::string_view json) {
 
 absl::StatusOr<Value> ParseJson(absl::string_view json, absl::string_view label) {
   if (NestingDepth(json) > kMaxDepth) return Invalid(label, absl::StrCat("JSON nested deeper than ", kMaxDepth));
-  Value doc;
-  auto status =
-      google::protobuf::util::JsonStringToMessage(google::protobuf::StringPiece(json.data(), json.size()), &doc);
-  if (!status.ok()) {
-    // protobuf's message may go on with the text around the error; keep the first line.
-    std::string message(status.message());
-    std::vector<std::string> lines = absl::StrSplit(message, '\n');
-    return Invalid(label, absl::StrCat("not valid JSON: ", lines.empty() ? message : lines[0]));
+  try {
+    return Value::parse(json.begin(), json.end());
+  } catch (const Value::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ...": keep what follows the tag.
+    std::string message = e.what();
+    size_t tag_end = message.find("] ");
+    return Invalid(label, absl::StrCat("not valid JSON: ",
+                                       tag_end == std::string::npos ? message : message.substr(tag_end + 2)));
   }
-  return doc;
 }
 
 absl::StatusOr<std::string> ReadBounded(const std::string& path, int64_t max_bytes) {
@@ -81,24 +77,26 @@ absl::StatusOr<std::string> ReadBounded(const std::string& path, int64_t max_byt
   return ReadFileToString(path);
 }
 
-const Value* Field(const Struct& s, const char* key) {
-  auto it = s.fields().find(key);
-  return it == s.fields().end() ? nullptr : &it->second;
+// The member `key` of an object, or null (also when `s` is not an object).
+const Value* Field(const Value& s, const char* key) {
+  if (!s.is_object()) return nullptr;
+  auto it = s.find(key);
+  return it == s.end() ? nullptr : &*it;
 }
 
-std::string StringField(const Struct& s, const char* key) {
+std::string StringField(const Value& s, const char* key) {
   const Value* v = Field(s, key);
-  return v != nullptr && v->kind_case() == Value::kStringValue ? v->string_value() : "";
+  return v != nullptr && v->is_string() ? v->get_ref<const std::string&>() : "";
 }
 
 // A finite number, or an error naming the event and the field.
-absl::StatusOr<double> NumberField(const Struct& s, const char* key, absl::string_view label, int index) {
+absl::StatusOr<double> NumberField(const Value& s, const char* key, absl::string_view label, int index) {
   const Value* v = Field(s, key);
-  if (v == nullptr || v->kind_case() != Value::kNumberValue || !std::isfinite(v->number_value())) {
+  if (v == nullptr || !v->is_number() || !std::isfinite(v->get<double>())) {
     return Invalid(label,
                    absl::StrCat("event ", index, " (\"", StringField(s, "name"), "\") has no numeric \"", key, "\""));
   }
-  return v->number_value();
+  return v->get<double>();
 }
 
 struct Span {
@@ -113,8 +111,8 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
   if (!doc.ok()) return doc.status();
   // The object form {"traceEvents": [...]} or the bare array form.
   const Value* list = &*doc;
-  if (doc->kind_case() == Value::kStructValue) list = Field(doc->struct_value(), "traceEvents");
-  if (list == nullptr || list->kind_case() != Value::kListValue) {
+  if (doc->is_object()) list = Field(*doc, "traceEvents");
+  if (list == nullptr || !list->is_array()) {
     return Invalid(label, "not a Chrome trace: expected {\"traceEvents\": [...]} or an array of events");
   }
   TraceProfile profile;
@@ -125,19 +123,20 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
     Span span;
   };
   std::vector<NodeSpan> node_spans;
-  const auto& events = list->list_value().values();
-  for (int i = 0; i < events.size(); ++i) {
+  const auto& events = *list;
+  for (int i = 0; i < static_cast<int>(events.size()); ++i) {
     const Value& ev = events[i];
-    if (ev.kind_case() != Value::kStructValue) return Invalid(label, absl::StrCat("event ", i, " is not an object"));
-    const Struct& e = ev.struct_value();
+    if (!ev.is_object()) return Invalid(label, absl::StrCat("event ", i, " is not an object"));
+    const Value& e = ev;
     const Value* ph = Field(e, "ph");
-    if (ph == nullptr || ph->kind_case() != Value::kStringValue) {
+    if (ph == nullptr || !ph->is_string()) {
       return Invalid(label, absl::StrCat("event ", i, " has no \"ph\" string"));
     }
     const Value* cat = Field(e, "cat");
-    const std::string& category = cat != nullptr && cat->kind_case() == Value::kStringValue ? cat->string_value() : "";
+    const std::string& category = cat != nullptr && cat->is_string() ? cat->get_ref<const std::string&>() : "";
     if (category == "comm" || category == "wait") profile.has_communication = true;
-    if (ph->string_value() != "X" || category == "comm" || category == "wait" || category == "eval") continue;
+    const std::string& phase = ph->get_ref<const std::string&>();
+    if (phase != "X" || category == "comm" || category == "wait" || category == "eval") continue;
     absl::StatusOr<double> ts = NumberField(e, "ts", label, i), dur = NumberField(e, "dur", label, i);
     if (!ts.ok()) return ts.status();
     if (!dur.ok()) return dur.status();
@@ -148,11 +147,12 @@ absl::StatusOr<TraceProfile> ProfileTrace(absl::string_view json, absl::string_v
       continue;
     }
     const Value* name = Field(e, "name");
-    if (name == nullptr || name->kind_case() != Value::kStringValue) {
+    if (name == nullptr || !name->is_string()) {
       return Invalid(label, absl::StrCat("event ", i, " has no \"name\" string"));
     }
     if (category == "AllReduce") profile.has_communication = true;
-    node_spans.push_back({&name->string_value(), cat != nullptr ? &cat->string_value() : nullptr, span});
+    const std::string* op = cat != nullptr && cat->is_string() ? &cat->get_ref<const std::string&>() : nullptr;
+    node_spans.push_back({&name->get_ref<const std::string&>(), op, span});
   }
   if (steps.empty()) {
     return Invalid(label, "no step spans (category \"step\"): is it a trace from `nereid run --trace`?");
@@ -251,25 +251,25 @@ namespace {
 
 // Least squares of t = a + b S over the report's sizes; then a = 2(n-1) alpha
 // and b = 2(n-1) / (n beta).
-absl::StatusOr<LinkModel> FitLink(const Struct& s, absl::string_view label) {
+absl::StatusOr<LinkModel> FitLink(const Value& s, absl::string_view label) {
   const Value* world = Field(s, "world");
   const Value* sizes = Field(s, "sizes");
-  if (world == nullptr || world->kind_case() != Value::kNumberValue || !(world->number_value() >= 2) ||
-      sizes == nullptr || sizes->kind_case() != Value::kListValue) {
+  if (world == nullptr || !world->is_number() || !(world->get<double>() >= 2) ||
+      sizes == nullptr || !sizes->is_array()) {
     return Invalid(label, "no \"world\" >= 2 and \"sizes\" list to fit the link to");
   }
-  const double n = world->number_value();
+  const double n = world->get<double>();
   std::vector<std::pair<double, double>> points;  // (bytes, seconds)
-  for (const Value& row : sizes->list_value().values()) {
-    if (row.kind_case() != Value::kStructValue) return Invalid(label, "a \"sizes\" entry is not an object");
-    const Value* bytes = Field(row.struct_value(), "bytes");
-    const Value* seconds = Field(row.struct_value(), "seconds");
-    if (bytes == nullptr || seconds == nullptr || bytes->kind_case() != Value::kNumberValue ||
-        seconds->kind_case() != Value::kNumberValue || !(bytes->number_value() > 0) || !(seconds->number_value() > 0) ||
-        !std::isfinite(bytes->number_value()) || !std::isfinite(seconds->number_value())) {
+  for (const Value& row : *sizes) {
+    if (!row.is_object()) return Invalid(label, "a \"sizes\" entry is not an object");
+    const Value* bytes = Field(row, "bytes");
+    const Value* seconds = Field(row, "seconds");
+    if (bytes == nullptr || seconds == nullptr || !bytes->is_number() ||
+        !seconds->is_number() || !(bytes->get<double>() > 0) || !(seconds->get<double>() > 0) ||
+        !std::isfinite(bytes->get<double>()) || !std::isfinite(seconds->get<double>())) {
       return Invalid(label, "a \"sizes\" entry lacks positive \"bytes\" and \"seconds\"");
     }
-    points.emplace_back(bytes->number_value(), seconds->number_value());
+    points.emplace_back(bytes->get<double>(), seconds->get<double>());
   }
   double mean_s = 0, mean_t = 0;
   for (const auto& [bytes, t] : points) {
@@ -300,17 +300,17 @@ absl::StatusOr<LinkModel> FitLink(const Struct& s, absl::string_view label) {
 }
 
 // The link itself: the report's 4-byte round trip and 16 MiB transfer.
-absl::StatusOr<LinkModel> ProbedLink(const Struct& s, absl::string_view label) {
+absl::StatusOr<LinkModel> ProbedLink(const Value& s, absl::string_view label) {
   const Value* alpha = Field(s, "alpha_seconds");
   const Value* beta = Field(s, "beta_bytes_per_second");
-  if (alpha == nullptr || beta == nullptr || alpha->kind_case() != Value::kNumberValue ||
-      beta->kind_case() != Value::kNumberValue) {
+  if (alpha == nullptr || beta == nullptr || !alpha->is_number() ||
+      !beta->is_number()) {
     return Invalid(label,
                    "no numeric alpha_seconds and beta_bytes_per_second: is it from `nereid bench allreduce --json`?");
   }
   LinkModel link;
-  link.alpha_seconds = alpha->number_value();
-  link.beta_bytes_per_second = beta->number_value();
+  link.alpha_seconds = alpha->get<double>();
+  link.beta_bytes_per_second = beta->get<double>();
   if (!(std::isfinite(link.alpha_seconds) && link.alpha_seconds >= 0) ||
       !(std::isfinite(link.beta_bytes_per_second) && link.beta_bytes_per_second > 0)) {
     return Invalid(label, absl::StrCat("the link estimate is unusable (alpha ", link.alpha_seconds, " s, beta ",
@@ -321,17 +321,17 @@ absl::StatusOr<LinkModel> ProbedLink(const Struct& s, absl::string_view label) {
 
 // The host side of a report, when it has one (older reports do not): the CPU
 // per byte sent and the cores per rank.
-absl::Status ReadHostSide(const Struct& s, absl::string_view label, LinkModel& link) {
+absl::Status ReadHostSide(const Value& s, absl::string_view label, LinkModel& link) {
   const Value* cpu = Field(s, "comm_cpu_seconds_per_byte");
   const Value* cores = Field(s, "cores_per_rank");
   if (cpu == nullptr || cores == nullptr) return absl::OkStatus();
-  if (cpu->kind_case() != Value::kNumberValue || cores->kind_case() != Value::kNumberValue ||
-      !(std::isfinite(cpu->number_value()) && cpu->number_value() >= 0) ||
-      !(std::isfinite(cores->number_value()) && cores->number_value() > 0)) {
+  if (!cpu->is_number() || !cores->is_number() ||
+      !(std::isfinite(cpu->get<double>()) && cpu->get<double>() >= 0) ||
+      !(std::isfinite(cores->get<double>()) && cores->get<double>() > 0)) {
     return Invalid(label, "comm_cpu_seconds_per_byte must be a number >= 0 and cores_per_rank one > 0");
   }
-  link.cpu_seconds_per_byte_sent = cpu->number_value();
-  link.cores_per_worker = cores->number_value();
+  link.cpu_seconds_per_byte_sent = cpu->get<double>();
+  link.cores_per_worker = cores->get<double>();
   return absl::OkStatus();
 }
 
@@ -340,8 +340,8 @@ absl::Status ReadHostSide(const Struct& s, absl::string_view label, LinkModel& l
 absl::StatusOr<LinkModel> ParseBenchLink(absl::string_view json, absl::string_view label, BenchLink source) {
   absl::StatusOr<Value> doc = ParseJson(json, label);
   if (!doc.ok()) return doc.status();
-  if (doc->kind_case() != Value::kStructValue) return Invalid(label, "not a JSON object");
-  const Struct& s = doc->struct_value();
+  if (!doc->is_object()) return Invalid(label, "not a JSON object");
+  const Value& s = *doc;
   absl::StatusOr<LinkModel> link = source == BenchLink::kFit ? FitLink(s, label) : ProbedLink(s, label);
   if (!link.ok()) return link.status();
   if (absl::Status host = ReadHostSide(s, label, *link); !host.ok()) return host;

@@ -131,6 +131,10 @@ TEST(TraceProfileTest, MalformedInputIsAClearError) {
   EXPECT_THAT(ErrorOf(R"([{"name":"s","cat":"step","ph":"X","ts":"x","dur":1}])"), HasSubstr("numeric \"ts\""));
   EXPECT_THAT(ErrorOf(R"([{"name":"s","cat":"step","ph":"X","ts":0,"dur":-1}])"), HasSubstr("negative duration"));
   EXPECT_THAT(ErrorOf(R"([{"name":"n","cat":"MatMul","ph":"X","ts":0,"dur":1}])"), HasSubstr("no step spans"));
+  // Fields of the wrong JSON type are read as absent, never thrown.
+  EXPECT_THAT(ErrorOf(R"([{"name":"n","cat":5,"ph":"X","ts":0,"dur":1}])"), HasSubstr("no step spans"));
+  EXPECT_THAT(ErrorOf(R"([{"name":7,"cat":"MatMul","ph":"X","ts":0,"dur":1}])"), HasSubstr("has no \"name\" string"));
+  EXPECT_THAT(ErrorOf(R"([{"name":"n","ph":["X"]}])"), HasSubstr("has no \"ph\" string"));
   EXPECT_THAT(ErrorOf(std::string(100000, '[') + std::string(100000, ']')), HasSubstr("nested deeper than"));
   EXPECT_THAT(ErrorOf(std::string(50, '[') + std::string(50, ']')), HasSubstr("event 0 is not an object"));
 }

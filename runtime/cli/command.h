@@ -4,7 +4,7 @@
 // A `nereid` subcommand: its name, one-line summary, help text and entry
 // point. Adding a subcommand is one new file ending in
 //   NEREID_REGISTER_COMMAND(Command{"name", "summary", HelpText, Run});
-// (core/registration.h), plus the file in the binary's srcs.
+// (core/registration.h); the binary's BUILD target globs *_command.cc.
 
 #include <functional>
 #include <map>
