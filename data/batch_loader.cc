@@ -63,8 +63,9 @@ absl::StatusOr<std::unique_ptr<BatchLoader>> BatchLoader::Create(
         absl::StrCat(who, "prefetch must be in [0, ", kMaxPrefetch, "], got ", options.prefetch));
   }
   const int64_t n = dataset->num_examples;
-  const int64_t shard =
-      n > options.rank ? (n - options.rank + options.world - 1) / options.world : 0;
+  const int64_t shard = options.equal_shards ? n / options.world
+                       : n > options.rank  ? (n - options.rank + options.world - 1) / options.world
+                                           : 0;
   if (shard == 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, n, " examples leave rank ", options.rank,
                                                    " of world ", options.world, " nothing"));
@@ -111,7 +112,9 @@ std::vector<int64_t> BatchLoader::ShardFor(int64_t epoch) const {
   if (options_.world == 1) return order;
   std::vector<int64_t> shard;
   shard.reserve(static_cast<size_t>(shard_size_));
-  for (int64_t p = options_.rank; p < n; p += options_.world) shard.push_back(order[p]);
+  for (int64_t p = options_.rank; p < n && static_cast<int64_t>(shard.size()) < shard_size_; p += options_.world) {
+    shard.push_back(order[p]);
+  }
   return shard;
 }
 

@@ -69,6 +69,10 @@ struct LoaderOptions {
   // p % world == rank (the order is identical on every rank).
   int rank = 0;
   int world = 1;
+  // Every rank reads floor(N / world) examples (the odd ones out are left
+  // out), so the ranks' batches have equal sizes: needed where ranks
+  // exchange their batches (model-parallel groups).
+  bool equal_shards = false;
   // Batches assembled ahead by a background thread; 0 = synchronous.
   int prefetch = 2;
 };

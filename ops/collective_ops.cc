@@ -31,9 +31,12 @@ NEREID_REGISTER_OP(OpDefBuilder("AllReduce")
                        .OutputList("reduced")
                        .RequiredAttr("bucket", AttrType::kInt, "position in the fixed per-step issue order")
                        .EnumAttr("reduce", {"avg", "sum"}, "avg")
+                       .Attr("group", AttrType::kString, StringAttr(""),
+                             "the process group it reduces over (graph attribute 'groups'); empty: every rank")
                        .EnumAttr("wire", {"float32", "float16", "bfloat16"}, "float32",
                                  "number format on the wire (the compress pass sets 16-bit ones); sums "
                                  "are taken in float32")
+                       .Collective()
                        .NoGradient("communication is inserted after autodiff")
                        .SetShapeFn(SameAsInputs)
                        .SetCostFn(cost_fns::NoFlops));
@@ -53,6 +56,7 @@ NEREID_REGISTER_OP(OpDefBuilder("CompressedAllReduce")
                        .Attr("names", AttrType::kString, StringAttr(""), "the gradients' names, comma-separated")
                        .Attr("layer", AttrType::kInt, IntAttr(0), "the first gradient's index among compressed ones")
                        .Attr("seed", AttrType::kInt, IntAttr(0), "seed of stochastic rounding")
+                       .Collective()
                        .NoGradient("communication is inserted after autodiff")
                        .SetShapeFn(SameAsInputs)
                        .SetCostFn(cost_fns::NoFlops));

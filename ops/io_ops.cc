@@ -29,7 +29,24 @@ absl::StatusOr<std::vector<ShapeAndType>> ParameterShape(const InferenceContext&
     return absl::InvalidArgumentError(
         absl::StrCat("a parameter's shape must be fully known, got ", shape->ToString()));
   }
-  auto checked = ValidateTensorProto(c.GetTensor("init"), &*shape);
+  // A shard's initial value is its block of the full tensor's.
+  const int64_t shards = c.GetInt("shard_count");
+  const int64_t axis = c.GetInt("shard_axis");
+  if (shards < 1) return absl::InvalidArgumentError("shard_count must be >= 1");
+  if (shards > 1 && (axis < 0 || axis >= shape->rank())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard_axis ", axis, " is outside the parameter's shape ", shape->ToString()));
+  }
+  if (shards > 1 && c.GetString("shard_group").empty()) {
+    return absl::InvalidArgumentError("a sharded parameter (shard_count > 1) needs its shard_group");
+  }
+  TensorShape full = *shape;
+  if (shards > 1) {
+    std::vector<int64_t> dims = shape->dims();
+    dims[axis] *= shards;
+    full = TensorShape(dims);
+  }
+  auto checked = ValidateTensorProto(c.GetTensor("init"), &full);
   if (!checked.ok()) return absl::InvalidArgumentError(absl::StrCat("attribute 'init': ", checked.status().message()));
   return shape_fns::Single(*shape, c.GetType("dtype"));
 }
@@ -69,6 +86,18 @@ NEREID_REGISTER_OP(OpDefBuilder("Parameter")
                        .Attr("per_rank", AttrType::kBool, BoolAttr(false),
                              "state each data-parallel rank keeps its own value of (error-feedback "
                              "residuals): checkpointed per rank, not checked equal across ranks")
+                       .Attr("shard_group", AttrType::kString, StringAttr(""),
+                             "set for a shard of a larger tensor: the group whose members hold the shards; "
+                             "member i holds block i of shard_count along shard_axis of the full tensor "
+                             "(`shape` is the shard's)")
+                       .Attr("shard_axis", AttrType::kInt, IntAttr(0), "the axis the full tensor is cut along")
+                       .Attr("shard_count", AttrType::kInt, IntAttr(1), "how many shards the full tensor has")
+                       .Attr("replica_group", AttrType::kString, StringAttr(""),
+                             "a shard's gradient is averaged over this group (the ranks holding the same "
+                             "shard); empty: no rank holds the same shard, nothing is averaged")
+                       .Attr("gradient_scale", AttrType::kFloat, FloatAttr(1.0f),
+                             "autodiff multiplies the gradient by this (a shard's gradient sums its group's "
+                             "examples: 1 / group size)")
                        .InputList("next", 0, kFloatTypes)
                        .NoGradient("a source: autodiff collects the gradient of trainable parameters here")
                        .SetShapeFn(ParameterShape)

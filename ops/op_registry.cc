@@ -200,6 +200,11 @@ OpDefBuilder& OpDefBuilder::EnumAttr(std::string name, std::vector<std::string> 
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::Collective() {
+  def_.collective = true;
+  return *this;
+}
+
 OpDefBuilder& OpDefBuilder::ClosesCycles() {
   def_.closes_cycles = true;
   return *this;

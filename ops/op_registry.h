@@ -142,6 +142,11 @@ struct OpDef {
   // Parameter feeding input `first` (batch norm's running statistics). The
   // optimizer pass wires each through a Feedback to that Parameter.
   std::vector<std::pair<int, int>> state_updates;
+  // True for ops that communicate with other ranks (the executor hands their
+  // kernels the collective queue of the group their `group` attribute names,
+  // "" or absent: the whole world); each such node has an issue position
+  // (`bucket`) in its group's per-step order.
+  bool collective = false;
 
   const AttrSpec* FindAttr(absl::string_view attr_name) const;
   // The signature entry input `port` belongs to. Registration guarantees an
@@ -179,6 +184,8 @@ class OpDefBuilder {
   OpDefBuilder& EnumAttr(std::string name, std::vector<std::string> allowed, std::string default_value,
                          std::string doc = "");
   OpDefBuilder& ClosesCycles();
+  // The op communicates (OpDef::collective).
+  OpDefBuilder& Collective();
   OpDefBuilder& SetShapeFn(ShapeFn fn);
   OpDefBuilder& SetCostFn(CostFn fn);
   OpDefBuilder& SetGradient(GradFn fn);

@@ -53,11 +53,13 @@ NEREID_REGISTER_OP(OpDefBuilder("AddN")
                        .SetGradient(AddNGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Gradient")
-                       .Summary("Marks the loss gradient of a parameter (y = x): where the optimizer "
+                       .Summary("Marks the loss gradient of a parameter (y = scale * x): where the optimizer "
                                 "and communication passes find gradients.")
                        .Input("x", kFloatTypes)
                        .Output("y")
                        .RequiredAttr("parameter", AttrType::kString, "the Parameter node this is the gradient of")
+                       .Attr("scale", AttrType::kFloat, FloatAttr(1.0f),
+                             "y = scale * x: the parameter's gradient_scale (sharded parameters)")
                        .NoGradient("gradients of gradients are not supported")
                        .SetShapeFn(shape_fns::UnchangedShape)
                        .SetCostFn(cost_fns::NoFlops));

@@ -25,6 +25,12 @@ bool IsTrainableParameter(const Node& n) {
   return it == n.def().attr().end() || it->second.b();
 }
 
+// What the parameter's gradient is multiplied by (a shard's: 1 / group size).
+float GradientScale(const Node& parameter) {
+  auto it = parameter.def().attr().find("gradient_scale");
+  return it == parameter.def().attr().end() ? 1.0f : it->second.f();
+}
+
 // Nodes on some path from a trainable parameter to the loss.
 absl::flat_hash_set<const Node*> NodesBetween(const std::vector<Node*>& order, const Node* loss) {
   absl::flat_hash_set<const Node*> from_params, to_loss, between;
@@ -102,9 +108,10 @@ class AutodiffPass : public Pass {
       }
       if (!any) continue;
       if (IsTrainableParameter(*node)) {
-        RETURN_IF_ERROR(AddOpNode(&graph, absl::StrCat(node->name(), "/grad"), "Gradient", {*output_grads[0]},
-                                  {{"parameter", StringAttrOf(node->name())}})
-                            .status());
+        std::vector<std::pair<std::string, AttrValue>> attrs = {{"parameter", StringAttrOf(node->name())}};
+        if (GradientScale(*node) != 1.0f) attrs.emplace_back("scale", FloatAttr(GradientScale(*node)));
+        RETURN_IF_ERROR(
+            AddOpNode(&graph, absl::StrCat(node->name(), "/grad"), "Gradient", {*output_grads[0]}, attrs).status());
         ++params;
         continue;
       }

@@ -33,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "compress/codec.h"
 #include "core/status_macros.h"
+#include "ops/collective_schedule.h"
 #include "ops/gradient_builder.h"
 #include "ops/topo_order.h"
 #include "passes/optimizer_common.h"
@@ -142,7 +143,8 @@ class CompressPass : public Pass {
 
     std::vector<Node*> old_buckets;
     for (Node* n : order) {
-      if (n->op() == "AllReduce") old_buckets.push_back(n);
+      // Buckets of other groups (a shard's replicas) keep their plain allreduce.
+      if (n->op() == "AllReduce" && CollectiveGroup(*n).empty()) old_buckets.push_back(n);
     }
     std::sort(old_buckets.begin(), old_buckets.end(),
               [](Node* a, Node* b) { return a->def().attr().at("bucket").i() < b->def().attr().at("bucket").i(); });

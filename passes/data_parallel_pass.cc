@@ -13,6 +13,8 @@
 // of the backward pass. Bucket numbers fix the issue order on every rank.
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,22 @@ struct PendingGradient {
   size_t ready_position;
 };
 
+std::string StringAttrOr(const Node& node, const char* name) {
+  auto it = node.def().attr().find(name);
+  return it == node.def().attr().end() ? "" : it->second.s();
+}
+
+// The group a gradient is averaged over: the world for a replicated
+// parameter; for a shard (shard_group set), the ranks holding the same shard
+// (replica_group), or nobody when every rank holds a different one.
+std::optional<std::string> AveragingGroup(const Graph& graph, const Node& gradient) {
+  const Node* parameter = graph.FindNode(StringAttrOr(gradient, "parameter"));
+  if (parameter == nullptr || StringAttrOr(*parameter, "shard_group").empty()) return "";
+  std::string replicas = StringAttrOr(*parameter, "replica_group");
+  if (replicas.empty()) return std::nullopt;
+  return replicas;
+}
+
 class DataParallelPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
@@ -42,7 +60,9 @@ class DataParallelPass : public Pass {
     ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
     absl::flat_hash_map<int, size_t> position;  // node id -> place in `order`
     for (size_t i = 0; i < order.size(); ++i) position[order[i]->id()] = i;
-    std::vector<PendingGradient> grads;
+    // By averaging group ("" is the world), buckets numbered per group.
+    std::map<std::string, std::vector<PendingGradient>> grads_by_group;
+    int not_averaged = 0;
     for (Node* n : order) {
       if (n->op() == "AllReduce") {
         return absl::FailedPreconditionError("data_parallel: the graph already has AllReduce nodes (applied twice?)");
@@ -54,11 +74,38 @@ class DataParallelPass : public Pass {
         return absl::FailedPreconditionError(
             absl::StrCat("data_parallel: gradient '", n->name(), "' has unknown shape ", out.shape.ToString()));
       }
-      grads.push_back({n, {in->src, in->src_port}, out.shape.KnownElements() * 4, position.at(in->src->id())});
+      std::optional<std::string> group = AveragingGroup(graph, *n);
+      if (!group) {
+        ++not_averaged;
+        continue;
+      }
+      grads_by_group[*group].push_back(
+          {n, {in->src, in->src_port}, out.shape.KnownElements() * 4, position.at(in->src->id())});
     }
-    if (grads.empty()) {
+    if (grads_by_group.empty() && not_averaged == 0) {
       return absl::FailedPreconditionError("data_parallel: no Gradient nodes; run autodiff first");
     }
+    int64_t total = 0;
+    size_t averaged = 0, bucket_count = 0;
+    for (auto& [group, grads] : grads_by_group) {
+      ASSIGN_OR_RETURN(int64_t bytes, AddBuckets(graph, group, grads, cap));
+      total += bytes;
+      averaged += grads.size();
+      bucket_count += buckets_added_;
+    }
+    (*graph.mutable_header()->mutable_attr())["strategy"] = StringAttr("data_parallel");
+    log->notes.push_back(absl::StrCat("averages ", averaged, " gradients (", total, " bytes) in ", bucket_count,
+                                      " bucket", bucket_count == 1 ? "" : "s", " of at most ", cap_kb, " KB"));
+    if (not_averaged > 0) {
+      log->notes.push_back(absl::StrCat(not_averaged, " gradients of shards held by one rank each stay local"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Packs `grads` into AllReduce buckets over `group` and returns their bytes.
+  absl::StatusOr<int64_t> AddBuckets(Graph& graph, const std::string& group, std::vector<PendingGradient>& grads,
+                                     int64_t cap) {
     std::stable_sort(grads.begin(), grads.end(), [](const PendingGradient& a, const PendingGradient& b) {
       return a.ready_position < b.ready_position;
     });
@@ -76,19 +123,22 @@ class DataParallelPass : public Pass {
     for (size_t b = 0; b < buckets.size(); ++b) {
       std::vector<NodeOut> inputs;
       for (const PendingGradient& g : buckets[b]) inputs.push_back(g.value);
-      ASSIGN_OR_RETURN(Node * reduce, AddOpNode(&graph, absl::StrCat("data_parallel/bucket_", b), "AllReduce", inputs,
-                                                {{"bucket", IntAttr(static_cast<int64_t>(b))},
-                                                 {"reduce", StringAttr("avg")}}));
+      std::vector<std::pair<std::string, AttrValue>> attrs = {{"bucket", IntAttr(static_cast<int64_t>(b))},
+                                                              {"reduce", StringAttr("avg")}};
+      if (!group.empty()) attrs.emplace_back("group", StringAttr(group));
+      std::string name = group.empty() ? absl::StrCat("data_parallel/bucket_", b)
+                                       : absl::StrCat("data_parallel/", group, "/bucket_", b);
+      ASSIGN_OR_RETURN(Node * reduce, AddOpNode(&graph, name, "AllReduce", inputs, std::move(attrs)));
       for (size_t i = 0; i < buckets[b].size(); ++i) {
         RETURN_IF_ERROR(graph.ReplaceInput(buckets[b][i].gradient, 0, reduce, static_cast<int>(i)));
         total += buckets[b][i].bytes;
       }
     }
-    (*graph.mutable_header()->mutable_attr())["strategy"] = StringAttr("data_parallel");
-    log->notes.push_back(absl::StrCat("averages ", grads.size(), " gradients (", total, " bytes) in ", buckets.size(),
-                                      " bucket", buckets.size() == 1 ? "" : "s", " of at most ", cap_kb, " KB"));
-    return absl::OkStatus();
+    buckets_added_ = buckets.size();
+    return total;
   }
+
+  size_t buckets_added_ = 0;
 };
 
 // bucket_kb's default, by measurement (bench/bucket_sweep.py, loopback, medians

@@ -72,8 +72,24 @@ absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& o) {
                     {"min_lr", FloatAttr(static_cast<float>(o.GetFloat("min_lr")))}});
 }
 
+// Whether state shaped like `like` differs between ranks: `like` is per-rank
+// state or a shard, or the gradient of one.
+bool IsPerRank(const Graph& graph, const Node& like) {
+  const Node* parameter = &like;
+  if (like.op() == "Gradient") {
+    auto it = like.def().attr().find("parameter");
+    parameter = it == like.def().attr().end() ? nullptr : graph.FindNode(it->second.s());
+  }
+  if (parameter == nullptr) return false;
+  const auto& attrs = parameter->def().attr();
+  auto per_rank = attrs.find("per_rank");
+  auto shard = attrs.find("shard_group");
+  return (per_rank != attrs.end() && per_rank->second.b()) || (shard != attrs.end() && !shard->second.s().empty());
+}
+
 absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::string& suffix) {
-  return AddState(graph, absl::StrCat(like.name(), "/", suffix), like.outputs()[0].shape.dims());
+  return AddState(graph, absl::StrCat(like.name(), "/", suffix), like.outputs()[0].shape.dims(),
+                  IsPerRank(graph, like));
 }
 
 absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,

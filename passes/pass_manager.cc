@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
+#include "ops/collective_schedule.h"
 #include "ops/shape_inference.h"
 #include "passes/pass_properties.h"
 
@@ -237,6 +238,8 @@ absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vec
       if (name == stage.pass->name && options.dump) RETURN_IF_ERROR(options.dump(name, graph));
     }
   }
+  // The plan is complete: each process group's collectives get their order.
+  RETURN_IF_ERROR(AssignCollectiveOrder(graph));
   return reports;
 }
 

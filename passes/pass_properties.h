@@ -20,6 +20,8 @@ inline constexpr char kGradientCommunicationProperty[] = "gradient_communication
 inline constexpr char kCompressedProperty[] = "compressed";
 // Several steps in flight with delayed gradients (pipeline).
 inline constexpr char kPipelinedProperty[] = "pipelined";
+// Layers are sharded over process groups (hybrid_partition).
+inline constexpr char kModelPartitionedProperty[] = "model_partitioned";
 // Steps compute at the optimizer's look-ahead weights (lookahead).
 inline constexpr char kLookaheadProperty[] = "lookahead";
 

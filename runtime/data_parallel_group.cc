@@ -8,6 +8,8 @@
 #include "core/fingerprint.h"
 #include "core/status_macros.h"
 #include "core/version.h"
+#include "graph/process_groups.h"
+#include "ops/collective_schedule.h"
 
 namespace nereid {
 
@@ -29,10 +31,51 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   // Also applies NEREID_FAULTS, through which tests kill or stop a rank.
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
   group->engine_ = std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(buckets, 1), options.timeout);
+  // The plan's process groups, in declaration order on every rank.
+  ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
+  absl::flat_hash_map<std::string, CollectiveCounts> counts = CollectivesByGroup(graph);
+  for (const GroupDecl& decl : declared) {
+    ASSIGN_OR_RETURN(GroupMembership m, MembershipOf(decl, options.rank, options.world));
+    ProcessGroup g;
+    g.name = decl.name;
+    g.group_rank = m.group_rank;
+    ASSIGN_OR_RETURN(g.communicator, CreateGroupCommunicator(spec, m.instance, m.members));
+    const CollectiveCounts& c = counts[decl.name];
+    g.steps = std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_step, 1), options.timeout);
+    g.evaluation =
+        std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_evaluation, 1), options.timeout);
+    group->groups_.push_back(std::move(g));
+  }
   return group;
 }
 
-DataParallelGroup::~DataParallelGroup() { engine_.reset(); }
+DataParallelGroup::~DataParallelGroup() {
+  groups_.clear();
+  engine_.reset();
+}
+
+void DataParallelGroup::ConfigureExecutor(ExecutorOptions& options) {
+  options.collectives = engine_.get();
+  for (ProcessGroup& g : groups_) {
+    options.group_collectives[g.name] = g.steps.get();
+    options.group_eval_collectives[g.name] = g.evaluation.get();
+    options.group_ranks[g.name] = g.group_rank;
+  }
+}
+
+void DataParallelGroup::StartAt(int64_t step) {
+  engine_->Reset(step);
+  for (ProcessGroup& g : groups_) g.steps->Reset(step);
+}
+
+void DataParallelGroup::StartEvaluation() {
+  for (ProcessGroup& g : groups_) g.evaluation->Reset(0);
+}
+
+void DataParallelGroup::SetTrace(TraceRecorder* trace) {
+  engine_->set_trace(trace);
+  for (ProcessGroup& g : groups_) g.steps->set_trace(trace);
+}
 
 absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor,
                                                      const absl::flat_hash_set<std::string>& per_rank) {
@@ -77,17 +120,21 @@ uint64_t DataParallelGroup::StateFingerprint(const Executor& executor,
 }
 
 int DataParallelGroup::CollectivesPerStep(const Graph& graph) {
-  int collectives = 0;
-  for (Node* n : graph.nodes()) collectives += n->op() == "AllReduce" || n->op() == "CompressedAllReduce";
-  return collectives;
+  absl::flat_hash_map<std::string, CollectiveCounts> counts = CollectivesByGroup(graph);
+  auto world = counts.find("");
+  return world == counts.end() ? 0 : world->second.per_step;
 }
 
 absl::flat_hash_set<std::string> DataParallelGroup::PerRankState(const Graph& graph) {
   absl::flat_hash_set<std::string> names;
   for (Node* n : graph.nodes()) {
     if (n->op() != "Parameter") continue;
-    auto it = n->def().attr().find("per_rank");
-    if (it != n->def().attr().end() && it->second.b()) names.insert(n->name());
+    const auto& attrs = n->def().attr();
+    auto per_rank = attrs.find("per_rank");
+    auto shard = attrs.find("shard_group");
+    if ((per_rank != attrs.end() && per_rank->second.b()) || (shard != attrs.end() && !shard->second.s().empty())) {
+      names.insert(n->name());
+    }
   }
   return names;
 }

@@ -1,10 +1,13 @@
 #ifndef NEREID_RUNTIME_DATA_PARALLEL_GROUP_H_
 #define NEREID_RUNTIME_DATA_PARALLEL_GROUP_H_
 
-// One rank's membership in a data-parallel run: the communicator (Gloo over
-// TCP, met through the rendezvous store), the collective engine the plan's
-// AllReduce buckets go through, and what the training driver itself needs
-// from the other ranks: identical starting parameters, and sums of metrics.
+// One rank's membership in a distributed run: the world's communicator (Gloo
+// over TCP, met through the rendezvous store) and the collective engine the
+// plan's AllReduce buckets go through; a communicator and two engines (steps,
+// evaluation) for each process group the plan declares (graph attribute
+// "groups": a model-parallel group, a shard's replicas); and what the
+// training driver itself needs from the other ranks: identical starting
+// parameters, and sums of metrics.
 
 #include <cstdint>
 #include <memory>
@@ -39,9 +42,24 @@ class DataParallelGroup {
   // fix the engine's per-step order).
   static absl::StatusOr<std::unique_ptr<DataParallelGroup>> Join(const Graph& graph, const GroupOptions& options);
 
-  // The plan's collectives per step (AllReduce buckets and CompressedAllReduce
-  // nodes): the engine's keys per step; 0 means the plan does not communicate.
+  // The plan's collectives per step on the world (AllReduce buckets and
+  // CompressedAllReduce nodes): the engine's keys per step; 0 means the plan
+  // does not communicate across the world.
   static int CollectivesPerStep(const Graph& graph);
+
+  // Gives the executor this rank's engines (world and groups) and its place
+  // in each group (sharded parameters take their block by it).
+  void ConfigureExecutor(ExecutorOptions& options);
+  // Every engine's next key is (step, 0): before the first step.
+  void StartAt(int64_t step);
+  // The evaluation engines start over: before each evaluation pass (its
+  // batches are their steps).
+  void StartEvaluation();
+  // Records every engine's collectives on the trace (null: none).
+  void SetTrace(TraceRecorder* trace);
+  // Whether the plan declares process groups (their members must feed
+  // batches of equal size).
+  bool has_groups() const { return !groups_.empty(); }
   ~DataParallelGroup();
 
   int rank() const { return communicator_->rank(); }
@@ -71,8 +89,15 @@ class DataParallelGroup {
 
   // Tags of the driver's own collectives, above any bucket number.
   static constexpr uint32_t kDriverTagBase = 1u << 20;
+  struct ProcessGroup {
+    std::string name;
+    int group_rank = 0;
+    std::unique_ptr<Communicator> communicator;
+    std::unique_ptr<CollectiveEngine> steps, evaluation;  // destroyed before the communicator
+  };
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<CollectiveEngine> engine_;
+  std::vector<ProcessGroup> groups_;
   absl::Duration timeout_;
   uint32_t driver_calls_ = 0;
 };

@@ -26,6 +26,7 @@
 #include "graph/import_export.h"
 #include "graph/ir.h"
 #include "ops/model_loader.h"
+#include "ops/op_registry.h"
 #include "passes/pass_manager.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_parallel_group.h"
@@ -121,6 +122,8 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   if (group != nullptr) {
     lo.rank = group->rank();
     lo.world = group->world();
+    lo.equal_shards = group->has_groups();
+    group->StartEvaluation();
   }
   ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(test, lo));
   loader->StartEpoch(0);
@@ -129,6 +132,7 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   double loss_sum = 0;
   while (std::optional<data::Batch> batch = loader->Next()) {
     ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
+    info.step_in_epoch = batch->index_in_epoch;  // the key of its group collectives
     ASSIGN_OR_RETURN(std::vector<Tensor> out, executor.Evaluate(info, feeds, {logits, loss}));
     const Tensor& scores = out[0];
     int64_t k = scores.dim(1);
@@ -303,7 +307,17 @@ class TrainingRun {
   absl::Status Plan() {
     if (trace_ != nullptr) trace_->NameThisThread("driver");
     ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
-    if (!IsPlanned(*graph_)) {
+    auto& header_attrs = *graph_->mutable_header()->mutable_attr();
+    if (IsPlanned(*graph_)) {
+      // A plan made for a number of workers runs on that many.
+      auto planned = header_attrs.find("workers");
+      if (planned != header_attrs.end() && planned->second.i() != options_.workers) {
+        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " was planned for ",
+                                                          planned->second.i(), " workers, not ", options_.workers));
+      }
+    } else {
+      // Passes that partition the model need the number of workers.
+      if (options_.workers > 1) header_attrs["workers"] = IntAttr(options_.workers);
       ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_));
       ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph_, pipeline));
       for (const PassReport& r : reports) result_.plan_summary.emplace_back(r.pass, FormatReport(r));
@@ -338,6 +352,11 @@ class TrainingRun {
     if (options_.report) options_.report("phase=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";
+    auto mp = graph_->header().attr().find("model_parallel");
+    if (mp != graph_->header().attr().end() && mp->second.i() > 1) {
+      result_.strategy = "hybrid";
+      result_.model_parallel = mp->second.i();
+    }
     return absl::OkStatus();
   }
 
@@ -358,7 +377,7 @@ class TrainingRun {
     ExecutorOptions eopts;
     eopts.threads = options_.threads;
     if (group_ != nullptr) {
-      eopts.collectives = group_->engine();
+      group_->ConfigureExecutor(eopts);
       eopts.compute_nice = kComputeNiceWithPeers;
     }
     eopts.trace = trace_;
@@ -371,6 +390,8 @@ class TrainingRun {
     lo.seed = options_.seed;
     lo.rank = options_.rank;
     lo.world = options_.workers;
+    // Group collectives exchange batches: every rank's must be the same size.
+    lo.equal_shards = group_ != nullptr && group_->has_groups();
     ASSIGN_OR_RETURN(loader_, data::BatchLoader::Create(train_, lo));
     // Ranks step in lock-step: all take as many steps as the smallest shard
     // (N / world examples) gives, so an odd example out is skipped.
@@ -403,8 +424,8 @@ class TrainingRun {
   absl::Status CheckStateAcrossRanks() {
     if (group_ != nullptr) {
       RETURN_IF_ERROR(group_->CheckIdenticalState(*executor_, per_rank_));
-      group_->engine()->Reset(step_);
-      group_->engine()->set_trace(trace_);
+      group_->StartAt(step_);
+      group_->SetTrace(trace_);
     }
     // While this rank waits in a collective for its peers it is not hung: say
     // so every second, so the launcher blames the rank that stopped instead.
@@ -515,6 +536,10 @@ class TrainingRun {
     result_.peak_rss_bytes = PeakRssBytes();
     result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
     result_.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor_, per_rank_);
+    for (const auto& [name, value] : executor_->State()) {
+      result_.state_bytes += value.num_bytes();
+      if (per_rank_.contains(name)) result_.per_rank_state_bytes += value.num_bytes();
+    }
     if (group_ != nullptr) {
       std::vector<double> sums = {static_cast<double>(traffic_in_steps_.bytes_sent),
                                   static_cast<double>(traffic_in_steps_.bytes_received),
@@ -569,6 +594,7 @@ class TrainingRun {
       return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", f.epoch + 1, ", step ",
                                                      f.step, ": training diverged (try a smaller learning rate)"));
     }
+    result_.step_losses.push_back(value);
     sums.loss += static_cast<double>(value) * f.examples;
     sums.samples += f.examples;
     ++result_.steps;
@@ -656,6 +682,12 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["comm_seconds_per_step"] = r.comm_seconds_per_step;
   j["codec_seconds_per_step"] = r.codec_seconds_per_step;
   j["parameter_fingerprint"] = absl::StrCat(absl::Hex(r.parameter_fingerprint, absl::kZeroPad16));
+  j["model_parallel"] = r.model_parallel;
+  j["state_bytes"] = r.state_bytes;
+  j["per_rank_state_bytes"] = r.per_rank_state_bytes;
+  Json losses = Json::array();
+  for (float l : r.step_losses) losses.push_back(l);
+  j["step_losses"] = std::move(losses);
   Json layers = Json::array();
   for (const LayerBytes& l : r.layer_bytes) {
     Json layer;

@@ -91,8 +91,17 @@ struct TrainResult {
   double codec_seconds_per_step = 0;
   // Per-layer gradient bytes of the plan (compress/layer_bytes.h).
   std::vector<LayerBytes> layer_bytes;
-  // FNV-1a of every parameter's final bytes (equal on every rank).
+  // FNV-1a of every parameter's final bytes (equal on every rank), shards
+  // and other per-rank state left out.
   uint64_t parameter_fingerprint = 0;
+  // Bytes of this rank's parameters and optimizer state, and of the part
+  // that is this rank's own (shards, their optimizer state, residuals).
+  int64_t state_bytes = 0;
+  int64_t per_rank_state_bytes = 0;
+  // This rank's loss at each step it took, in order.
+  std::vector<float> step_losses;
+  // Ranks per model-parallel group (1: none).
+  int64_t model_parallel = 1;
   std::vector<EpochMetrics> per_epoch;
   std::vector<std::pair<std::string, std::string>> plan_summary;  // pass -> what it did
 };

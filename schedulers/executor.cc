@@ -10,8 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/initializers.h"
+#include "core/tensor_slice.h"
 #include "core/status_macros.h"
 #include "graph/errors.h"
+#include "ops/collective_schedule.h"
 #include "ops/op_registry.h"
 #include "ops/topo_order.h"
 #include "tbb/task_arena.h"
@@ -125,6 +127,24 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, E
   return e;
 }
 
+absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const TensorProto& init) const {
+  const auto& attrs = parameter.def().attr();
+  auto count = attrs.find("shard_count");
+  if (count == attrs.end() || count->second.i() <= 1) return MaterializeTensor(init, parameter.outputs()[0].shape);
+  // A shard: its block of the full tensor the unsharded model starts from.
+  const std::string group = attrs.at("shard_group").s();
+  auto rank = options_.group_ranks.find(group);
+  if (rank == options_.group_ranks.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a shard of group '", group, "', which this worker is not a member of"));
+  }
+  const int axis = attrs.count("shard_axis") ? static_cast<int>(attrs.at("shard_axis").i()) : 0;
+  std::vector<int64_t> dims = parameter.outputs()[0].shape.dims();
+  dims[axis] *= count->second.i();
+  ASSIGN_OR_RETURN(Tensor full, MaterializeTensor(init, TensorShape(dims)));
+  return SliceAlongAxis(full, axis, rank->second, count->second.i());
+}
+
 absl::Status Executor::Init() {
   int max_id = 0;
   for (Node* n : graph_->nodes()) max_id = std::max(max_id, n->id() + 1);
@@ -134,6 +154,8 @@ absl::Status Executor::Init() {
   in_step_inputs_.assign(max_id, 0);
   consumers_.assign(max_id, 0);
   shape_caches_.resize(max_id);
+  step_queue_.assign(max_id, nullptr);
+  eval_queue_.assign(max_id, nullptr);
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
     ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
@@ -147,9 +169,20 @@ absl::Status Executor::Init() {
         init.set_dtype(DT_FLOAT);
         init.mutable_init()->set_kind("glorot_uniform");
       }
-      absl::StatusOr<Tensor> value = MaterializeTensor(init, n->outputs()[0].shape);
+      absl::StatusOr<Tensor> value = InitialValue(*n, init);
       if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
       parameter_values_[n->id()][0] = *std::move(value);
+    }
+    if (IsCollective(*n)) {
+      const std::string group = CollectiveGroup(*n);
+      if (group.empty()) {
+        step_queue_[n->id()] = options_.collectives;
+      } else {
+        auto step = options_.group_collectives.find(group);
+        auto eval = options_.group_eval_collectives.find(group);
+        if (step != options_.group_collectives.end()) step_queue_[n->id()] = step->second;
+        if (eval != options_.group_eval_collectives.end()) eval_queue_[n->id()] = eval->second;
+      }
     }
   }
   for (Node* n : graph_->nodes()) {
@@ -268,7 +301,7 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
   }
   prepared->ctx = std::make_unique<OpKernelContext>(&node, std::move(inputs), dims, &step, budget);
   prepared->ctx->set_source_value(source);
-  prepared->ctx->set_collectives(options_.collectives);
+  prepared->ctx->set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
   return prepared;
 }
 
@@ -514,6 +547,9 @@ void Executor::Fail(absl::Status status) {
     changed_.notify_all();
   }
   if (options_.collectives != nullptr) options_.collectives->Abort(status);
+  for (auto* engines : {&options_.group_collectives, &options_.group_eval_collectives}) {
+    for (auto& [name, engine] : *engines) engine->Abort(status);
+  }
 }
 
 void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs,

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
@@ -49,6 +50,15 @@ struct ExecutorOptions {
   // The worker's collective engine for communication kernels (null: a worker
   // alone). On a failure the executor aborts it, so no kernel waits forever.
   CollectiveEngine* collectives = nullptr;
+  // The engines of the process groups this rank belongs to, by the declared
+  // group name (graph attribute "groups"): one for training steps, one for
+  // evaluation (which issues only the forward collectives). A collective node
+  // gets the engine its `group` attribute names.
+  absl::flat_hash_map<std::string, CollectiveEngine*> group_collectives;
+  absl::flat_hash_map<std::string, CollectiveEngine*> group_eval_collectives;
+  // This rank's index in each group, by name: a sharded Parameter
+  // (shard_group) starts from that block of its full initial value.
+  absl::flat_hash_map<std::string, int> group_ranks;
   // Records every node run (name, op type, step) on its thread's track, and an
   // asynchronous node's wait from submission to done (null: none). Must
   // outlive the executor.
@@ -109,6 +119,8 @@ class Executor {
 
   Executor(const Graph* graph, ExecutorOptions options);
   absl::Status Init();
+  // A Parameter's value at step 0 (a shard's block of the full value).
+  absl::StatusOr<Tensor> InitialValue(const Node& parameter, const TensorProto& init) const;
   // The nodes `fetches` need, in topological order (cached: evaluation asks
   // for the same fetches every batch).
   absl::StatusOr<const std::vector<int64_t>*> EvaluationOrder(const std::vector<std::string>& fetches);
@@ -140,6 +152,9 @@ class Executor {
   std::vector<int> feedback_target_;  // by id: the Parameter a Feedback feeds, or -1
   std::vector<int> in_step_inputs_;   // by id: data and control inputs within a step
   std::vector<int> consumers_;        // by id: data out-edges within a step
+  // by id: the collective queue a node's kernel gets in training and in
+  // evaluation (null: none).
+  std::vector<CollectiveQueue*> step_queue_, eval_queue_;
   std::unique_ptr<ProgressTracker> tracker_;
 
   struct ShapeCache {

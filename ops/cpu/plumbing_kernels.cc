@@ -43,6 +43,27 @@ class ForwardKernel : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override { return ctx->SetOutput(0, ctx->input(0)); }
 };
 
+// The gradient marker: passes its input through, scaled when the parameter
+// asks (a shard's gradient).
+class GradientKernel : public OpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    scale_ = attrs.at("scale")->f();
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    if (scale_ == 1.0f) return ctx->SetOutput(0, ctx->input(0));
+    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
+    const float* x = ctx->input(0).data<float>();
+    float* out = y->data<float>();
+    for (int64_t i = 0; i < y->num_elements(); ++i) out[i] = x[i] * scale_;
+    return absl::OkStatus();
+  }
+
+ private:
+  float scale_ = 1.0f;
+};
+
 // Flatten, Reshape, ReshapeLike: the same buffer with the inferred dims.
 class ReshapeKernel : public OpKernel {
  public:
@@ -61,7 +82,7 @@ NEREID_REGISTER_KERNEL("Const", kCpu, DT_INT32, ConstKernel);
 NEREID_REGISTER_KERNEL("Identity", kCpu, DT_FLOAT, ForwardKernel);
 NEREID_REGISTER_KERNEL("Identity", kCpu, DT_INT32, ForwardKernel);
 NEREID_REGISTER_KERNEL("Feedback", kCpu, DT_FLOAT, ForwardKernel);
-NEREID_REGISTER_KERNEL("Gradient", kCpu, DT_FLOAT, ForwardKernel);
+NEREID_REGISTER_KERNEL("Gradient", kCpu, DT_FLOAT, GradientKernel);
 NEREID_REGISTER_KERNEL("Flatten", kCpu, DT_FLOAT, ReshapeKernel);
 NEREID_REGISTER_KERNEL("Reshape", kCpu, DT_FLOAT, ReshapeKernel);
 NEREID_REGISTER_KERNEL("ReshapeLike", kCpu, DT_FLOAT, ReshapeKernel);

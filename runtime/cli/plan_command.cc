@@ -11,6 +11,7 @@
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
 #include "ops/model_loader.h"
+#include "ops/op_registry.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
@@ -19,7 +20,7 @@ namespace nereid {
 namespace {
 
 constexpr char kHelp[] =
-    "Usage: nereid plan MODEL --passes=PIPELINE -o PLAN [--dump-after=PASS[,PASS]]\n\n"
+    "Usage: nereid plan MODEL --passes=PIPELINE -o PLAN [--workers N] [--dump-after=PASS[,PASS]]\n\n"
     "Runs the passes in order (the graph is validated after each) and writes the planned graph.\n"
     "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4). Passes:\n";
 
@@ -55,7 +56,7 @@ GraphFormat FormatFor(const std::string& path) {
 int Plan(const std::vector<std::string>& args) {
   std::vector<std::string> normalized;
   for (const std::string& a : args) normalized.push_back(a == "-o" ? "--output" : a);
-  Flags flags({"passes", "output", "dump-after"}, {"help"});
+  Flags flags({"passes", "output", "dump-after", "workers"}, {"help"});
   absl::Status parsed = flags.Parse(normalized);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1 || !flags.Has("output")) {
     if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
@@ -73,6 +74,13 @@ int Plan(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
     return kExitFailure;
   }
+  // Passes that partition the model (hybrid_partition) plan for this many.
+  absl::StatusOr<int64_t> workers = flags.Int("workers", 1);
+  if (!workers.ok() || *workers < 1) {
+    std::fprintf(stderr, "error: --workers must be an integer >= 1\n");
+    return kExitUsage;
+  }
+  if (*workers > 1) (*(*graph)->mutable_header()->mutable_attr())["workers"] = IntAttr(*workers);
   PipelineOptions options;
   if (flags.Has("dump-after")) options.dump_after = absl::StrSplit(flags.String("dump-after"), ',');
   options.dump = [&](const std::string& pass, const Graph& g) {

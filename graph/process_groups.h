@@ -1,0 +1,59 @@
+#ifndef NEREID_GRAPH_PROCESS_GROUPS_H_
+#define NEREID_GRAPH_PROCESS_GROUPS_H_
+
+// The process groups a plan's collectives run on, declared in the graph's
+// "groups" attribute by the pass that partitions it:
+//
+//   groups: "model=blocks:4;replicas=strided:4"
+//
+// A layout cuts the world's ranks into instances of `size` ranks each, so a
+// plan is written once for every rank (each rank finds its own instance):
+//   blocks:G   consecutive ranks: rank r is in instance r / G, as member r % G
+//              (a model-parallel group: ranks 0-3, 4-7, ...);
+//   strided:G  ranks equal modulo G: rank r is in instance r % G, as member
+//              r / G (the replicas of one shard: ranks 1, 5, 9, ...).
+// A collective op names its group in its `group` attribute; an empty name is
+// the whole world.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+enum class GroupLayout { kBlocks, kStrided };
+
+struct GroupDecl {
+  std::string name;
+  GroupLayout layout = GroupLayout::kBlocks;
+  int size = 1;  // blocks: the group's ranks; strided: the stride (the group has world / size ranks)
+};
+
+// One rank's place in a declared group at a given world size.
+struct GroupMembership {
+  std::string name;            // the declared name
+  std::string instance;        // "<name>.<instance>": unique among the run's groups
+  std::vector<int> members;    // world ranks, in group-rank order
+  int group_rank = 0;          // this rank's index in `members`
+};
+
+// The declarations of the graph's "groups" attribute (none: empty). Errors
+// name the malformed entry.
+absl::StatusOr<std::vector<GroupDecl>> DeclaredGroups(const Graph& graph);
+// Parses "name=blocks:4;..." (the attribute's value).
+absl::StatusOr<std::vector<GroupDecl>> ParseGroupDecls(const std::string& text);
+// The text form ParseGroupDecls reads.
+std::string GroupDeclsText(const std::vector<GroupDecl>& groups);
+
+// Where `rank` of `world` sits in `group`. FailedPrecondition if the layout
+// does not divide the world (a plan made for another world size).
+absl::StatusOr<GroupMembership> MembershipOf(const GroupDecl& group, int rank, int world);
+
+// The number of ranks each instance of `group` has at `world`.
+int GroupSize(const GroupDecl& group, int world);
+
+}  // namespace nereid
+
+#endif  // NEREID_GRAPH_PROCESS_GROUPS_H_

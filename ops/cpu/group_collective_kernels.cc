@@ -1,0 +1,124 @@
+// Kernels of the group collectives (ops/group_collective_ops.cc). Each hands
+// its transfer to the collective queue of its group (the executor gives the
+// kernel the queue its `group` attribute names), keyed by (step, bucket) in
+// training and by (evaluation batch, eval_bucket) in evaluation, so every
+// member issues the group's collectives in the same order. Asynchronous: the
+// node's core runs other nodes meanwhile. GroupIdentity moves nothing forward
+// and is a plain pass-through.
+
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "ops/kernel.h"
+
+namespace nereid {
+namespace {
+
+// Tags of evaluation collectives, apart from the training buckets' tags.
+constexpr uint32_t kEvalTagBase = 1u << 16;
+
+class GroupCollectiveKernel : public AsyncOpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    name_ = node.op();
+    group_ = attrs.at("group")->s();
+    group_size_ = attrs.at("group_size")->i();
+    bucket_ = static_cast<int>(attrs.at("bucket")->i());
+    eval_bucket_ = static_cast<int>(attrs.at("eval_bucket")->i());
+    return absl::OkStatus();
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
+    absl::StatusOr<Tensor*> out = ctx->AllocateOutput(0);
+    if (!out.ok()) return done(out.status());
+    Tensor* y = *out;
+    const Tensor& x = ctx->input(0);
+    CollectiveQueue* queue = ctx->collectives();
+    if (queue == nullptr) {
+      if (group_size_ != 1) {
+        return done(absl::FailedPreconditionError(absl::StrCat(
+            "group '", group_, "' has ", group_size_, " ranks but this worker has no communicator for it")));
+      }
+      std::memcpy(y->raw(), x.raw(), x.num_bytes());  // a group of one
+      return done(absl::OkStatus());
+    }
+    const bool training = ctx->step().training;
+    const int bucket = training ? bucket_ : eval_bucket_;
+    if (bucket < 0) {
+      return done(absl::FailedPreconditionError(absl::StrCat(
+          name_, " on group '", group_, "' has no place in the group's ", training ? "step" : "evaluation",
+          " order (plans get one when they are finished; was the plan edited by hand?)")));
+    }
+    CollectiveOptions options;
+    options.tag = training ? static_cast<uint32_t>(bucket) : kEvalTagBase + static_cast<uint32_t>(bucket);
+    options.timeout = queue->timeout();
+    // The step's collectives run on the queue's thread after this returns.
+    auto input = std::make_shared<Tensor>(x);
+    auto output = std::make_shared<Tensor>(*y);
+    const int64_t key = training ? ctx->step().step : ctx->step().step_in_epoch;
+    std::string what = absl::StrCat(name_, " on group '", group_, "'");
+    queue->Submit(
+        key, bucket,
+        [this, input, output, options](Communicator& comm) { return Run(comm, *input, *output, options); },
+        [done = std::move(done), what](absl::Status s) {
+          if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
+          done(absl::OkStatus());
+        });
+  }
+
+ protected:
+  virtual absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) = 0;
+
+  int64_t group_size_ = 1;
+
+ private:
+  std::string name_, group_;
+  int bucket_ = -1, eval_bucket_ = -1;
+};
+
+absl::Status CheckGroupSize(const Communicator& comm, int64_t expected) {
+  if (comm.world() != expected) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan says the group has ", expected, " ranks but its communicator has ", comm.world()));
+  }
+  return absl::OkStatus();
+}
+
+class GroupAllGatherKernel : public GroupCollectiveKernel {
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) override {
+    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
+    return comm.AllGather(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
+                          absl::MakeSpan(y.data<float>(), y.num_elements()), options);
+  }
+};
+
+class GroupReduceScatterKernel : public GroupCollectiveKernel {
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) override {
+    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
+    return comm.ReduceScatter(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
+                              absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
+  }
+};
+
+class GroupAllReduceKernel : public GroupCollectiveKernel {
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) override {
+    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
+    std::memcpy(y.raw(), x.raw(), x.num_bytes());
+    return comm.AllReduce(absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
+  }
+};
+
+class GroupIdentityKernel : public OpKernel {
+ public:
+  absl::Status Compute(OpKernelContext* ctx) override { return ctx->SetOutput(0, ctx->input(0)); }
+};
+
+NEREID_REGISTER_KERNEL("GroupAllGather", kCpu, DT_FLOAT, GroupAllGatherKernel);
+NEREID_REGISTER_KERNEL("GroupReduceScatter", kCpu, DT_FLOAT, GroupReduceScatterKernel);
+NEREID_REGISTER_KERNEL("GroupAllReduce", kCpu, DT_FLOAT, GroupAllReduceKernel);
+NEREID_REGISTER_KERNEL("GroupIdentity", kCpu, DT_FLOAT, GroupIdentityKernel);
+
+}  // namespace
+}  // namespace nereid

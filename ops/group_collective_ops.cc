@@ -1,0 +1,115 @@
+// Collectives over a process group (graph attribute "groups", see
+// graph/process_groups.h) that a partitioning pass inserts before autodiff:
+// each op's gradient is its conjugate collective, so the backward pass's
+// communication is derived, not written by hand.
+//
+//   GroupAllGather      forward: concatenate the members' x along dim 0
+//                       backward: reduce-scatter (sum) the gradient along dim 0
+//   GroupReduceScatter  forward: sum the members' x, keep this member's block
+//                       of dim 0; backward: all-gather the gradient
+//   GroupAllReduce      forward: sum over the members; backward: identity
+//   GroupIdentity       forward: identity; backward: allreduce (sum)
+//
+// The last two are Megatron-LM's f and g: exact when every member computes
+// the same downstream values and the loss is counted once (replicated
+// downstream). GroupIdentity moves nothing forward, so it is not a collective.
+
+#include "absl/strings/str_cat.h"
+#include "ops/gradient_builder.h"
+#include "ops/op_registry.h"
+#include "ops/shape_fns.h"
+
+namespace nereid {
+namespace {
+
+const std::vector<std::string> kGroupAttrs = {"group", "group_size"};
+
+OpDefBuilder GroupOp(const char* name, const char* summary) {
+  return OpDefBuilder(name)
+      .Summary(summary)
+      .Input("x", {DT_FLOAT})
+      .Output("y")
+      .RequiredAttr("group", AttrType::kString, "the process group (graph attribute 'groups')")
+      .RequiredAttr("group_size", AttrType::kInt, "how many ranks the group has")
+      .SetCostFn(cost_fns::NoFlops);
+}
+
+OpDefBuilder GroupCollectiveOp(const char* name, const char* summary) {
+  return GroupOp(name, summary)
+      .Collective()
+      .Attr("bucket", AttrType::kInt, IntAttr(-1),
+            "position in the group's per-step issue order (assigned when the plan is finished)")
+      .Attr("eval_bucket", AttrType::kInt, IntAttr(-1),
+            "position in the group's order during evaluation (-1: not run in evaluation)");
+}
+
+absl::Status CheckGroupSize(const InferenceContext& c) {
+  if (c.GetString("group").empty()) return absl::InvalidArgumentError("attribute 'group' must name a group");
+  if (c.GetInt("group_size") < 1) return absl::InvalidArgumentError("group_size must be >= 1");
+  if (c.input_shape(0).rank() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(shape_fns::DescribeInput(c, 0), " must have a dimension 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> GatheredShape(const InferenceContext& c) {
+  RETURN_IF_ERROR(CheckGroupSize(c));
+  std::vector<int64_t> dims = c.input_shape(0).dims();
+  if (dims[0] != kUnknownDim) dims[0] *= c.GetInt("group_size");
+  return shape_fns::Single(TensorShape(dims), c.input_dtype(0));
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> ScatteredShape(const InferenceContext& c) {
+  RETURN_IF_ERROR(CheckGroupSize(c));
+  std::vector<int64_t> dims = c.input_shape(0).dims();
+  const int64_t g = c.GetInt("group_size");
+  if (dims[0] != kUnknownDim) {
+    if (dims[0] % g != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("dimension 0 of ", shape_fns::DescribeInput(c, 0), " (",
+                                                     dims[0], ") does not divide into ", g, " group members"));
+    }
+    dims[0] /= g;
+  }
+  return shape_fns::Single(TensorShape(dims), c.input_dtype(0));
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> SameShape(const InferenceContext& c) {
+  RETURN_IF_ERROR(CheckGroupSize(c));
+  return shape_fns::UnchangedShape(c);
+}
+
+// The gradient of a group op: its conjugate on the incoming gradient.
+GradFn Conjugate(const char* op) {
+  return [op](GradientBuilder& g) -> absl::StatusOr<GradResult> {
+    ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+    ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", op, {dy}, kGroupAttrs));
+    return GradResult{dx};
+  };
+}
+
+NEREID_REGISTER_OP(GroupCollectiveOp("GroupAllGather",
+                                     "The group members' x concatenated along dimension 0, member 0's first "
+                                     "(every member gets all). Gradient: GroupReduceScatter.")
+                       .SetShapeFn(GatheredShape)
+                       .SetGradient(Conjugate("GroupReduceScatter")));
+
+NEREID_REGISTER_OP(GroupCollectiveOp("GroupReduceScatter",
+                                     "The sum of the group members' x, of which member i keeps block i of "
+                                     "dimension 0 (cut into group_size blocks). Gradient: GroupAllGather.")
+                       .SetShapeFn(ScatteredShape)
+                       .SetGradient(Conjugate("GroupAllGather")));
+
+NEREID_REGISTER_OP(GroupCollectiveOp("GroupAllReduce",
+                                     "The sum of the group members' x on every member. Gradient: identity "
+                                     "(the downstream is replicated on every member).")
+                       .SetShapeFn(SameShape)
+                       .SetGradient(PassThroughGradient));
+
+NEREID_REGISTER_OP(GroupOp("GroupIdentity",
+                           "y = x, no communication. Gradient: GroupAllReduce (the sum of the members' "
+                           "gradients), for a value every member uses with its own shard.")
+                       .SetShapeFn(SameShape)
+                       .SetGradient(Conjugate("GroupAllReduce")));
+
+}  // namespace
+}  // namespace nereid
