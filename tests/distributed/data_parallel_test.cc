@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint.h"
+#include "tests/process_util.h"
 
 namespace nereid {
 namespace {
@@ -35,32 +36,9 @@ constexpr char kSmallRun[] =
     "models/mlp_fashion.pbtxt --dataset synthetic --train-limit 512 --test-limit 128 --epochs 1 --quiet "
     "--comm-timeout 20";
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs a shell command (bounded by `timeout -s KILL`), returning its exit code
-// and its stdout and stderr together.
-Outcome Shell(const std::string& command, int timeout_seconds = 120) {
-  std::string line = absl::StrCat("timeout -s KILL ", timeout_seconds, " sh -c '", command, "' 2>&1");
-  Outcome o;
-  FILE* pipe = popen(line.c_str(), "r");
-  if (pipe == nullptr) return o;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) o.output.append(buffer, n);
-  int status = pclose(pipe);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return o;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::nereid::testing::Outcome;
+using ::nereid::testing::ReadFile;
+using ::nereid::testing::Shell;
 
 // A string or number field of the metrics JSON (flat keys, no nesting).
 // Plain string search: std::regex trips GCC 12's -Wmaybe-uninitialized at -O1.

@@ -1,0 +1,49 @@
+#ifndef NEREID_TESTS_PROCESS_UTIL_H_
+#define NEREID_TESTS_PROCESS_UTIL_H_
+
+// Helpers for tests that run `nereid` as real processes: a bounded shell
+// command with its output, and whole-file reads.
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace nereid {
+namespace testing {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+// Runs a shell command (bounded by `timeout -s KILL`), returning its exit code
+// and its stdout and stderr together.
+inline Outcome Shell(const std::string& command, int timeout_seconds = 120) {
+  std::string line = absl::StrCat("timeout -s KILL ", timeout_seconds, " sh -c '", command, "' 2>&1");
+  Outcome o;
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return o;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) o.output.append(buffer, n);
+  int status = pclose(pipe);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return o;
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace testing
+}  // namespace nereid
+
+#endif  // NEREID_TESTS_PROCESS_UTIL_H_
