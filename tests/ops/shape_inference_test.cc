@@ -280,6 +280,35 @@ TEST(ShapeTest, GradientOps) {
   EXPECT_THAT(LoadError(g + OpNode("y", "ApplySgd", {"c", "f", "scalar"})), HasSubstr("shapes disagree"));
 }
 
+TEST(ShapeTest, GroupCollectives) {
+  std::string g = InputNode("x", {-1, 6}) + ParamNode("w", {6, 4});
+  auto group = [](int size) { return Attr("group", "s: \"model\"") + Attr("group_size", absl::StrCat("i: ", size)); };
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllGather", {"x"}, group(4)), "y"), "[?,6] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllGather", {"w"}, group(4)), "y"), "[24,4] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupReduceScatter", {"w"}, group(2)), "y"), "[3,4] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupReduceScatter", {"x"}, group(4)), "y"), "[?,6] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllReduce", {"w"}, group(2)), "y"), "[6,4] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupIdentity", {"x"}, group(2)), "y"), "[?,6] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "GroupReduceScatter", {"w"}, group(4))),
+              HasSubstr("(6) does not divide into 4 group members"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "GroupAllGather", {"w"}, group(0))), HasSubstr("group_size must be >= 1"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "GroupAllGather", {"w"}, Attr("group_size", "i: 2"))), HasSubstr("group"));
+}
+
+TEST(ShapeTest, ShardedParameterValidatesItsInitAgainstTheFullShape) {
+  std::string shard = Attr("shard_group", "s: \"model\"") + Attr("shard_axis", "i: 1") + Attr("shard_count", "i: 2");
+  EXPECT_EQ(OutputOf(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4, 3})) + shard), "w"), "[4,3] float32");
+  EXPECT_THAT(LoadError(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4, 3})) + shard +
+                                                          Attr("init", "tensor { dtype: DT_FLOAT shape { dim: 4 dim: 3 } "
+                                                                       "init { kind: \"zeros\" } }"))),
+              HasSubstr("init"));
+  EXPECT_THAT(LoadError(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4, 3})) + Attr("shard_count", "i: 2"))),
+              HasSubstr("needs its shard_group"));
+  std::string bad_axis = Attr("shard_group", "s: \"model\"") + Attr("shard_axis", "i: 2") + Attr("shard_count", "i: 2");
+  EXPECT_THAT(LoadError(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4, 3})) + bad_axis)),
+              HasSubstr("shard_axis 2 is outside"));
+}
+
 TEST(RegistryTest, EveryOpHasShapeAndCostFunctionsAndATestHere) {
   for (const std::string& name : OpRegistry::Global().OpNames()) {
     const OpDef* def = OpRegistry::Global().Find(name);
