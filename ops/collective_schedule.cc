@@ -1,9 +1,13 @@
 #include "ops/collective_schedule.h"
 
+#include <map>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "graph/errors.h"
+#include "graph/process_groups.h"
 #include "ops/op_registry.h"
 #include "ops/topo_order.h"
 
@@ -13,6 +17,11 @@ namespace {
 int64_t IntAttrOr(const Node& node, const char* name, int64_t otherwise) {
   auto it = node.def().attr().find(name);
   return it == node.def().attr().end() ? otherwise : it->second.i();
+}
+
+int64_t IntAttrOr(const GraphDef& header, const char* name, int64_t otherwise) {
+  auto it = header.attr().find(name);
+  return it == header.attr().end() ? otherwise : it->second.i();
 }
 
 // Nodes evaluation runs: ancestors of the graph's logits and loss, not
@@ -55,6 +64,55 @@ absl::Status AssignCollectiveOrder(Graph& graph) {
     attrs["bucket"] = IntAttr(next[group]++);
     if (OpRegistry::Global().Find(n->op())->FindAttr("eval_bucket") != nullptr) {
       attrs["eval_bucket"] = IntAttr(evaluated.contains(n) ? next_eval[group]++ : -1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCollectivePlan(const Graph& graph) {
+  ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
+  const int64_t workers = IntAttrOr(graph.header(), "workers", 0);
+  absl::flat_hash_map<std::string, int> size;  // at the plan's workers (0: unknown)
+  for (const GroupDecl& g : declared) {
+    size[g.name] = 0;
+    if (workers < 1) continue;
+    RETURN_IF_ERROR(MembershipOf(g, 0, static_cast<int>(workers)).status());
+    size[g.name] = GroupSize(g, static_cast<int>(workers));
+  }
+  // By group: the nodes at each bucket, and at each evaluation bucket.
+  absl::flat_hash_map<std::string, std::map<int64_t, std::vector<const Node*>>> buckets, eval_buckets;
+  for (Node* n : graph.nodes()) {
+    if (!IsCollective(*n)) continue;
+    const std::string group = CollectiveGroup(*n);
+    if (group.empty()) continue;
+    auto it = size.find(group);
+    if (it == size.end()) {
+      return NodeError(graph, *n, absl::StrCat("runs on group '", group, "', which the graph's 'groups' attribute ",
+                                               "does not declare"));
+    }
+    const int64_t group_size = IntAttrOr(*n, "group_size", 0);
+    if (it->second > 0 && group_size > 0 && group_size != it->second) {
+      return NodeError(graph, *n, absl::StrCat("says group '", group, "' has ", group_size, " ranks, but at the plan's ",
+                                               workers, " workers it has ", it->second));
+    }
+    buckets[group][IntAttrOr(*n, "bucket", -1)].push_back(n);
+    const int64_t eval = IntAttrOr(*n, "eval_bucket", -1);
+    if (eval >= 0) eval_buckets[group][eval].push_back(n);
+  }
+  for (auto* numbering : {&buckets, &eval_buckets}) {
+    for (const auto& [group, by_bucket] : *numbering) {
+      if (by_bucket.count(-1) > 0 && by_bucket.size() == 1) continue;  // not numbered yet
+      int64_t expected = 0;
+      for (const auto& [bucket, nodes] : by_bucket) {
+        if (bucket != expected || nodes.size() != 1) {
+          return NodeError(graph, *nodes.front(),
+                           absl::StrCat("group '", group, "': ", numbering == &buckets ? "bucket " : "eval_bucket ",
+                                        bucket, nodes.size() > 1 ? " is shared with another collective"
+                                                                 : absl::StrCat(" where ", expected, " is missing"),
+                                        ": the ranks could pair different collectives (re-plan the model)"));
+        }
+        ++expected;
+      }
     }
   }
   return absl::OkStatus();

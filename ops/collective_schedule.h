@@ -28,6 +28,14 @@ bool IsCollective(const Node& node);
 // Numbers the collectives of every named group (see above). Idempotent.
 absl::Status AssignCollectiveOrder(Graph& graph);
 
+// A plan's process groups and collectives agree: every collective on a named
+// group names a declared one; with the plan's `workers` known, each layout
+// divides the workers and each group op's group_size is its group's size; and
+// where buckets are numbered, each group's are 0..n-1 once each (so are its
+// evaluation buckets). Errors name the node and the group. Graphs without
+// groups pass.
+absl::Status CheckCollectivePlan(const Graph& graph);
+
 struct CollectiveCounts {
   int per_step = 0;        // a training step's collectives
   int per_evaluation = 0;  // an evaluation batch's

@@ -2,6 +2,7 @@
 
 #include "core/status_macros.h"
 #include "graph/import_export.h"
+#include "ops/collective_schedule.h"
 #include "ops/shape_inference.h"
 
 namespace nereid {
@@ -9,6 +10,7 @@ namespace nereid {
 absl::StatusOr<std::unique_ptr<Graph>> LoadModel(const GraphFile& file) {
   ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, ImportGraph(file));
   RETURN_IF_ERROR(ValidateAndInferShapes(*graph));
+  RETURN_IF_ERROR(CheckCollectivePlan(*graph));
   return graph;
 }
 

@@ -192,6 +192,18 @@ TEST_F(HybridPartitionTest, BadRequestsAreRefusedBeforeAnythingRuns) {
                                    "--train-limit 64 --test-limit 64 --quiet --comm-timeout 20"));
   EXPECT_NE(run.exit_code, 0);
   EXPECT_THAT(run.output, HasSubstr("was planned for 4 workers, not 2"));
+  // A plan edited so that its groups and collectives disagree does not load.
+  for (const auto& [edit, says] : std::vector<std::pair<std::string, std::string>>{
+           {"s/model=blocks:4/other=blocks:4/", "runs on group 'model', which the graph's 'groups' attribute does not "
+                                                "declare"},
+           {"s/model=blocks:4/model=blocks:3/", "does not divide 4 workers"},
+           {"s/model=blocks:4/model=blocks:2/", "says group 'model' has 4 ranks, but at the plan's 4 workers it has 2"},
+       }) {
+    Outcome check = Shell(absl::StrCat("sed \"", edit, "\" ", dir_, "/four.pbtxt > ", dir_, "/edited.pbtxt && ",
+                                       kNereid, " check ", dir_, "/edited.pbtxt"));
+    EXPECT_NE(check.exit_code, 0) << edit;
+    EXPECT_THAT(check.output, HasSubstr(says)) << edit;
+  }
 }
 
 }  // namespace

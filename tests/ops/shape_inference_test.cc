@@ -281,7 +281,9 @@ TEST(ShapeTest, GradientOps) {
 }
 
 TEST(ShapeTest, GroupCollectives) {
-  std::string g = InputNode("x", {-1, 6}) + ParamNode("w", {6, 4});
+  // The group is declared (loading checks it); its size is known only with `workers`.
+  std::string g = "attr { key: \"groups\" value { s: \"model=blocks:2\" } }\n" + InputNode("x", {-1, 6}) +
+                  ParamNode("w", {6, 4});
   auto group = [](int size) { return Attr("group", "s: \"model\"") + Attr("group_size", absl::StrCat("i: ", size)); };
   EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllGather", {"x"}, group(4)), "y"), "[?,6] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllGather", {"w"}, group(4)), "y"), "[24,4] float32");
