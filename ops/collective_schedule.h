@@ -7,7 +7,7 @@
 // step, the same on every member (schedulers/collective_engine.h). The data
 // parallel pass numbers its own buckets on the world group; collectives on a
 // named group (ops with the `collective` trait and a `group` attribute) are
-// numbered here, once the plan is complete: in the graph's deterministic
+// numbered here, after every pass of a pipeline: in the graph's deterministic
 // topological order (`bucket`), and, for those evaluation runs (ancestors of
 // the graph's logits and loss), in that order again (`eval_bucket`, -1 for
 // the rest), since evaluation runs the forward part only.

@@ -216,6 +216,9 @@ absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vec
     std::unique_ptr<Pass> pass = stage.pass->factory();
     absl::Status status = pass->Run(graph, stage.options, &log);
     if (status.ok()) status = ValidateAndInferShapes(graph);
+    // Each process group's collectives get their order after every pass, so
+    // the graph (and a dump of it) is always complete.
+    if (status.ok()) status = AssignCollectiveOrder(graph);
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("failed after ", stage.pass->name, ": ", status.message()));
     }
@@ -238,8 +241,6 @@ absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vec
       if (name == stage.pass->name && options.dump) RETURN_IF_ERROR(options.dump(name, graph));
     }
   }
-  // The plan is complete: each process group's collectives get their order.
-  RETURN_IF_ERROR(AssignCollectiveOrder(graph));
   return reports;
 }
 

@@ -44,6 +44,10 @@ const std::vector<GoldenCase>& Cases() {
       // A gradient codec and Adam.
       {"logreg_qsgd_adam", "models/logreg_fashion.pbtxt", "autodiff,compress(method=qsgd,bits=4),adam(lr=0.001)",
        2},
+      // SplitBrain on 4 workers in groups of 2: shards, group collectives and
+      // their conjugates, the shards' gradients averaged over their replicas.
+      {"mlp_hybrid", "models/mlp_fashion.pbtxt", "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05,momentum=0.9)",
+       4},
   };
   return cases;
 }
@@ -69,6 +73,8 @@ TEST_P(GoldenPlansTest, EveryPassEmitsItsGoldenPlan) {
   const GoldenCase& c = GetParam();
   auto graph = LoadModel(c.model);
   ASSERT_TRUE(graph.ok()) << graph.status();
+  // As `nereid plan --workers N` records it for the passes that partition.
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(c.workers);
   auto pipeline = ParsePipeline(c.passes);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(AddImpliedPasses(*pipeline, PlanTarget{c.workers}).ok());
