@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,14 @@
 #include "absl/strings/str_split.h"
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/status_macros.h"
 #include "core/tensor_shape.h"
 #include "graph/ir.h"
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
+#include "runtime/hybrid_timing.h"
 #include "runtime/timing_model.h"
 #include "runtime/trace_profile.h"
 
@@ -154,15 +157,19 @@ struct Report {
   std::string compute_stat;               // with a profile: how compute was taken
   std::string busy_link_source;           // with --busy-link-profile: its traces
   int top = 10;                           // nodes listed from the profile
+  std::optional<HybridInputs> hybrid;     // a hybrid plan's (hybrid_partition)
+  HybridTime hybrid_time;
   std::vector<std::string> unprofiled_producers;  // bucket inputs the profile has not timed
 };
 
 // The plan's gradient buckets: the model's AllReduce nodes, after planning it
 // with `passes` if it is not planned yet.
 absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::vector<PipelineStage>& pipeline,
-                                           std::string* model) {
+                                           int workers, std::string* model, std::optional<HybridInputs>* hybrid) {
   absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
   if (!graph.ok()) return graph.status();
+  auto& header = *(*graph)->mutable_header()->mutable_attr();
+  if (!header.contains("workers")) header["workers"].set_i(workers);  // for the passes that partition
   bool has_allreduce = false, planned = false;
   for (Node* n : (*graph)->nodes()) {
     has_allreduce |= n->op() == "AllReduce";
@@ -181,6 +188,7 @@ absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::v
     return absl::FailedPreconditionError(absl::StrCat(path, ": the plan has no AllReduce buckets"));
   }
   *model = GraphAttr(**graph, "name").empty() ? path : GraphAttr(**graph, "name");
+  *hybrid = HybridInputsFromPlan(**graph);
   return buckets;
 }
 
@@ -308,6 +316,32 @@ std::string FormatReport(const Report& r) {
   return out;
 }
 
+// Hybrid against data parallelism on this cluster, then both scaled to
+// larger ones with one model-parallel group of all workers.
+absl::StatusOr<std::string> HybridSection(const Report& r) {
+  const HybridInputs& in = *r.hybrid;
+  const HybridTime& t = r.hybrid_time;
+  std::string out = absl::StrFormat(
+      "\nhybrid (hybrid_partition, groups of %d; the strategies above average only its replicated gradients):\n"
+      "  data parallel %s ms per iteration (%.1f MB sent per worker), hybrid %s ms (%s ms of group exchanges, %.1f MB"
+      " sent): %.2fx\n  (runtime/hybrid_timing.h: neither overlaps its communication)\n",
+      in.group_size, Ms(t.data_parallel_seconds), t.data_parallel_bytes_sent / 1e6, Ms(t.hybrid_seconds),
+      Ms(t.exchange_seconds), t.hybrid_bytes_sent / 1e6, t.speedup);
+  absl::StrAppendFormat(&out, "\nscaling (one group of all workers, latency %.0f us, the same compute per worker):\n",
+                        in.link.alpha_seconds * 1e6);
+  absl::StrAppendFormat(&out, "%8s %10s %16s %16s %9s %22s\n", "workers", "Gbit/s", "data parallel ms", "hybrid ms",
+                        "speedup", "efficiency dp / hybrid");
+  for (int workers : {8, 16, 32, 64}) {
+    for (double gbit : {10.0, 25.0, 100.0}) {
+      ASSIGN_OR_RETURN(HybridTime s, PredictHybridAt(in, workers, gbit));
+      absl::StrAppendFormat(&out, "%8d %10.0f %16s %16s %8.2fx %11.2f / %.2f\n", workers, gbit,
+                            Ms(s.data_parallel_seconds), Ms(s.hybrid_seconds), s.speedup, s.data_parallel_efficiency,
+                            s.hybrid_efficiency);
+    }
+  }
+  return out;
+}
+
 std::string ReportJson(const Report& r) {
   const TimingInputs& in = r.in;
   const TimingPrediction& p = r.p;
@@ -357,6 +391,17 @@ std::string ReportJson(const Report& r) {
     strategies.push_back(std::move(strategy));
   }
   j["strategies"] = std::move(strategies);
+  if (r.hybrid) {
+    Json hybrid;
+    hybrid["group_size"] = int64_t{r.hybrid->group_size};
+    hybrid["data_parallel_seconds"] = r.hybrid_time.data_parallel_seconds;
+    hybrid["hybrid_seconds"] = r.hybrid_time.hybrid_seconds;
+    hybrid["exchange_seconds"] = r.hybrid_time.exchange_seconds;
+    hybrid["data_parallel_bytes_sent"] = r.hybrid_time.data_parallel_bytes_sent;
+    hybrid["hybrid_bytes_sent"] = r.hybrid_time.hybrid_bytes_sent;
+    hybrid["speedup"] = r.hybrid_time.speedup;
+    j["hybrid"] = std::move(hybrid);
+  }
   if (r.profile != nullptr) {
     const TraceProfile& prof = *r.profile;
     Json profile;
@@ -439,7 +484,8 @@ int Model(const std::vector<std::string>& args) {
 
   Report r;
   r.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
-  absl::StatusOr<PlannedBuckets> buckets = PlanBuckets(flags.positional()[0], *pipeline, &r.model);
+  absl::StatusOr<PlannedBuckets> buckets =
+      PlanBuckets(flags.positional()[0], *pipeline, static_cast<int>(*workers), &r.model, &r.hybrid);
   if (!buckets.ok()) return Fail(buckets.status());
   TimingInputs& in = r.in;
   in.bucket_bytes = buckets->bytes;
@@ -496,6 +542,18 @@ int Model(const std::vector<std::string>& args) {
   if (!p.ok()) return Fail(p.status());
   r.p = *std::move(p);
   std::fputs(FormatReport(r).c_str(), stdout);
+  if (r.hybrid) {
+    r.hybrid->workers = in.workers;
+    r.hybrid->batch_per_worker = in.batch_per_worker;
+    r.hybrid->compute_seconds = in.compute_seconds;
+    r.hybrid->link = in.link;
+    absl::StatusOr<HybridTime> t = PredictHybrid(*r.hybrid);
+    if (!t.ok()) return Fail(t.status());
+    r.hybrid_time = *t;
+    absl::StatusOr<std::string> section = HybridSection(r);
+    if (!section.ok()) return Fail(section.status());
+    std::fputs(section->c_str(), stdout);
+  }
   if (flags.Has("json")) {
     absl::Status written = WriteFileAtomically(flags.String("json"), ReportJson(r));
     if (!written.ok()) return Fail(written);

@@ -30,6 +30,13 @@ expect 0 "conv1/conv" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --p
   --link "$tmp/bench.json"
 expect 0 "25600" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
   --link "$tmp/bench.json"  # Pipe-SGD: max(10 ms, 3.562 ms); 4 x 64 samples / 10 ms
+# Hybrid on mlp_fashion, 2 workers, batch 32, 10 ms compute, 100 us, 1 Gbit/s (runtime/hybrid_timing.h):
+# data parallel: 10 ms + 2 * (100 us + 2678824 / 2.5e8 s) = 31.631 ms; hybrid: 10 ms + exchanges of 784, 512
+# and 512 floats per sample (3 * 100 us + 4 * 32 * 1808 / 1.25e8 s = 2.151 ms) + the replicated 22568 bytes
+# (2 * (100 us + 22568 / 2.5e8 s) = 0.381 ms) = 12.532 ms.
+expect 0 "data parallel 31.631 ms per iteration (2.7 MB sent per worker), hybrid 12.532 ms (2.151 ms" \
+  "$nereid" model models/mlp_fashion.pbtxt --workers 2 --batch 32 --compute-ms 10 --latency-us 100 \
+  --bandwidth-gbit 1 --passes "hybrid_partition,autodiff,sgd(lr=0.01)"
 python3 - "$tmp/model.json" <<'PY' || fail "JSON report is wrong"
 import json, sys
 r = json.load(open(sys.argv[1]))
