@@ -69,6 +69,15 @@ class Communicator {
   virtual absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) = 0;
   virtual absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) = 0;
   virtual absl::Status Barrier(const CollectiveOptions& options) = 0;
+  // Sends `send` to rank `to` and receives `recv` from rank `from`, both
+  // posted before either is waited for, so ranks that all send first (a
+  // shift around a ring) cannot deadlock. `to` and `from` are both this rank
+  // (a local copy; sizes must match) or both other ranks. Backends without
+  // it return Unimplemented.
+  virtual absl::Status SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                const CollectiveOptions& options) {
+    return absl::UnimplementedError(backend() + " has no SendRecv");
+  }
 
   // Totals since creation (thread-safe to read).
   virtual TrafficCounters traffic() const = 0;

@@ -84,6 +84,11 @@ absl::Status FaultInjectingCommunicator::Recv(absl::Span<float> data, int peer, 
   return Apply("recv", data, [&] { return inner_->Recv(data, peer, options); });
 }
 
+absl::Status FaultInjectingCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv,
+                                                  int from, const CollectiveOptions& options) {
+  return Apply("sendrecv", recv, [&] { return inner_->SendRecv(send, to, recv, from, options); });
+}
+
 absl::Status FaultInjectingCommunicator::Barrier(const CollectiveOptions& options) {
   return Apply("barrier", {}, [&] { return inner_->Barrier(options); });
 }

@@ -43,6 +43,8 @@ class FaultInjectingCommunicator final : public Communicator {
   absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override;
   absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) override;
   absl::Status Barrier(const CollectiveOptions& options) override;
+  absl::Status SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                        const CollectiveOptions& options) override;
 
   // The inner communicator's traffic: dropped calls move nothing.
   TrafficCounters traffic() const override { return inner_->traffic(); }

@@ -317,6 +317,43 @@ absl::Status GlooCommunicator::Recv(absl::Span<float> data, int peer, const Coll
   return absl::OkStatus();
 }
 
+absl::Status GlooCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                        const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("sendrecv", options));
+  const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
+  if ((to == rank()) != (from == rank()) || to < 0 || to >= world() || from < 0 || from >= world()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ranks ", to, " and ", from,
+                                                   " must both be this rank or both other ranks of world ", world()));
+  }
+  if (to == rank()) {
+    if (send.size() != recv.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", send.size(), " elements sent to itself, ",
+                                                     recv.size(), " received"));
+    }
+    std::copy(send.begin(), send.end(), recv.begin());
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const int64_t sent = static_cast<int64_t>(send.size()) * kBytesPerElement;
+  const int64_t received = static_cast<int64_t>(recv.size()) * kBytesPerElement;
+  RETURN_IF_ERROR(Finish(CallGloo(where, [&] {
+    const gloo::Slot slot = gloo::Slot::build(kSendRecvSlotPrefix, options.tag);
+    std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
+    if (received > 0) {
+      in = context_->createUnboundBuffer(recv.data(), received);
+      in->recv(from, slot);
+    }
+    if (sent > 0) {
+      out = context_->createUnboundBuffer(const_cast<float*>(send.data()), sent);
+      out->send(to, slot);
+    }
+    if (in != nullptr) Completed(in->waitRecv(timeout), "receive");
+    if (out != nullptr) Completed(out->waitSend(timeout), "send");
+  })));
+  meter_.RecordCall({sent, received});
+  return absl::OkStatus();
+}
+
 absl::Status GlooCommunicator::Barrier(const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("barrier", options));
   if (world() == 1) {

@@ -22,6 +22,8 @@
 //                  its Recv, so Send returns after the matching Recv was
 //                  posted: two ranks that both Send to each other first wait
 //                  for each other until the timeout. Sizes must match.
+//   SendRecv       both unbound buffers posted (recv, then send), then both
+//                  waited for: a ring of ranks that all send cannot deadlock.
 //   Barrier        gloo::barrier (dissemination barrier).
 // Slots: Gloo's algorithms build their slot from their own prefix and the tag;
 // ReduceScatter and Send/Recv use prefixes 0x80 and 0x81 with the tag, so the
@@ -94,6 +96,8 @@ class GlooCommunicator final : public Communicator {
   absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override;
   absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) override;
   absl::Status Barrier(const CollectiveOptions& options) override;
+  absl::Status SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                        const CollectiveOptions& options) override;
 
   TrafficCounters traffic() const override { return meter_.Snapshot(); }
 

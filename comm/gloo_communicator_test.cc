@@ -273,6 +273,26 @@ TEST_P(GlooSendRecvTest, Ring) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// SendRecv: every rank sends to its right neighbour and receives from its
+// left at once (all "send first"), which Send and Recv alone would deadlock.
+TEST_P(GlooSendRecvTest, ShiftWhereEveryRankSendsFirst) {
+  const absl::Status status = OnRanks([&](int r, Communicator& c) -> absl::Status {
+    const int right = (r + 1) % n();
+    const int left = (r + n() - 1) % n();
+    std::vector<float> mine(size());
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = Value(r, i);
+    std::vector<float> theirs(size(), -1.0f);
+    const TrafficCounters before = c.traffic();
+    RETURN_IF_ERROR(c.SendRecv(mine, right, absl::MakeSpan(theirs), left, Options(8)));
+    RETURN_IF_ERROR(ExpectValues(r, theirs, [&](size_t i) { return Value(left, i); }));
+    const TrafficCounters after = c.traffic();
+    const int64_t bytes = static_cast<int64_t>(size()) * kFloat;
+    return Expect(after.bytes_sent - before.bytes_sent == bytes && after.bytes_received - before.bytes_received == bytes,
+                  absl::StrCat("rank ", r, " sendrecv traffic wrong"));
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // Nobody leaves the barrier before everybody has entered it.
 TEST_P(GlooBarrierTest, WaitsForEveryone) {
   const int n = GetParam();

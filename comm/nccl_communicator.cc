@@ -392,6 +392,30 @@ absl::Status NcclCommunicator::Recv(absl::Span<float> data, int peer, const Coll
   return PointToPoint("recv", data.data(), data.size(), peer, options);
 }
 
+absl::Status NcclCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                        const CollectiveOptions& options) {
+  RETURN_IF_ERROR(Begin("sendrecv", options));
+  const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
+  if (to == rank_ || from == rank_ || to < 0 || to >= world_ || from < 0 || from >= world_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ranks ", to, " and ", from, " must be other ranks of world ", world_));
+  }
+  if (!send.empty()) RETURN_IF_ERROR(CheckDeviceBuffer(where, "send", send.data()));
+  if (!recv.empty()) RETURN_IF_ERROR(CheckDeviceBuffer(where, "recv", recv.data()));
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    ncclResult_t moved = ncclSuccess;
+    if (!send.empty()) moved = ncclSend(send.data(), send.size(), ncclFloat32, to, comm, stream_);
+    if (moved == ncclSuccess && !recv.empty()) moved = ncclRecv(recv.data(), recv.size(), ncclFloat32, from, comm, stream_);
+    result = ncclGroupEnd();
+    return moved != ncclSuccess ? moved : result;
+  }));
+  meter_.RecordCall({static_cast<int64_t>(send.size()) * kBytesPerElement,
+                     static_cast<int64_t>(recv.size()) * kBytesPerElement});
+  return absl::OkStatus();
+}
+
 absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t size, int peer,
                                             const CollectiveOptions& options) {
   const bool send = std::string(op) == "send";

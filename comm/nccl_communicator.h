@@ -16,6 +16,7 @@
 //   Send / Recv    ncclSend / ncclRecv, each inside ncclGroupStart/End. As
 //                  with Gloo, a Send may not complete until the peer posts
 //                  the matching Recv (sizes must match).
+//   SendRecv       ncclSend and ncclRecv in one group (never deadlocks).
 //   Barrier        ncclAllReduce (sum) of one float in a device buffer the
 //                  communicator owns.
 // NCCL picks its own algorithms (ring, tree, NVLS, ...) per call.
@@ -108,6 +109,8 @@ class NcclCommunicator final : public Communicator {
   absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override;
   absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) override;
   absl::Status Barrier(const CollectiveOptions& options) override;
+  absl::Status SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                        const CollectiveOptions& options) override;
 
   TrafficCounters traffic() const override { return meter_.Snapshot(); }
 

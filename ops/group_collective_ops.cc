@@ -9,6 +9,9 @@
 //                       of dim 0; backward: all-gather the gradient
 //   GroupAllReduce      forward: sum over the members; backward: identity
 //   GroupIdentity       forward: identity; backward: allreduce (sum)
+//   GroupSendRecv       forward: send x to the member `offset` places ahead,
+//                       receive y from the one `offset` behind (point to
+//                       point, no deadlock); backward: the same with -offset
 //
 // The last two are Megatron-LM's f and g: exact when every member computes
 // the same downstream values and the loss is counted once (replicated
@@ -104,6 +107,33 @@ NEREID_REGISTER_OP(GroupCollectiveOp("GroupAllReduce",
                                      "(the downstream is replicated on every member).")
                        .SetShapeFn(SameShape)
                        .SetGradient(PassThroughGradient));
+
+absl::StatusOr<std::vector<ShapeAndType>> ShiftedShape(const InferenceContext& c) {
+  RETURN_IF_ERROR(CheckGroupSize(c));
+  if (c.GetIntList("offsets").empty()) return absl::InvalidArgumentError("offsets must not be empty");
+  return shape_fns::UnchangedShape(c);
+}
+
+// The shift back: every offset negated.
+absl::StatusOr<GradResult> SendRecvGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  std::vector<int64_t> back;
+  for (const int64_t o : g.attr("offsets").list().i()) back.push_back(-o);
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "GroupSendRecv", {dy},
+                                     {{"group", g.attr("group")},
+                                      {"group_size", g.attr("group_size")},
+                                      {"offsets", IntListAttr(back)}}));
+  return GradResult{dx};
+}
+
+NEREID_REGISTER_OP(GroupCollectiveOp("GroupSendRecv",
+                                     "Point to point around the group: member r sends x to member (r + offset) "
+                                     "mod group_size and receives y from (r - offset), all at once, so it cannot "
+                                     "deadlock; the offset of step s is offsets[s mod len] (a time-varying "
+                                     "topology). Gradient: the same with the offsets negated.")
+                       .RequiredAttr("offsets", AttrType::kIntList, "the offset of each step, cycled")
+                       .SetShapeFn(ShiftedShape)
+                       .SetGradient(SendRecvGradient));
 
 NEREID_REGISTER_OP(GroupOp("GroupIdentity",
                            "y = x, no communication. Gradient: GroupAllReduce (the sum of the members' "

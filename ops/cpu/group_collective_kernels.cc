@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -59,9 +60,10 @@ class GroupCollectiveKernel : public AsyncOpKernel {
     auto output = std::make_shared<Tensor>(*y);
     const int64_t key = training ? ctx->step().step : ctx->step().step_in_epoch;
     std::string what = absl::StrCat(name_, " on group '", group_, "'");
+    const int64_t step = ctx->step().step;
     queue->Submit(
         key, bucket,
-        [this, input, output, options](Communicator& comm) { return Run(comm, *input, *output, options); },
+        [this, input, output, options, step](Communicator& comm) { return Run(comm, *input, *output, options, step); },
         [done = std::move(done), what](absl::Status s) {
           if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
           done(absl::OkStatus());
@@ -69,7 +71,9 @@ class GroupCollectiveKernel : public AsyncOpKernel {
   }
 
  protected:
-  virtual absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) = 0;
+  // `step`: the training step (evaluation: the step it follows).
+  virtual absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
+                           int64_t step) = 0;
 
   int64_t group_size_ = 1;
 
@@ -87,7 +91,8 @@ absl::Status CheckGroupSize(const Communicator& comm, int64_t expected) {
 }
 
 class GroupAllGatherKernel : public GroupCollectiveKernel {
-  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) override {
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
+                   int64_t step) override {
     RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     return comm.AllGather(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
                           absl::MakeSpan(y.data<float>(), y.num_elements()), options);
@@ -95,7 +100,8 @@ class GroupAllGatherKernel : public GroupCollectiveKernel {
 };
 
 class GroupReduceScatterKernel : public GroupCollectiveKernel {
-  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) override {
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
+                   int64_t step) override {
     RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     return comm.ReduceScatter(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
                               absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
@@ -103,11 +109,35 @@ class GroupReduceScatterKernel : public GroupCollectiveKernel {
 };
 
 class GroupAllReduceKernel : public GroupCollectiveKernel {
-  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options) override {
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
+                   int64_t step) override {
     RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     std::memcpy(y.raw(), x.raw(), x.num_bytes());
     return comm.AllReduce(absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
   }
+};
+
+class GroupSendRecvKernel : public GroupCollectiveKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(GroupCollectiveKernel::Init(node, attrs));
+    for (const int64_t o : attrs.at("offsets")->list().i()) offsets_.push_back(o);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
+                   int64_t step) override {
+    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
+    const int64_t n = comm.world();
+    const int64_t offset = ((offsets_[static_cast<size_t>(step) % offsets_.size()] % n) + n) % n;
+    const int to = static_cast<int>((comm.rank() + offset) % n);
+    const int from = static_cast<int>((comm.rank() - offset + n) % n);
+    return comm.SendRecv(absl::MakeConstSpan(x.data<float>(), x.num_elements()), to,
+                         absl::MakeSpan(y.data<float>(), y.num_elements()), from, options);
+  }
+
+  std::vector<int64_t> offsets_;
 };
 
 class GroupIdentityKernel : public OpKernel {
@@ -119,6 +149,7 @@ NEREID_REGISTER_KERNEL("GroupAllGather", kCpu, DT_FLOAT, GroupAllGatherKernel);
 NEREID_REGISTER_KERNEL("GroupReduceScatter", kCpu, DT_FLOAT, GroupReduceScatterKernel);
 NEREID_REGISTER_KERNEL("GroupAllReduce", kCpu, DT_FLOAT, GroupAllReduceKernel);
 NEREID_REGISTER_KERNEL("GroupIdentity", kCpu, DT_FLOAT, GroupIdentityKernel);
+NEREID_REGISTER_KERNEL("GroupSendRecv", kCpu, DT_FLOAT, GroupSendRecvKernel);
 
 }  // namespace
 }  // namespace nereid

@@ -9,7 +9,8 @@
 //     p0 perturbed alone;
 //   GroupAllReduce (replicated downstream): one loss, equal on every rank;
 //   GroupIdentity (replicated input): the sum of the ranks' losses, p0 equal
-//     on every rank and perturbed on all at once.
+//     on every rank and perturbed on all at once;
+//   GroupSendRecv: the sum of every rank's loss, rank 0's p0 perturbed alone.
 // Tolerances as in gradient_check_test.cc: |analytic - numeric| <= 2e-3 +
 // 2e-2 * |numeric| with h = 1e-2.
 
@@ -45,13 +46,15 @@ struct GroupCase {
   std::vector<int64_t> dims;  // p0's
   bool replicated_input;      // p0 equal on every rank, perturbed on all
   bool one_loss;              // the objective is rank 0's loss (equal labels)
+  std::string attrs;          // the op's other attributes, as text
 };
 
 std::string BuildGraph(const GroupCase& c, int world, int rank) {
   std::string text = "attr { key: \"loss\" value { s: \"loss\" } }\n";
+  text += absl::StrCat("attr { key: \"groups\" value { s: \"g=blocks:", world, "\" } }\n");
   text += OpNode("p0", "Parameter", {}, Attr("shape", ShapeValue(c.dims)));
   text += OpNode("y", c.op, {"p0"},
-                 Attr("group", "s: \"g\"") + Attr("group_size", absl::StrCat("i: ", world)));
+                 Attr("group", "s: \"g\"") + Attr("group_size", absl::StrCat("i: ", world)) + c.attrs);
   text += OpNode("flat", "Reshape", {"y"}, Attr("shape", IntsValue({1, -1})));
   int label = c.one_loss ? 1 : rank;  // ranks that differ weigh the outputs differently
   text += OpNode("label", "Const", {},
@@ -142,6 +145,8 @@ const std::vector<GroupCase>& Cases() {
       {"reduce_scatter", "GroupReduceScatter", {6, 2}, false, false},
       {"all_reduce", "GroupAllReduce", {2, 3}, false, true},
       {"identity", "GroupIdentity", {2, 3}, true, false},
+      // Step 0's offset: each member sends to the next and receives from the one before.
+      {"send_recv", "GroupSendRecv", {2, 3}, false, false, Attr("offsets", "list { i: 1 i: 2 }")},
   };
   return cases;
 }

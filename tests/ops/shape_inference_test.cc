@@ -291,6 +291,10 @@ TEST(ShapeTest, GroupCollectives) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "GroupReduceScatter", {"x"}, group(4)), "y"), "[?,6] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllReduce", {"w"}, group(2)), "y"), "[6,4] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "GroupIdentity", {"x"}, group(2)), "y"), "[?,6] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GroupSendRecv", {"w"}, group(2) + Attr("offsets", "list { i: 1 }")), "y"),
+            "[6,4] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "GroupSendRecv", {"w"}, group(2) + Attr("offsets", "list { }"))),
+              HasSubstr("offsets must not be empty"));
   EXPECT_THAT(LoadError(g + OpNode("y", "GroupReduceScatter", {"w"}, group(4))),
               HasSubstr("(6) does not divide into 4 group members"));
   EXPECT_THAT(LoadError(g + OpNode("y", "GroupAllGather", {"w"}, group(0))), HasSubstr("group_size must be >= 1"));
