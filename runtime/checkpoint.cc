@@ -1,10 +1,15 @@
 #include "runtime/checkpoint.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/file_io.h"
@@ -82,12 +87,69 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
 }
 
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string latest, ReadFileToString(absl::StrCat(dir, "/LATEST")));
-  std::string name(absl::StripAsciiWhitespace(latest));
-  if (name.empty() || name.find('/') != std::string::npos) {
-    return absl::DataLossError(absl::StrCat(dir, "/LATEST: does not name a checkpoint file"));
+  // What LATEST names, if it is readable and valid.
+  std::string reason, tried;
+  absl::StatusOr<std::string> latest = ReadFileToString(absl::StrCat(dir, "/LATEST"));
+  if (latest.ok()) {
+    std::string name(absl::StripAsciiWhitespace(*latest));
+    if (name.empty() || name.find('/') != std::string::npos) {
+      reason = absl::StrCat(dir, "/LATEST does not name a checkpoint file");
+    } else {
+      tried = absl::StrCat(dir, "/", name);
+      absl::StatusOr<Checkpoint> c = ReadCheckpointFile(tried);
+      if (c.ok()) {
+        c->path = absl::StrCat(dir, "/", name);
+        return c;
+      }
+      reason = std::string(c.status().message());
+    }
+  } else {
+    reason = absl::StrCat(dir, "/LATEST is missing");
   }
-  return ReadCheckpointFile(absl::StrCat(dir, "/", name));
+  // The newest valid epoch-<N>.ckpt instead.
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string file = entry.path().filename().string();
+    int64_t epoch;
+    absl::string_view middle = file;
+    if (absl::ConsumePrefix(&middle, "epoch-") && absl::ConsumeSuffix(&middle, ".ckpt") &&
+        absl::SimpleAtoi(middle, &epoch)) {
+      found.emplace_back(epoch, entry.path().string());
+    }
+  }
+  if (found.empty()) {
+    if (latest.ok()) return absl::DataLossError(absl::StrCat("no valid checkpoint in ", dir, ": ", reason));
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir));
+  }
+  std::sort(found.rbegin(), found.rend());
+  std::string faults = reason;
+  for (const auto& [epoch, path] : found) {
+    if (std::filesystem::path(path) == std::filesystem::path(tried)) continue;  // its fault is in `reason`
+    absl::StatusOr<Checkpoint> c = ReadCheckpointFile(path);
+    if (c.ok()) {
+      c->path = path;
+      c->fallback_reason = reason;
+      return c;
+    }
+    absl::StrAppend(&faults, "; ", c.status().message());
+  }
+  return absl::DataLossError(absl::StrCat("no valid checkpoint in ", dir, ": ", faults));
+}
+
+int RemoveStaleTemporaryFiles(const std::string& dir) {
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string file = entry.path().filename().string();
+    const size_t at = file.rfind(".tmp.");
+    int pid;
+    if (at == std::string::npos || !absl::SimpleAtoi(file.substr(at + 5), &pid) || pid <= 0) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may still be running
+    std::error_code ignored;
+    if (std::filesystem::remove(entry.path(), ignored)) ++removed;
+  }
+  return removed;
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {

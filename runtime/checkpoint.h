@@ -26,12 +26,23 @@ struct Checkpoint {
   int64_t epochs_completed = 0;
   int64_t step = 0;  // the next global step to run
   std::vector<std::pair<std::string, Tensor>> tensors;
+  // Set by LoadLatestCheckpoint: the file read, and why it is not the one
+  // LATEST names when it is not (empty otherwise).
+  std::string path;
+  std::string fallback_reason;
 };
 
 // Writes DIR/epoch-<N>.ckpt and points DIR/LATEST at it (creating DIR).
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint);
-// Reads the checkpoint DIR/LATEST names; NotFound if there is none.
+// Reads the checkpoint DIR/LATEST names. When LATEST is missing, names no
+// file, or names a missing or corrupt one (a crash between the two atomic
+// writes, a damaged disk), the newest valid DIR/epoch-<N>.ckpt is read instead
+// and fallback_reason says why. NotFound if DIR holds no checkpoint at all;
+// DataLoss, naming each file's fault, if it holds only damaged ones.
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir);
+// Removes temporary files (*.tmp.<pid>) that a writer killed mid-write left in
+// DIR, where <pid> is no longer a running process. Returns how many.
+int RemoveStaleTemporaryFiles(const std::string& dir);
 absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path);
 
 }  // namespace nereid

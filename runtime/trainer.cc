@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -219,6 +220,19 @@ std::string PlanFingerprint(const Graph& graph, const TrainOptions& options) {
   return absl::StrCat(absl::Hex(Fnv1a(text), absl::kZeroPad16));
 }
 
+// The first parameter (or optimizer state) holding a NaN or an infinity, if
+// any: a diverged model must not be checkpointed or reported as trained.
+std::optional<std::string> FirstNonFiniteState(const Executor& executor) {
+  for (const auto& [name, value] : executor.State()) {
+    if (value.dtype() != DT_FLOAT) continue;
+    const float* v = value.data<float>();
+    for (int64_t i = 0; i < value.num_elements(); ++i) {
+      if (!std::isfinite(v[i])) return absl::StrCat(name, " (element ", i, " is ", v[i], ")");
+    }
+  }
+  return std::nullopt;
+}
+
 // Where rank `rank` keeps its per-rank state: DIR/rank-<r>/epoch-<N>.ckpt.
 std::string PerRankCheckpointDir(const std::string& dir, int rank) { return absl::StrCat(dir, "/rank-", rank); }
 
@@ -403,18 +417,31 @@ class TrainingRun {
   // --resume: the last complete checkpoint's state, epoch and step (none
   // yet: from the start).
   absl::Status Resume() {
+    // Temporary files of writers killed mid-write, in the directories this
+    // rank writes (rank 0 the shared one, each rank its own).
+    if (!options_.checkpoint_dir.empty()) {
+      if (options_.rank == 0) RemoveStaleTemporaryFiles(options_.checkpoint_dir);
+      RemoveStaleTemporaryFiles(PerRankCheckpointDir(options_.checkpoint_dir, options_.rank));
+    }
     if (!options_.resume) return absl::OkStatus();
     if (options_.checkpoint_dir.empty()) return absl::InvalidArgumentError("--resume needs --checkpoint DIR");
     absl::StatusOr<Checkpoint> ckpt = LoadLatestCheckpoint(options_.checkpoint_dir);
-    if (!ckpt.ok()) return absl::IsNotFound(ckpt.status()) ? absl::OkStatus() : ckpt.status();
+    if (absl::IsNotFound(ckpt.status())) {
+      return absl::NotFoundError(absl::StrCat("--resume: ", ckpt.status().message(),
+                                              " to resume from (run without --resume to start from scratch)"));
+    }
+    if (!ckpt.ok()) return ckpt.status();
+    if (!ckpt->fallback_reason.empty() && options_.progress != nullptr) {
+      std::fprintf(options_.progress, "warning: %s; resuming from %s instead\n", ckpt->fallback_reason.c_str(),
+                   ckpt->path.c_str());
+    }
     for (const auto& [name, value] : ckpt->tensors) RETURN_IF_ERROR(executor_->SetState(name, value));
     if (!per_rank_.empty()) RETURN_IF_ERROR(RestorePerRankState(options_, *ckpt, *executor_));
     first_epoch_ = ckpt->epochs_completed;
     step_ = ckpt->step;
     if (options_.progress != nullptr) {
       std::fprintf(options_.progress, "resuming after epoch %lld (step %lld) from %s\n",
-                   static_cast<long long>(first_epoch_), static_cast<long long>(step_),
-                   options_.checkpoint_dir.c_str());
+                   static_cast<long long>(first_epoch_), static_cast<long long>(step_), ckpt->path.c_str());
     }
     return absl::OkStatus();
   }
@@ -506,6 +533,7 @@ class TrainingRun {
 
   // The test set, sharded over the ranks, after every step of the epoch.
   absl::Status EvaluateEpoch(EpochMetrics& m) {
+    RETURN_IF_ERROR(CheckFinite(m.epoch));
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
     ASSIGN_OR_RETURN(Evaluation eval,
@@ -513,6 +541,11 @@ class TrainingRun {
     eval_span.End();
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
+    if (!std::isfinite(eval.loss)) {
+      return absl::InvalidArgumentError(absl::StrCat("the test loss became ", eval.loss, " after epoch ", m.epoch + 1,
+                                                     ": training diverged (try a smaller learning rate); nothing was "
+                                                     "checkpointed"));
+    }
     progress_->EpochDone(m);
     result_.per_epoch.push_back(m);
     return absl::OkStatus();
@@ -520,6 +553,7 @@ class TrainingRun {
 
   absl::Status SaveCheckpoint(int64_t epoch) {
     if (options_.checkpoint_dir.empty()) return absl::OkStatus();
+    RETURN_IF_ERROR(CheckFinite(epoch));
     return SaveCheckpoints(options_, epoch + 1, step_, *executor_, per_rank_);
   }
 
@@ -570,6 +604,17 @@ class TrainingRun {
     double loss = 0;  // summed over examples
     int64_t samples = 0;
   };
+
+  // An error naming the first non-finite parameter, so nothing diverged is
+  // evaluated, checkpointed or reported.
+  absl::Status CheckFinite(int64_t epoch) const {
+    if (std::optional<std::string> bad = FirstNonFiniteState(*executor_)) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", *bad, " is not finite after epoch ", epoch + 1,
+                                                     " (step ", step_, "): training diverged (try a smaller learning "
+                                                     "rate); nothing was checkpointed"));
+    }
+    return absl::OkStatus();
+  }
 
   // Finishes the oldest step in flight: its trace span, its loss (a NaN ends
   // the run), the progress line.

@@ -1,6 +1,10 @@
 // Training end to end: convergence, determinism, resume, bad data. Runs use
 // the synthetic dataset (or a slice of Fashion-MNIST) to stay fast.
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -107,12 +111,79 @@ TEST(TrainingTest, CorruptCheckpointIsAClearError) {
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("epoch-1.ckpt: checksum mismatch"));
 }
 
+// A crash between writing a checkpoint and LATEST, or a damaged newest file:
+// --resume takes the newest valid checkpoint instead of starting over.
+TEST(TrainingTest, ResumeFindsTheNewestValidCheckpointWithoutLatest) {
+  TrainOptions o = Synthetic("logreg_fashion", 2);
+  o.checkpoint_dir = TempDir("no_latest");
+  ASSERT_TRUE(Train(o).ok());
+  std::filesystem::remove(o.checkpoint_dir + "/LATEST");
+  o.resume = true;
+  o.epochs = 3;
+  auto resumed = Train(o);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->epochs, 1);  // the third epoch only, after epoch-2.ckpt
+  // LATEST (now naming epoch-3) and epoch-3 damaged: back to epoch 2.
+  {
+    std::fstream f(o.checkpoint_dir + "/epoch-3.ckpt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  o.epochs = 4;
+  auto again = Train(o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->epochs, 2);  // epochs 3 and 4
+}
+
+TEST(TrainingTest, ResumeWithNothingToResumeFromIsAnError) {
+  TrainOptions o = Synthetic("logreg_fashion", 1);
+  o.checkpoint_dir = TempDir("nothing_there");
+  o.resume = true;
+  auto result = Train(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("--resume: no checkpoint in"));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("run without --resume to start from scratch"));
+}
+
+// A writer killed mid-write leaves FILE.tmp.<pid>; the next run removes it
+// when that process is gone, and keeps a live writer's.
+TEST(TrainingTest, StaleTemporaryCheckpointFilesAreRemoved) {
+  TrainOptions o = Synthetic("logreg_fashion", 1);
+  o.checkpoint_dir = TempDir("stale_tmp");
+  std::filesystem::create_directories(o.checkpoint_dir);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // `child` is now a pid no process has
+  const std::string stale = absl::StrCat(o.checkpoint_dir, "/epoch-1.ckpt.tmp.", child);
+  const std::string live = absl::StrCat(o.checkpoint_dir, "/epoch-7.ckpt.tmp.", getpid());
+  std::ofstream(stale) << "half a checkpoint";
+  std::ofstream(live) << "being written";
+  ASSERT_TRUE(Train(o).ok());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+}
+
 TEST(TrainingTest, DivergenceIsReportedWithItsStep) {
   TrainOptions o = Synthetic("mlp_fashion", 1);
   o.passes = "autodiff,sgd(lr=1e30)";
   auto result = Train(o);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(std::string(result.status().message()), HasSubstr("training diverged"));
+}
+
+// Two steps at lr 1e6 leave the training loss finite (4e19) and the test
+// loss NaN: the run must fail before anything is checkpointed or reported.
+TEST(TrainingTest, ADivergedModelIsNotCheckpointed) {
+  TrainOptions o = Synthetic("mlp_fashion", 1);
+  o.passes = "autodiff,sgd(lr=1e6)";
+  o.max_steps = 2;
+  o.checkpoint_dir = TempDir("diverged");
+  auto result = Train(o);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("the test loss became nan after epoch 1"));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr("nothing was checkpointed"));
+  EXPECT_FALSE(std::filesystem::exists(o.checkpoint_dir + "/epoch-1.ckpt"));
 }
 
 TEST(TrainingTest, MissingAndCorruptDataFilesNameTheFile) {
