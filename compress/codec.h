@@ -142,6 +142,9 @@ class GradientCodec {
   // Checks the options against a gradient of `dims` (called once per node).
   virtual absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& options) = 0;
   virtual CodecCollective collective() const = 0;
+  // The momentum the codec applies to the gradient itself (top-k's DGC
+  // momentum correction), 0 if none: the optimizer must then not apply its own.
+  virtual double applied_momentum() const { return 0; }
   // State Parameters this codec keeps for the gradient (zero-initialised).
   virtual std::vector<CodecStateSpec> State() const { return {}; }
   // The floats one rank puts into the collective per step (its payload), for

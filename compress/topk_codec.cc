@@ -109,6 +109,9 @@ class TopKCodec : public GatherCodec {
   int64_t elements_ = 0;
   int64_t k_ = 1;
   float momentum_ = 0.9f;
+
+ public:
+  double applied_momentum() const override { return momentum_; }
 };
 
 NEREID_REGISTER_CODEC({"topk",

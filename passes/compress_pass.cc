@@ -102,7 +102,19 @@ class CompressPass : public Pass {
     } else {
       RETURN_IF_ERROR(RewriteWithCodec(graph, o, method, extra, log));
     }
-    (*graph.mutable_header()->mutable_attr())["compression"] = StringAttr(method);
+    auto& attrs = *graph.mutable_header()->mutable_attr();
+    attrs["compression"] = StringAttr(method);
+    if (applied_momentum_ > 0) {
+      attrs[kCodecMomentumAttr] = FloatAttr(static_cast<float>(applied_momentum_));
+      // An optimizer planned before this pass already applies its own.
+      for (Node* n : graph.nodes()) {
+        auto m = n->def().attr().find("momentum");
+        if (n->op() != "ApplySgd" || m == n->def().attr().end()) continue;
+        if (absl::Status once = CheckMomentumAppliedOnce(graph, m->second.f()); !once.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("compress: ", once.message()));
+        }
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -114,6 +126,9 @@ class CompressPass : public Pass {
   }
 
  private:
+  // The largest momentum a selected gradient's codec applies itself.
+  double applied_momentum_ = 0;
+
   absl::Status RewriteWithCodec(Graph& graph, const PassOptions& o, const std::string& method,
                                 const std::vector<std::pair<std::string, std::string>>& extra, PassLog* log) {
     const CodecRegistry::Entry* entry = CodecRegistry::Global().Find(method);
@@ -192,6 +207,7 @@ class CompressPass : public Pass {
         fused.ready = std::max(fused.ready, position.at(in->src->id()));
         fused.values.push_back(value);
         fused.gradients.push_back(gradient);
+        applied_momentum_ = std::max(applied_momentum_, codec->applied_momentum());
         codecs.push_back(std::move(codec));
         const int64_t payload = codecs.back()->PayloadFloats() * 4;
         compressed_dense_bytes += elements * 4;

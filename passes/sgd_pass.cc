@@ -17,6 +17,9 @@ class SgdPass : public Pass {
     double momentum = o.GetFloat("momentum");
     if (momentum < 0 || momentum >= 1) return absl::InvalidArgumentError("sgd: momentum must be in [0, 1)");
     if (o.GetBool("nesterov") && momentum == 0) return absl::InvalidArgumentError("sgd: nesterov needs momentum > 0");
+    if (absl::Status once = CheckMomentumAppliedOnce(graph, momentum); !once.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sgd: ", once.message()));
+    }
     ASSIGN_OR_RETURN(std::vector<GradientOfParameter> grads, FindGradients(graph));
     ASSIGN_OR_RETURN(Node * lr, AddLearningRate(graph, o));
     for (const GradientOfParameter& g : grads) {

@@ -147,6 +147,20 @@ TEST(SgdTest, BatchNormRunningStatisticsAreCarried) {
 TEST(SgdTest, RejectsBadHyperparameters) {
   EXPECT_THAT(std::string(Planned("mlp_fashion", "autodiff,sgd(momentum=1.5)").status().message()),
               HasSubstr("momentum must be in [0, 1)"));
+  // Top-k's DGC momentum correction and sgd's momentum together apply it
+  // twice (the run trains to chance): refused in either order, naming both
+  // ways out; either alone plans.
+  for (const char* twice : {"autodiff,data_parallel,compress(method=topk,ratio=0.01),sgd(lr=0.02,momentum=0.9)",
+                            "autodiff,data_parallel,sgd(lr=0.02,momentum=0.9),compress(method=topk,ratio=0.01)"}) {
+    std::string message(Planned("lenet_fashion", twice).status().message());
+    EXPECT_THAT(message, HasSubstr("momentum would be applied twice")) << twice;
+    EXPECT_THAT(message, HasSubstr("use sgd(momentum=0) with it, or compress(method=topk, momentum=0)")) << twice;
+  }
+  for (const char* once : {"autodiff,data_parallel,compress(method=topk,ratio=0.01),sgd(lr=0.02)",
+                           "autodiff,data_parallel,compress(method=topk,ratio=0.01,momentum=0),sgd(lr=0.02,momentum=0.9)",
+                           "autodiff,data_parallel,compress(method=qsgd),sgd(lr=0.02,momentum=0.9)"}) {
+    EXPECT_TRUE(Planned("lenet_fashion", once).ok()) << once;
+  }
   EXPECT_THAT(std::string(Planned("mlp_fashion", "autodiff,sgd(schedule=fast)").status().message()),
               HasSubstr("schedule=fast is not a schedule"));
 }
