@@ -1,11 +1,17 @@
 // nereid run: trains a model (or a plan) and evaluates it every epoch.
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "comm/launch_env.h"
+#include "core/status_macros.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/cli/local_launch.h"
@@ -55,6 +61,69 @@ constexpr char kHelp[] =
     "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
     "                      stopped (default 300)\n";
 
+// Local worker processes one machine may start: beyond this the launcher
+// would fork until the process limit (start workers by hand for more).
+int MaxLocalWorkers() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(16, 8 * cores);
+}
+
+// Whether `path`'s directory exists and is writable (an output written at the
+// end of a run must not fail only then).
+absl::Status CheckOutputPath(const char* flag, const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code error;
+  if (!std::filesystem::is_directory(parent, error)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": the directory ", parent.string(),
+                                                   " does not exist"));
+  }
+  if (access(parent.c_str(), W_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": the directory ", parent.string(),
+                                                   " is not writable"));
+  }
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, " is a directory, not a file"));
+  }
+  return absl::OkStatus();
+}
+
+// Every flag's bounds, before any work starts: a mistake is a usage error
+// (exit 2) at once, not a failure after training.
+absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads, int64_t seed,
+                           const TrainOptions& o) {
+  auto at_least = [&](const char* name, int64_t value, int64_t low) -> absl::Status {
+    if (flags.Has(name) && value < low) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= ", low, " (got ", value, ")"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(at_least("threads", threads, 1));
+  RETURN_IF_ERROR(at_least("epochs", o.epochs, 1));
+  RETURN_IF_ERROR(at_least("batch", o.batch, 1));
+  RETURN_IF_ERROR(at_least("seed", seed, 0));
+  RETURN_IF_ERROR(at_least("max-steps", o.max_steps, 0));
+  RETURN_IF_ERROR(at_least("train-limit", o.train_limit, 0));
+  RETURN_IF_ERROR(at_least("test-limit", o.test_limit, 0));
+  const bool by_hand = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
+  if (!by_hand && workers > MaxLocalWorkers()) {
+    return absl::InvalidArgumentError(absl::StrCat("--workers ", workers, ": at most ", MaxLocalWorkers(),
+                                                   " local workers on this machine (",
+                                                   std::thread::hardware_concurrency(),
+                                                   " cores); start more by hand with --rank/--world/--rendezvous"));
+  }
+  if (!o.checkpoint_dir.empty()) {
+    std::error_code error;
+    if (std::filesystem::exists(o.checkpoint_dir, error) && !std::filesystem::is_directory(o.checkpoint_dir, error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--checkpoint ", o.checkpoint_dir, " is a file, not a directory"));
+    }
+  }
+  if (!o.metrics_json.empty()) RETURN_IF_ERROR(CheckOutputPath("metrics-json", o.metrics_json));
+  if (!o.trace_path.empty()) RETURN_IF_ERROR(CheckOutputPath("trace", o.trace_path));
+  return absl::OkStatus();
+}
+
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "checkpoint", "rendezvous", "rank", "world", "run-id",
@@ -95,6 +164,10 @@ int Run(const std::vector<std::string>& args) {
   }
   if (workers < 1 || comm_timeout < 1 || worker_timeout < 1) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
+    return kExitUsage;
+  }
+  if (absl::Status checked = CheckRunFlags(flags, workers, threads, seed, o); !checked.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(checked.message()).c_str());
     return kExitUsage;
   }
   bool one_of_many = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
