@@ -8,20 +8,22 @@ namespace nereid {
 namespace {
 
 TEST(WorkerIdentityTest, RoundTrips) {
-  const WorkerIdentity id{"0.3.1\nweird=\"chars\"", "99ff0012", 4};
+  const WorkerIdentity id{"0.3.1\nweird=\"chars\"", "99ff0012", 4, "batch=32;seed=0"};
   auto back = DecodeIdentity(EncodeIdentity(id));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->nereid_version, id.nereid_version);
   EXPECT_EQ(back->plan_fingerprint, id.plan_fingerprint);
   EXPECT_EQ(back->world_size, 4);
+  EXPECT_EQ(back->settings, "batch=32;seed=0");
 }
 
 TEST(WorkerIdentityTest, RejectsGarbage) {
   EXPECT_FALSE(DecodeIdentity("").ok());
   EXPECT_FALSE(DecodeIdentity("hello").ok());
-  EXPECT_FALSE(DecodeIdentity("nereid-identity v1\nversion=a\nplan=b\nworld=x\n").ok());
-  EXPECT_FALSE(DecodeIdentity("nereid-identity v1\nversion=a\nplan=b\n").ok());
-  EXPECT_TRUE(DecodeIdentity("nereid-identity v1\nversion=a\nplan=b\nworld=2\n").ok());
+  EXPECT_FALSE(DecodeIdentity("nereid-identity v2\nversion=a\nplan=b\nworld=x\nsettings=\n").ok());
+  EXPECT_FALSE(DecodeIdentity("nereid-identity v2\nversion=a\nplan=b\nworld=2\n").ok());
+  EXPECT_FALSE(DecodeIdentity("nereid-identity v1\nversion=a\nplan=b\nworld=2\n").ok());  // an older build's
+  EXPECT_TRUE(DecodeIdentity("nereid-identity v2\nversion=a\nplan=b\nworld=2\nsettings=\n").ok());
 }
 
 TEST(WorkerIdentityTest, NamesEveryDifference) {
@@ -37,6 +39,13 @@ TEST(WorkerIdentityTest, NamesEveryDifference) {
 
   const WorkerIdentity c{"", "1234abcd", 4};
   EXPECT_EQ(CompareIdentities(c, 2, a, 0).message(), "rank 2 has nereid version (empty) but rank 0 has 1.0");
+
+  // Settings are named one by one, with both values.
+  const WorkerIdentity d{"1.0", "1234abcd", 4, "batch=32;max_steps=20;test_limit=0"};
+  const WorkerIdentity e{"1.0", "1234abcd", 4, "batch=32;max_steps=50;test_limit=100"};
+  EXPECT_EQ(CompareIdentities(d, 1, e, 0).message(),
+            "rank 1 has max_steps=20 but rank 0 has max_steps=50; rank 1 has test_limit=0 but rank 0 has "
+            "test_limit=100");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   spec.world = options.world;
   spec.identity.nereid_version = kNereidVersion;
   spec.identity.plan_fingerprint = options.plan_fingerprint;
+  spec.identity.settings = options.settings;
   spec.identity.world_size = options.world;
   spec.hostname = options.hostname;
   spec.connect_timeout = options.timeout;

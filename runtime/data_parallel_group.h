@@ -34,6 +34,8 @@ struct GroupOptions {
   // Must be equal on every rank (the plan and the run's settings); a rank
   // that differs is refused at the rendezvous.
   std::string plan_fingerprint;
+  // The run's settings ("key=value;..."), compared key by key.
+  std::string settings;
 };
 
 class DataParallelGroup {

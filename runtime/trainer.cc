@@ -211,13 +211,18 @@ std::string PassesFor(const TrainOptions& options) {
   return pipeline.ok() ? PipelineText(*pipeline) : options.passes;
 }
 
-// What every rank must agree on: the plan and the settings that shape the
-// run's arithmetic.
-std::string PlanFingerprint(const Graph& graph, const TrainOptions& options) {
-  std::string text = GraphDefToText(ExportGraph(graph));
-  text += absl::StrCat("|batch=", options.batch, "|seed=", options.seed, "|epochs=", options.epochs,
-                       "|dataset=", options.dataset, "|train_limit=", options.train_limit);
-  return absl::StrCat(absl::Hex(Fnv1a(text), absl::kZeroPad16));
+// What every rank must agree on: the plan, and the settings that shape the
+// run's arithmetic or its metrics (compared one by one at the rendezvous, so
+// a difference is named).
+std::string PlanFingerprint(const Graph& graph) {
+  return absl::StrCat(absl::Hex(Fnv1a(GraphDefToText(ExportGraph(graph))), absl::kZeroPad16));
+}
+
+std::string RunSettings(const TrainOptions& options) {
+  return absl::StrCat("batch=", options.batch, ";seed=", options.seed, ";epochs=", options.epochs,
+                      ";dataset=", options.dataset, ";train_limit=", options.train_limit,
+                      ";test_limit=", options.test_limit, ";max_steps=", options.max_steps,
+                      ";eval_batch=", options.eval_batch);
 }
 
 // The first parameter (or optimizer state) holding a NaN or an infinity, if
@@ -362,7 +367,8 @@ class TrainingRun {
     g.run_id = options_.run_id;
     g.hostname = options_.bind_address;
     g.timeout = options_.comm_timeout;
-    g.plan_fingerprint = PlanFingerprint(*graph_, options_);
+    g.plan_fingerprint = PlanFingerprint(*graph_);
+    g.settings = RunSettings(options_);
     if (options_.report) options_.report("phase=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";
