@@ -95,6 +95,32 @@ absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor,
   return absl::OkStatus();
 }
 
+absl::Status DataParallelGroup::CheckSameState(const Executor& executor,
+                                               const absl::flat_hash_set<std::string>& per_rank, int64_t step) {
+  // The 64-bit fingerprint as four 16-bit pieces: floats hold them exactly.
+  const uint64_t mine = StateFingerprint(executor, per_rank);
+  std::vector<float> pieces(4);
+  for (int i = 0; i < 4; ++i) pieces[i] = static_cast<float>((mine >> (16 * i)) & 0xffff);
+  std::vector<float> all(4 * static_cast<size_t>(world()));
+  CollectiveOptions o{NextDriverTag(), timeout_};
+  RETURN_IF_ERROR(communicator_->AllGather(pieces, absl::MakeSpan(all), o));
+  auto fingerprint_of = [&](int r) {
+    uint64_t f = 0;
+    for (int i = 0; i < 4; ++i) f |= static_cast<uint64_t>(all[4 * r + i]) << (16 * i);
+    return f;
+  };
+  std::vector<int> differ;
+  for (int r = 1; r < world(); ++r) {
+    if (fingerprint_of(r) != fingerprint_of(0)) differ.push_back(r);
+  }
+  if (differ.empty()) return absl::OkStatus();
+  std::string text = absl::StrCat("the ranks' parameters drifted apart by step ", step, ": rank 0 has fingerprint ",
+                                  absl::Hex(fingerprint_of(0), absl::kZeroPad16));
+  for (int r : differ) absl::StrAppend(&text, ", rank ", r, " has ", absl::Hex(fingerprint_of(r), absl::kZeroPad16));
+  return absl::DataLossError(absl::StrCat(text, " (a corrupted or lost message?); stopping before anything is "
+                                                "checkpointed"));
+}
+
 absl::Status DataParallelGroup::SumAcrossRanks(std::vector<double>& values) {
   // Split each double into a high and a low float so the sum keeps ~48 bits.
   std::vector<float> parts;

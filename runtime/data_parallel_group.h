@@ -75,6 +75,12 @@ class DataParallelGroup {
   // `per_rank`: error-feedback residuals) is skipped.
   absl::Status CheckIdenticalState(const Executor& executor, const absl::flat_hash_set<std::string>& per_rank);
 
+  // Gathers every rank's StateFingerprint and fails, naming `step` and the
+  // ranks whose parameters differ from rank 0's, unless all are equal. Only
+  // between steps (nothing in flight).
+  absl::Status CheckSameState(const Executor& executor, const absl::flat_hash_set<std::string>& per_rank,
+                              int64_t step);
+
   // Sums `values` over the ranks (in place). Only between steps.
   absl::Status SumAcrossRanks(std::vector<double>& values);
 

@@ -222,7 +222,7 @@ std::string RunSettings(const TrainOptions& options) {
   return absl::StrCat("batch=", options.batch, ";seed=", options.seed, ";epochs=", options.epochs,
                       ";dataset=", options.dataset, ";train_limit=", options.train_limit,
                       ";test_limit=", options.test_limit, ";max_steps=", options.max_steps,
-                      ";eval_batch=", options.eval_batch);
+                      ";eval_batch=", options.eval_batch, ";check_every=", options.check_every);
 }
 
 // The first parameter (or optimizer state) holding a NaN or an infinity, if
@@ -515,6 +515,12 @@ class TrainingRun {
       RETURN_IF_ERROR(executor_->StartStep(info, std::move(feeds), {loss_}));
       ++step_;
       ++index;
+      // Every check_every steps the ranks compare their parameters (with
+      // nothing in flight, so every rank has applied the same steps).
+      if (group_ != nullptr && options_.check_every > 0 && step_ % options_.check_every == 0) {
+        while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
+        RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
+      }
     }
     // Evaluation and checkpoints see every step of the epoch applied.
     while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
@@ -560,6 +566,7 @@ class TrainingRun {
   absl::Status SaveCheckpoint(int64_t epoch) {
     if (options_.checkpoint_dir.empty()) return absl::OkStatus();
     RETURN_IF_ERROR(CheckFinite(epoch));
+    if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
     return SaveCheckpoints(options_, epoch + 1, step_, *executor_, per_rank_);
   }
 
@@ -575,6 +582,7 @@ class TrainingRun {
     result_.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
     result_.peak_rss_bytes = PeakRssBytes();
     result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
+    if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
     result_.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor_, per_rank_);
     for (const auto& [name, value] : executor_->State()) {
       result_.state_bytes += value.num_bytes();

@@ -46,6 +46,11 @@ struct TrainOptions {
   int64_t test_limit = 0;
   int64_t eval_batch = 1000;
   int64_t max_steps = 0;        // 0 = whole epochs; else stop after this many steps (benchmarks)
+  // With several workers: every this many steps (and before every checkpoint
+  // and at the end) the ranks compare a fingerprint of their parameters, so
+  // ranks that drift apart are an error naming the step and the ranks. 0:
+  // only before checkpoints and at the end.
+  int64_t check_every = 500;
   std::string metrics_json;     // "" = none
   // "" = none; else a Chrome trace-event timeline of the run (nodes,
   // collectives, waits, steps, evaluations): this path for one worker, with

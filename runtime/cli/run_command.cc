@@ -59,7 +59,10 @@ constexpr char kHelp[] =
     "Supervision:\n"
     "  --comm-timeout S    seconds a collective waits for its peers (default 60)\n"
     "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
-    "                      stopped (default 300)\n";
+    "                      stopped (default 300)\n"
+    "  --check-every N     compare the ranks' parameters every N steps, before every\n"
+    "                      checkpoint and at the end; ranks that drift apart are an error\n"
+    "                      (default 500; 0: checkpoints and the end only)\n";
 
 // Local worker processes one machine may start: beyond this the launcher
 // would fork until the process limit (start workers by hand for more).
@@ -105,6 +108,7 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
   RETURN_IF_ERROR(at_least("max-steps", o.max_steps, 0));
   RETURN_IF_ERROR(at_least("train-limit", o.train_limit, 0));
   RETURN_IF_ERROR(at_least("test-limit", o.test_limit, 0));
+  RETURN_IF_ERROR(at_least("check-every", o.check_every, 0));
   const bool by_hand = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
   if (!by_hand && workers > MaxLocalWorkers()) {
     return absl::InvalidArgumentError(absl::StrCat("--workers ", workers, ": at most ", MaxLocalWorkers(),
@@ -127,7 +131,7 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "checkpoint", "rendezvous", "rank", "world", "run-id",
-               "comm-timeout", "worker-timeout", "trace", "bind"},
+               "comm-timeout", "worker-timeout", "trace", "bind", "check-every"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -154,7 +158,7 @@ int Run(const std::vector<std::string>& args) {
                     IntFlag{"batch", &o.batch}, IntFlag{"seed", &seed}, IntFlag{"train-limit", &o.train_limit},
                     IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
                     IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
-                    IntFlag{"worker-timeout", &worker_timeout}}) {
+                    IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every}}) {
     absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
     if (!v.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());

@@ -352,6 +352,24 @@ TEST_F(DataParallelTest, WorkersWithDifferentSettingsAreRefusedNamingThem) {
   EXPECT_THAT(output, HasSubstr("rank 1 has max_steps=5 but rank 0 has max_steps=3"));
 }
 
+// A corrupted allreduce result on rank 1 (call 14: a bucket of the first
+// steps) makes the ranks' parameters differ: the periodic check stops both
+// ranks, naming the step and the ranks, where they used to exit 0 apart.
+TEST_F(DataParallelTest, RanksThatDriftApartAreStopped) {
+  setenv("NEREID_FAULTS", "rank=1:corrupt@14", 1);
+  std::string output;
+  std::vector<int> codes =
+      RunByHand(2, "file:" + dir_ + "/store", {"--check-every 2", "--check-every 2"}, &output);
+  unsetenv("NEREID_FAULTS");
+  EXPECT_NE(codes[0], 0) << output;
+  EXPECT_NE(codes[1], 0) << output;
+  EXPECT_THAT(output, HasSubstr("the ranks' parameters drifted apart by step 2: rank 0 has fingerprint"));
+  EXPECT_THAT(output, HasSubstr(", rank 1 has "));
+  // Unharmed, the same runs pass the checks.
+  codes = RunByHand(2, "file:" + dir_ + "/store2", {"--check-every 2", "--check-every 2"}, &output);
+  EXPECT_EQ(codes, std::vector<int>({0, 0})) << output;
+}
+
 TEST_F(DataParallelTest, RedisRendezvous) {
   if (!std::filesystem::exists("/usr/bin/redis-server")) GTEST_SKIP() << "redis-server is not installed";
   // A free port: bind to 0 and ask, then hand it to redis.
