@@ -369,7 +369,7 @@ class TrainingRun {
     g.timeout = options_.comm_timeout;
     g.plan_fingerprint = PlanFingerprint(*graph_);
     g.settings = RunSettings(options_);
-    if (options_.report) options_.report("phase=rendezvous");
+    if (options_.report) options_.report("phase=startup stage=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";
     auto mp = graph_->header().attr().find("model_parallel");
@@ -690,9 +690,18 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   TrainingRun run(options, trace);
   RETURN_IF_ERROR(run.Plan());
   RETURN_IF_ERROR(run.Connect());
+  // Start-up stages: the launcher's start-up window covers them, however
+  // short its progress timeout.
+  auto stage = [&](const char* name) {
+    if (options.report) options.report(absl::StrCat("phase=startup stage=", name));
+  };
+  stage("load_data");
   RETURN_IF_ERROR(run.LoadData());
+  stage("create_executor");
   RETURN_IF_ERROR(run.CreateExecutor());
+  stage("resume");
   RETURN_IF_ERROR(run.Resume());
+  stage("check_state");
   RETURN_IF_ERROR(run.CheckStateAcrossRanks());
   for (int64_t epoch = run.first_epoch(); epoch < options.epochs; ++epoch) {
     ASSIGN_OR_RETURN(EpochMetrics metrics, run.TrainEpoch(epoch));

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/launcher/interrupt_handler.h"
 #include "runtime/launcher/line_splitter.h"
@@ -289,9 +290,11 @@ class Supervisor {
     if (s == Stream::kProgress) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
       WorkerResult& result = results_[static_cast<size_t>(r)];
-      rank.has_progress = true;
-      rank.last_progress_at = Clock::now();
       for (const std::string& line : lines) {
+        if (options_.startup_prefix.empty() || !absl::StartsWith(line, options_.startup_prefix)) {
+          rank.has_progress = true;
+          rank.last_progress_at = Clock::now();
+        }
         result.last_progress = line;
         ++result.progress_lines;
         if (options_.on_progress) options_.on_progress(r, line);

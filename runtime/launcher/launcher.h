@@ -13,8 +13,8 @@
 //   - each line it writes to its progress pipe (progress_reporter.h) becomes
 //     that rank's "last progress", with the time it arrived;
 //   - a worker that exits non-zero or is killed by a signal, or that reports
-//     no progress for `progress_timeout` (before its first report:
-//     `startup_timeout`), ends the run: the hung rank gets SIGKILL at once,
+//     no progress for `progress_timeout` (before its first report past
+//     start-up: `startup_timeout`), ends the run: the hung rank gets SIGKILL at once,
 //     every other running worker gets SIGTERM (and SIGCONT, in case it is
 //     stopped) and, after `grace`, SIGKILL. Run() returns only when every
 //     worker has been reaped, so the run ends within the timeout plus `grace`
@@ -67,8 +67,12 @@ struct LaunchOptions {
 
   // Longest silence on a rank's progress pipe once it has reported once.
   absl::Duration progress_timeout = absl::Minutes(5);
-  // Longest wait for a rank's first progress line.
+  // Longest wait for a rank's first progress line. Lines that start with
+  // `startup_prefix` (a worker's start-up stages: rendezvous, data loading,
+  // parameter set-up) are shown as its last progress but keep it within this
+  // window: a short progress_timeout must not kill a worker still loading.
   absl::Duration startup_timeout = absl::Minutes(10);
+  std::string startup_prefix = "phase=startup";
   // Time between SIGTERM and SIGKILL when stopping workers.
   absl::Duration grace = absl::Seconds(2);
 

@@ -202,6 +202,24 @@ TEST_F(LauncherTest, StartupTimeoutAppliesBeforeTheFirstReport) {
   EXPECT_EQ(status.message(), "rank 0 reported no progress within the startup timeout of 1s; stopped 2 workers");
 }
 
+// Start-up stages (data loading after the rendezvous) stay in the start-up
+// window: a short progress timeout does not kill a worker still loading, and
+// the start-up timeout still bounds them.
+TEST_F(LauncherTest, StartupStagesDoNotEndTheStartupWindow) {
+  LaunchOptions options = Options({"echo 'phase=startup stage=load_data' >&$NEREID_PROGRESS_FD; sleep 2; "
+                                   "echo 'phase=train step=0' >&$NEREID_PROGRESS_FD"});
+  options.progress_timeout = absl::Seconds(1);
+  options.startup_timeout = absl::Seconds(30);
+  EXPECT_TRUE(Run(std::move(options)).ok());
+
+  LaunchOptions stuck = Options({"echo 'phase=startup stage=load_data' >&$NEREID_PROGRESS_FD; exec sleep 60"});
+  stuck.progress_timeout = absl::Seconds(30);
+  stuck.startup_timeout = absl::Seconds(1);
+  absl::Status status = Run(std::move(stuck));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_EQ(status.message(), "rank 0 reported no progress within the startup timeout of 1s; stopped 1 worker");
+}
+
 TEST_F(LauncherTest, WorkerIgnoringSigtermIsKilledAfterTheGrace) {
   LaunchOptions options = Options({"trap '' TERM; echo ready >&$NEREID_PROGRESS_FD; exec sleep 60"});
   options.grace = absl::Milliseconds(200);

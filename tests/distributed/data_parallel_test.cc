@@ -370,6 +370,13 @@ TEST_F(DataParallelTest, RanksThatDriftApartAreStopped) {
   EXPECT_EQ(codes, std::vector<int>({0, 0})) << output;
 }
 
+// A short --worker-timeout does not kill a healthy run while it loads data
+// and sets up (the start-up stages stay in the launcher's start-up window).
+TEST_F(DataParallelTest, AShortWorkerTimeoutSparesAHealthyStart) {
+  Outcome o = Shell(absl::StrCat(kNereid, " run ", kSmallRun, " --workers 2 --threads 1 --worker-timeout 3"));
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+}
+
 TEST_F(DataParallelTest, RedisRendezvous) {
   if (!std::filesystem::exists("/usr/bin/redis-server")) GTEST_SKIP() << "redis-server is not installed";
   // A free port: bind to 0 and ask, then hand it to redis.
