@@ -103,7 +103,10 @@ absl::Status DataParallelGroup::CheckSameState(const Executor& executor,
   for (int i = 0; i < 4; ++i) pieces[i] = static_cast<float>((mine >> (16 * i)) & 0xffff);
   std::vector<float> all(4 * static_cast<size_t>(world()));
   CollectiveOptions o{NextDriverTag(), timeout_};
-  RETURN_IF_ERROR(communicator_->AllGather(pieces, absl::MakeSpan(all), o));
+  {
+    DriverCollective running(this, "check_state");
+    RETURN_IF_ERROR(communicator_->AllGather(pieces, absl::MakeSpan(all), o));
+  }
   auto fingerprint_of = [&](int r) {
     uint64_t f = 0;
     for (int i = 0; i < 4; ++i) f |= static_cast<uint64_t>(all[4 * r + i]) << (16 * i);
@@ -130,6 +133,7 @@ absl::Status DataParallelGroup::SumAcrossRanks(std::vector<double>& values) {
     parts.push_back(static_cast<float>(v - hi));
   }
   CollectiveOptions o{NextDriverTag(), timeout_};
+  DriverCollective running(this, "sum_metrics");
   RETURN_IF_ERROR(communicator_->AllReduce(absl::MakeSpan(parts), ReduceOp::kSum, o));
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(parts[2 * i]) + parts[2 * i + 1];
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 // training driver itself needs from the other ranks: identical starting
 // parameters, and sums of metrics.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -81,6 +82,10 @@ class DataParallelGroup {
   absl::Status CheckSameState(const Executor& executor, const absl::flat_hash_set<std::string>& per_rank,
                               int64_t step);
 
+  // The driver collective running now ("sum_metrics", "check_state"), or
+  // null: a rank waiting there is waiting for its peers (thread-safe).
+  const char* driver_collective() const { return driver_collective_.load(); }
+
   // Sums `values` over the ranks (in place). Only between steps.
   absl::Status SumAcrossRanks(std::vector<double>& values);
 
@@ -108,6 +113,16 @@ class DataParallelGroup {
   std::vector<ProcessGroup> groups_;
   absl::Duration timeout_;
   uint32_t driver_calls_ = 0;
+  std::atomic<const char*> driver_collective_{nullptr};
+  // Marks a driver collective as running while it lives.
+  class DriverCollective {
+   public:
+    DriverCollective(DataParallelGroup* group, const char* what) : group_(group) { group_->driver_collective_ = what; }
+    ~DriverCollective() { group_->driver_collective_ = nullptr; }
+
+   private:
+    DataParallelGroup* group_;
+  };
 };
 
 }  // namespace nereid

@@ -464,11 +464,14 @@ class TrainingRun {
     // so every second, so the launcher blames the rank that stopped instead.
     if (group_ != nullptr && options_.report) {
       CollectiveEngine* engine = group_->engine();
+      DataParallelGroup* group = group_.get();
       const TrainOptions* options = &options_;
-      waiting_reporter_ = std::make_unique<PeriodicReporter>(absl::Seconds(1), [engine, options] {
+      waiting_reporter_ = std::make_unique<PeriodicReporter>(absl::Seconds(1), [engine, group, options] {
         if (std::optional<std::pair<int64_t, int>> key = engine->running()) {
           options->report(absl::StrCat("phase=allreduce step=", key->first, " bucket=", key->second,
                                        " waiting_for_peers"));
+        } else if (const char* what = group->driver_collective()) {
+          options->report(absl::StrCat("phase=", what, " waiting_for_peers"));
         }
       });
     }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <memory>
 #include <utility>
 
@@ -368,7 +369,37 @@ class Supervisor {
       OnInterrupt();
       return;
     }
-    StopAll(absl::StatusCode::kAborted, absl::StrCat("rank ", r, " ", DescribeWaitStatus(status), Doing(r)), -1, true);
+    const std::string exited = absl::StrCat("rank ", r, " ", DescribeWaitStatus(status), Doing(r));
+    if (std::optional<int> silent = SilentPeerOf(r)) {
+      const Rank& culprit = ranks_[static_cast<size_t>(*silent)];
+      StopAll(absl::StatusCode::kDeadlineExceeded,
+              absl::StrCat("rank ", *silent, " made no progress for ",
+                           absl::FormatDuration(absl::Trunc(absl::FromChrono(Clock::now() - culprit.last_progress_at),
+                                                            absl::Seconds(1))),
+                           " (last: ", results_[static_cast<size_t>(*silent)].last_progress, ") while ", exited),
+              *silent, false);
+      return;
+    }
+    StopAll(absl::StatusCode::kAborted, exited, -1, true);
+  }
+
+  // When rank `r` failed while waiting for its peers in a collective: the
+  // running rank that has been silent longest and is not itself waiting (the
+  // one `r` waited for), if any.
+  std::optional<int> SilentPeerOf(int r) const {
+    const std::string& marker = options_.waiting_marker;
+    if (marker.empty() || results_[static_cast<size_t>(r)].last_progress.find(marker) == std::string::npos) {
+      return std::nullopt;
+    }
+    std::optional<int> silent;
+    for (size_t q = 0; q < ranks_.size(); ++q) {
+      const Rank& rank = ranks_[q];
+      if (!rank.running || !rank.has_progress || results_[q].last_progress.find(marker) != std::string::npos) continue;
+      if (!silent || rank.last_progress_at < ranks_[static_cast<size_t>(*silent)].last_progress_at) {
+        silent = static_cast<int>(q);
+      }
+    }
+    return silent;
   }
 
   // Someone else reaped the worker (e.g. SIGCHLD is ignored in this process).

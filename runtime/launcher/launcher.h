@@ -73,6 +73,11 @@ struct LaunchOptions {
   // window: a short progress_timeout must not kill a worker still loading.
   absl::Duration startup_timeout = absl::Minutes(10);
   std::string startup_prefix = "phase=startup";
+  // Progress lines containing this say the worker waits for its peers inside
+  // a collective. When such a worker fails (its collective timed out), the
+  // rank to blame is the silent one it waited for, if one is: the error names
+  // that rank first, whichever timeout fired first.
+  std::string waiting_marker = "waiting_for_peers";
   // Time between SIGTERM and SIGKILL when stopping workers.
   absl::Duration grace = absl::Seconds(2);
 

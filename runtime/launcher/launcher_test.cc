@@ -220,6 +220,24 @@ TEST_F(LauncherTest, StartupStagesDoNotEndTheStartupWindow) {
   EXPECT_EQ(status.message(), "rank 0 reported no progress within the startup timeout of 1s; stopped 1 worker");
 }
 
+// Rank 1 stops after step 19; rank 0 waits for it in an allreduce, reporting
+// that it waits, until its collective times out and it exits 1. The rank to
+// blame is rank 1, although rank 0's timeout fired first.
+TEST_F(LauncherTest, AWorkerThatFailedWaitingForPeersBlamesTheSilentOne) {
+  LaunchOptions options = Options(
+      {"for i in 1 2 3 4; do echo 'phase=allreduce step=20 bucket=0 waiting_for_peers' >&$NEREID_PROGRESS_FD; "
+       "sleep 0.5; done; exit 1",
+       "echo 'phase=train epoch=0 step=19' >&$NEREID_PROGRESS_FD; exec sleep 60"});
+  options.progress_timeout = absl::Seconds(30);
+  absl::Status status = Run(std::move(options));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_TRUE(absl::StartsWith(status.message(), "rank 1 made no progress for ")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(),
+                                "(last: phase=train epoch=0 step=19) while rank 0 exited with code 1 while "
+                                "phase=allreduce step=20 bucket=0 waiting_for_peers; stopped 1 worker"))
+      << status;
+}
+
 TEST_F(LauncherTest, WorkerIgnoringSigtermIsKilledAfterTheGrace) {
   LaunchOptions options = Options({"trap '' TERM; echo ready >&$NEREID_PROGRESS_FD; exec sleep 60"});
   options.grace = absl::Milliseconds(200);

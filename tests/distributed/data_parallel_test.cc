@@ -370,6 +370,18 @@ TEST_F(DataParallelTest, RanksThatDriftApartAreStopped) {
   EXPECT_EQ(codes, std::vector<int>({0, 0})) << output;
 }
 
+// With the default worker timeout (300 s), rank 0's collective times out
+// first (5 s here) while rank 1 is stopped: the launcher still blames rank 1,
+// the one rank 0 was waiting for.
+TEST_F(DataParallelTest, TheStoppedRankIsBlamedWhenItsPeersTimeOutFirst) {
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:stop@20 ", kNereid, " run ", kSmallRun,
+                                 " --workers 2 --threads 1 --batch 32 --comm-timeout 5"));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("error: rank 1 made no progress for"));
+  EXPECT_THAT(o.output, HasSubstr("while rank 0 exited with code 1 while phase="));
+  EXPECT_THAT(o.output, HasSubstr("waiting_for_peers"));
+}
+
 // A short --worker-timeout does not kill a healthy run while it loads data
 // and sets up (the start-up stages stay in the launcher's start-up window).
 TEST_F(DataParallelTest, AShortWorkerTimeoutSparesAHealthyStart) {
