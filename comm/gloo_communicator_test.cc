@@ -116,7 +116,32 @@ class GlooCollectivesTest : public ::testing::TestWithParam<std::tuple<int, size
 };
 
 // Same parameters, worlds of two or more.
-class GlooSendRecvTest : public GlooCollectivesTest {};
+class GlooSendRecvTest : public GlooCollectivesTest {
+ protected:
+  // Every rank sends its values to its right neighbour and receives its left
+  // neighbour's, by `exchange(mine, right, theirs, left)`; checks what
+  // arrived, and that it moved `size()` floats each way in `calls` calls.
+  using Exchange =
+      std::function<absl::Status(Communicator&, const std::vector<float>&, int, absl::Span<float>, int, int rank)>;
+  void ExpectRingShift(int calls, const Exchange& exchange) {
+    const absl::Status status = OnRanks([&](int r, Communicator& c) -> absl::Status {
+      const int right = (r + 1) % n();
+      const int left = (r + n() - 1) % n();
+      std::vector<float> mine(size());
+      for (size_t i = 0; i < mine.size(); ++i) mine[i] = Value(r, i);
+      std::vector<float> theirs(size(), -1.0f);
+      const TrafficCounters before = c.traffic();
+      RETURN_IF_ERROR(exchange(c, mine, right, absl::MakeSpan(theirs), left, r));
+      RETURN_IF_ERROR(ExpectValues(r, theirs, [&](size_t i) { return Value(left, i); }));
+      const TrafficCounters after = c.traffic();
+      const int64_t bytes = static_cast<int64_t>(size()) * kFloat;
+      return Expect(after.bytes_sent - before.bytes_sent == bytes &&
+                        after.bytes_received - before.bytes_received == bytes && after.calls - before.calls == calls,
+                    absl::StrCat("rank ", r, " traffic wrong"));
+    });
+    EXPECT_TRUE(status.ok()) << status;
+  }
+};
 
 // Parameter: world size.
 class GlooBarrierTest : public ::testing::TestWithParam<int> {};
@@ -249,48 +274,22 @@ TEST_P(GlooCollectivesTest, Broadcast) {
 // waits for the matching Recv, so even ranks send first and odd ranks
 // receive first.
 TEST_P(GlooSendRecvTest, Ring) {
-  const absl::Status status = OnRanks([&](int r, Communicator& c) -> absl::Status {
-    const int right = (r + 1) % n();
-    const int left = (r + n() - 1) % n();
-    std::vector<float> mine(size());
-    for (size_t i = 0; i < mine.size(); ++i) mine[i] = Value(r, i);
-    std::vector<float> theirs(size(), -1.0f);
-    const TrafficCounters before = c.traffic();
+  ExpectRingShift(2, [](Communicator& c, const std::vector<float>& mine, int right, absl::Span<float> theirs, int left,
+                        int r) -> absl::Status {
     if (r % 2 == 0) {
       RETURN_IF_ERROR(c.Send(mine, right, Options(6)));
-      RETURN_IF_ERROR(c.Recv(absl::MakeSpan(theirs), left, Options(6)));
-    } else {
-      RETURN_IF_ERROR(c.Recv(absl::MakeSpan(theirs), left, Options(6)));
-      RETURN_IF_ERROR(c.Send(mine, right, Options(6)));
+      return c.Recv(theirs, left, Options(6));
     }
-    RETURN_IF_ERROR(ExpectValues(r, theirs, [&](size_t i) { return Value(left, i); }));
-    const TrafficCounters after = c.traffic();
-    const int64_t bytes = static_cast<int64_t>(size()) * kFloat;
-    return Expect(after.bytes_sent - before.bytes_sent == bytes &&
-                      after.bytes_received - before.bytes_received == bytes && after.calls - before.calls == 2,
-                  absl::StrCat("rank ", r, " send/recv traffic wrong"));
+    RETURN_IF_ERROR(c.Recv(theirs, left, Options(6)));
+    return c.Send(mine, right, Options(6));
   });
-  EXPECT_TRUE(status.ok()) << status;
 }
 
 // SendRecv: every rank sends to its right neighbour and receives from its
 // left at once (all "send first"), which Send and Recv alone would deadlock.
 TEST_P(GlooSendRecvTest, ShiftWhereEveryRankSendsFirst) {
-  const absl::Status status = OnRanks([&](int r, Communicator& c) -> absl::Status {
-    const int right = (r + 1) % n();
-    const int left = (r + n() - 1) % n();
-    std::vector<float> mine(size());
-    for (size_t i = 0; i < mine.size(); ++i) mine[i] = Value(r, i);
-    std::vector<float> theirs(size(), -1.0f);
-    const TrafficCounters before = c.traffic();
-    RETURN_IF_ERROR(c.SendRecv(mine, right, absl::MakeSpan(theirs), left, Options(8)));
-    RETURN_IF_ERROR(ExpectValues(r, theirs, [&](size_t i) { return Value(left, i); }));
-    const TrafficCounters after = c.traffic();
-    const int64_t bytes = static_cast<int64_t>(size()) * kFloat;
-    return Expect(after.bytes_sent - before.bytes_sent == bytes && after.bytes_received - before.bytes_received == bytes,
-                  absl::StrCat("rank ", r, " sendrecv traffic wrong"));
-  });
-  EXPECT_TRUE(status.ok()) << status;
+  ExpectRingShift(1, [](Communicator& c, const std::vector<float>& mine, int right, absl::Span<float> theirs, int left,
+                        int) { return c.SendRecv(mine, right, theirs, left, Options(8)); });
 }
 
 // Nobody leaves the barrier before everybody has entered it.

@@ -146,4 +146,24 @@ std::string GraphAttr(const Graph& graph, absl::string_view key) {
   return it == graph.header().attr().end() ? "" : it->second.s();
 }
 
+int64_t GraphAttrInt(const Graph& graph, absl::string_view key, int64_t otherwise) {
+  auto it = graph.header().attr().find(std::string(key));
+  return it == graph.header().attr().end() ? otherwise : it->second.i();
+}
+
+std::string NodeAttrString(const Node& node, absl::string_view key, const std::string& otherwise) {
+  auto it = node.def().attr().find(std::string(key));
+  return it == node.def().attr().end() ? otherwise : it->second.s();
+}
+
+int64_t NodeAttrInt(const Node& node, absl::string_view key, int64_t otherwise) {
+  auto it = node.def().attr().find(std::string(key));
+  return it == node.def().attr().end() ? otherwise : it->second.i();
+}
+
+bool NodeAttrBool(const Node& node, absl::string_view key, bool otherwise) {
+  auto it = node.def().attr().find(std::string(key));
+  return it == node.def().attr().end() ? otherwise : it->second.b();
+}
+
 }  // namespace nereid

@@ -152,6 +152,14 @@ class Graph {
 
 // The string value of the graph header's attribute `key` ("" when absent).
 std::string GraphAttr(const Graph& graph, absl::string_view key);
+// Its integer value, or `otherwise` when absent.
+int64_t GraphAttrInt(const Graph& graph, absl::string_view key, int64_t otherwise);
+
+// A node's attribute `key` as it is written in the node (not the op's
+// default), or `otherwise` when the node does not set it.
+std::string NodeAttrString(const Node& node, absl::string_view key, const std::string& otherwise = "");
+int64_t NodeAttrInt(const Node& node, absl::string_view key, int64_t otherwise);
+bool NodeAttrBool(const Node& node, absl::string_view key, bool otherwise);
 
 }  // namespace nereid
 

@@ -48,6 +48,10 @@ std::string GroupDeclsText(const std::vector<GroupDecl>& groups) {
   return text;
 }
 
+bool HoldsPerRankValue(const Node& parameter) {
+  return NodeAttrBool(parameter, "per_rank", false) || !NodeAttrString(parameter, "shard_group").empty();
+}
+
 int GroupSize(const GroupDecl& group, int world) {
   return group.layout == GroupLayout::kBlocks ? group.size : world / group.size;
 }

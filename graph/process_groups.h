@@ -54,6 +54,11 @@ absl::StatusOr<GroupMembership> MembershipOf(const GroupDecl& group, int rank, i
 // The number of ranks each instance of `group` has at `world`.
 int GroupSize(const GroupDecl& group, int world);
 
+// Whether a Parameter's value differs between ranks: state marked per_rank
+// (error-feedback residuals) or a shard of a group (shard_group). Such values
+// are checkpointed per rank and left out of every cross-rank comparison.
+bool HoldsPerRankValue(const Node& parameter);
+
 }  // namespace nereid
 
 #endif  // NEREID_GRAPH_PROCESS_GROUPS_H_

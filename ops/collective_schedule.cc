@@ -14,16 +14,6 @@
 namespace nereid {
 namespace {
 
-int64_t IntAttrOr(const Node& node, const char* name, int64_t otherwise) {
-  auto it = node.def().attr().find(name);
-  return it == node.def().attr().end() ? otherwise : it->second.i();
-}
-
-int64_t IntAttrOr(const GraphDef& header, const char* name, int64_t otherwise) {
-  auto it = header.attr().find(name);
-  return it == header.attr().end() ? otherwise : it->second.i();
-}
-
 // Nodes evaluation runs: ancestors of the graph's logits and loss, not
 // through a Parameter's `next` input (evaluation reads current values).
 absl::flat_hash_set<const Node*> EvaluatedNodes(const std::vector<Node*>& order, const Graph& graph) {
@@ -42,10 +32,7 @@ absl::flat_hash_set<const Node*> EvaluatedNodes(const std::vector<Node*>& order,
 
 }  // namespace
 
-std::string CollectiveGroup(const Node& node) {
-  auto it = node.def().attr().find("group");
-  return it == node.def().attr().end() ? "" : it->second.s();
-}
+std::string CollectiveGroup(const Node& node) { return NodeAttrString(node, "group"); }
 
 bool IsCollective(const Node& node) {
   const OpDef* def = OpRegistry::Global().Find(node.op());
@@ -71,7 +58,7 @@ absl::Status AssignCollectiveOrder(Graph& graph) {
 
 absl::Status CheckCollectivePlan(const Graph& graph) {
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
-  const int64_t workers = IntAttrOr(graph.header(), "workers", 0);
+  const int64_t workers = GraphAttrInt(graph, "workers", 0);
   absl::flat_hash_map<std::string, int> size;  // at the plan's workers (0: unknown)
   for (const GroupDecl& g : declared) {
     size[g.name] = 0;
@@ -90,13 +77,13 @@ absl::Status CheckCollectivePlan(const Graph& graph) {
       return NodeError(graph, *n, absl::StrCat("runs on group '", group, "', which the graph's 'groups' attribute ",
                                                "does not declare"));
     }
-    const int64_t group_size = IntAttrOr(*n, "group_size", 0);
+    const int64_t group_size = NodeAttrInt(*n, "group_size", 0);
     if (it->second > 0 && group_size > 0 && group_size != it->second) {
       return NodeError(graph, *n, absl::StrCat("says group '", group, "' has ", group_size, " ranks, but at the plan's ",
                                                workers, " workers it has ", it->second));
     }
-    buckets[group][IntAttrOr(*n, "bucket", -1)].push_back(n);
-    const int64_t eval = IntAttrOr(*n, "eval_bucket", -1);
+    buckets[group][NodeAttrInt(*n, "bucket", -1)].push_back(n);
+    const int64_t eval = NodeAttrInt(*n, "eval_bucket", -1);
     if (eval >= 0) eval_buckets[group][eval].push_back(n);
   }
   for (auto* numbering : {&buckets, &eval_buckets}) {
@@ -124,7 +111,7 @@ absl::flat_hash_map<std::string, CollectiveCounts> CollectivesByGroup(const Grap
     if (!IsCollective(*n)) continue;
     CollectiveCounts& c = counts[CollectiveGroup(*n)];
     ++c.per_step;
-    if (IntAttrOr(*n, "eval_bucket", -1) >= 0) ++c.per_evaluation;
+    if (NodeAttrInt(*n, "eval_bucket", -1) >= 0) ++c.per_evaluation;
   }
   return counts;
 }

@@ -35,18 +35,13 @@ struct PendingGradient {
   size_t ready_position;
 };
 
-std::string StringAttrOr(const Node& node, const char* name) {
-  auto it = node.def().attr().find(name);
-  return it == node.def().attr().end() ? "" : it->second.s();
-}
-
 // The group a gradient is averaged over: the world for a replicated
 // parameter; for a shard (shard_group set), the ranks holding the same shard
 // (replica_group), or nobody when every rank holds a different one.
 std::optional<std::string> AveragingGroup(const Graph& graph, const Node& gradient) {
-  const Node* parameter = graph.FindNode(StringAttrOr(gradient, "parameter"));
-  if (parameter == nullptr || StringAttrOr(*parameter, "shard_group").empty()) return "";
-  std::string replicas = StringAttrOr(*parameter, "replica_group");
+  const Node* parameter = graph.FindNode(NodeAttrString(gradient, "parameter"));
+  if (parameter == nullptr || NodeAttrString(*parameter, "shard_group").empty()) return "";
+  std::string replicas = NodeAttrString(*parameter, "replica_group");
   if (replicas.empty()) return std::nullopt;
   return replicas;
 }

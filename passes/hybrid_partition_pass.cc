@@ -45,11 +45,6 @@ namespace {
 constexpr char kModelGroup[] = "model";
 constexpr char kReplicaGroup[] = "replicas";
 
-bool AttrIsTrue(const Node& n, const char* name) {
-  auto it = n.def().attr().find(name);
-  return it != n.def().attr().end() && it->second.b();
-}
-
 // The Parameter feeding input `port`, or null.
 Node* ParameterInput(const Node& n, int port) {
   if (port >= n.num_inputs() || n.input_edge(port) == nullptr) return nullptr;
@@ -59,7 +54,7 @@ Node* ParameterInput(const Node& n, int port) {
 
 // A MatMul that multiplies an activation by a plain 2-D weight Parameter.
 bool IsDenseLayer(const Node& n) {
-  if (n.op() != "MatMul" || AttrIsTrue(n, "transpose_a") || AttrIsTrue(n, "transpose_b")) return false;
+  if (n.op() != "MatMul" || NodeAttrBool(n, "transpose_a", false) || NodeAttrBool(n, "transpose_b", false)) return false;
   Node* w = ParameterInput(n, 1);
   return w != nullptr && w->outputs()[0].shape.rank() == 2 && w->outputs()[0].shape.IsFullyDefined();
 }
@@ -80,15 +75,13 @@ Node* OnlyConsumer(const Node& n) {
 struct Pair {
   Node* columns;                // the first layer: its weight is cut into column blocks
   Node* rows;                   // the second: row blocks
-  std::vector<Node*> biases;    // BiasAdd parameters between them, cut like the columns
+  Node* bias = nullptr;         // the first layer's BiasAdd parameter, cut like its columns
 };
 
 class HybridPartitionPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
-    int64_t world = 0;
-    auto it = graph.header().attr().find("workers");
-    if (it != graph.header().attr().end()) world = it->second.i();
+    const int64_t world = GraphAttrInt(graph, "workers", 0);
     if (world < 1) {
       return absl::FailedPreconditionError(
           "hybrid_partition: the plan does not say how many workers it is for (plan with --workers N)");
@@ -120,7 +113,7 @@ class HybridPartitionPass : public Pass {
     }
     for (const Pair& p : pairs) {
       RETURN_IF_ERROR(Shard(graph, *ParameterInput(*p.columns, 1), 1, group, replicated, sharded));
-      for (Node* bias : p.biases) RETURN_IF_ERROR(Shard(graph, *bias, 0, group, replicated, sharded));
+      if (p.bias != nullptr) RETURN_IF_ERROR(Shard(graph, *p.bias, 0, group, replicated, sharded));
       RETURN_IF_ERROR(Shard(graph, *ParameterInput(*p.rows, 1), 0, group, replicated, sharded));
       RETURN_IF_ERROR(Exchange(graph, p, group));
       log->notes.push_back(absl::StrCat(p.columns->name(), " split by columns and ", p.rows->name(),
@@ -181,14 +174,14 @@ class HybridPartitionPass : public Pass {
     std::vector<Pair> pairs;
     for (Node* first : chosen) {
       if (used.contains(first)) continue;
-      Pair p{first, nullptr, {}};
+      Pair p{first, nullptr, nullptr};
       for (Node* at = OnlyConsumer(*first); at != nullptr; at = OnlyConsumer(*at)) {
         if (at->op() == "MatMul") {
-          if (is_chosen.contains(at) && !used.contains(at) && at->input_edge(0)->src != nullptr) p.rows = at;
+          if (is_chosen.contains(at) && !used.contains(at)) p.rows = at;
           break;
         }
-        if (at->op() == "BiasAdd" && ParameterInput(*at, 1) != nullptr && p.biases.empty()) {
-          p.biases.push_back(ParameterInput(*at, 1));
+        if (at->op() == "BiasAdd" && ParameterInput(*at, 1) != nullptr && p.bias == nullptr) {
+          p.bias = ParameterInput(*at, 1);
         } else if (at->op() != "Relu" && at->op() != "Sigmoid" && at->op() != "Tanh" && at->op() != "Dropout") {
           break;
         }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "graph/process_groups.h"
 #include "graph/errors.h"
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
@@ -75,16 +76,8 @@ absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& o) {
 // Whether state shaped like `like` differs between ranks: `like` is per-rank
 // state or a shard, or the gradient of one.
 bool IsPerRank(const Graph& graph, const Node& like) {
-  const Node* parameter = &like;
-  if (like.op() == "Gradient") {
-    auto it = like.def().attr().find("parameter");
-    parameter = it == like.def().attr().end() ? nullptr : graph.FindNode(it->second.s());
-  }
-  if (parameter == nullptr) return false;
-  const auto& attrs = parameter->def().attr();
-  auto per_rank = attrs.find("per_rank");
-  auto shard = attrs.find("shard_group");
-  return (per_rank != attrs.end() && per_rank->second.b()) || (shard != attrs.end() && !shard->second.s().empty());
+  const Node* parameter = like.op() == "Gradient" ? graph.FindNode(NodeAttrString(like, "parameter")) : &like;
+  return parameter != nullptr && HoldsPerRankValue(*parameter);
 }
 
 absl::Status CheckMomentumAppliedOnce(const Graph& graph, double optimizer_momentum) {

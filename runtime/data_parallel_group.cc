@@ -15,7 +15,8 @@ namespace nereid {
 
 absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const Graph& graph,
                                                                            const GroupOptions& options) {
-  const int buckets = CollectivesPerStep(graph);
+  // Collectives per step and per evaluation batch, by group ("": the world).
+  absl::flat_hash_map<std::string, CollectiveCounts> counts = CollectivesByGroup(graph);
   std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
   group->timeout_ = options.timeout;
   CommunicatorSpec spec;
@@ -31,10 +32,10 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   spec.connect_timeout = options.timeout;
   // Also applies NEREID_FAULTS, through which tests kill or stop a rank.
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
-  group->engine_ = std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(buckets, 1), options.timeout);
+  group->engine_ =
+      std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(counts[""].per_step, 1), options.timeout);
   // The plan's process groups, in declaration order on every rank.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
-  absl::flat_hash_map<std::string, CollectiveCounts> counts = CollectivesByGroup(graph);
   for (const GroupDecl& decl : declared) {
     ASSIGN_OR_RETURN(GroupMembership m, MembershipOf(decl, options.rank, options.world));
     ProcessGroup g;
@@ -62,6 +63,22 @@ void DataParallelGroup::ConfigureExecutor(ExecutorOptions& options) {
     options.group_eval_collectives[g.name] = g.evaluation.get();
     options.group_ranks[g.name] = g.group_rank;
   }
+}
+
+std::optional<std::string> DataParallelGroup::WaitingFor() const {
+  if (std::optional<std::pair<int64_t, int>> key = engine_->running()) {
+    return absl::StrCat("allreduce step=", key->first, " bucket=", key->second);
+  }
+  for (const ProcessGroup& g : groups_) {
+    for (const CollectiveEngine* engine : {g.steps.get(), g.evaluation.get()}) {
+      if (std::optional<std::pair<int64_t, int>> key = engine->running()) {
+        return absl::StrCat(g.name, engine == g.steps.get() ? " step=" : " eval_batch=", key->first,
+                            " bucket=", key->second);
+      }
+    }
+  }
+  if (const char* driver = driver_collective_.load()) return std::string(driver);
+  return std::nullopt;
 }
 
 void DataParallelGroup::StartAt(int64_t step) {
@@ -97,6 +114,9 @@ absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor,
 
 absl::Status DataParallelGroup::CheckSameState(const Executor& executor,
                                                const absl::flat_hash_set<std::string>& per_rank, int64_t step) {
+  // Every rank takes the same branch: they call this at the same steps.
+  if (step == checked_step_) return absl::OkStatus();
+  checked_step_ = step;
   // The 64-bit fingerprint as four 16-bit pieces: floats hold them exactly.
   const uint64_t mine = StateFingerprint(executor, per_rank);
   std::vector<float> pieces(4);
@@ -159,13 +179,7 @@ int DataParallelGroup::CollectivesPerStep(const Graph& graph) {
 absl::flat_hash_set<std::string> DataParallelGroup::PerRankState(const Graph& graph) {
   absl::flat_hash_set<std::string> names;
   for (Node* n : graph.nodes()) {
-    if (n->op() != "Parameter") continue;
-    const auto& attrs = n->def().attr();
-    auto per_rank = attrs.find("per_rank");
-    auto shard = attrs.find("shard_group");
-    if ((per_rank != attrs.end() && per_rank->second.b()) || (shard != attrs.end() && !shard->second.s().empty())) {
-      names.insert(n->name());
-    }
+    if (n->op() == "Parameter" && HoldsPerRankValue(*n)) names.insert(n->name());
   }
   return names;
 }

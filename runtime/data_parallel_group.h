@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,13 +79,16 @@ class DataParallelGroup {
 
   // Gathers every rank's StateFingerprint and fails, naming `step` and the
   // ranks whose parameters differ from rank 0's, unless all are equal. Only
-  // between steps (nothing in flight).
+  // between steps (nothing in flight). A second call at the same step (a
+  // checkpoint, then the end of the run) compares nothing new and returns OK.
   absl::Status CheckSameState(const Executor& executor, const absl::flat_hash_set<std::string>& per_rank,
                               int64_t step);
 
-  // The driver collective running now ("sum_metrics", "check_state"), or
-  // null: a rank waiting there is waiting for its peers (thread-safe).
-  const char* driver_collective() const { return driver_collective_.load(); }
+  // The collective running now, on the world's engine, a group's engine or
+  // the driver ("allreduce step=12 bucket=0", "model step=12 bucket=1",
+  // "sum_metrics"), if any: a rank waiting there waits for its peers, and
+  // says so, so the launcher blames the rank it waits for (thread-safe).
+  std::optional<std::string> WaitingFor() const;
 
   // Sums `values` over the ranks (in place). Only between steps.
   absl::Status SumAcrossRanks(std::vector<double>& values);
@@ -113,6 +117,7 @@ class DataParallelGroup {
   std::vector<ProcessGroup> groups_;
   absl::Duration timeout_;
   uint32_t driver_calls_ = 0;
+  int64_t checked_step_ = -1;  // the step CheckSameState last compared
   std::atomic<const char*> driver_collective_{nullptr};
   // Marks a driver collective as running while it lives.
   class DriverCollective {

@@ -48,25 +48,21 @@ absl::StatusOr<HybridTime> PredictHybrid(const HybridInputs& in) {
 }
 
 std::optional<HybridInputs> HybridInputsFromPlan(const Graph& plan) {
-  auto mp = plan.header().attr().find("model_parallel");
-  if (mp == plan.header().attr().end() || mp->second.i() < 2) return std::nullopt;
+  const int64_t group_size = GraphAttrInt(plan, "model_parallel", 1);
+  if (group_size < 2) return std::nullopt;
   HybridInputs in;
-  in.group_size = static_cast<int>(mp->second.i());
+  in.group_size = static_cast<int>(group_size);
   auto per_sample = [](const TensorShape& s) {
     int64_t e = 1;
     for (int i = 1; i < s.rank(); ++i) e *= s.dim(i);
     return e;
   };
   for (Node* n : plan.nodes()) {
-    const auto& attrs = n->def().attr();
     if (n->op() == "Parameter") {
-      auto trainable = attrs.find("trainable");
-      if (trainable != attrs.end() && !trainable->second.b()) continue;
+      if (!NodeAttrBool(*n, "trainable", true)) continue;
       const int64_t bytes = n->outputs()[0].shape.KnownElements() * 4;
-      auto shard = attrs.find("shard_group");
-      auto count = attrs.find("shard_count");
-      if (shard != attrs.end() && !shard->second.s().empty() && count != attrs.end()) {
-        in.sharded_gradient_bytes += bytes * count->second.i();
+      if (!NodeAttrString(*n, "shard_group").empty()) {
+        in.sharded_gradient_bytes += bytes * NodeAttrInt(*n, "shard_count", 1);
       } else {
         in.replicated_gradient_bytes += bytes;
       }

@@ -326,17 +326,16 @@ class TrainingRun {
   absl::Status Plan() {
     if (trace_ != nullptr) trace_->NameThisThread("driver");
     ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
-    auto& header_attrs = *graph_->mutable_header()->mutable_attr();
     if (IsPlanned(*graph_)) {
       // A plan made for a number of workers runs on that many.
-      auto planned = header_attrs.find("workers");
-      if (planned != header_attrs.end() && planned->second.i() != options_.workers) {
-        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " was planned for ",
-                                                          planned->second.i(), " workers, not ", options_.workers));
+      const int64_t planned = GraphAttrInt(*graph_, "workers", options_.workers);
+      if (planned != options_.workers) {
+        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " was planned for ", planned,
+                                                          " workers, not ", options_.workers));
       }
     } else {
       // Passes that partition the model need the number of workers.
-      if (options_.workers > 1) header_attrs["workers"] = IntAttr(options_.workers);
+      if (options_.workers > 1) (*graph_->mutable_header()->mutable_attr())["workers"] = IntAttr(options_.workers);
       ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_));
       ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph_, pipeline));
       for (const PassReport& r : reports) result_.plan_summary.emplace_back(r.pass, FormatReport(r));
@@ -372,11 +371,8 @@ class TrainingRun {
     if (options_.report) options_.report("phase=startup stage=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";
-    auto mp = graph_->header().attr().find("model_parallel");
-    if (mp != graph_->header().attr().end() && mp->second.i() > 1) {
-      result_.strategy = "hybrid";
-      result_.model_parallel = mp->second.i();
-    }
+    result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
+    if (result_.model_parallel > 1) result_.strategy = "hybrid";
     return absl::OkStatus();
   }
 
@@ -463,15 +459,11 @@ class TrainingRun {
     // While this rank waits in a collective for its peers it is not hung: say
     // so every second, so the launcher blames the rank that stopped instead.
     if (group_ != nullptr && options_.report) {
-      CollectiveEngine* engine = group_->engine();
       DataParallelGroup* group = group_.get();
       const TrainOptions* options = &options_;
-      waiting_reporter_ = std::make_unique<PeriodicReporter>(absl::Seconds(1), [engine, group, options] {
-        if (std::optional<std::pair<int64_t, int>> key = engine->running()) {
-          options->report(absl::StrCat("phase=allreduce step=", key->first, " bucket=", key->second,
-                                       " waiting_for_peers"));
-        } else if (const char* what = group->driver_collective()) {
-          options->report(absl::StrCat("phase=", what, " waiting_for_peers"));
+      waiting_reporter_ = std::make_unique<PeriodicReporter>(absl::Seconds(1), [group, options] {
+        if (std::optional<std::string> what = group->WaitingFor()) {
+          options->report(absl::StrCat("phase=", *what, " waiting_for_peers"));
         }
       });
     }

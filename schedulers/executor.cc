@@ -128,21 +128,20 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, E
 }
 
 absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const TensorProto& init) const {
-  const auto& attrs = parameter.def().attr();
-  auto count = attrs.find("shard_count");
-  if (count == attrs.end() || count->second.i() <= 1) return MaterializeTensor(init, parameter.outputs()[0].shape);
+  const int64_t count = NodeAttrInt(parameter, "shard_count", 1);
+  if (count <= 1) return MaterializeTensor(init, parameter.outputs()[0].shape);
   // A shard: its block of the full tensor the unsharded model starts from.
-  const std::string group = attrs.at("shard_group").s();
+  const std::string group = NodeAttrString(parameter, "shard_group");
   auto rank = options_.group_ranks.find(group);
   if (rank == options_.group_ranks.end()) {
     return absl::FailedPreconditionError(
         absl::StrCat("a shard of group '", group, "', which this worker is not a member of"));
   }
-  const int axis = attrs.count("shard_axis") ? static_cast<int>(attrs.at("shard_axis").i()) : 0;
+  const int axis = static_cast<int>(NodeAttrInt(parameter, "shard_axis", 0));
   std::vector<int64_t> dims = parameter.outputs()[0].shape.dims();
-  dims[axis] *= count->second.i();
+  dims[axis] *= count;
   ASSIGN_OR_RETURN(Tensor full, MaterializeTensor(init, TensorShape(dims)));
-  return SliceAlongAxis(full, axis, rank->second, count->second.i());
+  return SliceAlongAxis(full, axis, rank->second, count);
 }
 
 absl::Status Executor::Init() {

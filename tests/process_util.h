@@ -1,17 +1,20 @@
 #ifndef NEREID_TESTS_PROCESS_UTIL_H_
 #define NEREID_TESTS_PROCESS_UTIL_H_
 
-// Helpers for tests that run `nereid` as real processes: a bounded shell
-// command with its output, and whole-file reads.
+// Helpers for tests that run `nereid` as real processes: a fresh directory
+// per test, a bounded shell command with its output, and whole-file reads.
 
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace nereid {
 namespace testing {
@@ -34,6 +37,17 @@ inline Outcome Shell(const std::string& command, int timeout_seconds = 120) {
   int status = pclose(pipe);
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return o;
+}
+
+// An empty directory for the running test: $TEST_TMPDIR (or /tmp) / the
+// test's name, removed and created again.
+inline std::string FreshTestDir() {
+  const char* root = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(root != nullptr ? root : "/tmp", "/",
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 inline std::string ReadFile(const std::string& path) {

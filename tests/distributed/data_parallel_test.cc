@@ -67,12 +67,7 @@ int NumberAfter(const std::string& text, const std::string& prefix) {
 
 class DataParallelTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = testing::FreshTestDir(); }
 
   // `world` workers started by hand, each with its own rank and metrics file,
   // in the background; waits for all. Returns every rank's exit code.

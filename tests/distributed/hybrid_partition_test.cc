@@ -38,12 +38,7 @@ struct Metrics {
 
 class HybridPartitionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp", "/",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = testing::FreshTestDir(); }
 
   // `nereid run` of `model` on `workers` local workers with `passes`, 50
   // steps of 32 on Fashion-MNIST; rank 0's metrics.
