@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -119,6 +120,17 @@ Executor::Executor(const Graph* graph, ExecutorOptions options)
 
 Executor::~Executor() {
   if (pool_ != nullptr) pool_->WaitIdle();
+  // A communication node's callback may still be finishing (it runs on the
+  // communicator's thread, not the pool's): wait for it, aborting what is
+  // queued so that it comes.
+  bool busy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy = running_ > 0;
+  }
+  if (busy) Fail(absl::CancelledError("the executor was shut down"));
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return running_ == 0; });
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, ExecutorOptions options) {
@@ -553,20 +565,25 @@ void Executor::Fail(absl::Status status) {
 
 void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs,
                       bool holds_core) {
-  const Node& node = *nodes_[node_id];
-  std::unique_lock<std::mutex> lock(mu_);
-  if (holds_core) ++free_cores_;
-  --running_;
-  if (!status.ok()) {
+  // running_ drops last, after every use of this executor: once it reaches 0
+  // the executor may be destroyed (FinishStep after a failure returns then).
+  absl::Cleanup done_running = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
     changed_.notify_all();
-    lock.unlock();
+  };
+  if (!status.ok()) {
+    if (holds_core) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++free_cores_;
+    }
     Fail(std::move(status));
     return;
   }
-  if (!failed_.ok()) {
-    changed_.notify_all();
-    return;
-  }
+  const Node& node = *nodes_[node_id];
+  std::unique_lock<std::mutex> lock(mu_);
+  if (holds_core) ++free_cores_;
+  if (!failed_.ok()) return;
   run->values[node_id] = std::move(outputs);
   for (size_t i = 0; i < run->fetch_ids.size(); ++i) {
     if (run->fetch_ids[i] == node_id) {
