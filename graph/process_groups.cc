@@ -7,24 +7,42 @@
 
 namespace nereid {
 
+namespace {
+
+// "blocks:4", "strided:4", "ranks:0-1" or "ranks:2" into `g`.
+bool ParseLayout(absl::string_view text, GroupDecl& g) {
+  std::pair<absl::string_view, absl::string_view> kind_arg = absl::StrSplit(text, absl::MaxSplits(':', 1));
+  const absl::string_view kind = kind_arg.first, arg = kind_arg.second;
+  if (kind == "ranks") {
+    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(arg, absl::MaxSplits('-', 1));
+    int last = 0;
+    if (!absl::SimpleAtoi(range.first, &g.first) || g.first < 0) return false;
+    if (range.second.empty()) {
+      last = g.first;
+    } else if (!absl::SimpleAtoi(range.second, &last) || last < g.first) {
+      return false;
+    }
+    g.layout = GroupLayout::kRanks;
+    g.size = last - g.first + 1;
+    return true;
+  }
+  if (kind != "blocks" && kind != "strided") return false;
+  g.layout = kind == "blocks" ? GroupLayout::kBlocks : GroupLayout::kStrided;
+  return absl::SimpleAtoi(arg, &g.size) && g.size >= 1;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<GroupDecl>> ParseGroupDecls(const std::string& text) {
   std::vector<GroupDecl> groups;
   for (absl::string_view entry : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
-    std::vector<std::string> name_layout = absl::StrSplit(entry, '=');
-    std::vector<std::string> layout_size =
-        name_layout.size() == 2 ? absl::StrSplit(name_layout[1], ':') : std::vector<std::string>{};
+    std::pair<absl::string_view, absl::string_view> name_layout = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     GroupDecl g;
-    bool ok = name_layout.size() == 2 && !name_layout[0].empty() && layout_size.size() == 2 &&
-              absl::SimpleAtoi(layout_size[1], &g.size) && g.size >= 1;
-    if (ok && layout_size[0] == "blocks") {
-      g.layout = GroupLayout::kBlocks;
-    } else if (ok && layout_size[0] == "strided") {
-      g.layout = GroupLayout::kStrided;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("group declaration '", entry,
-                                                     "' is not NAME=blocks:SIZE or NAME=strided:SIZE"));
+    if (name_layout.first.empty() || !ParseLayout(name_layout.second, g)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group declaration '", entry, "' is not NAME=blocks:SIZE, NAME=strided:SIZE or NAME=ranks:FIRST-LAST"));
     }
-    g.name = name_layout[0];
+    g.name = std::string(name_layout.first);
     for (const GroupDecl& other : groups) {
       if (other.name == g.name) return absl::InvalidArgumentError(absl::StrCat("group '", g.name, "' is declared twice"));
     }
@@ -42,21 +60,50 @@ absl::StatusOr<std::vector<GroupDecl>> DeclaredGroups(const Graph& graph) {
 std::string GroupDeclsText(const std::vector<GroupDecl>& groups) {
   std::string text;
   for (const GroupDecl& g : groups) {
-    absl::StrAppend(&text, text.empty() ? "" : ";", g.name, "=",
-                    g.layout == GroupLayout::kBlocks ? "blocks:" : "strided:", g.size);
+    absl::StrAppend(&text, text.empty() ? "" : ";", g.name, "=");
+    switch (g.layout) {
+      case GroupLayout::kBlocks:
+        absl::StrAppend(&text, "blocks:", g.size);
+        break;
+      case GroupLayout::kStrided:
+        absl::StrAppend(&text, "strided:", g.size);
+        break;
+      case GroupLayout::kRanks:
+        absl::StrAppend(&text, "ranks:", g.first, "-", g.first + g.size - 1);
+        break;
+    }
   }
   return text;
 }
 
 bool HoldsPerRankValue(const Node& parameter) {
-  return NodeAttrBool(parameter, "per_rank", false) || !NodeAttrString(parameter, "shard_group").empty();
+  // A placed parameter (graph/placement.h) lives on some ranks only.
+  const bool placed = parameter.def().has_worker() || !parameter.def().role().empty();
+  return placed || NodeAttrBool(parameter, "per_rank", false) || !NodeAttrString(parameter, "shard_group").empty();
 }
 
 int GroupSize(const GroupDecl& group, int world) {
-  return group.layout == GroupLayout::kBlocks ? group.size : world / group.size;
+  return group.layout == GroupLayout::kStrided ? world / group.size : group.size;
 }
 
 absl::StatusOr<GroupMembership> MembershipOf(const GroupDecl& group, int rank, int world) {
+  if (group.layout == GroupLayout::kRanks) {
+    const int last = group.first + group.size - 1;
+    if (last >= world) {
+      return absl::FailedPreconditionError(absl::StrCat("group '", group.name, "' holds ranks ", group.first, "-", last,
+                                                        ", beyond the ", world, " workers"));
+    }
+    if (rank < group.first || rank > last) {
+      return absl::NotFoundError(absl::StrCat("rank ", rank, " is not in group '", group.name, "' (ranks ",
+                                              group.first, "-", last, ")"));
+    }
+    GroupMembership m;
+    m.name = group.name;
+    m.instance = absl::StrCat(group.name, ".0");
+    m.group_rank = rank - group.first;
+    for (int r = group.first; r <= last; ++r) m.members.push_back(r);
+    return m;
+  }
   if (world % group.size != 0) {
     return absl::FailedPreconditionError(absl::StrCat("group '", group.name, "' is laid out in ",
                                                       group.layout == GroupLayout::kBlocks ? "blocks" : "strides",

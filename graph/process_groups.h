@@ -11,7 +11,9 @@
 //   blocks:G   consecutive ranks: rank r is in instance r / G, as member r % G
 //              (a model-parallel group: ranks 0-3, 4-7, ...);
 //   strided:G  ranks equal modulo G: rank r is in instance r % G, as member
-//              r / G (the replicas of one shard: ranks 1, 5, 9, ...).
+//              r / G (the replicas of one shard: ranks 1, 5, 9, ...);
+//   ranks:A-B  one instance of ranks A..B (or ranks:A, one rank); the other
+//              ranks are not members (a role: "server=ranks:0-1").
 // A collective op names its group in its `group` attribute; an empty name is
 // the whole world.
 
@@ -23,12 +25,13 @@
 
 namespace nereid {
 
-enum class GroupLayout { kBlocks, kStrided };
+enum class GroupLayout { kBlocks, kStrided, kRanks };
 
 struct GroupDecl {
   std::string name;
   GroupLayout layout = GroupLayout::kBlocks;
   int size = 1;  // blocks: the group's ranks; strided: the stride (the group has world / size ranks)
+  int first = 0;  // ranks: the first rank (the group is first .. first + size - 1)
 };
 
 // One rank's place in a declared group at a given world size.
@@ -48,14 +51,16 @@ absl::StatusOr<std::vector<GroupDecl>> ParseGroupDecls(const std::string& text);
 std::string GroupDeclsText(const std::vector<GroupDecl>& groups);
 
 // Where `rank` of `world` sits in `group`. FailedPrecondition if the layout
-// does not divide the world (a plan made for another world size).
+// does not divide the world (a plan made for another world size) or names
+// ranks outside it; NotFound if `rank` is not a member (ranks: layouts).
 absl::StatusOr<GroupMembership> MembershipOf(const GroupDecl& group, int rank, int world);
 
 // The number of ranks each instance of `group` has at `world`.
 int GroupSize(const GroupDecl& group, int world);
 
 // Whether a Parameter's value differs between ranks: state marked per_rank
-// (error-feedback residuals) or a shard of a group (shard_group). Such values
+// (error-feedback residuals), a shard of a group (shard_group), or state
+// placed on some ranks only (graph/placement.h). Such values
 // are checkpointed per rank and left out of every cross-rank comparison.
 bool HoldsPerRankValue(const Node& parameter);
 

@@ -22,7 +22,7 @@ TEST(ProcessGroupsTest, ParsesAndPrintsDeclarations) {
 
 TEST(ProcessGroupsTest, RefusesMalformedDeclarations) {
   for (const char* bad : {"model", "model=blocks", "model=rings:2", "model=blocks:0", "=blocks:2",
-                          "a=blocks:2;a=strided:2"}) {
+                          "a=blocks:2;a=strided:2", "s=ranks:", "s=ranks:2-1", "s=ranks:-1", "s=ranks:0-x"}) {
     EXPECT_FALSE(ParseGroupDecls(bad).ok()) << bad;
   }
   EXPECT_THAT(std::string(ParseGroupDecls("model=rings:2").status().message()), HasSubstr("'model=rings:2'"));
@@ -46,6 +46,21 @@ TEST(ProcessGroupsTest, StridesAreRanksEqualModuloTheStride) {
   EXPECT_EQ(m->group_rank, 1);
   EXPECT_EQ(m->instance, "replicas.1");
   EXPECT_EQ(GroupSize(g, 6), 3);
+}
+
+TEST(ProcessGroupsTest, ARankRangeIsOneInstanceAndTheOtherRanksAreNotMembers) {
+  absl::StatusOr<std::vector<GroupDecl>> groups = ParseGroupDecls("server=ranks:1-2;chief=ranks:0");
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  EXPECT_EQ(GroupDeclsText(*groups), "server=ranks:1-2;chief=ranks:0-0");
+  const GroupDecl& server = (*groups)[0];
+  absl::StatusOr<GroupMembership> m = MembershipOf(server, 2, 5);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(m->members, ElementsAre(1, 2));
+  EXPECT_EQ(m->group_rank, 1);
+  EXPECT_EQ(m->instance, "server.0");
+  EXPECT_EQ(GroupSize(server, 5), 2);
+  EXPECT_TRUE(absl::IsNotFound(MembershipOf(server, 3, 5).status()));
+  EXPECT_THAT(std::string(MembershipOf(server, 0, 2).status().message()), HasSubstr("beyond the 2 workers"));
 }
 
 TEST(ProcessGroupsTest, ALayoutThatDoesNotDivideTheWorldIsRefused) {

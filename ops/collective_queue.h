@@ -33,6 +33,22 @@ class CollectiveQueue {
   virtual void AddCodecTime(absl::Duration d) = 0;
 };
 
+// Point-to-point transfers (Send and Recv nodes): each submitted transfer
+// starts at once and runs beside the others, so a rank that sends and
+// receives in either order never waits on its own queue. Transfers between a
+// pair of ranks are told apart by their tag, not by their order.
+class PointToPointChannel {
+ public:
+  using Work = std::function<absl::Status(Communicator&)>;
+  using Done = std::function<void(absl::Status)>;
+
+  virtual ~PointToPointChannel() = default;
+
+  // Runs `work` on a thread of its own; `done` gets its status there.
+  virtual void Submit(Work work, Done done) = 0;
+  virtual absl::Duration timeout() const = 0;
+};
+
 }  // namespace nereid
 
 #endif  // NEREID_OPS_COLLECTIVE_QUEUE_H_

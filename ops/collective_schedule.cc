@@ -43,7 +43,19 @@ absl::Status AssignCollectiveOrder(Graph& graph) {
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
   absl::flat_hash_set<const Node*> evaluated = EvaluatedNodes(order, graph);
   absl::flat_hash_map<std::string, int> next, next_eval;
+  int next_channel = 0;
   for (Node* n : order) {
+    // A Send/Recv pair of the whole plan (the Recv reads its Send).
+    if (n->op() == "Recv" && n->num_inputs() == 1 && n->input_edge(0)->src->op() == "Send") {
+      Node* send = n->input_edge(0)->src;
+      for (Node* end : {send, n}) {
+        auto& attrs = *end->mutable_def()->mutable_attr();
+        attrs["channel"] = IntAttr(next_channel);
+        attrs["eval"] = BoolAttr(evaluated.contains(n));
+      }
+      ++next_channel;
+      continue;
+    }
     if (!IsCollective(*n)) continue;
     std::string group = CollectiveGroup(*n);
     if (group.empty()) continue;  // the world's buckets are the data-parallel pass's
@@ -63,7 +75,8 @@ absl::Status CheckCollectivePlan(const Graph& graph) {
   for (const GroupDecl& g : declared) {
     size[g.name] = 0;
     if (workers < 1) continue;
-    RETURN_IF_ERROR(MembershipOf(g, 0, static_cast<int>(workers)).status());
+    absl::Status fits = MembershipOf(g, g.first, static_cast<int>(workers)).status();
+    if (!fits.ok()) return fits;
     size[g.name] = GroupSize(g, static_cast<int>(workers));
   }
   // By group: the nodes at each bucket, and at each evaluation bucket.

@@ -10,7 +10,9 @@
 // numbered here, after every pass of a pipeline: in the graph's deterministic
 // topological order (`bucket`), and, for those evaluation runs (ancestors of
 // the graph's logits and loss), in that order again (`eval_bucket`, -1 for
-// the rest), since evaluation runs the forward part only.
+// the rest), since evaluation runs the forward part only. Send/Recv pairs
+// (ops/point_to_point_ops.cc) are numbered the same way (`channel`, and
+// `eval` where evaluation runs them).
 
 #include <string>
 

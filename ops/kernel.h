@@ -72,6 +72,9 @@ class OpKernelContext {
   // Makes output i an existing tensor (sharing its buffer); its dims must be
   // the inferred ones.
   absl::Status SetOutput(int i, Tensor tensor);
+  // For a source whose dims come at run time (a Recv's, with the message),
+  // which the kernel has checked against the node's declared shape.
+  void SetRunTimeOutput(int i, Tensor tensor) { outputs_[i] = std::move(tensor); }
   const std::vector<int64_t>& output_dims(int i) const { return (*output_dims_)[i]; }
   std::vector<Tensor>& outputs() { return outputs_; }
 
@@ -89,6 +92,9 @@ class OpKernelContext {
   // worker runs alone.
   void set_collectives(CollectiveQueue* queue) { collectives_ = queue; }
   CollectiveQueue* collectives() const { return collectives_; }
+  // The worker's point-to-point channel (Send and Recv); null when alone.
+  void set_point_to_point(PointToPointChannel* channel) { point_to_point_ = channel; }
+  PointToPointChannel* point_to_point() const { return point_to_point_; }
 
  private:
   const Node* node_;
@@ -99,6 +105,7 @@ class OpKernelContext {
   std::vector<Tensor> outputs_;
   const Tensor* source_value_ = nullptr;
   CollectiveQueue* collectives_ = nullptr;
+  PointToPointChannel* point_to_point_ = nullptr;
   int borrowed_ = 0;
   int threads_ = 0;  // 0 until AcquireThreads is first called
 };

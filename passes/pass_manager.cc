@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "ops/collective_schedule.h"
+#include "ops/placement_plan.h"
 #include "ops/shape_inference.h"
 #include "passes/pass_properties.h"
 
@@ -216,6 +217,8 @@ absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vec
     std::unique_ptr<Pass> pass = stage.pass->factory();
     absl::Status status = pass->Run(graph, stage.options, &log);
     if (status.ok()) status = ValidateAndInferShapes(graph);
+    // The nodes a pass added run where their inputs do (graph/placement.h).
+    if (status.ok()) status = PropagatePlacement(graph);
     // Each process group's collectives get their order after every pass, so
     // the graph (and a dump of it) is always complete.
     if (status.ok()) status = AssignCollectiveOrder(graph);

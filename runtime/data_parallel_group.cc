@@ -34,10 +34,13 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
   group->engine_ =
       std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(counts[""].per_step, 1), options.timeout);
+  group->point_to_point_ = std::make_unique<PointToPointEngine>(group->communicator_.get(), options.timeout);
   // The plan's process groups, in declaration order on every rank.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
   for (const GroupDecl& decl : declared) {
-    ASSIGN_OR_RETURN(GroupMembership m, MembershipOf(decl, options.rank, options.world));
+    absl::StatusOr<GroupMembership> membership = MembershipOf(decl, options.rank, options.world);
+    if (absl::IsNotFound(membership.status())) continue;  // a role this rank does not play
+    ASSIGN_OR_RETURN(GroupMembership m, std::move(membership));
     ProcessGroup g;
     g.name = decl.name;
     g.group_rank = m.group_rank;
@@ -53,11 +56,13 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
 
 DataParallelGroup::~DataParallelGroup() {
   groups_.clear();
+  point_to_point_.reset();
   engine_.reset();
 }
 
 void DataParallelGroup::ConfigureExecutor(ExecutorOptions& options) {
   options.collectives = engine_.get();
+  options.point_to_point = point_to_point_.get();
   for (ProcessGroup& g : groups_) {
     options.group_collectives[g.name] = g.steps.get();
     options.group_eval_collectives[g.name] = g.evaluation.get();
@@ -76,6 +81,9 @@ std::optional<std::string> DataParallelGroup::WaitingFor() const {
                             " bucket=", key->second);
       }
     }
+  }
+  if (const int transfers = point_to_point_->running(); transfers > 0) {
+    return absl::StrCat("point_to_point transfers=", transfers);
   }
   if (const char* driver = driver_collective_.load()) return std::string(driver);
   return std::nullopt;

@@ -23,6 +23,7 @@
 #include "graph/ir.h"
 #include "schedulers/collective_engine.h"
 #include "schedulers/executor.h"
+#include "schedulers/point_to_point_engine.h"
 
 namespace nereid {
 
@@ -114,6 +115,8 @@ class DataParallelGroup {
   };
   std::unique_ptr<Communicator> communicator_;
   std::unique_ptr<CollectiveEngine> engine_;
+  // Send and Recv transfers on the world communicator.
+  std::unique_ptr<PointToPointEngine> point_to_point_;
   std::vector<ProcessGroup> groups_;
   absl::Duration timeout_;
   uint32_t driver_calls_ = 0;

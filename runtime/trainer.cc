@@ -26,8 +26,11 @@
 #include "graph/graph_io.h"
 #include "graph/import_export.h"
 #include "graph/ir.h"
+#include "graph/placement.h"
+#include "graph/process_groups.h"
 #include "ops/model_loader.h"
 #include "ops/op_registry.h"
+#include "ops/placement_plan.h"
 #include "passes/pass_manager.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_parallel_group.h"
@@ -111,20 +114,45 @@ struct Evaluation {
   double loss = 0;
 };
 
+// What this rank's part of the plan computes in evaluation: the scores
+// (logits and loss; empty where another rank holds them), and the Sends that
+// feed another rank's scores.
+struct EvaluationPart {
+  std::string logits, loss;
+  std::vector<std::string> sends;
+};
+
+// The data shard a rank reads: ranks whose parts of a placed plan form one
+// model read the same batches (graph attribute data_replicas: how many
+// copies of the model the ranks hold; default: one per rank).
+struct DataShard {
+  int index = 0, count = 1;
+};
+DataShard DataShardOf(const Graph& graph, int rank, int world) {
+  const int replicas = static_cast<int>(GraphAttrInt(graph, "data_replicas", world));
+  return DataShard{rank % replicas, replicas};
+}
+
 // Each rank evaluates its shard of the test set; the counts are summed over
 // the ranks, so every rank reports the whole test set's figures.
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
-                                           const TrainOptions& options, const std::string& logits,
-                                           const std::string& loss, StepInfo info, DataParallelGroup* group) {
+                                           const TrainOptions& options, const EvaluationPart& part,
+                                           DataShard shard, StepInfo info, DataParallelGroup* group) {
   data::LoaderOptions lo;
   lo.batch_size = options.eval_batch;
   lo.shuffle = false;
   lo.prefetch = 1;
   if (group != nullptr) {
-    lo.rank = group->rank();
-    lo.world = group->world();
+    lo.rank = shard.index;
+    lo.world = shard.count;
     lo.equal_shards = group->has_groups();
     group->StartEvaluation();
+  }
+  std::vector<std::string> fetches = part.sends;
+  const bool scores = !part.logits.empty();
+  if (scores) {
+    fetches.push_back(part.logits);
+    fetches.push_back(part.loss);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(test, lo));
   loader->StartEpoch(0);
@@ -134,16 +162,19 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   while (std::optional<data::Batch> batch = loader->Next()) {
     ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
     info.step_in_epoch = batch->index_in_epoch;  // the key of its group collectives
-    ASSIGN_OR_RETURN(std::vector<Tensor> out, executor.Evaluate(info, feeds, {logits, loss}));
-    const Tensor& scores = out[0];
-    int64_t k = scores.dim(1);
-    for (int64_t i = 0; i < batch->size; ++i) {
-      const float* row = scores.data<float>() + i * k;
-      int64_t best = std::max_element(row, row + k) - row;
-      correct += best == batch->labels[i];
+    if (fetches.empty()) break;  // this rank's part takes no part in evaluation
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, executor.Evaluate(info, feeds, fetches));
+    if (scores) {
+      const Tensor& logits = out[part.sends.size()];
+      int64_t k = logits.dim(1);
+      for (int64_t i = 0; i < batch->size; ++i) {
+        const float* row = logits.data<float>() + i * k;
+        int64_t best = std::max_element(row, row + k) - row;
+        correct += best == batch->labels[i];
+      }
+      loss_sum += out[part.sends.size() + 1].data<float>()[0] * batch->size;
+      seen += batch->size;
     }
-    loss_sum += out[1].data<float>()[0] * batch->size;
-    seen += batch->size;
     if (options.report) {
       options.report(absl::StrCat("phase=eval epoch=", info.epoch, " batch=", batch->index_in_epoch));
     }
@@ -216,6 +247,14 @@ std::string PassesFor(const TrainOptions& options) {
 // a difference is named).
 std::string PlanFingerprint(const Graph& graph) {
   return absl::StrCat(absl::Hex(Fnv1a(GraphDefToText(ExportGraph(graph))), absl::kZeroPad16));
+}
+
+// Whether this rank's part sends to or receives from another rank.
+bool HasPointToPoint(const Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    if ((n->op() == "Send" || n->op() == "Recv") && NodeAttrInt(*n, "peer", -1) >= 0) return true;
+  }
+  return false;
 }
 
 std::string RunSettings(const TrainOptions& options) {
@@ -347,13 +386,48 @@ class TrainingRun {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
     }
+    plan_fingerprint_ = PlanFingerprint(*graph_);
+    shard_ = DataShardOf(*graph_, options_.rank, options_.workers);
+    return PlacedPart();
+  }
+
+  // A plan with placed nodes: every rank's part is checked, then this rank
+  // keeps its own (graph/placement.h).
+  absl::Status PlacedPart() {
+    placed_ = HasPlacedNodes(*graph_);
+    if (!placed_) return absl::OkStatus();
+    if (const Node* loss = graph_->FindNode(loss_)) {
+      ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*graph_));
+      ASSIGN_OR_RETURN(std::vector<int> holders, RanksOf(PlacementOf(*loss), options_.workers, groups));
+      if (holders.empty()) return absl::FailedPreconditionError("no rank holds the loss");
+      progress_rank_ = holders.front();
+    }
+    RETURN_IF_ERROR(CheckPlanAcrossRanks(*graph_, options_.workers));
+    ASSIGN_OR_RETURN(graph_, ProjectForRank(*graph_, options_.rank, options_.workers));
     return absl::OkStatus();
+  }
+
+  // The nodes this rank fetches: the loss in training; in evaluation the
+  // scores and the Sends that feed another rank's.
+  bool HoldsLoss() const { return graph_->FindNode(loss_) != nullptr; }
+  EvaluationPart EvaluationFetches() const {
+    EvaluationPart part;
+    if (graph_->FindNode(logits_) != nullptr && HoldsLoss()) {
+      part.logits = logits_;
+      part.loss = loss_;
+    }
+    for (const Node* n : graph_->nodes()) {
+      if (n->op() == "Send" && NodeAttrInt(*n, "peer", -1) >= 0 && NodeAttrBool(*n, "eval", false)) {
+        part.sends.push_back(n->name());
+      }
+    }
+    return part;
   }
 
   // With several workers: meets the other ranks (rendezvous, identity check).
   absl::Status Connect() {
     if (options_.workers <= 1) return absl::OkStatus();
-    if (DataParallelGroup::CollectivesPerStep(*graph_) == 0) {
+    if (DataParallelGroup::CollectivesPerStep(*graph_) == 0 && !HasPointToPoint(*graph_)) {
       return absl::FailedPreconditionError(absl::StrCat(options_.model_path,
                                                         " has no gradient communication: plan it with data_parallel "
                                                         "to train on ",
@@ -366,13 +440,17 @@ class TrainingRun {
     g.run_id = options_.run_id;
     g.hostname = options_.bind_address;
     g.timeout = options_.comm_timeout;
-    g.plan_fingerprint = PlanFingerprint(*graph_);
+    g.plan_fingerprint = plan_fingerprint_;
     g.settings = RunSettings(options_);
     if (options_.report) options_.report("phase=startup stage=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";
     result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
     if (result_.model_parallel > 1) result_.strategy = "hybrid";
+    if (placed_) {
+      result_.strategy = "model_parallel";
+      result_.model_parallel = options_.workers / shard_.count;
+    }
     return absl::OkStatus();
   }
 
@@ -404,14 +482,14 @@ class TrainingRun {
     data::LoaderOptions lo;
     lo.batch_size = options_.batch;
     lo.seed = options_.seed;
-    lo.rank = options_.rank;
-    lo.world = options_.workers;
+    lo.rank = shard_.index;
+    lo.world = shard_.count;
     // Group collectives exchange batches: every rank's must be the same size.
     lo.equal_shards = group_ != nullptr && group_->has_groups();
     ASSIGN_OR_RETURN(loader_, data::BatchLoader::Create(train_, lo));
     // Ranks step in lock-step: all take as many steps as the smallest shard
     // (N / world examples) gives, so an odd example out is skipped.
-    int64_t smallest_shard = train_->num_examples / options_.workers;
+    int64_t smallest_shard = train_->num_examples / shard_.count;
     steps_per_epoch_ = (smallest_shard + options_.batch - 1) / options_.batch;
     return absl::OkStatus();
   }
@@ -468,7 +546,7 @@ class TrainingRun {
       });
     }
     BufferPool::Global().ResetPeak();
-    progress_ = std::make_unique<Progress>(options_.rank == 0 ? options_.progress : nullptr, options_.epochs,
+    progress_ = std::make_unique<Progress>(options_.rank == progress_rank_ ? options_.progress : nullptr, options_.epochs,
                                            steps_per_epoch_);
     // Pipelined plans (pipeline(width=K)) keep up to K steps in flight.
     in_flight_ = executor_->tracker().max_steps_in_flight();
@@ -507,7 +585,8 @@ class TrainingRun {
       while (static_cast<int>(flight.size()) >= in_flight_) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
       StepInfo info{epoch, step_, index, steps_per_epoch_, options_.epochs, true};
       flight.push_back({step_, epoch, index, batch->size, absl::Now()});
-      RETURN_IF_ERROR(executor_->StartStep(info, std::move(feeds), {loss_}));
+      RETURN_IF_ERROR(executor_->StartStep(info, std::move(feeds), HoldsLoss() ? std::vector<std::string>{loss_}
+                                                                                : std::vector<std::string>{}));
       ++step_;
       ++index;
       // Every check_every steps the ranks compare their parameters (with
@@ -544,7 +623,7 @@ class TrainingRun {
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
     ASSIGN_OR_RETURN(Evaluation eval,
-                     EvaluateTestSet(*executor_, test_, options_, logits_, loss_, eval_info, group_.get()));
+                     EvaluateTestSet(*executor_, test_, options_, EvaluationFetches(), shard_, eval_info, group_.get()));
     eval_span.End();
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
@@ -598,6 +677,16 @@ class TrainingRun {
       }
       ASSIGN_OR_RETURN(result_.layer_bytes, PlanLayerBytes(*graph_, options_.workers));
     }
+    // A placed plan holds the loss on some ranks only: every rank reports the
+    // first holder's step losses.
+    if (group_ != nullptr && placed_) {
+      std::vector<double> losses(static_cast<size_t>(result_.steps), 0.0);
+      if (options_.rank == progress_rank_) {
+        for (size_t i = 0; i < losses.size() && i < result_.step_losses.size(); ++i) losses[i] = result_.step_losses[i];
+      }
+      RETURN_IF_ERROR(group_->SumAcrossRanks(losses));
+      result_.step_losses.assign(losses.begin(), losses.end());
+    }
     if (!options_.metrics_json.empty()) {
       RETURN_IF_ERROR(WriteFileAtomically(options_.metrics_json, MetricsJson(options_, result_)));
     }
@@ -643,6 +732,8 @@ class TrainingRun {
     }
     if (!out.ok()) return out.status();
     if (options_.report) options_.report(absl::StrCat("phase=train epoch=", f.epoch, " step=", f.step));
+    ++result_.steps;
+    if (out->empty()) return absl::OkStatus();  // another rank holds the loss
     float value = (*out)[0].data<float>()[0];
     if (!std::isfinite(value)) {
       return absl::InvalidArgumentError(absl::StrCat("the loss became ", value, " at epoch ", f.epoch + 1, ", step ",
@@ -651,10 +742,9 @@ class TrainingRun {
     result_.step_losses.push_back(value);
     sums.loss += static_cast<double>(value) * f.examples;
     sums.samples += f.examples;
-    ++result_.steps;
     double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
     progress_->Step(f.epoch, f.index, sums.loss / sums.samples,
-                    elapsed > 0 ? sums.samples * options_.workers / elapsed : 0);
+                    elapsed > 0 ? sums.samples * shard_.count / elapsed : 0);
     return absl::OkStatus();
   }
 
@@ -664,6 +754,10 @@ class TrainingRun {
   TrainResult result_;
   std::unique_ptr<Graph> graph_;
   std::string logits_, loss_;
+  std::string plan_fingerprint_;  // of the whole plan, the same on every rank
+  DataShard shard_;
+  int progress_rank_ = 0;
+  bool placed_ = false;  // the plan runs different nodes on different ranks  // the rank that prints progress (the first holding the loss)
   std::unique_ptr<DataParallelGroup> group_;
   std::shared_ptr<const data::Dataset> train_, test_;
   std::unique_ptr<Executor> executor_;

@@ -249,8 +249,9 @@ absl::StatusOr<const std::vector<std::vector<int64_t>>*> Executor::OutputDims(
   for (size_t i = 0; i < out->size(); ++i) {
     const TensorShape& s = (*out)[i].shape;
     if (!s.IsFullyDefined()) {
-      // Sources: an Input's batch dimension comes from the fed value.
-      if (node.op() == "Input") {
+      // Sources: an Input's batch dimension comes from the fed value, a
+      // Recv's from the message.
+      if (node.op() == "Input" || node.op() == "Recv") {
         dims.push_back({});
         continue;
       }
@@ -313,6 +314,7 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
   prepared->ctx = std::make_unique<OpKernelContext>(&node, std::move(inputs), dims, &step, budget);
   prepared->ctx->set_source_value(source);
   prepared->ctx->set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
+  prepared->ctx->set_point_to_point(options_.point_to_point);
   return prepared;
 }
 

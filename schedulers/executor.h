@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
@@ -55,6 +54,8 @@ struct ExecutorOptions {
   // evaluation (which issues only the forward collectives). A collective node
   // gets the engine its `group` attribute names.
   absl::flat_hash_map<std::string, CollectiveEngine*> group_collectives;
+  // Send and Recv nodes' transfers (null: the worker runs alone).
+  PointToPointChannel* point_to_point = nullptr;
   absl::flat_hash_map<std::string, CollectiveEngine*> group_eval_collectives;
   // This rank's index in each group, by name: a sharded Parameter
   // (shard_group) starts from that block of its full initial value.

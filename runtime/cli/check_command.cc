@@ -12,6 +12,7 @@
 #include "graph/dot_export.h"
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
+#include "ops/placement_plan.h"
 #include "runtime/cli/command.h"
 
 namespace nereid {
@@ -23,7 +24,11 @@ constexpr char kHelp[] =
     "every node's output shape. Prints, per node: op, output shape and dtype,\n"
     "parameter count, forward FLOPs and activation bytes per sample (the batch\n"
     "dimension counted as 1); then the totals. On a bad model, prints the first\n"
-    "error (file:line:col: node 'NAME' (OP): what is wrong) and exits 1.\n\n"
+    "error (file:line:col: node 'NAME' (OP): what is wrong) and exits 1.\n"
+    "A plan made for N workers (nereid plan --workers N) is also checked as a\n"
+    "whole: every rank's part loads, every Send has its Recv on the peer rank\n"
+    "(same channel and shape), and every process group's members issue the same\n"
+    "collectives in the same order; an error names the ranks and nodes.\n\n"
     "Options:\n"
     "  --json       print the same report as JSON\n"
     "  --dot FILE   also write the graph as Graphviz to FILE\n"
@@ -167,6 +172,15 @@ int RunCheck(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
     return kExitFailure;
   }
+  // A plan for N workers: each rank's part and the parts together.
+  const int64_t workers = GraphAttrInt(**graph, "workers", 0);
+  if (workers > 0) {
+    absl::Status whole = CheckPlanAcrossRanks(**graph, static_cast<int>(workers));
+    if (!whole.ok()) {
+      std::fprintf(stderr, "error: %s: %s\n", model.c_str(), std::string(whole.message()).c_str());
+      return kExitFailure;
+    }
+  }
   ModelSummary summary = SummarizeModel(**graph);
   std::string report = json ? FormatJson(model, summary) : FormatTable(model, summary);
   std::fwrite(report.data(), 1, report.size(), stdout);
@@ -177,6 +191,10 @@ int RunCheck(const std::vector<std::string>& args) {
       return kExitFailure;
     }
     if (!json) std::printf("graphviz:              %s\n", dot_path.c_str());
+  }
+  if (workers > 0 && !json) {
+    std::printf("ranks:                 %lld checked: each part loads, Sends meet Recvs, groups agree\n",
+                static_cast<long long>(workers));
   }
   return kExitOk;
 }

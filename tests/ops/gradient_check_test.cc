@@ -191,6 +191,10 @@ const std::vector<GradCase>& Cases() {
       {"Concat", "Concat", {{{2, 3}}, {{2, 2}}}, Attr("axis", "i: 1")},
       {"Dropout", "Dropout", {{{4, 8}}}, Attr("rate", "f: 0.3") + Attr("seed", "i: 5")},
       {"Identity", "Identity", {{{3}}}},
+      // In one process a pair is the identity; across processes the
+      // distributed stage_split test checks the transferred gradients.
+      {"Send", "Send", {{{3, 4}}}},
+      {"Recv", "Recv", {{{3, 4}}}},
       {"AddN", "AddN", {{{3, 4}}, {{3, 4}}, {{3, 4}}}},
       {"BatchNorm", "BatchNorm",
        {{{4, 3, 3, 3}}, {{3}, Values::kPositive}, {{3}}, {{3}, Values::kUniform, false}, {{3}, Values::kPositive, false}}},

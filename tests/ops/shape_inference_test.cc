@@ -301,6 +301,18 @@ TEST(ShapeTest, GroupCollectives) {
   EXPECT_THAT(LoadError(g + OpNode("y", "GroupAllGather", {"w"}, Attr("group_size", "i: 2"))), HasSubstr("group"));
 }
 
+TEST(ShapeTest, SendAndRecv) {
+  std::string g = InputNode("x", {-1, 6});
+  std::string pair = OpNode("s", "Send", {"x"}) + OpNode("r", "Recv", {"s"});
+  EXPECT_EQ(OutputOf(g + pair, "s"), "[?,6] float32");
+  EXPECT_EQ(OutputOf(g + pair, "r"), "[?,6] float32");
+  // One rank's end of a cut pair: the shape comes from the plan.
+  EXPECT_EQ(OutputOf(OpNode("r", "Recv", {}, Attr("peer", "i: 0") + Attr("shape", ShapeValue({-1, 6}))), "r"),
+            "[?,6] float32");
+  EXPECT_THAT(LoadError(OpNode("r", "Recv", {}, Attr("shape", ShapeValue({-1, 6})))), HasSubstr("needs the rank"));
+  EXPECT_THAT(LoadError(g + OpNode("r", "Recv", {"x", "x"})), HasSubstr("at most one Send"));
+}
+
 TEST(ShapeTest, ShardedParameterValidatesItsInitAgainstTheFullShape) {
   std::string shard = Attr("shard_group", "s: \"model\"") + Attr("shard_axis", "i: 1") + Attr("shard_count", "i: 2");
   EXPECT_EQ(OutputOf(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4, 3})) + shard), "w"), "[4,3] float32");

@@ -1,0 +1,143 @@
+// Kernels of Send and Recv (ops/point_to_point_ops.cc). With no peer (the
+// whole plan in one process) both are identities. With a peer, each transfer
+// is a small header (the value's dims) and then the value, on the worker's
+// point-to-point channel, so a Recv learns the batch size from the message.
+// Tags keep transfers apart: the pair's channel, the step (evaluation: the
+// batch), and whether it is the header.
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "ops/kernel.h"
+
+namespace nereid {
+namespace {
+
+constexpr int kHeaderFloats = 8;  // rank, then up to 7 dims
+constexpr int64_t kMaxChannels = 1 << 10;
+constexpr int64_t kMaxExactDim = int64_t{1} << 24;  // dims travel as floats
+
+uint32_t TagOf(int64_t channel, const StepInfo& step, bool header) {
+  const int64_t key = step.training ? step.step : step.step_in_epoch;
+  return (step.training ? 0u : 1u << 31) | (header ? 1u << 30 : 0u) | static_cast<uint32_t>(channel) << 20 |
+         static_cast<uint32_t>(key & 0xFFFFF);
+}
+
+class PointToPointKernel : public AsyncOpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    name_ = node.name();
+    channel_ = attrs.at("channel")->i();
+    peer_ = attrs.at("peer")->i();
+    if (peer_ >= 0 && (channel_ < 0 || channel_ >= kMaxChannels)) {
+      return absl::FailedPreconditionError(absl::StrCat("channel ", channel_, " is outside [0, ", kMaxChannels,
+                                                        ") (plans number their pairs when they are finished)"));
+    }
+    return absl::OkStatus();
+  }
+
+ protected:
+  // The channel, or an error naming the transfer.
+  absl::StatusOr<PointToPointChannel*> ChannelOf(OpKernelContext* ctx) const {
+    if (ctx->point_to_point() == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(ctx->node().op(), " with rank ", peer_, " but this worker runs alone"));
+    }
+    return ctx->point_to_point();
+  }
+  // Wraps `done` so an error names the node's end of the transfer.
+  std::function<void(absl::Status)> Named(std::function<void(absl::Status)> done, const char* direction) const {
+    return [done = std::move(done), what = absl::StrCat(direction, " rank ", peer_)](absl::Status s) {
+      if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
+      done(absl::OkStatus());
+    };
+  }
+
+  std::string name_;
+  int64_t channel_ = -1;
+  int64_t peer_ = -1;
+};
+
+class SendKernel : public PointToPointKernel {
+ public:
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
+    const Tensor& x = ctx->input(0);
+    absl::Status set = ctx->SetOutput(0, x);
+    if (!set.ok() || peer_ < 0) return done(set);
+    absl::StatusOr<PointToPointChannel*> channel = ChannelOf(ctx);
+    if (!channel.ok()) return done(channel.status());
+    if (x.rank() >= kHeaderFloats) return done(absl::InvalidArgumentError("Send takes values of rank 7 at most"));
+    auto header = std::make_shared<std::vector<float>>(kHeaderFloats, 0.0f);
+    (*header)[0] = static_cast<float>(x.rank());
+    for (int i = 0; i < x.rank(); ++i) {
+      if (x.dim(i) >= kMaxExactDim) return done(absl::InvalidArgumentError("Send takes dims below 2^24"));
+      (*header)[1 + i] = static_cast<float>(x.dim(i));
+    }
+    auto value = std::make_shared<Tensor>(x);
+    CollectiveOptions head, body;
+    head.tag = TagOf(channel_, ctx->step(), true);
+    body.tag = TagOf(channel_, ctx->step(), false);
+    head.timeout = body.timeout = (*channel)->timeout();
+    const int peer = static_cast<int>(peer_);
+    (*channel)->Submit(
+        [header, value, peer, head, body](Communicator& comm) {
+          RETURN_IF_ERROR(comm.Send(*header, peer, head));
+          return comm.Send(absl::MakeConstSpan(value->data<float>(), value->num_elements()), peer, body);
+        },
+        Named(std::move(done), "sending to"));
+  }
+};
+
+class RecvKernel : public PointToPointKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(PointToPointKernel::Init(node, attrs));
+    for (const int64_t d : attrs.at("shape")->shape().dim()) declared_.push_back(d);
+    return absl::OkStatus();
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
+    if (peer_ < 0) return done(ctx->SetOutput(0, ctx->input(0)));
+    absl::StatusOr<PointToPointChannel*> channel = ChannelOf(ctx);
+    if (!channel.ok()) return done(channel.status());
+    CollectiveOptions head, body;
+    head.tag = TagOf(channel_, ctx->step(), true);
+    body.tag = TagOf(channel_, ctx->step(), false);
+    head.timeout = body.timeout = (*channel)->timeout();
+    const int peer = static_cast<int>(peer_);
+    auto received = std::make_shared<Tensor>();
+    std::vector<int64_t> declared = declared_;
+    auto named = Named(std::move(done), "receiving from");
+    (*channel)->Submit(
+        [received, peer, head, body, declared](Communicator& comm) -> absl::Status {
+          std::vector<float> header(kHeaderFloats);
+          RETURN_IF_ERROR(comm.Recv(absl::MakeSpan(header), peer, head));
+          std::vector<int64_t> dims(static_cast<size_t>(header[0]));
+          for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(header[1 + i]);
+          bool fits = dims.size() == declared.size();
+          for (size_t i = 0; fits && i < dims.size(); ++i) fits = declared[i] < 0 || declared[i] == dims[i];
+          if (!fits) {
+            return absl::InvalidArgumentError(absl::StrCat("the sender's value has shape [", absl::StrJoin(dims, ","),
+                                                           "] but the plan says [", absl::StrJoin(declared, ","), "]"));
+          }
+          ASSIGN_OR_RETURN(*received, Tensor::Allocate(DT_FLOAT, dims));
+          return comm.Recv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body);
+        },
+        [ctx, received, named = std::move(named)](absl::Status s) {
+          if (s.ok()) ctx->SetRunTimeOutput(0, *received);
+          named(s);
+        });
+  }
+
+ private:
+  std::vector<int64_t> declared_;
+};
+
+NEREID_REGISTER_KERNEL("Send", kCpu, DT_FLOAT, SendKernel);
+NEREID_REGISTER_KERNEL("Recv", kCpu, DT_FLOAT, RecvKernel);
+
+}  // namespace
+}  // namespace nereid

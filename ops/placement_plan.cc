@@ -1,0 +1,248 @@
+#include "ops/placement_plan.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/status_macros.h"
+#include "graph/errors.h"
+#include "graph/import_export.h"
+#include "graph/placement.h"
+#include "graph/process_groups.h"
+#include "ops/collective_schedule.h"
+#include "ops/model_loader.h"
+#include "ops/op_registry.h"
+
+namespace nereid {
+namespace {
+
+bool IsTransfer(const Node& src, const Node& dst) { return src.op() == "Send" && dst.op() == "Recv"; }
+
+// A Send's Recv in the whole plan (null: none).
+const Node* RecvOf(const Node& send) {
+  for (const Edge* e : send.out_edges()) {
+    if (e->dst->op() == "Recv") return e->dst;
+  }
+  return nullptr;
+}
+
+// Both ends of a pair run on one rank each.
+absl::Status CheckTransferEnds(const Graph& graph, const Node& send, const Node& recv) {
+  for (const Node* end : {&send, &recv}) {
+    if (!PlacementOf(*end).worker.has_value()) {
+      return NodeError(graph, *end,
+                       absl::StrCat("a ", end->op(), " between placed parts runs on one rank (worker), not on ",
+                                    PlacementOf(*end).ToString(), "; groups exchange through group collectives"));
+    }
+  }
+  if (send.out_edges().size() != 1) {
+    return NodeError(graph, send, "a Send feeds exactly one Recv (send the value once per receiver)");
+  }
+  return absl::OkStatus();
+}
+
+// Each node's placement, with the unplaced nodes that read placed values
+// following them: to a fixed point, as a Parameter takes its placement from
+// its update (a Feedback, later in the order), which takes it from its inputs.
+absl::StatusOr<absl::flat_hash_map<const Node*, Placement>> EffectivePlacement(const Graph& graph) {
+  absl::flat_hash_map<const Node*, Placement> at;
+  for (const Node* n : graph.nodes()) at[n] = PlacementOf(*n);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Node* n : graph.nodes()) {
+      if (!at[n].everywhere() || n->op() == "Recv") continue;
+      std::optional<Placement> agreed;
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Placement& p = at[n->input_edge(i)->src];
+        if (p.everywhere()) continue;
+        if (agreed.has_value() && *agreed != p) {
+          return NodeError(graph, *n, absl::StrCat("reads values placed on ", agreed->ToString(), " and on ",
+                                                   p.ToString(), ": place it, or move a value with Send and Recv"));
+        }
+        agreed = p;
+      }
+      if (agreed.has_value()) {
+        at[n] = *agreed;
+        changed = true;
+      }
+    }
+  }
+  // Values cross placements only from a Send to its Recv.
+  for (const Node* n : graph.nodes()) {
+    const Placement& here = at[n];
+    std::vector<const Edge*> in;
+    for (int i = 0; i < n->num_inputs(); ++i) in.push_back(n->input_edge(i));
+    for (const Edge* e : n->control_inputs()) in.push_back(e);
+    for (const Edge* e : in) {
+      const Placement& there = at[e->src];
+      if (there.everywhere() || there == here) continue;
+      if (IsTransfer(*e->src, *n)) {
+        RETURN_IF_ERROR(CheckTransferEnds(graph, *e->src, *n));
+        continue;
+      }
+      return NodeError(graph, *n, absl::StrCat("runs on ", here.ToString(), " but reads '", e->src->name(),
+                                               "' on ", there.ToString(), ": move the value with Send and Recv"));
+    }
+  }
+  return at;
+}
+
+}  // namespace
+
+absl::Status PropagatePlacement(Graph& graph) {
+  ASSIGN_OR_RETURN(auto at, EffectivePlacement(graph));
+  for (Node* n : graph.nodes()) {
+    if (PlacementOf(*n) != at[n]) SetPlacement(*n, at[n]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> ProjectForRank(const Graph& graph, int rank, int world) {
+  ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
+  ASSIGN_OR_RETURN(auto at, EffectivePlacement(graph));
+  absl::flat_hash_set<std::string> kept;
+  for (const Node* n : graph.nodes()) {
+    absl::StatusOr<bool> runs = RunsOn(at[n], rank, world, groups);
+    if (!runs.ok()) return NodeError(graph, *n, runs.status().message());
+    if (*runs) kept.insert(n->name());
+  }
+  GraphDef whole = ExportGraph(graph);
+  GraphDef part = whole;
+  part.clear_node();
+  for (const NodeDef& def : whole.node()) {
+    if (!kept.contains(def.name())) continue;
+    const Node& node = *graph.FindNode(def.name());
+    NodeDef* out = part.add_node();
+    *out = def;
+    if (node.op() == "Send") {
+      const Node* recv = RecvOf(node);
+      if (recv != nullptr && !kept.contains(recv->name())) {
+        (*out->mutable_attr())["peer"] = IntAttr(*PlacementOf(*recv).worker);
+      }
+    }
+    if (node.op() == "Recv" && node.num_inputs() == 1 && !kept.contains(node.input_edge(0)->src->name())) {
+      const Node& send = *node.input_edge(0)->src;
+      out->clear_input();
+      (*out->mutable_attr())["peer"] = IntAttr(*PlacementOf(send).worker);
+      (*out->mutable_attr())["shape"] = ShapeAttr(send.outputs()[0].shape.dims());
+      continue;
+    }
+    for (const std::string& input : def.input()) {
+      const std::string src = std::string(absl::StripPrefix(input.substr(0, input.find(':')), "^"));
+      if (!kept.contains(src)) {
+        return NodeError(graph, node, absl::StrCat("runs on rank ", rank, " but reads '", src,
+                                                   "', which does not: move the value with Send and Recv"));
+      }
+    }
+  }
+  for (LoopScope& loop : *part.mutable_loop()) {
+    for (auto* names : {loop.mutable_ingress(), loop.mutable_feedback(), loop.mutable_egress()}) {
+      google::protobuf::RepeatedPtrField<std::string> left;
+      for (const std::string& name : *names) {
+        if (kept.contains(name)) *left.Add() = name;
+      }
+      names->Swap(&left);
+    }
+  }
+  GraphFile file;
+  file.path = absl::StrCat("rank ", rank, "'s part of the plan");
+  file.def = std::move(part);
+  return LoadModel(file);
+}
+
+namespace {
+
+// What a collective moves, to compare members: op and input shape.
+std::string CollectiveSignature(const Node& n) {
+  return absl::StrCat(n.op(), " of ", n.num_inputs() > 0 ? n.input_edge(0)->src->outputs()[0].shape.ToString() : "");
+}
+
+}  // namespace
+
+absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
+  std::vector<std::unique_ptr<Graph>> parts;
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<std::unique_ptr<Graph>> part = ProjectForRank(graph, r, world);
+    if (!part.ok()) {
+      return absl::Status(part.status().code(), absl::StrCat("rank ", r, ": ", part.status().message()));
+    }
+    parts.push_back(*std::move(part));
+  }
+  // Every cut pair: the Send on rank r to p has the Recv on p from r, with the
+  // same channel and shape.
+  for (int r = 0; r < world; ++r) {
+    for (const Node* send : parts[r]->nodes()) {
+      if (send->op() != "Send" || NodeAttrInt(*send, "peer", -1) < 0) continue;
+      const int p = static_cast<int>(NodeAttrInt(*send, "peer", -1));
+      const int64_t channel = NodeAttrInt(*send, "channel", -1);
+      if (p >= world) return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": Send '", send->name(), "' sends to rank ", p, " of ", world));
+      const Node* match = nullptr;
+      for (const Node* recv : parts[p]->nodes()) {
+        if (recv->op() == "Recv" && NodeAttrInt(*recv, "peer", -1) == r && NodeAttrInt(*recv, "channel", -1) == channel) {
+          match = recv;
+        }
+      }
+      if (match == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Send '", send->name(), "' (channel ", channel,
+                                                          ") has no Recv on rank ", p, ": rank ", r, " would wait forever"));
+      }
+      const TensorShape& sent = send->outputs()[0].shape;
+      const TensorShape& expected = match->outputs()[0].shape;
+      if (sent.ToString() != expected.ToString()) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Send '", send->name(), "' sends ",
+                                                          sent.ToString(), " but rank ", p, "'s Recv '", match->name(),
+                                                          "' expects ", expected.ToString()));
+      }
+    }
+    for (const Node* recv : parts[r]->nodes()) {
+      if (recv->op() != "Recv" || NodeAttrInt(*recv, "peer", -1) < 0) continue;
+      const int p = static_cast<int>(NodeAttrInt(*recv, "peer", -1));
+      bool found = false;
+      for (const Node* send : p < world ? parts[p]->nodes() : std::vector<Node*>{}) {
+        found |= send->op() == "Send" && NodeAttrInt(*send, "peer", -1) == r &&
+                 NodeAttrInt(*send, "channel", -1) == NodeAttrInt(*recv, "channel", -1);
+      }
+      if (!found) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Recv '", recv->name(), "' has no Send on rank ",
+                                                          p, ": rank ", r, " would wait forever"));
+      }
+    }
+  }
+  // Every group's members issue the same collectives in the same order.
+  ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
+  for (const GroupDecl& g : groups) {
+    absl::flat_hash_map<std::string, std::pair<int, std::map<int64_t, std::string>>> first_member;  // by instance
+    for (int r = 0; r < world; ++r) {
+      absl::StatusOr<GroupMembership> m = MembershipOf(g, r, world);
+      if (absl::IsNotFound(m.status())) continue;
+      RETURN_IF_ERROR(m.status());
+      std::map<int64_t, std::string> issued;
+      for (const Node* n : parts[r]->nodes()) {
+        if (IsCollective(*n) && CollectiveGroup(*n) == g.name) {
+          issued[NodeAttrInt(*n, "bucket", -1)] = absl::StrCat("'", n->name(), "' (", CollectiveSignature(*n), ")");
+        }
+      }
+      auto [it, inserted] = first_member.try_emplace(m->instance, r, issued);
+      if (inserted || it->second.second == issued) continue;
+      const auto& [other, theirs] = it->second;
+      for (int64_t b = 0;; ++b) {
+        const auto mine = issued.find(b);
+        const auto their = theirs.find(b);
+        const std::string a = mine == issued.end() ? "nothing" : mine->second;
+        const std::string o = their == theirs.end() ? "nothing" : their->second;
+        if (a == o) continue;
+        return absl::FailedPreconditionError(absl::StrCat("group '", m->instance, "': collective ", b, " is ", o,
+                                                          " on rank ", other, " but ", a, " on rank ", r,
+                                                          ": the members would deadlock or pair different data"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace nereid

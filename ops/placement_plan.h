@@ -1,0 +1,35 @@
+#ifndef NEREID_OPS_PLACEMENT_PLAN_H_
+#define NEREID_OPS_PLACEMENT_PLAN_H_
+
+// A plan whose nodes are placed (graph/placement.h) is one dataflow graph for
+// all ranks; each rank runs its own part of it.
+//
+//   PropagatePlacement  after every pass: a node a pass added without a
+//                       placement takes the one its placed inputs agree on
+//                       (gradients, optimizer updates and sums follow the
+//                       forward nodes), and a value crosses placements only
+//                       from a Send to its Recv.
+//   ProjectForRank      one rank's part: its nodes; each Send/Recv pair cut
+//                       in two ends that know their peer rank.
+//   CheckPlanAcrossRanks  every rank's part loads, every Send has its Recv
+//                       (peer, channel, shape), and every group's members
+//                       issue the same collectives in the same order; errors
+//                       name the ranks and the nodes, before anything runs.
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+absl::Status PropagatePlacement(Graph& graph);
+
+absl::StatusOr<std::unique_ptr<Graph>> ProjectForRank(const Graph& graph, int rank, int world);
+
+absl::Status CheckPlanAcrossRanks(const Graph& graph, int world);
+
+}  // namespace nereid
+
+#endif  // NEREID_OPS_PLACEMENT_PLAN_H_

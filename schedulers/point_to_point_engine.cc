@@ -1,0 +1,30 @@
+#include "schedulers/point_to_point_engine.h"
+
+#include <thread>
+
+namespace nereid {
+
+PointToPointEngine::~PointToPointEngine() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return running_ == 0; });
+}
+
+void PointToPointEngine::Submit(Work work, Done done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++running_;
+  }
+  // Detached: the count, not a join, tells the destructor when all are done.
+  std::thread([this, work = std::move(work), done = std::move(done)] {
+    done(work(*communicator_));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--running_ == 0) idle_.notify_all();
+  }).detach();
+}
+
+int PointToPointEngine::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
+}  // namespace nereid

@@ -1,0 +1,162 @@
+// Placed plans (graph/placement.h, ops/placement_plan.h) in one process:
+// placement follows the forward nodes through autodiff and the optimizer,
+// each rank's part holds its own nodes and its ends of the cut pairs, and
+// plans that would deadlock or mismatch are refused naming ranks and nodes.
+// The same plans across real processes: tests/distributed/stage_split_test.cc.
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "graph/graph_io.h"
+#include "graph/placement.h"
+#include "gtest/gtest.h"
+#include "ops/model_loader.h"
+#include "ops/placement_plan.h"
+#include "passes/pass_manager.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::HasSubstr;
+
+// x (every rank) -> h = x W0 on rank 0 -> Send -> Recv on rank 1 -> y = h W1, loss on rank 1.
+constexpr char kTwoRanks[] = R"pb(
+  version: 1
+  attr { key: "workers" value { i: 2 } }
+  attr { key: "loss" value { s: "loss" } }
+  attr { key: "logits" value { s: "y" } }
+  node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 4 } } } attr { key: "feed" value { s: "x" } } }
+  node { name: "labels" op: "Input" attr { key: "shape" value { shape { dim: -1 } } } attr { key: "dtype" value { type: DT_INT32 } } attr { key: "feed" value { s: "labels" } } }
+  node { name: "w0" op: "Parameter" worker: 0 attr { key: "shape" value { shape { dim: 4 dim: 3 } } } }
+  node { name: "h" op: "MatMul" input: "x" input: "w0" worker: 0 }
+  node { name: "h/send" op: "Send" input: "h" worker: 0 }
+  node { name: "h/recv" op: "Recv" input: "h/send" worker: 1 }
+  node { name: "w1" op: "Parameter" worker: 1 attr { key: "shape" value { shape { dim: 3 dim: 2 } } } }
+  node { name: "y" op: "MatMul" input: "h/recv" input: "w1" worker: 1 }
+  node { name: "loss" op: "SoftmaxCrossEntropy" input: "y" input: "labels" }
+)pb";
+
+absl::StatusOr<std::unique_ptr<Graph>> Load(const std::string& text) {
+  absl::StatusOr<GraphFile> file = ParseGraphText(text, "placement_test.pbtxt");
+  if (!file.ok()) return file.status();
+  return LoadModel(*file);
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> Trained(const std::string& text) {
+  auto graph = Load(text);
+  if (!graph.ok()) return graph.status();
+  auto pipeline = ParsePipeline("autodiff,sgd(lr=0.1)");
+  if (!pipeline.ok()) return pipeline.status();
+  auto reports = RunPipeline(**graph, *pipeline);
+  if (!reports.ok()) return reports.status();
+  return graph;
+}
+
+std::string Where(const Graph& g, const std::string& name) { return PlacementOf(*g.FindNode(name)).ToString(); }
+
+TEST(PlacementTest, GradientsAndUpdatesRunWhereTheirForwardNodesDo) {
+  auto graph = Trained(kTwoRanks);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const Graph& g = **graph;
+  EXPECT_EQ(Where(g, "loss"), "rank 1");  // from y
+  EXPECT_EQ(Where(g, "w1/grad"), "rank 1");
+  EXPECT_EQ(Where(g, "w0/grad"), "rank 0");
+  // The activation's gradient goes back through a pair of its own.
+  EXPECT_EQ(g.FindNode("h/recv/grad/send")->op(), "Send");
+  EXPECT_EQ(Where(g, "h/recv/grad/send"), "rank 1");
+  EXPECT_EQ(g.FindNode("h/recv/grad/x")->op(), "Recv");
+  EXPECT_EQ(Where(g, "h/recv/grad/x"), "rank 0");
+  // Pairs are numbered, and evaluation runs only the forward one.
+  EXPECT_EQ(NodeAttrInt(*g.FindNode("h/send"), "channel", -1), NodeAttrInt(*g.FindNode("h/recv"), "channel", -2));
+  EXPECT_NE(NodeAttrInt(*g.FindNode("h/recv"), "channel", -1), NodeAttrInt(*g.FindNode("h/recv/grad/x"), "channel", -1));
+  EXPECT_TRUE(NodeAttrBool(*g.FindNode("h/recv"), "eval", false));
+  EXPECT_FALSE(NodeAttrBool(*g.FindNode("h/recv/grad/x"), "eval", true));
+  EXPECT_TRUE(CheckPlanAcrossRanks(g, 2).ok());
+}
+
+TEST(PlacementTest, EachRanksPartHoldsItsNodesAndItsEndsOfThePairs) {
+  auto graph = Trained(kTwoRanks);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto first = ProjectForRank(**graph, 0, 2);
+  auto second = ProjectForRank(**graph, 1, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE((*first)->FindNode("w0"), nullptr);
+  EXPECT_EQ((*first)->FindNode("w1"), nullptr);
+  EXPECT_EQ((*first)->FindNode("loss"), nullptr);
+  EXPECT_NE((*first)->FindNode("x"), nullptr);       // inputs are fed everywhere
+  EXPECT_NE((*second)->FindNode("labels"), nullptr);
+  const Node* recv = (*second)->FindNode("h/recv");
+  ASSERT_NE(recv, nullptr);
+  EXPECT_EQ(recv->num_inputs(), 0);
+  EXPECT_EQ(NodeAttrInt(*recv, "peer", -1), 0);
+  EXPECT_EQ(recv->outputs()[0].shape.ToString(), "[?,3]");
+  EXPECT_EQ(NodeAttrInt(*(*first)->FindNode("h/send"), "peer", -1), 1);
+}
+
+TEST(PlacementTest, ANodeReadingTwoRanksIsRefusedNamingBoth) {
+  std::string text = kTwoRanks;
+  text += R"pb(node { name: "mixed" op: "Add" input: "h" input: "h/recv" })pb";
+  auto graph = Trained(text);
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("'mixed'"));
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr("reads values placed on rank 0 and on rank 1"));
+}
+
+TEST(PlacementTest, AValueCrossingRanksWithoutAPairIsRefused) {
+  std::string text = kTwoRanks;
+  text += R"pb(node { name: "late" op: "Relu" input: "h" worker: 1 })pb";
+  auto graph = Trained(text);
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(std::string(graph.status().message()),
+              HasSubstr("runs on rank 1 but reads 'h' on rank 0: move the value with Send and Recv"));
+}
+
+// A hand-edited plan: rank 1 waits for a transfer no rank sends.
+TEST(PlacementTest, ARecvWithoutItsSendIsRefusedBeforeAnythingRuns) {
+  std::string text = kTwoRanks;
+  text += R"pb(node {
+    name: "orphan" op: "Recv" worker: 1
+    attr { key: "peer" value { i: 0 } }
+    attr { key: "channel" value { i: 7 } }
+    attr { key: "shape" value { shape { dim: -1 dim: 3 } } }
+  })pb";
+  auto graph = Load(text);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::Status s = CheckPlanAcrossRanks(**graph, 2);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1's Recv 'orphan' has no Send on rank 0: rank 1 would wait forever"));
+}
+
+// A group one of whose members would issue a collective the other never
+// joins: the whole plan's numbering is fine, the parts are not.
+TEST(PlacementTest, GroupMembersIssuingDifferentCollectivesAreRefused) {
+  std::string text = kTwoRanks;
+  text += R"pb(attr { key: "groups" value { s: "pair=ranks:0-1" } }
+  node { name: "sum0" op: "GroupAllReduce" input: "h" worker: 0
+         attr { key: "group" value { s: "pair" } } attr { key: "group_size" value { i: 2 } } attr { key: "bucket" value { i: 0 } } })pb";
+  auto graph = Load(text);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  absl::Status s = CheckPlanAcrossRanks(**graph, 2);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("group 'pair.0': collective 0 is 'sum0' (GroupAllReduce of [?,3]) on "
+                                                  "rank 0 but nothing on rank 1"));
+}
+
+TEST(PlacementTest, StageSplitRefusesBadRequestsBeforeAnythingRuns) {
+  auto graph = LoadModel("models/mlp_fashion.pbtxt");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+  auto bad_layer = ParsePipeline("stage_split(at=fc9),autodiff");
+  ASSERT_TRUE(bad_layer.ok());
+  EXPECT_THAT(std::string(RunPipeline(**graph, *bad_layer).status().message()), HasSubstr("'fc9' is not a layer"));
+  auto two_parts = ParsePipeline("stage_split(at=fc2),autodiff");
+  ASSERT_TRUE(two_parts.ok());
+  EXPECT_THAT(std::string(RunPipeline(**graph, *two_parts).status().message()),
+              HasSubstr("2 parts run on 2 workers, but the plan is for 3"));
+  auto backwards = ParsePipeline("stage_split(at=fc3+fc2),autodiff");
+  ASSERT_TRUE(backwards.ok());
+  EXPECT_THAT(std::string(RunPipeline(**graph, *backwards).status().message()),
+              HasSubstr("name the layers in the order the model runs them"));
+}
+
+}  // namespace
+}  // namespace nereid
