@@ -121,5 +121,19 @@ TEST_F(StageSplitTest, APlanFileIsCheckedAsAWholeAndRuns) {
   EXPECT_EQ(o.exit_code, 0) << o.output;
 }
 
+// A rank that stops is blamed by the rank waiting for its transfer, within
+// the communication timeout.
+TEST_F(StageSplitTest, TheRankAPartWaitsForIsBlamedWhenItStops) {
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:stop@6 ", kNereid,
+                                 " run models/mlp_fashion.pbtxt --workers 2 --threads 1 --dataset synthetic "
+                                 "--train-limit 512 --test-limit 128 --epochs 1 --batch 32 --quiet --comm-timeout 5 "
+                                 "--passes \"stage_split(at=fc2),autodiff,sgd(lr=0.05)\""),
+                    120);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("error: rank 1 made no progress for"));
+  EXPECT_THAT(o.output, HasSubstr("phase=point_to_point transfers="));
+  EXPECT_THAT(o.output, HasSubstr("to_rank1"));  // the node waiting, by name
+}
+
 }  // namespace
 }  // namespace nereid
