@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/placement.h"
 #include "core/file_io.h"
 #include "core/json.h"
 #include "graph/dot_export.h"
@@ -63,6 +65,26 @@ std::string OutputText(const NodeSummary& n) {
   return absl::StrJoin(n.outputs, " ", [](std::string* out, const ShapeAndType& s) {
     absl::StrAppend(out, s.shape.ToString(), " ", DataTypeName(s.dtype));
   });
+}
+
+// What each rank of a placed plan holds and moves (its part, checked above).
+std::string PerRankTable(const Graph& plan, int workers) {
+  std::string out = "\nrank  nodes  params+state  act/sample  sends  recvs\n";
+  for (int r = 0; r < workers; ++r) {
+    absl::StatusOr<std::unique_ptr<Graph>> part = ProjectForRank(plan, r, workers);
+    if (!part.ok()) continue;  // CheckPlanAcrossRanks reported it
+    ModelSummary s = SummarizeModel(**part);
+    int sends = 0, recvs = 0;
+    for (const Node* n : (*part)->nodes()) {
+      if (NodeAttrInt(*n, "peer", -1) < 0) continue;
+      sends += n->op() == "Send";
+      recvs += n->op() == "Recv";
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-4d  %5d  %12s  %10s  %5d  %5d\n", r, (*part)->num_nodes(),
+                                          Bytes(s.parameter_bytes), Bytes(s.activation_bytes_per_sample), sends,
+                                          recvs));
+  }
+  return out;
 }
 
 std::string FormatTable(const std::string& path, const ModelSummary& summary) {
@@ -195,6 +217,7 @@ int RunCheck(const std::vector<std::string>& args) {
   if (workers > 0 && !json) {
     std::printf("ranks:                 %lld checked: each part loads, Sends meet Recvs, groups agree\n",
                 static_cast<long long>(workers));
+    if (HasPlacedNodes(**graph)) std::fputs(PerRankTable(**graph, static_cast<int>(workers)).c_str(), stdout);
   }
   return kExitOk;
 }

@@ -116,6 +116,7 @@ TEST_F(StageSplitTest, APlanFileIsCheckedAsAWholeAndRuns) {
   o = Shell(absl::StrCat(kNereid, " check ", plan));
   ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_THAT(o.output, HasSubstr("2 checked: each part loads, Sends meet Recvs, groups agree"));
+  EXPECT_THAT(o.output, HasSubstr("rank  nodes  params+state  act/sample  sends  recvs"));
   o = Shell(absl::StrCat(kNereid, " run ", plan, " --workers 2 --threads 1 --dataset synthetic --train-limit 256 "
                                   "--test-limit 64 --epochs 1 --batch 32 --quiet --comm-timeout 30"));
   EXPECT_EQ(o.exit_code, 0) << o.output;

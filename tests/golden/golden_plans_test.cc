@@ -48,6 +48,9 @@ const std::vector<GoldenCase>& Cases() {
       // their conjugates, the shards' gradients averaged over their replicas.
       {"mlp_hybrid", "models/mlp_fashion.pbtxt", "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05,momentum=0.9)",
        4},
+      // Model parallelism by layers on 2 workers: placement, the forward
+      // Send/Recv pair, and the backward pair autodiff derives.
+      {"mlp_stage_split", "models/mlp_fashion.pbtxt", "stage_split(at=fc2),autodiff,sgd(lr=0.05)", 2},
   };
   return cases;
 }
