@@ -217,7 +217,9 @@ int RunCheck(const std::vector<std::string>& args) {
   if (workers > 0 && !json) {
     std::printf("ranks:                 %lld checked: each part loads, Sends meet Recvs, groups agree\n",
                 static_cast<long long>(workers));
-    if (HasPlacedNodes(**graph)) std::fputs(PerRankTable(**graph, static_cast<int>(workers)).c_str(), stdout);
+    if (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty()) {
+      std::fputs(PerRankTable(**graph, static_cast<int>(workers)).c_str(), stdout);
+    }
   }
   return kExitOk;
 }
