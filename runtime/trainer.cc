@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/buffer_pool.h"
 #include "core/file_io.h"
@@ -28,6 +29,7 @@
 #include "graph/ir.h"
 #include "graph/placement.h"
 #include "graph/process_groups.h"
+#include "ops/collective_schedule.h"
 #include "ops/model_loader.h"
 #include "ops/op_registry.h"
 #include "ops/placement_plan.h"
@@ -96,9 +98,11 @@ class Progress {
 
   void EpochDone(const EpochMetrics& m) {
     if (out_ == nullptr) return;
-    std::fprintf(out_, "%sepoch %lld: train loss %.4f, test accuracy %.2f%%, test loss %.4f, %.0f samples/s, %.1f s\n",
+    std::string consensus =
+        m.consensus_distance >= 0 ? absl::StrFormat(", consensus distance %.2e", m.consensus_distance) : "";
+    std::fprintf(out_, "%sepoch %lld: train loss %.4f, test accuracy %.2f%%, test loss %.4f%s, %.0f samples/s, %.1f s\n",
                  tty_ ? "\n" : "", static_cast<long long>(m.epoch + 1), m.train_loss, 100 * m.test_accuracy,
-                 m.test_loss, m.samples_per_second, m.seconds);
+                 m.test_loss, consensus.c_str(), m.samples_per_second, m.seconds);
     std::fflush(out_);
   }
 
@@ -427,7 +431,8 @@ class TrainingRun {
   // With several workers: meets the other ranks (rendezvous, identity check).
   absl::Status Connect() {
     if (options_.workers <= 1) return absl::OkStatus();
-    if (DataParallelGroup::CollectivesPerStep(*graph_) == 0 && !HasPointToPoint(*graph_)) {
+    if (DataParallelGroup::CollectivesPerStep(*graph_) == 0 && CollectivesByGroup(*graph_).empty() &&
+        !HasPointToPoint(*graph_)) {
       return absl::FailedPreconditionError(absl::StrCat(options_.model_path,
                                                         " has no gradient communication: plan it with data_parallel "
                                                         "to train on ",
@@ -447,6 +452,7 @@ class TrainingRun {
     result_.strategy = "data_parallel";
     result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
     if (result_.model_parallel > 1) result_.strategy = "hybrid";
+    if (!GraphAttr(*graph_, "gossip").empty()) result_.strategy = "gossip";
     if (placed_) {
       result_.strategy = "model_parallel";
       result_.model_parallel = options_.workers / shard_.count;
@@ -617,9 +623,54 @@ class TrainingRun {
     return m;
   }
 
+  // Gossip plans: each rank's trained parameters (its own; optimizer state
+  // and the push-sum weight aside), by name.
+  std::vector<std::pair<std::string, Tensor>> GossipedModel() const {
+    std::vector<std::pair<std::string, Tensor>> model;
+    for (auto& [name, value] : executor_->State()) {
+      const Node* n = graph_->FindNode(name);
+      if (per_rank_.contains(name) && n != nullptr && NodeAttrBool(*n, "trainable", true)) model.emplace_back(name, value);
+    }
+    return model;
+  }
+
+  // The average of the ranks' models (one allreduce); with `adopt`, every
+  // rank takes it. Returns the mean distance of the ranks' models from it,
+  // relative to its norm.
+  absl::StatusOr<double> AverageGossipedModels(bool adopt) {
+    std::vector<std::pair<std::string, Tensor>> model = GossipedModel();
+    std::vector<double> mine, mean;
+    for (const auto& [name, t] : model) mine.insert(mine.end(), t.data<float>(), t.data<float>() + t.num_elements());
+    mean = mine;
+    RETURN_IF_ERROR(group_->SumAcrossRanks(mean));
+    double distance2 = 0, norm2 = 0;
+    for (size_t i = 0; i < mean.size(); ++i) {
+      mean[i] /= options_.workers;
+      distance2 += (mine[i] - mean[i]) * (mine[i] - mean[i]);
+      norm2 += mean[i] * mean[i];
+    }
+    std::vector<double> distance = {std::sqrt(distance2)};
+    RETURN_IF_ERROR(group_->SumAcrossRanks(distance));
+    if (adopt) {
+      size_t at = 0;
+      for (auto& [name, t] : model) {
+        ASSIGN_OR_RETURN(Tensor averaged, Tensor::Allocate(DT_FLOAT, t.dims()));
+        for (int64_t i = 0; i < t.num_elements(); ++i) averaged.data<float>()[i] = static_cast<float>(mean[at++]);
+        RETURN_IF_ERROR(executor_->SetState(name, averaged));
+      }
+    }
+    return norm2 > 0 ? distance[0] / options_.workers / std::sqrt(norm2) : 0.0;
+  }
+
   // The test set, sharded over the ranks, after every step of the epoch.
   absl::Status EvaluateEpoch(EpochMetrics& m) {
     RETURN_IF_ERROR(CheckFinite(m.epoch));
+    // Gossip: how far apart the ranks' models are; after the last epoch
+    // every rank takes their average, the run's final model.
+    if (group_ != nullptr && !GraphAttr(*graph_, "gossip").empty()) {
+      const bool last = m.epoch + 1 == options_.epochs;
+      ASSIGN_OR_RETURN(m.consensus_distance, AverageGossipedModels(/*adopt=*/last));
+    }
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
     ASSIGN_OR_RETURN(Evaluation eval,
@@ -661,6 +712,14 @@ class TrainingRun {
     for (const auto& [name, value] : executor_->State()) {
       result_.state_bytes += value.num_bytes();
       if (per_rank_.contains(name)) result_.per_rank_state_bytes += value.num_bytes();
+    }
+    if (group_ != nullptr && !GraphAttr(*graph_, "gossip").empty()) {
+      std::vector<double> weight = {0};
+      for (const auto& [name, value] : executor_->State()) {
+        if (name == "gossip/weight") weight[0] = value.data<float>()[0];
+      }
+      RETURN_IF_ERROR(group_->SumAcrossRanks(weight));
+      result_.push_sum_weight_total = weight[0];
     }
     if (group_ != nullptr) {
       std::vector<double> sums = {static_cast<double>(traffic_in_steps_.bytes_sent),
@@ -842,6 +901,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["model_parallel"] = r.model_parallel;
   j["state_bytes"] = r.state_bytes;
   j["per_rank_state_bytes"] = r.per_rank_state_bytes;
+  if (r.push_sum_weight_total >= 0) j["push_sum_weight_total"] = r.push_sum_weight_total;
   Json losses = Json::array();
   for (float l : r.step_losses) losses.push_back(l);
   j["step_losses"] = std::move(losses);
@@ -868,6 +928,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
     epoch["test_loss"] = m.test_loss;
     epoch["samples_per_second"] = m.samples_per_second;
     epoch["seconds"] = m.seconds;
+    if (m.consensus_distance >= 0) epoch["consensus_distance"] = m.consensus_distance;
     epochs.push_back(std::move(epoch));
   }
   j["per_epoch"] = std::move(epochs);

@@ -72,6 +72,9 @@ struct EpochMetrics {
   double test_loss = 0;
   double samples_per_second = 0;
   double seconds = 0;
+  // Gossip plans: the mean distance of the ranks' models from their average,
+  // relative to the average's norm (-1: every rank holds the same model).
+  double consensus_distance = -1;
 };
 
 struct TrainResult {
@@ -103,6 +106,9 @@ struct TrainResult {
   // that is this rank's own (shards, their optimizer state, residuals).
   int64_t state_bytes = 0;
   int64_t per_rank_state_bytes = 0;
+  // Gossip plans: the ranks' push-sum weights summed (push-sum conserves it:
+  // the number of workers; -1 without gossip).
+  double push_sum_weight_total = -1;
   // This rank's loss at each step it took, in order.
   std::vector<float> step_losses;
   // Ranks per model-parallel group (1: none).

@@ -1,0 +1,91 @@
+// Stochastic Gradient Push (the gossip pass) end to end: real `nereid`
+// worker processes over loopback TCP. With two ranks one push-sum step is the
+// allreduce average, so the losses are data parallelism's; with four, on the
+// exponential graph and on the ring, push-sum conserves its weights, the
+// ranks' models stay close to their average, and the averaged final model
+// trains as data parallelism's does.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process_util.h"
+
+namespace nereid {
+namespace {
+
+using ::nereid::testing::Outcome;
+using ::nereid::testing::ReadFile;
+using ::nereid::testing::Shell;
+using ::testing::HasSubstr;
+
+constexpr char kNereid[] = "runtime/cli/nereid";
+
+class GossipTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::FreshTestDir(); }
+
+  // mlp_fashion on `workers` local workers, `steps` steps of 32 per worker on
+  // Fashion-MNIST, with `passes`; rank 0's metrics.
+  Json Run(int workers, int steps, const std::string& passes) {
+    std::string json = absl::StrCat(dir_, "/", ++runs_, ".json");
+    Outcome o = Shell(absl::StrCat(kNereid, " run models/mlp_fashion.pbtxt --workers ", workers,
+                                   " --threads 1 --batch 32 --train-limit ", 32 * steps * workers,
+                                   " --test-limit 1000 --epochs 1 --quiet --comm-timeout 30 --passes \"", passes,
+                                   "\" --metrics-json ", json),
+                      300);
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    if (o.exit_code != 0) return Json();
+    return Json::parse(ReadFile(json));
+  }
+
+  std::string dir_;
+  int runs_ = 0;
+};
+
+TEST_F(GossipTest, TwoRanksMixToTheAllreduceAverage) {
+  Json gossip = Run(2, 50, "autodiff,sgd(lr=0.05),gossip");
+  Json allreduce = Run(2, 50, "autodiff,data_parallel,sgd(lr=0.05)");
+  ASSERT_FALSE(gossip.is_null());
+  ASSERT_FALSE(allreduce.is_null());
+  EXPECT_EQ(gossip["strategy"].get<std::string>(), "gossip");
+  std::vector<double> a = gossip["step_losses"].get<std::vector<double>>();
+  std::vector<double> b = allreduce["step_losses"].get<std::vector<double>>();
+  ASSERT_EQ(a.size(), 50u);
+  ASSERT_EQ(b.size(), 50u);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 2.0);
+}
+
+TEST_F(GossipTest, FourRanksConserveWeightAndStayClose) {
+  Json allreduce = Run(4, 64, "autodiff,data_parallel,sgd(lr=0.05)");
+  ASSERT_FALSE(allreduce.is_null());
+  for (const char* topology : {"exponential", "ring"}) {
+    SCOPED_TRACE(topology);
+    Json gossip = Run(4, 64, absl::StrCat("autodiff,sgd(lr=0.05),gossip(topology=", topology, ")"));
+    ASSERT_FALSE(gossip.is_null());
+    EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 4.0);
+    const double consensus = gossip["per_epoch"][0]["consensus_distance"].get<double>();
+    EXPECT_GT(consensus, 0);  // the ranks' models do differ
+    EXPECT_LT(consensus, 1e-2);
+    // The averaged final model, against allreduce's.
+    EXPECT_NEAR(gossip["final_test_accuracy"].get<double>(), allreduce["final_test_accuracy"].get<double>(), 0.03);
+  }
+}
+
+TEST_F(GossipTest, AnUnknownTopologyIsRefused) {
+  Outcome o = Shell(absl::StrCat(kNereid, " plan models/mlp_fashion.pbtxt --workers 4 --passes "
+                                          "\"autodiff,sgd(lr=0.05),gossip(topology=star)\" -o ",
+                                 dir_, "/plan.pbtxt"));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: exponential, ring"));
+}
+
+}  // namespace
+}  // namespace nereid
