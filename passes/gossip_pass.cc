@@ -54,11 +54,15 @@ class GossipPass : public Pass {
           "gossip: the plan needs at least 2 workers (plan with --workers N, run with --workers N)");
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> offsets, TopologyOffsets(o.GetString("topology"), world));
-    // The values each step carries into the next: the Feedback of every
-    // Parameter (trainable parameters and optimizer state).
+    // The trained parameters' updates (SGP gossips the model; optimizer
+    // state such as momentum stays local, and per rank).
     std::vector<std::pair<Node*, Node*>> carried;  // (parameter, its Feedback)
     for (Node* n : graph.nodes()) {
       if (n->op() != "Parameter" || n->num_inputs() != 1) continue;
+      if (!NodeAttrBool(*n, "trainable", true)) {
+        (*n->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
+        continue;
+      }
       Node* feedback = n->input_edge(0)->src;
       if (feedback->op() == "Feedback") carried.emplace_back(n, feedback);
     }
