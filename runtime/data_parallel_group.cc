@@ -60,6 +60,17 @@ DataParallelGroup::~DataParallelGroup() {
   engine_.reset();
 }
 
+TrafficCounters DataParallelGroup::traffic() const {
+  TrafficCounters total = communicator_->traffic();
+  for (const ProcessGroup& g : groups_) {
+    TrafficCounters t = g.communicator->traffic();
+    total.bytes_sent += t.bytes_sent;
+    total.bytes_received += t.bytes_received;
+    total.calls += t.calls;
+  }
+  return total;
+}
+
 void DataParallelGroup::ConfigureExecutor(ExecutorOptions& options) {
   options.collectives = engine_.get();
   options.point_to_point = point_to_point_.get();

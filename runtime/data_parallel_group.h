@@ -71,6 +71,8 @@ class DataParallelGroup {
   int world() const { return communicator_->world(); }
   CollectiveEngine* engine() { return engine_.get(); }
   Communicator& communicator() { return *communicator_; }
+  // Bytes this rank moved on the world communicator and every group's.
+  TrafficCounters traffic() const;
 
   // Broadcasts rank 0's parameters and checks they equal this rank's: every
   // rank must start from identical values (same seed, same checkpoint). An

@@ -582,7 +582,7 @@ class TrainingRun {
       for (const StepInFlight& f : flight) executor_->FinishStep(f.step).IgnoreError();
     };
     TrafficCounters traffic_at_start;
-    if (group_ != nullptr) traffic_at_start = group_->communicator().traffic();
+    if (group_ != nullptr) traffic_at_start = group_->traffic();
     while (index < steps_per_epoch_) {
       if (options_.max_steps > 0 && result_.steps + static_cast<int64_t>(flight.size()) >= options_.max_steps) break;
       std::optional<data::Batch> batch = loader_->Next();
@@ -605,7 +605,7 @@ class TrainingRun {
     // Evaluation and checkpoints see every step of the epoch applied.
     while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
     if (group_ != nullptr) {
-      TrafficCounters now = group_->communicator().traffic();
+      TrafficCounters now = group_->traffic();
       traffic_in_steps_.bytes_sent += now.bytes_sent - traffic_at_start.bytes_sent;
       traffic_in_steps_.bytes_received += now.bytes_received - traffic_at_start.bytes_received;
       std::vector<double> totals = {sums.loss, static_cast<double>(sums.samples)};

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Stochastic Gradient Push (gossip) against AllReduce-SGD and Pipe-SGD.
+
+lenet_fashion on Fashion-MNIST, W workers, E epochs each, the three
+strategies alternated for --rounds rounds (the machine's speed drifts, so
+ratios are taken within a round): s/step, time to reach AllReduce's final
+test accuracy minus 0.5 points (per-epoch evaluation), final accuracy,
+bytes sent per rank and step, and SGP's consensus distance. On loopback (the
+launcher) or, with --rate, on an emulated cluster (bench/netem/cluster.sh,
+needs root).
+
+Example (about 10 minutes on 2 cores):
+  bench/sgp.py --workers 4 --epochs 2 --rounds 2 --rate 45mbit
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
+CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
+OPT = "sgd(lr=0.02,momentum=0.9)"
+STRATEGIES = [("AllReduce-SGD", f"autodiff,{OPT}"),
+              ("Pipe-SGD K=2", f"autodiff,data_parallel,pipeline(width=2),{OPT},lookahead"),
+              ("SGP (exponential)", f"autodiff,{OPT},gossip")]
+
+
+def train(args, passes, out, name):
+    metrics = os.path.join(out, name + ".json")
+    flags = [os.path.join(ROOT, "models", "lenet_fashion.pbtxt"), "--batch", str(args.batch), "--threads", "1",
+             "--epochs", str(args.epochs), "--train-limit", str(args.train_limit), "--test-limit", "2000", "--quiet",
+             "--comm-timeout", "300", "--metrics-json", metrics, "--passes", passes]
+    if args.rate:
+        cmd = [CLUSTER, "--workers", str(args.workers), "--rate", args.rate, "--timeout", "3600", "--logs",
+               os.path.join(out, "logs_" + name), "--", NEREID, "run"] + flags
+    else:
+        cmd = [NEREID, "run"] + flags + ["--workers", str(args.workers)]
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    if subprocess.run(cmd, timeout=3700).returncode != 0:
+        sys.exit(f"sgp: failed: {' '.join(cmd)}")
+    with open(metrics) as f:
+        return json.load(f)
+
+
+def time_to(m, target):
+    elapsed = 0.0
+    for e in m["per_epoch"]:
+        elapsed += e["seconds"]
+        if e["test_accuracy"] >= target:
+            return elapsed
+    return float("inf")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32, help="per worker")
+    ap.add_argument("--train-limit", type=int, default=60000)
+    ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 45mbit (default: loopback)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/sgp"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    runs = {name: [] for name, _ in STRATEGIES}
+    for rnd in range(args.rounds):
+        for i, (name, passes) in enumerate(STRATEGIES):
+            runs[name].append(train(args, passes, args.out, f"r{rnd}_{i}"))
+    base = STRATEGIES[0][0]
+    where = f"{args.workers} workers, {args.rate or 'loopback'}"
+    lines = [f"| {where} | s/step (median) | speedup per step: median (min-max) | time to target (median) | "
+             "vs AllReduce | final accuracy | MB sent per rank and step | consensus distance |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, _ in STRATEGIES:
+        ms = runs[name]
+        step = [sum(e["seconds"] for e in m["per_epoch"]) / m["steps"] for m in ms]
+        ratios, times = [], []
+        for rnd, m in enumerate(ms):
+            target = runs[base][rnd]["final_test_accuracy"] - 0.005
+            t, tb = time_to(m, target), time_to(runs[base][rnd], target)
+            times.append(t)
+            ratios.append(t / tb)
+        consensus = ms[-1]["per_epoch"][-1].get("consensus_distance")
+        base_step = [sum(e["seconds"] for e in m["per_epoch"]) / m["steps"] for m in runs[base]]
+        speed = [b / s for b, s in zip(base_step, step)]
+        lines.append(f"| {name} | {statistics.median(step):.3f} | {statistics.median(speed):.2f}x "
+                     f"({min(speed):.2f}-{max(speed):.2f}) | {statistics.median(times):.1f} s | "
+                     f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | "
+                     f"{100 * statistics.median(m['final_test_accuracy'] for m in ms):.2f}% | "
+                     f"{ms[-1]['bytes_sent_per_step'] / 1e6:.2f} | "
+                     f"{'-' if consensus is None else f'{consensus:.1e}'} |")
+    print("\n".join(lines))
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
