@@ -2,16 +2,21 @@
 #define NEREID_TESTS_PROCESS_UTIL_H_
 
 // Helpers for tests that run `nereid` as real processes: a fresh directory
-// per test, a bounded shell command with its output, and whole-file reads.
+// per test, a bounded shell command with its output, whole-file reads, and
+// the comparison of two runs' losses.
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -55,6 +60,17 @@ inline std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The largest relative difference between two runs' per-step losses over
+// their first `steps` steps (all by default).
+inline double WorstRelativeDifference(const std::vector<double>& a, const std::vector<double>& b,
+                                      size_t steps = SIZE_MAX) {
+  double worst = 0;
+  for (size_t i = 0; i < steps && i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(a[i]));
+  }
+  return worst;
 }
 
 }  // namespace testing

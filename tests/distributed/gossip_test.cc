@@ -57,9 +57,7 @@ TEST_F(GossipTest, TwoRanksMixToTheAllreduceAverage) {
   std::vector<double> b = allreduce["step_losses"].get<std::vector<double>>();
   ASSERT_EQ(a.size(), 50u);
   ASSERT_EQ(b.size(), 50u);
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  EXPECT_LE(worst, 1e-5);
+  EXPECT_LE(testing::WorstRelativeDifference(a, b), 1e-5);
   EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 2.0);
 }
 

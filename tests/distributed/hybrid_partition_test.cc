@@ -63,16 +63,6 @@ class HybridPartitionTest : public ::testing::Test {
   int runs_ = 0;
 };
 
-// The largest relative difference between two runs' losses over their first
-// `steps` steps.
-double WorstRelativeDifference(const Metrics& a, const Metrics& b, size_t steps) {
-  double worst = 0;
-  for (size_t i = 0; i < steps && i < a.losses.size() && i < b.losses.size(); ++i) {
-    worst = std::max(worst, std::fabs(a.losses[i] - b.losses[i]) / std::fabs(a.losses[i]));
-  }
-  return worst;
-}
-
 struct Case {
   const char* model;
   int workers;
@@ -103,7 +93,7 @@ TEST_P(SameArithmeticTest, HybridGivesDataParallelLosses) {
   EXPECT_EQ(hybrid.strategy, "hybrid");
   ASSERT_EQ(dp.losses.size(), 50u);
   ASSERT_EQ(hybrid.losses.size(), 50u);
-  double worst = WorstRelativeDifference(dp, hybrid, c.exact_steps);
+  double worst = testing::WorstRelativeDifference(dp.losses, hybrid.losses, c.exact_steps);
   std::printf("%s, %d workers: losses %.4f -> %.4f; largest relative difference over %zu steps %.2g; state "
               "bytes per rank %lld (data parallel) vs %lld (hybrid)\n",
               c.model, c.workers, dp.losses.front(), dp.losses.back(), c.exact_steps, worst,

@@ -62,14 +62,6 @@ class StageSplitTest : public ::testing::Test {
   int runs_ = 0;
 };
 
-double WorstRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  }
-  return worst;
-}
-
 struct Case {
   const char* model;
   int workers;
@@ -90,7 +82,7 @@ TEST_F(StageSplitTest, ThePartsComputeWhatOneProcessComputes) {
     EXPECT_EQ(split.strategy, "model_parallel");
     ASSERT_EQ(split.losses.size(), 50u);
     ASSERT_EQ(whole.losses.size(), 50u);
-    EXPECT_LE(WorstRelativeDifference(split.losses, whole.losses), 1e-5);
+    EXPECT_LE(testing::WorstRelativeDifference(split.losses, whole.losses), 1e-5);
     EXPECT_NEAR(split.accuracy, whole.accuracy, 0.003);
     // Rank 0 holds the first part's parameters only.
     EXPECT_LT(split.state_bytes, whole.state_bytes);
