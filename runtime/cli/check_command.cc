@@ -16,6 +16,7 @@
 #include "ops/model_summary.h"
 #include "ops/placement_plan.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/rank_parts.h"
 
 namespace nereid {
 namespace {
@@ -48,43 +49,11 @@ std::string Grouped(int64_t n) {
 }
 
 // 1536 -> "1.5 KiB"
-std::string Bytes(int64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
 
 std::string OutputText(const NodeSummary& n) {
   return absl::StrJoin(n.outputs, " ", [](std::string* out, const ShapeAndType& s) {
     absl::StrAppend(out, s.shape.ToString(), " ", DataTypeName(s.dtype));
   });
-}
-
-// What each rank of a placed plan holds and moves (its part, checked above).
-std::string PerRankTable(const Graph& plan, int workers) {
-  std::string out = "\nrank  nodes  params+state  act/sample  sends  recvs\n";
-  for (int r = 0; r < workers; ++r) {
-    absl::StatusOr<std::unique_ptr<Graph>> part = ProjectForRank(plan, r, workers);
-    if (!part.ok()) continue;  // CheckPlanAcrossRanks reported it
-    ModelSummary s = SummarizeModel(**part);
-    int sends = 0, recvs = 0;
-    for (const Node* n : (*part)->nodes()) {
-      if (NodeAttrInt(*n, "peer", -1) < 0) continue;
-      sends += n->op() == "Send";
-      recvs += n->op() == "Recv";
-    }
-    absl::StrAppend(&out, absl::StrFormat("%-4d  %5d  %12s  %10s  %5d  %5d\n", r, (*part)->num_nodes(),
-                                          Bytes(s.parameter_bytes), Bytes(s.activation_bytes_per_sample), sends,
-                                          recvs));
-  }
-  return out;
 }
 
 std::string FormatTable(const std::string& path, const ModelSummary& summary) {
@@ -218,7 +187,7 @@ int RunCheck(const std::vector<std::string>& args) {
     std::printf("ranks:                 %lld checked: each part loads, Sends meet Recvs, groups agree\n",
                 static_cast<long long>(workers));
     if (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty()) {
-      std::fputs(PerRankTable(**graph, static_cast<int>(workers)).c_str(), stdout);
+      std::fputs(RankPartsTable(**graph, static_cast<int>(workers)).c_str(), stdout);
     }
   }
   return kExitOk;

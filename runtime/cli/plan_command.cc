@@ -14,6 +14,8 @@
 #include "ops/op_registry.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/rank_parts.h"
+#include "graph/placement.h"
 #include "runtime/cli/flags.h"
 
 namespace nereid {
@@ -100,6 +102,10 @@ int Plan(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   std::printf("wrote %s (%d nodes)\n", output.c_str(), (*graph)->num_nodes());
+  // A plan whose ranks run different parts, or declare groups: each rank's.
+  if (*workers > 1 && (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty())) {
+    std::fputs(RankPartsTable(**graph, static_cast<int>(*workers)).c_str(), stdout);
+  }
   return kExitOk;
 }
 

@@ -1,0 +1,24 @@
+#ifndef NEREID_RUNTIME_CLI_RANK_PARTS_H_
+#define NEREID_RUNTIME_CLI_RANK_PARTS_H_
+
+// What `nereid check` and `nereid plan` print of a plan made for N workers:
+// each rank's part (ops/placement_plan.h), what it holds and what it moves.
+
+#include <cstdint>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace nereid {
+
+// "1.5 MiB"
+std::string Bytes(int64_t n);
+
+// One line per rank: nodes, parameter and state bytes, activation bytes per
+// sample, and its ends of Send/Recv pairs. Assumes the plan passed
+// CheckPlanAcrossRanks (a rank whose part does not load is left out).
+std::string RankPartsTable(const Graph& plan, int workers);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_CLI_RANK_PARTS_H_
