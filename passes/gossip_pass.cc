@@ -1,10 +1,12 @@
-// gossip: Stochastic Gradient Push (Assran et al., 2019) with one peer. Every
-// rank keeps its own parameters; after each local optimizer step it keeps half
+// gossip: Stochastic Gradient Push (Assran et al., 2019). Every rank keeps
+// its own parameters; after each local optimizer step it keeps half
 // of every updated value and pushes the other half to its out-neighbour of
 // the step, adding what its in-neighbour pushed (push-sum with uniform
 // mixing). The push is a GroupSendRecv on a group of all ranks, whose
 // offsets change with the step: SGP's time-varying directed exponential
 // graph (at step t rank i sends to i + 2^(t mod log2 n)) or a ring (i + 1).
+// On the complete graph every rank sends 1/n to every other (a
+// GroupAllReduce scaled by 1/n): one step gives the allreduce average.
 //
 // Push-sum carries a weight beside the parameters (state "gossip/weight",
 // per rank, checkpointed): w' = (w + w_in) / 2. In the topologies built here
@@ -34,7 +36,9 @@ namespace {
 constexpr char kGossipGroup[] = "gossip";
 
 // The out-neighbour offsets the steps cycle through.
+// (complete: none; every rank is an out-neighbour.)
 absl::StatusOr<std::vector<int64_t>> TopologyOffsets(const std::string& topology, int64_t world) {
+  if (topology == "complete") return std::vector<int64_t>{};
   if (topology == "ring") return std::vector<int64_t>{1};
   if (topology == "exponential") {
     std::vector<int64_t> offsets;
@@ -42,7 +46,7 @@ absl::StatusOr<std::vector<int64_t>> TopologyOffsets(const std::string& topology
     return offsets;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("gossip: topology '", topology, "' is not one of: exponential, ring"));
+      absl::StrCat("gossip: topology '", topology, "' is not one of: exponential, ring, complete"));
 }
 
 class GossipPass : public Pass {
@@ -80,17 +84,26 @@ class GossipPass : public Pass {
     TensorProto* half = half_value.mutable_tensor();
     half->set_dtype(DT_FLOAT);
     half->mutable_shape()->add_dim(1);
-    half->add_float_val(0.5f);
+    const bool complete = offsets.empty();
+    half->add_float_val(complete ? 1.0f / static_cast<float>(world) : 0.5f);
     ASSIGN_OR_RETURN(Node * mix, AddOpNode(&graph, "gossip/mixing_weight", "Const", {}, {{"value", half_value}}));
     std::vector<std::pair<std::string, AttrValue>> push = {{"group", StringAttr(kGossipGroup)},
-                                                          {"group_size", IntAttr(world)},
-                                                          {"offsets", IntListAttr(offsets)}};
-    // Keep half, push half, add what arrives: (x + x_in) / 2.
+                                                          {"group_size", IntAttr(world)}};
+    if (!complete) push.emplace_back("offsets", IntListAttr(offsets));
+    // Keep half, push half, add what arrives: (x + x_in) / 2; complete: the
+    // sum of every rank's share, sum / n.
     auto mixed = [&](const std::string& name, NodeOut value) -> absl::StatusOr<NodeOut> {
-      ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupSendRecv", {value}, push));
-      ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum"), "Add", {value, NodeOut{in, 0}}));
+      NodeOut sum_out;
+      if (complete) {
+        ASSIGN_OR_RETURN(Node * all, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupAllReduce", {value}, push));
+        sum_out = NodeOut{all, 0};
+      } else {
+        ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupSendRecv", {value}, push));
+        ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum"), "Add", {value, NodeOut{in, 0}}));
+        sum_out = NodeOut{sum, 0};
+      }
       ASSIGN_OR_RETURN(Node * out, AddOpNode(&graph, absl::StrCat(name, "/gossip/mixed"), "Mul",
-                                             {NodeOut{sum, 0}, NodeOut{mix, 0}}));
+                                             {sum_out, NodeOut{mix, 0}}));
       return NodeOut{out, 0};
     };
     int mixed_values = 0;
@@ -104,8 +117,8 @@ class GossipPass : public Pass {
     ASSIGN_OR_RETURN(NodeOut next_weight, mixed("gossip/weight", NodeOut{weight, 0}));
     RETURN_IF_ERROR(CloseLoop(graph, weight, next_weight));
     (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr(o.GetString("topology"));
-    log->notes.push_back(absl::StrCat(mixed_values, " values mixed with one out-neighbour per step (",
-                                      o.GetString("topology"), ": offsets ", absl::StrJoin(offsets, ","),
+    log->notes.push_back(absl::StrCat(mixed_values, " values mixed per step (", o.GetString("topology"),
+                                      complete ? ": every rank" : absl::StrCat(": offsets ", absl::StrJoin(offsets, ",")),
                                       "), push-sum weight gossip/weight"));
     return absl::OkStatus();
   }
@@ -115,7 +128,8 @@ PassInfo GossipInfo() {
   PassInfo info{"gossip",
                 "Stochastic Gradient Push: each rank keeps its own parameters and, after each local step, mixes "
                 "them with one out-neighbour's (push-sum, uniform weights) over a time-varying directed graph.",
-                {{"topology", OptionType::kString, "exponential", "exponential (i + 2^(t mod log2 n)) or ring (i + 1)"}},
+                {{"topology", OptionType::kString, "exponential",
+                  "exponential (i + 2^(t mod log2 n)), ring (i + 1) or complete (every rank)"}},
                 [] { return std::make_unique<GossipPass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kGradientCommunicationProperty};

@@ -61,6 +61,20 @@ TEST_F(GossipTest, TwoRanksMixToTheAllreduceAverage) {
   EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 2.0);
 }
 
+// On the complete graph every step averages all ranks' models: allreduce's
+// arithmetic, up to the order of the sums.
+TEST_F(GossipTest, TheCompleteGraphGivesTheAllreduceAverage) {
+  Json gossip = Run(4, 25, "autodiff,sgd(lr=0.05),gossip(topology=complete)");
+  Json allreduce = Run(4, 25, "autodiff,data_parallel,sgd(lr=0.05)");
+  ASSERT_FALSE(gossip.is_null());
+  ASSERT_FALSE(allreduce.is_null());
+  EXPECT_LE(testing::WorstRelativeDifference(gossip["step_losses"].get<std::vector<double>>(),
+                                             allreduce["step_losses"].get<std::vector<double>>()),
+            1e-5);
+  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 4.0);
+  EXPECT_LT(gossip["per_epoch"][0]["consensus_distance"].get<double>(), 1e-6);
+}
+
 TEST_F(GossipTest, FourRanksConserveWeightAndStayClose) {
   Json allreduce = Run(4, 64, "autodiff,data_parallel,sgd(lr=0.05)");
   ASSERT_FALSE(allreduce.is_null());
@@ -82,7 +96,7 @@ TEST_F(GossipTest, AnUnknownTopologyIsRefused) {
                                           "\"autodiff,sgd(lr=0.05),gossip(topology=star)\" -o ",
                                  dir_, "/plan.pbtxt"));
   EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: exponential, ring"));
+  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: exponential, ring, complete"));
 }
 
 }  // namespace
