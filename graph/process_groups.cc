@@ -16,10 +16,11 @@ bool ParseLayout(absl::string_view text, GroupDecl& g) {
   if (kind == "ranks") {
     std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(arg, absl::MaxSplits('-', 1));
     int last = 0;
-    if (!absl::SimpleAtoi(range.first, &g.first) || g.first < 0) return false;
+    constexpr int kMaxRank = 1 << 20;
+    if (!absl::SimpleAtoi(range.first, &g.first) || g.first < 0 || g.first > kMaxRank) return false;
     if (range.second.empty()) {
       last = g.first;
-    } else if (!absl::SimpleAtoi(range.second, &last) || last < g.first) {
+    } else if (!absl::SimpleAtoi(range.second, &last) || last < g.first || last > kMaxRank) {
       return false;
     }
     g.layout = GroupLayout::kRanks;

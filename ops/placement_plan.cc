@@ -174,7 +174,20 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
     parts.push_back(*std::move(part));
   }
   // Every cut pair: the Send on rank r to p has the Recv on p from r, with the
-  // same channel and shape.
+  // same channel and shape; no two ends of a rank share a peer and channel
+  // (their messages would share a tag).
+  for (int r = 0; r < world; ++r) {
+    absl::flat_hash_map<std::tuple<std::string, int64_t, int64_t>, const Node*> ends;
+    for (const Node* n : parts[r]->nodes()) {
+      if ((n->op() != "Send" && n->op() != "Recv") || NodeAttrInt(*n, "peer", -1) < 0) continue;
+      auto [it, fresh] = ends.try_emplace({n->op(), NodeAttrInt(*n, "peer", -1), NodeAttrInt(*n, "channel", -1)}, n);
+      if (!fresh) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": ", n->op(), "s '", it->second->name(), "' and '",
+                                                          n->name(), "' share peer and channel ", std::get<2>(it->first),
+                                                          ": their messages would be confused"));
+      }
+    }
+  }
   for (int r = 0; r < world; ++r) {
     for (const Node* send : parts[r]->nodes()) {
       if (send->op() != "Send" || NodeAttrInt(*send, "peer", -1) < 0) continue;

@@ -48,6 +48,9 @@ class StageSplitPass : public Pass {
       if (n == nullptr || n->num_inputs() == 0) {
         return absl::InvalidArgumentError(absl::StrCat("stage_split: at: '", name, "' is not a layer of the model"));
       }
+      if (starts_part.contains(n)) {
+        return absl::InvalidArgumentError(absl::StrCat("stage_split: at: '", name, "' is named twice"));
+      }
       starts_part[n] = static_cast<int>(starts_part.size()) + 1;
     }
     if (starts_part.empty()) return absl::InvalidArgumentError("stage_split: at: name the layers to cut before");

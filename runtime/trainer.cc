@@ -132,16 +132,26 @@ struct EvaluationPart {
 struct DataShard {
   int index = 0, count = 1;
 };
-DataShard DataShardOf(const Graph& graph, int rank, int world) {
-  const int replicas = static_cast<int>(GraphAttrInt(graph, "data_replicas", world));
-  return DataShard{rank % replicas, replicas};
+absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world) {
+  const int64_t replicas = GraphAttrInt(graph, "data_replicas", world);
+  if (replicas < 1 || replicas > world || world % replicas != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("graph attribute data_replicas is ", replicas,
+                                                   ": it must divide the ", world, " workers"));
+  }
+  return DataShard{static_cast<int>(rank % replicas), static_cast<int>(replicas)};
 }
+
+// Whether the plan declares process groups: their collectives exchange
+// batches, so every rank's must be the same size. From the whole plan, so
+// every rank decides alike (a rank need not be in every group).
+bool EqualShards(const Graph& graph) { return !GraphAttr(graph, "groups").empty(); }
 
 // Each rank evaluates its shard of the test set; the counts are summed over
 // the ranks, so every rank reports the whole test set's figures.
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
                                            const TrainOptions& options, const EvaluationPart& part,
-                                           DataShard shard, StepInfo info, DataParallelGroup* group) {
+                                           DataShard shard, bool equal_shards, StepInfo info,
+                                           DataParallelGroup* group) {
   data::LoaderOptions lo;
   lo.batch_size = options.eval_batch;
   lo.shuffle = false;
@@ -149,7 +159,7 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   if (group != nullptr) {
     lo.rank = shard.index;
     lo.world = shard.count;
-    lo.equal_shards = group->has_groups();
+    lo.equal_shards = equal_shards;
     group->StartEvaluation();
   }
   std::vector<std::string> fetches = part.sends;
@@ -391,7 +401,7 @@ class TrainingRun {
           options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
     }
     plan_fingerprint_ = PlanFingerprint(*graph_);
-    shard_ = DataShardOf(*graph_, options_.rank, options_.workers);
+    ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
     return PlacedPart();
   }
 
@@ -400,6 +410,8 @@ class TrainingRun {
   absl::Status PlacedPart() {
     placed_ = HasPlacedNodes(*graph_);
     if (!placed_) return absl::OkStatus();
+    // A hand-written plan: unplaced nodes follow their placed inputs.
+    RETURN_IF_ERROR(PropagatePlacement(*graph_));
     if (const Node* loss = graph_->FindNode(loss_)) {
       ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*graph_));
       ASSIGN_OR_RETURN(std::vector<int> holders, RanksOf(PlacementOf(*loss), options_.workers, groups));
@@ -491,7 +503,7 @@ class TrainingRun {
     lo.rank = shard_.index;
     lo.world = shard_.count;
     // Group collectives exchange batches: every rank's must be the same size.
-    lo.equal_shards = group_ != nullptr && group_->has_groups();
+    lo.equal_shards = group_ != nullptr && EqualShards(*graph_);
     ASSIGN_OR_RETURN(loader_, data::BatchLoader::Create(train_, lo));
     // Ranks step in lock-step: all take as many steps as the smallest shard
     // (N / world examples) gives, so an odd example out is skipped.
@@ -668,13 +680,14 @@ class TrainingRun {
     // Gossip: how far apart the ranks' models are; after the last epoch
     // every rank takes their average, the run's final model.
     if (group_ != nullptr && !GraphAttr(*graph_, "gossip").empty()) {
-      const bool last = m.epoch + 1 == options_.epochs;
+      const bool last = m.epoch + 1 == options_.epochs || ReachedMaxSteps();
       ASSIGN_OR_RETURN(m.consensus_distance, AverageGossipedModels(/*adopt=*/last));
     }
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
     ASSIGN_OR_RETURN(Evaluation eval,
-                     EvaluateTestSet(*executor_, test_, options_, EvaluationFetches(), shard_, eval_info, group_.get()));
+                     EvaluateTestSet(*executor_, test_, options_, EvaluationFetches(), shard_,
+                                     EqualShards(*graph_), eval_info, group_.get()));
     eval_span.End();
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;

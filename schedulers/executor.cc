@@ -119,18 +119,21 @@ Executor::Executor(const Graph* graph, ExecutorOptions options)
     : graph_(graph), options_(std::move(options)), threads_(std::max(1, options_.threads)), free_cores_(threads_) {}
 
 Executor::~Executor() {
-  if (pool_ != nullptr) pool_->WaitIdle();
-  // A communication node's callback may still be finishing (it runs on the
-  // communicator's thread, not the pool's): wait for it, aborting what is
-  // queued so that it comes.
+  // Nodes still running (a communication node's callback comes on the
+  // communicator's thread, not the pool's): stop dispatching, abort what is
+  // queued so that their callbacks come, and wait for them; then for the
+  // pool's tasks to return.
   bool busy;
   {
     std::lock_guard<std::mutex> lock(mu_);
     busy = running_ > 0;
   }
   if (busy) Fail(absl::CancelledError("the executor was shut down"));
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return running_ == 0; });
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return running_ == 0; });
+  }
+  if (pool_ != nullptr) pool_->WaitIdle();
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, ExecutorOptions options) {

@@ -1,6 +1,9 @@
 #include "schedulers/point_to_point_engine.h"
 
+#include <exception>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 namespace nereid {
 
@@ -16,7 +19,14 @@ void PointToPointEngine::Submit(Work work, Done done) {
   }
   // Detached: the count, not a join, tells the destructor when all are done.
   std::thread([this, work = std::move(work), done = std::move(done)] {
-    done(work(*communicator_));
+    // An exception must not escape a detached thread (std::terminate).
+    absl::Status status;
+    try {
+      status = work(*communicator_);
+    } catch (const std::exception& e) {
+      status = absl::InternalError(absl::StrCat("point-to-point transfer: ", e.what()));
+    }
+    done(std::move(status));
     std::lock_guard<std::mutex> lock(mu_);
     if (--running_ == 0) idle_.notify_all();
   }).detach();

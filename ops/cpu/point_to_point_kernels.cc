@@ -26,6 +26,24 @@ uint32_t TagOf(int64_t channel, const StepInfo& step, bool header) {
          static_cast<uint32_t>(key & 0xFFFFF);
 }
 
+// The dims a header carries, or DataLoss if it is not a header (a corrupted
+// or mismatched message must not size an allocation).
+absl::StatusOr<std::vector<int64_t>> DimsOfHeader(const std::vector<float>& header) {
+  const float rank = header[0];
+  if (!(rank >= 0 && rank < kHeaderFloats) || rank != static_cast<float>(static_cast<int>(rank))) {
+    return absl::DataLossError(absl::StrCat("the message header says rank ", rank, ": not a Send's header"));
+  }
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const float d = header[1 + i];
+    if (!(d >= 0 && d < static_cast<float>(kMaxExactDim)) || d != static_cast<float>(static_cast<int64_t>(d))) {
+      return absl::DataLossError(absl::StrCat("the message header says dim ", i, " is ", d, ": not a Send's header"));
+    }
+    dims[i] = static_cast<int64_t>(d);
+  }
+  return dims;
+}
+
 class PointToPointKernel : public AsyncOpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
@@ -115,8 +133,7 @@ class RecvKernel : public PointToPointKernel {
         [received, peer, head, body, declared](Communicator& comm) -> absl::Status {
           std::vector<float> header(kHeaderFloats);
           RETURN_IF_ERROR(comm.Recv(absl::MakeSpan(header), peer, head));
-          std::vector<int64_t> dims(static_cast<size_t>(header[0]));
-          for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(header[1 + i]);
+          ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOfHeader(header));
           bool fits = dims.size() == declared.size();
           for (size_t i = 0; fits && i < dims.size(); ++i) fits = declared[i] < 0 || declared[i] == dims[i];
           if (!fits) {

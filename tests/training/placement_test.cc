@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
 #include "graph/placement.h"
@@ -125,6 +127,21 @@ TEST(PlacementTest, ARecvWithoutItsSendIsRefusedBeforeAnythingRuns) {
   ASSERT_TRUE(graph.ok()) << graph.status();
   absl::Status s = CheckPlanAcrossRanks(**graph, 2);
   EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1's Recv 'orphan' has no Send on rank 0: rank 1 would wait forever"));
+}
+
+// Two ends of one rank with the same peer and channel would take each
+// other's messages.
+TEST(PlacementTest, EndsSharingPeerAndChannelAreRefused) {
+  std::string text = kTwoRanks;
+  for (const char* name : {"a", "b"}) {
+    text += absl::StrCat(R"pb(node { name: ")pb", name, R"pb(" op: "Recv" worker: 1
+      attr { key: "peer" value { i: 0 } } attr { key: "channel" value { i: 9 } }
+      attr { key: "shape" value { shape { dim: 2 } } } })pb");
+  }
+  auto graph = Load(text);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_THAT(std::string(CheckPlanAcrossRanks(**graph, 2).message()),
+              HasSubstr("rank 1: Recvs 'a' and 'b' share peer and channel 9"));
 }
 
 // A group one of whose members would issue a collective the other never
