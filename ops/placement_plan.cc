@@ -94,6 +94,10 @@ absl::StatusOr<absl::flat_hash_map<const Node*, Placement>> EffectivePlacement(c
 
 }  // namespace
 
+bool IsCutEnd(const Node& node) {
+  return (node.op() == "Send" || node.op() == "Recv") && NodeAttrInt(node, "peer", -1) >= 0;
+}
+
 absl::Status PropagatePlacement(Graph& graph) {
   ASSIGN_OR_RETURN(auto at, EffectivePlacement(graph));
   for (Node* n : graph.nodes()) {
@@ -179,7 +183,7 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
   for (int r = 0; r < world; ++r) {
     absl::flat_hash_map<std::tuple<std::string, int64_t, int64_t>, const Node*> ends;
     for (const Node* n : parts[r]->nodes()) {
-      if ((n->op() != "Send" && n->op() != "Recv") || NodeAttrInt(*n, "peer", -1) < 0) continue;
+      if (!IsCutEnd(*n)) continue;
       auto [it, fresh] = ends.try_emplace({n->op(), NodeAttrInt(*n, "peer", -1), NodeAttrInt(*n, "channel", -1)}, n);
       if (!fresh) {
         return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": ", n->op(), "s '", it->second->name(), "' and '",
@@ -190,7 +194,7 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
   }
   for (int r = 0; r < world; ++r) {
     for (const Node* send : parts[r]->nodes()) {
-      if (send->op() != "Send" || NodeAttrInt(*send, "peer", -1) < 0) continue;
+      if (send->op() != "Send" || !IsCutEnd(*send)) continue;
       const int p = static_cast<int>(NodeAttrInt(*send, "peer", -1));
       const int64_t channel = NodeAttrInt(*send, "channel", -1);
       if (p >= world) return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": Send '", send->name(), "' sends to rank ", p, " of ", world));
@@ -213,7 +217,7 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
       }
     }
     for (const Node* recv : parts[r]->nodes()) {
-      if (recv->op() != "Recv" || NodeAttrInt(*recv, "peer", -1) < 0) continue;
+      if (recv->op() != "Recv" || !IsCutEnd(*recv)) continue;
       const int p = static_cast<int>(NodeAttrInt(*recv, "peer", -1));
       bool found = false;
       for (const Node* send : p < world ? parts[p]->nodes() : std::vector<Node*>{}) {

@@ -26,6 +26,10 @@ namespace nereid {
 
 absl::Status PropagatePlacement(Graph& graph);
 
+// Whether `node` is a Send or Recv of a rank's part whose other end is on
+// another rank (its `peer` is set); in the whole plan both ends are local.
+bool IsCutEnd(const Node& node);
+
 absl::StatusOr<std::unique_ptr<Graph>> ProjectForRank(const Graph& graph, int rank, int world);
 
 absl::Status CheckPlanAcrossRanks(const Graph& graph, int world);

@@ -189,12 +189,6 @@ uint64_t DataParallelGroup::StateFingerprint(const Executor& executor,
   return h;
 }
 
-int DataParallelGroup::CollectivesPerStep(const Graph& graph) {
-  absl::flat_hash_map<std::string, CollectiveCounts> counts = CollectivesByGroup(graph);
-  auto world = counts.find("");
-  return world == counts.end() ? 0 : world->second.per_step;
-}
-
 absl::flat_hash_set<std::string> DataParallelGroup::PerRankState(const Graph& graph) {
   absl::flat_hash_set<std::string> names;
   for (Node* n : graph.nodes()) {

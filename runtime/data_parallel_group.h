@@ -47,11 +47,6 @@ class DataParallelGroup {
   // fix the engine's per-step order).
   static absl::StatusOr<std::unique_ptr<DataParallelGroup>> Join(const Graph& graph, const GroupOptions& options);
 
-  // The plan's collectives per step on the world (AllReduce buckets and
-  // CompressedAllReduce nodes): the engine's keys per step; 0 means the plan
-  // does not communicate across the world.
-  static int CollectivesPerStep(const Graph& graph);
-
   // Gives the executor this rank's engines (world and groups) and its place
   // in each group (sharded parameters take their block by it).
   void ConfigureExecutor(ExecutorOptions& options);
@@ -62,9 +57,6 @@ class DataParallelGroup {
   void StartEvaluation();
   // Records every engine's collectives on the trace (null: none).
   void SetTrace(TraceRecorder* trace);
-  // Whether the plan declares process groups (their members must feed
-  // batches of equal size).
-  bool has_groups() const { return !groups_.empty(); }
   ~DataParallelGroup();
 
   int rank() const { return communicator_->rank(); }

@@ -266,7 +266,7 @@ std::string PlanFingerprint(const Graph& graph) {
 // Whether this rank's part sends to or receives from another rank.
 bool HasPointToPoint(const Graph& graph) {
   for (const Node* n : graph.nodes()) {
-    if ((n->op() == "Send" || n->op() == "Recv") && NodeAttrInt(*n, "peer", -1) >= 0) return true;
+    if (IsCutEnd(*n)) return true;
   }
   return false;
 }
@@ -401,6 +401,7 @@ class TrainingRun {
           options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
     }
     plan_fingerprint_ = PlanFingerprint(*graph_);
+    gossip_ = !GraphAttr(*graph_, "gossip").empty();
     ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
     return PlacedPart();
   }
@@ -433,7 +434,7 @@ class TrainingRun {
       part.loss = loss_;
     }
     for (const Node* n : graph_->nodes()) {
-      if (n->op() == "Send" && NodeAttrInt(*n, "peer", -1) >= 0 && NodeAttrBool(*n, "eval", false)) {
+      if (n->op() == "Send" && IsCutEnd(*n) && NodeAttrBool(*n, "eval", false)) {
         part.sends.push_back(n->name());
       }
     }
@@ -443,8 +444,7 @@ class TrainingRun {
   // With several workers: meets the other ranks (rendezvous, identity check).
   absl::Status Connect() {
     if (options_.workers <= 1) return absl::OkStatus();
-    if (DataParallelGroup::CollectivesPerStep(*graph_) == 0 && CollectivesByGroup(*graph_).empty() &&
-        !HasPointToPoint(*graph_)) {
+    if (CollectivesByGroup(*graph_).empty() && !HasPointToPoint(*graph_)) {
       return absl::FailedPreconditionError(absl::StrCat(options_.model_path,
                                                         " has no gradient communication: plan it with data_parallel "
                                                         "to train on ",
@@ -464,7 +464,7 @@ class TrainingRun {
     result_.strategy = "data_parallel";
     result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
     if (result_.model_parallel > 1) result_.strategy = "hybrid";
-    if (!GraphAttr(*graph_, "gossip").empty()) result_.strategy = "gossip";
+    if (gossip_) result_.strategy = "gossip";
     if (placed_) {
       result_.strategy = "model_parallel";
       result_.model_parallel = options_.workers / shard_.count;
@@ -679,7 +679,7 @@ class TrainingRun {
     RETURN_IF_ERROR(CheckFinite(m.epoch));
     // Gossip: how far apart the ranks' models are; after the last epoch
     // every rank takes their average, the run's final model.
-    if (group_ != nullptr && !GraphAttr(*graph_, "gossip").empty()) {
+    if (group_ != nullptr && gossip_) {
       const bool last = m.epoch + 1 == options_.epochs || ReachedMaxSteps();
       ASSIGN_OR_RETURN(m.consensus_distance, AverageGossipedModels(/*adopt=*/last));
     }
@@ -726,7 +726,7 @@ class TrainingRun {
       result_.state_bytes += value.num_bytes();
       if (per_rank_.contains(name)) result_.per_rank_state_bytes += value.num_bytes();
     }
-    if (group_ != nullptr && !GraphAttr(*graph_, "gossip").empty()) {
+    if (group_ != nullptr && gossip_) {
       std::vector<double> weight = {0};
       for (const auto& [name, value] : executor_->State()) {
         if (name == "gossip/weight") weight[0] = value.data<float>()[0];
@@ -828,8 +828,9 @@ class TrainingRun {
   std::string logits_, loss_;
   std::string plan_fingerprint_;  // of the whole plan, the same on every rank
   DataShard shard_;
-  int progress_rank_ = 0;
-  bool placed_ = false;  // the plan runs different nodes on different ranks  // the rank that prints progress (the first holding the loss)
+  int progress_rank_ = 0;  // the rank that prints progress (the first holding the loss)
+  bool placed_ = false;    // the plan runs different nodes on different ranks
+  bool gossip_ = false;    // ranks keep their own models (the gossip pass)
   std::unique_ptr<DataParallelGroup> group_;
   std::shared_ptr<const data::Dataset> train_, test_;
   std::unique_ptr<Executor> executor_;

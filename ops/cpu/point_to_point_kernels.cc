@@ -6,6 +6,7 @@
 // batch), and whether it is the header.
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,15 @@ class PointToPointKernel : public AsyncOpKernel {
     }
     return ctx->point_to_point();
   }
+  // The header's and the body's options: this pair's tags at this step.
+  std::pair<CollectiveOptions, CollectiveOptions> TransferOptions(const OpKernelContext* ctx,
+                                                                  const PointToPointChannel& channel) const {
+    CollectiveOptions head, body;
+    head.tag = TagOf(channel_, ctx->step(), true);
+    body.tag = TagOf(channel_, ctx->step(), false);
+    head.timeout = body.timeout = channel.timeout();
+    return {head, body};
+  }
   // Wraps `done` so an error names the node's end of the transfer.
   std::function<void(absl::Status)> Named(std::function<void(absl::Status)> done, const char* direction) const {
     return [done = std::move(done), what = absl::StrCat(direction, " rank ", peer_)](absl::Status s) {
@@ -95,10 +105,8 @@ class SendKernel : public PointToPointKernel {
       (*header)[1 + i] = static_cast<float>(x.dim(i));
     }
     auto value = std::make_shared<Tensor>(x);
-    CollectiveOptions head, body;
-    head.tag = TagOf(channel_, ctx->step(), true);
-    body.tag = TagOf(channel_, ctx->step(), false);
-    head.timeout = body.timeout = (*channel)->timeout();
+    const std::pair<CollectiveOptions, CollectiveOptions> options = TransferOptions(ctx, **channel);
+    const CollectiveOptions head = options.first, body = options.second;
     const int peer = static_cast<int>(peer_);
     (*channel)->Submit(
         [header, value, peer, head, body](Communicator& comm) {
@@ -121,10 +129,8 @@ class RecvKernel : public PointToPointKernel {
     if (peer_ < 0) return done(ctx->SetOutput(0, ctx->input(0)));
     absl::StatusOr<PointToPointChannel*> channel = ChannelOf(ctx);
     if (!channel.ok()) return done(channel.status());
-    CollectiveOptions head, body;
-    head.tag = TagOf(channel_, ctx->step(), true);
-    body.tag = TagOf(channel_, ctx->step(), false);
-    head.timeout = body.timeout = (*channel)->timeout();
+    const std::pair<CollectiveOptions, CollectiveOptions> options = TransferOptions(ctx, **channel);
+    const CollectiveOptions head = options.first, body = options.second;
     const int peer = static_cast<int>(peer_);
     auto received = std::make_shared<Tensor>();
     std::vector<int64_t> declared = declared_;

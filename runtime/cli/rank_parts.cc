@@ -32,7 +32,7 @@ std::string RankPartsTable(const Graph& plan, int workers) {
     ModelSummary s = SummarizeModel(**part);
     int sends = 0, recvs = 0;
     for (const Node* n : (*part)->nodes()) {
-      if (NodeAttrInt(*n, "peer", -1) < 0) continue;
+      if (!IsCutEnd(*n)) continue;
       sends += n->op() == "Send";
       recvs += n->op() == "Recv";
     }
