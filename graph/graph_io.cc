@@ -123,7 +123,7 @@ absl::StatusOr<GraphFile> ParseGraphBinary(absl::string_view bytes, std::string 
   return file;
 }
 
-absl::StatusOr<GraphFile> ReadGraphFile(const std::string& path) {
+absl::StatusOr<std::string> ReadGraphFileContents(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open graph file: ", std::strerror(errno)));
@@ -139,8 +139,14 @@ absl::StatusOr<GraphFile> ReadGraphFile(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open graph file"));
   std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  if (GuessGraphFormat(path, contents) == GraphFormat::kBinary) return ParseGraphBinary(contents, path);
-  return ParseGraphText(contents, path);
+  return contents;
+}
+
+absl::StatusOr<GraphFile> ReadGraphFile(const std::string& path) {
+  absl::StatusOr<std::string> contents = ReadGraphFileContents(path);
+  if (!contents.ok()) return contents.status();
+  if (GuessGraphFormat(path, *contents) == GraphFormat::kBinary) return ParseGraphBinary(*contents, path);
+  return ParseGraphText(*contents, path);
 }
 
 std::string GraphDefToText(const GraphDef& def) {

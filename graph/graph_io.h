@@ -35,6 +35,9 @@ struct GraphFile {
 GraphFormat GuessGraphFormat(absl::string_view path, absl::string_view contents);
 
 absl::StatusOr<GraphFile> ReadGraphFile(const std::string& path);
+// The file's bytes, refused when it is not a regular file or is over
+// kMaxGraphFileBytes (graph and plan files alike).
+absl::StatusOr<std::string> ReadGraphFileContents(const std::string& path);
 // Parse from memory; `path` only labels errors.
 absl::StatusOr<GraphFile> ParseGraphText(absl::string_view text, std::string path);
 absl::StatusOr<GraphFile> ParseGraphBinary(absl::string_view bytes, std::string path);

@@ -168,7 +168,7 @@ std::string CollectiveSignature(const Node& n) {
 
 }  // namespace
 
-absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
+absl::StatusOr<std::vector<std::unique_ptr<Graph>>> SplitPlanAcrossRanks(const Graph& graph, int world) {
   std::vector<std::unique_ptr<Graph>> parts;
   for (int r = 0; r < world; ++r) {
     absl::StatusOr<std::unique_ptr<Graph>> part = ProjectForRank(graph, r, world);
@@ -176,6 +176,26 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
       return absl::Status(part.status().code(), absl::StrCat("rank ", r, ": ", part.status().message()));
     }
     parts.push_back(*std::move(part));
+  }
+  RETURN_IF_ERROR(CheckPartsAcrossRanks(parts));
+  return parts;
+}
+
+absl::Status CheckPartsAcrossRanks(const std::vector<std::unique_ptr<Graph>>& parts) {
+  const int world = static_cast<int>(parts.size());
+  if (world == 0) return absl::InvalidArgumentError("a plan needs at least one rank's graph");
+  // The ranks agree on what the plan declares: its workers and groups.
+  for (int r = 1; r < world; ++r) {
+    for (const char* attr : {"workers", "groups", "data_replicas", "loss", "logits"}) {
+      if (GraphAttr(*parts[r], attr) != GraphAttr(*parts[0], attr) ||
+          GraphAttrInt(*parts[r], attr, 0) != GraphAttrInt(*parts[0], attr, 0)) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph declares ", attr, " differently from rank 0's"));
+      }
+    }
+  }
+  if (GraphAttrInt(*parts[0], "workers", world) != world) {
+    return absl::FailedPreconditionError(absl::StrCat("the graphs are planned for ", GraphAttrInt(*parts[0], "workers", world),
+                                                      " workers but the plan has ", world));
   }
   // Every cut pair: the Send on rank r to p has the Recv on p from r, with the
   // same channel and shape; no two ends of a rank share a peer and channel
@@ -208,12 +228,13 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
         return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Send '", send->name(), "' (channel ", channel,
                                                           ") has no Recv on rank ", p, ": rank ", r, " would wait forever"));
       }
-      const TensorShape& sent = send->outputs()[0].shape;
-      const TensorShape& expected = match->outputs()[0].shape;
-      if (sent.ToString() != expected.ToString()) {
-        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Send '", send->name(), "' sends ",
-                                                          sent.ToString(), " but rank ", p, "'s Recv '", match->name(),
-                                                          "' expects ", expected.ToString()));
+      const ShapeAndType& sent = send->outputs()[0];
+      const ShapeAndType& expected = match->outputs()[0];
+      if (sent.shape.ToString() != expected.shape.ToString() || sent.dtype != expected.dtype) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", r, "'s Send '", send->name(), "' sends ", DataTypeName(sent.dtype), sent.shape.ToString(),
+            " but rank ", p, "'s Recv '", match->name(), "' expects ", DataTypeName(expected.dtype),
+            expected.shape.ToString()));
       }
     }
     for (const Node* recv : parts[r]->nodes()) {
@@ -231,7 +252,7 @@ absl::Status CheckPlanAcrossRanks(const Graph& graph, int world) {
     }
   }
   // Every group's members issue the same collectives in the same order.
-  ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
+  ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*parts[0]));
   for (const GroupDecl& g : groups) {
     absl::flat_hash_map<std::string, std::pair<int, std::map<int64_t, std::string>>> first_member;  // by instance
     for (int r = 0; r < world; ++r) {

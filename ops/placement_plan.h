@@ -11,12 +11,17 @@
 //                       from a Send to its Recv.
 //   ProjectForRank      one rank's part: its nodes; each Send/Recv pair cut
 //                       in two ends that know their peer rank.
-//   CheckPlanAcrossRanks  every rank's part loads, every Send has its Recv
-//                       (peer, channel, shape), and every group's members
+//   SplitPlanAcrossRanks  every rank's part, checked together:
+//   CheckPartsAcrossRanks every rank's graph loads and declares the same
+//                       workers and groups, every Send has its Recv (peer,
+//                       channel, shape, dtype), and every group's members
 //                       issue the same collectives in the same order; errors
 //                       name the ranks and the nodes, before anything runs.
+//                       Per-rank plan files (ops/rank_plan_file.h) are
+//                       checked the same way.
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,7 +37,10 @@ bool IsCutEnd(const Node& node);
 
 absl::StatusOr<std::unique_ptr<Graph>> ProjectForRank(const Graph& graph, int rank, int world);
 
-absl::Status CheckPlanAcrossRanks(const Graph& graph, int world);
+absl::StatusOr<std::vector<std::unique_ptr<Graph>>> SplitPlanAcrossRanks(const Graph& graph, int world);
+
+// parts[r] is rank r's graph.
+absl::Status CheckPartsAcrossRanks(const std::vector<std::unique_ptr<Graph>>& parts);
 
 }  // namespace nereid
 

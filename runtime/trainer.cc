@@ -28,11 +28,13 @@
 #include "graph/import_export.h"
 #include "graph/ir.h"
 #include "graph/placement.h"
+#include "graph/plan_io.h"
 #include "graph/process_groups.h"
 #include "ops/collective_schedule.h"
 #include "ops/model_loader.h"
 #include "ops/op_registry.h"
 #include "ops/placement_plan.h"
+#include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data_parallel_group.h"
@@ -256,13 +258,6 @@ std::string PassesFor(const TrainOptions& options) {
   return pipeline.ok() ? PipelineText(*pipeline) : options.passes;
 }
 
-// What every rank must agree on: the plan, and the settings that shape the
-// run's arithmetic or its metrics (compared one by one at the rendezvous, so
-// a difference is named).
-std::string PlanFingerprint(const Graph& graph) {
-  return absl::StrCat(absl::Hex(Fnv1a(GraphDefToText(ExportGraph(graph))), absl::kZeroPad16));
-}
-
 // Whether this rank's part sends to or receives from another rank.
 bool HasPointToPoint(const Graph& graph) {
   for (const Node* n : graph.nodes()) {
@@ -374,25 +369,40 @@ class TrainingRun {
   TrainingRun(const TrainOptions& options, TraceRecorder* trace)
       : options_(options), trace_(trace), start_(absl::Now()) {}
 
-  // Loads the model and plans it (a plan file is used as it is); finds the
-  // nodes evaluation reads.
+  // Loads the model and plans it (a plan file is used as it is; a per-rank
+  // plan file gives this rank's graph); finds the nodes evaluation reads.
   absl::Status Plan() {
     if (trace_ != nullptr) trace_->NameThisThread("driver");
-    ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
-    if (IsPlanned(*graph_)) {
-      // A plan made for a number of workers runs on that many.
-      const int64_t planned = GraphAttrInt(*graph_, "workers", options_.workers);
-      if (planned != options_.workers) {
-        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " was planned for ", planned,
-                                                          " workers, not ", options_.workers));
+    ASSIGN_OR_RETURN(std::optional<PlanDef> per_rank, ReadPlanFile(options_.model_path));
+    std::vector<std::unique_ptr<Graph>> parts;  // every rank's graph, when they differ
+    if (per_rank.has_value()) {
+      if (per_rank->worker_size() != options_.workers) {
+        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " holds graphs for ",
+                                                          per_rank->worker_size(), " workers, not ", options_.workers));
       }
+      ASSIGN_OR_RETURN(parts, LoadRankGraphs(*per_rank, options_.model_path));
+      plan_fingerprint_ = PlanFingerprint(parts);
     } else {
-      // Passes that partition the model need the number of workers.
-      if (options_.workers > 1) (*graph_->mutable_header()->mutable_attr())["workers"] = IntAttr(options_.workers);
-      ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_));
-      ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph_, pipeline));
-      for (const PassReport& r : reports) result_.plan_summary.emplace_back(r.pass, FormatReport(r));
+      ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
+      RETURN_IF_ERROR(PlanModel());
+      plan_fingerprint_ = PlanFingerprint(*graph_);
+      if (HasPlacedNodes(*graph_)) {
+        // A hand-written plan: unplaced nodes follow their placed inputs.
+        RETURN_IF_ERROR(PropagatePlacement(*graph_));
+        ASSIGN_OR_RETURN(parts, SplitPlanAcrossRanks(*graph_, options_.workers));
+      }
     }
+    if (!parts.empty()) {
+      // Progress is printed by the first rank holding the loss.
+      const std::string loss = GraphAttr(*parts[0], "loss");
+      progress_rank_ = -1;
+      for (int r = 0; r < static_cast<int>(parts.size()) && progress_rank_ < 0; ++r) {
+        if (parts[r]->FindNode(loss) != nullptr) progress_rank_ = r;
+      }
+      if (progress_rank_ < 0) return absl::FailedPreconditionError(absl::StrCat("no rank holds the loss '", loss, "'"));
+      graph_ = std::move(parts[options_.rank]);
+    }
+    placed_ = HasPlacedNodes(*graph_);
     result_.model = GraphAttr(*graph_, "name").empty() ? options_.model_path : GraphAttr(*graph_, "name");
     logits_ = GraphAttr(*graph_, "logits");
     loss_ = GraphAttr(*graph_, "loss");
@@ -400,27 +410,27 @@ class TrainingRun {
       return absl::InvalidArgumentError(absl::StrCat(
           options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
     }
-    plan_fingerprint_ = PlanFingerprint(*graph_);
     gossip_ = !GraphAttr(*graph_, "gossip").empty();
     ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
-    return PlacedPart();
+    return absl::OkStatus();
   }
 
-  // A plan with placed nodes: every rank's part is checked, then this rank
-  // keeps its own (graph/placement.h).
-  absl::Status PlacedPart() {
-    placed_ = HasPlacedNodes(*graph_);
-    if (!placed_) return absl::OkStatus();
-    // A hand-written plan: unplaced nodes follow their placed inputs.
-    RETURN_IF_ERROR(PropagatePlacement(*graph_));
-    if (const Node* loss = graph_->FindNode(loss_)) {
-      ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*graph_));
-      ASSIGN_OR_RETURN(std::vector<int> holders, RanksOf(PlacementOf(*loss), options_.workers, groups));
-      if (holders.empty()) return absl::FailedPreconditionError("no rank holds the loss");
-      progress_rank_ = holders.front();
+  // Runs the pass pipeline on a model; a one-graph plan file is used as it is.
+  absl::Status PlanModel() {
+    if (IsPlanned(*graph_)) {
+      // A plan made for a number of workers runs on that many.
+      const int64_t planned = GraphAttrInt(*graph_, "workers", options_.workers);
+      if (planned != options_.workers) {
+        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " was planned for ", planned,
+                                                          " workers, not ", options_.workers));
+      }
+      return absl::OkStatus();
     }
-    RETURN_IF_ERROR(CheckPlanAcrossRanks(*graph_, options_.workers));
-    ASSIGN_OR_RETURN(graph_, ProjectForRank(*graph_, options_.rank, options_.workers));
+    // Passes that partition the model need the number of workers.
+    if (options_.workers > 1) (*graph_->mutable_header()->mutable_attr())["workers"] = IntAttr(options_.workers);
+    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_));
+    ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph_, pipeline));
+    for (const PassReport& r : reports) result_.plan_summary.emplace_back(r.pass, FormatReport(r));
     return absl::OkStatus();
   }
 

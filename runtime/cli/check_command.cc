@@ -1,6 +1,8 @@
 // nereid check MODEL: validates a model and prints its per-node summary.
 
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,8 @@
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
 #include "ops/placement_plan.h"
+#include "ops/rank_plan_file.h"
+#include "graph/plan_io.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/rank_parts.h"
 
@@ -31,7 +35,9 @@ constexpr char kHelp[] =
     "A plan made for N workers (nereid plan --workers N) is also checked as a\n"
     "whole: every rank's part loads, every Send has its Recv on the peer rank\n"
     "(same channel and shape), and every process group's members issue the same\n"
-    "collectives in the same order; an error names the ranks and nodes.\n\n"
+    "collectives in the same order; an error names the ranks and nodes.\n"
+    "A per-rank plan (nereid plan --per-rank) is checked the same way, on the\n"
+    "graphs it holds, and each rank's part is summarised.\n\n"
     "Options:\n"
     "  --json       print the same report as JSON\n"
     "  --dot FILE   also write the graph as Graphviz to FILE\n"
@@ -96,7 +102,7 @@ std::string FormatTable(const std::string& path, const ModelSummary& summary) {
   return out;
 }
 
-std::string FormatJson(const std::string& path, const ModelSummary& summary) {
+Json SummaryJson(const std::string& path, const ModelSummary& summary) {
   Json j;
   j["model"] = path;
   Json nodes = Json::array();
@@ -126,7 +132,38 @@ std::string FormatJson(const std::string& path, const ModelSummary& summary) {
   totals["flops_per_sample"] = summary.flops_per_sample;
   totals["activation_bytes_per_sample"] = summary.activation_bytes_per_sample;
   j["totals"] = std::move(totals);
-  return JsonLine(j);
+  return j;
+}
+
+// A per-rank plan file: every rank's graph loads and the graphs fit together;
+// then what each rank holds and moves.
+int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, const std::string& dot_path) {
+  if (!dot_path.empty()) {
+    std::fprintf(stderr, "nereid check: --dot draws one graph; %s holds one per rank\n", path.c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<Graph>>> parts = LoadRankGraphs(plan, path);
+  if (!parts.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(parts.status().message()).c_str());
+    return kExitFailure;
+  }
+  if (json) {
+    Json j;
+    j["model"] = path;
+    Json ranks = Json::array();
+    for (size_t r = 0; r < parts->size(); ++r) {
+      ranks.push_back(SummaryJson(absl::StrCat(path, " rank ", r), SummarizeModel(*(*parts)[r])));
+    }
+    j["ranks"] = std::move(ranks);
+    std::fputs(JsonLine(j).c_str(), stdout);
+    return kExitOk;
+  }
+  std::printf("%s: one graph per rank, %zu ranks%s\n", path.c_str(), parts->size(),
+              plan.config().passes().empty() ? "" : absl::StrCat(" (passes ", plan.config().passes(), ")").c_str());
+  std::printf("ranks:                 %zu checked: each graph loads, Sends meet Recvs, groups agree\n",
+              parts->size());
+  std::fputs(RankPartsTable(*parts).c_str(), stdout);
+  return kExitOk;
 }
 
 int RunCheck(const std::vector<std::string>& args) {
@@ -158,6 +195,12 @@ int RunCheck(const std::vector<std::string>& args) {
     std::fprintf(stderr, "nereid check: no model given\n\n%s", kHelp);
     return kExitUsage;
   }
+  absl::StatusOr<std::optional<PlanDef>> per_rank = ReadPlanFile(model);
+  if (!per_rank.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(per_rank.status().message()).c_str());
+    return kExitFailure;
+  }
+  if (per_rank->has_value()) return CheckPerRankPlan(model, **per_rank, json, dot_path);
   absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(model);
   if (!graph.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
@@ -165,15 +208,18 @@ int RunCheck(const std::vector<std::string>& args) {
   }
   // A plan for N workers: each rank's part and the parts together.
   const int64_t workers = GraphAttrInt(**graph, "workers", 0);
+  std::vector<std::unique_ptr<Graph>> parts;
   if (workers > 0) {
-    absl::Status whole = CheckPlanAcrossRanks(**graph, static_cast<int>(workers));
-    if (!whole.ok()) {
-      std::fprintf(stderr, "error: %s: %s\n", model.c_str(), std::string(whole.message()).c_str());
+    absl::StatusOr<std::vector<std::unique_ptr<Graph>>> split =
+        SplitPlanAcrossRanks(**graph, static_cast<int>(workers));
+    if (!split.ok()) {
+      std::fprintf(stderr, "error: %s: %s\n", model.c_str(), std::string(split.status().message()).c_str());
       return kExitFailure;
     }
+    parts = *std::move(split);
   }
   ModelSummary summary = SummarizeModel(**graph);
-  std::string report = json ? FormatJson(model, summary) : FormatTable(model, summary);
+  std::string report = json ? JsonLine(SummaryJson(model, summary)) : FormatTable(model, summary);
   std::fwrite(report.data(), 1, report.size(), stdout);
   if (!dot_path.empty()) {
     absl::Status written = WriteFileAtomically(dot_path, GraphToDot(**graph));
@@ -187,7 +233,7 @@ int RunCheck(const std::vector<std::string>& args) {
     std::printf("ranks:                 %lld checked: each part loads, Sends meet Recvs, groups agree\n",
                 static_cast<long long>(workers));
     if (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty()) {
-      std::fputs(RankPartsTable(**graph, static_cast<int>(workers)).c_str(), stdout);
+      std::fputs(RankPartsTable(parts).c_str(), stdout);
     }
   }
   return kExitOk;

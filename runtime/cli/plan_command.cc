@@ -4,14 +4,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compress/codec.h"
 #include "graph/graph_io.h"
+#include "graph/plan_io.h"
 #include "graph/import_export.h"
 #include "ops/model_loader.h"
 #include "ops/op_registry.h"
+#include "ops/placement_plan.h"
+#include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/rank_parts.h"
@@ -22,8 +26,10 @@ namespace nereid {
 namespace {
 
 constexpr char kHelp[] =
-    "Usage: nereid plan MODEL --passes=PIPELINE -o PLAN [--workers N] [--dump-after=PASS[,PASS]]\n\n"
+    "Usage: nereid plan MODEL --passes=PIPELINE -o PLAN [--workers N] [--per-rank] [--dump-after=PASS[,PASS]]\n\n"
     "Runs the passes in order (the graph is validated after each) and writes the planned graph.\n"
+    "With --per-rank, writes every rank's graph instead (a PlanDef; name binary ones *.plan.pb):\n"
+    "nereid run and nereid check read either kind.\n"
     "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4). Passes:\n";
 
 std::string Help() {
@@ -58,7 +64,7 @@ GraphFormat FormatFor(const std::string& path) {
 int Plan(const std::vector<std::string>& args) {
   std::vector<std::string> normalized;
   for (const std::string& a : args) normalized.push_back(a == "-o" ? "--output" : a);
-  Flags flags({"passes", "output", "dump-after", "workers"}, {"help"});
+  Flags flags({"passes", "output", "dump-after", "workers"}, {"help", "per-rank"});
   absl::Status parsed = flags.Parse(normalized);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1 || !flags.Has("output")) {
     if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
@@ -82,6 +88,13 @@ int Plan(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers must be an integer >= 1\n");
     return kExitUsage;
   }
+  const bool per_rank = flags.Has("per-rank");
+  if (per_rank && absl::EndsWith(output, ".pb") && !absl::EndsWith(output, ".plan.pb")) {
+    std::fprintf(stderr, "error: name a binary per-rank plan *.plan.pb (%s would be read as one graph)\n",
+                 output.c_str());
+    return kExitUsage;
+  }
+  const GraphDef source = ExportGraph(**graph);
   if (*workers > 1) (*(*graph)->mutable_header()->mutable_attr())["workers"] = IntAttr(*workers);
   PipelineOptions options;
   if (flags.Has("dump-after")) options.dump_after = absl::StrSplit(flags.String("dump-after"), ',');
@@ -96,16 +109,36 @@ int Plan(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   for (const PassReport& r : *reports) std::printf("%s\n", FormatReport(r).c_str());
-  absl::Status written = WriteGraphFile(ExportGraph(**graph), output, FormatFor(output));
+  // Every rank's graph, checked together; kept for a per-rank file and the table.
+  const bool split = per_rank || (*workers > 1 && (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty()));
+  std::vector<std::unique_ptr<Graph>> parts;
+  if (split) {
+    absl::StatusOr<std::vector<std::unique_ptr<Graph>>> made = SplitPlanAcrossRanks(**graph, static_cast<int>(*workers));
+    if (!made.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(made.status().message()).c_str());
+      return kExitFailure;
+    }
+    parts = *std::move(made);
+  }
+  absl::Status written;
+  if (per_rank) {
+    RunConfig config;
+    config.set_passes(PipelineText(*pipeline));
+    written = WritePlanFile(MakePlanDef(parts, source, config), output);
+  } else {
+    written = WriteGraphFile(ExportGraph(**graph), output, FormatFor(output));
+  }
   if (!written.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(written.message()).c_str());
     return kExitFailure;
   }
-  std::printf("wrote %s (%d nodes)\n", output.c_str(), (*graph)->num_nodes());
-  // A plan whose ranks run different parts, or declare groups: each rank's.
-  if (*workers > 1 && (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty())) {
-    std::fputs(RankPartsTable(**graph, static_cast<int>(*workers)).c_str(), stdout);
+  if (per_rank) {
+    std::printf("wrote %s (%zu ranks' graphs)\n", output.c_str(), parts.size());
+  } else {
+    std::printf("wrote %s (%d nodes)\n", output.c_str(), (*graph)->num_nodes());
   }
+  // A plan whose ranks run different parts, or declare groups: each rank's.
+  if (*workers > 1 && split) std::fputs(RankPartsTable(parts).c_str(), stdout);
   return kExitOk;
 }
 

@@ -23,20 +23,18 @@ std::string Bytes(int64_t n) {
   return buf;
 }
 
-// A rank whose part does not load is left out: CheckPlanAcrossRanks names it.
-std::string RankPartsTable(const Graph& plan, int workers) {
+std::string RankPartsTable(const std::vector<std::unique_ptr<Graph>>& parts) {
   std::string out = "\nrank  nodes  params+state  act/sample  sends  recvs\n";
-  for (int r = 0; r < workers; ++r) {
-    absl::StatusOr<std::unique_ptr<Graph>> part = ProjectForRank(plan, r, workers);
-    if (!part.ok()) continue;  // CheckPlanAcrossRanks reported it
-    ModelSummary s = SummarizeModel(**part);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    const Graph& part = *parts[r];
+    ModelSummary s = SummarizeModel(part);
     int sends = 0, recvs = 0;
-    for (const Node* n : (*part)->nodes()) {
+    for (const Node* n : part.nodes()) {
       if (!IsCutEnd(*n)) continue;
       sends += n->op() == "Send";
       recvs += n->op() == "Recv";
     }
-    absl::StrAppend(&out, absl::StrFormat("%-4d  %5d  %12s  %10s  %5d  %5d\n", r, (*part)->num_nodes(),
+    absl::StrAppend(&out, absl::StrFormat("%-4d  %5d  %12s  %10s  %5d  %5d\n", r, part.num_nodes(),
                                           Bytes(s.parameter_bytes), Bytes(s.activation_bytes_per_sample), sends,
                                           recvs));
   }

@@ -5,7 +5,9 @@
 // each rank's part (ops/placement_plan.h), what it holds and what it moves.
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 
@@ -15,9 +17,8 @@ namespace nereid {
 std::string Bytes(int64_t n);
 
 // One line per rank: nodes, parameter and state bytes, activation bytes per
-// sample, and its ends of Send/Recv pairs. Assumes the plan passed
-// CheckPlanAcrossRanks (a rank whose part does not load is left out).
-std::string RankPartsTable(const Graph& plan, int workers);
+// sample, and its ends of Send/Recv pairs. parts[r] is rank r's graph.
+std::string RankPartsTable(const std::vector<std::unique_ptr<Graph>>& parts);
 
 }  // namespace nereid
 

@@ -99,19 +99,38 @@ TEST_F(StageSplitTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   EXPECT_THAT(o.output, HasSubstr("2 parts run on 2 workers, but the plan is for 3"));
 }
 
-// A plan made once runs as it is; `nereid check` checks it as a whole.
-TEST_F(StageSplitTest, APlanFileIsCheckedAsAWholeAndRuns) {
-  const std::string plan = absl::StrCat(dir_, "/split.pbtxt");
-  Outcome o = Shell(absl::StrCat(kNereid, " plan models/mlp_fashion.pbtxt --workers 2 --passes "
-                                          "\"stage_split(at=fc2),autodiff,sgd(lr=0.05)\" -o ", plan));
-  ASSERT_EQ(o.exit_code, 0) << o.output;
-  o = Shell(absl::StrCat(kNereid, " check ", plan));
-  ASSERT_EQ(o.exit_code, 0) << o.output;
-  EXPECT_THAT(o.output, HasSubstr("2 checked: each part loads, Sends meet Recvs, groups agree"));
-  EXPECT_THAT(o.output, HasSubstr("rank  nodes  params+state  act/sample  sends  recvs"));
-  o = Shell(absl::StrCat(kNereid, " run ", plan, " --workers 2 --threads 1 --dataset synthetic --train-limit 256 "
-                                  "--test-limit 64 --epochs 1 --batch 32 --quiet --comm-timeout 30"));
-  EXPECT_EQ(o.exit_code, 0) << o.output;
+// A plan made once runs as it is, as one graph or as each rank's graph;
+// `nereid check` checks either as a whole, and both train alike.
+TEST_F(StageSplitTest, APlanFileIsCheckedAsAWholeAndRunsInEitherForm) {
+  const std::string passes = "\"stage_split(at=fc2),autodiff,sgd(lr=0.05)\"";
+  std::vector<double> losses[2];
+  int form = 0;
+  for (const char* name : {"split.pbtxt", "split.plan.pbtxt"}) {
+    SCOPED_TRACE(name);
+    const bool per_rank = form == 1;
+    const std::string plan = absl::StrCat(dir_, "/", name), json = absl::StrCat(plan, ".json");
+    Outcome o = Shell(absl::StrCat(kNereid, " plan models/mlp_fashion.pbtxt --workers 2 --passes ", passes,
+                                   per_rank ? " --per-rank" : "", " -o ", plan));
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_THAT(o.output, HasSubstr(per_rank ? "(2 ranks' graphs)" : "nodes)"));
+    o = Shell(absl::StrCat(kNereid, " check ", plan));
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_THAT(o.output, HasSubstr("2 checked: each "));
+    EXPECT_THAT(o.output, HasSubstr("rank  nodes  params+state  act/sample  sends  recvs"));
+    o = Shell(absl::StrCat(kNereid, " run ", plan, " --workers 2 --threads 1 --batch 32 --train-limit 1600 ",
+                           "--test-limit 512 --epochs 1 --quiet --comm-timeout 30 --metrics-json ", json),
+              240);
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    Json j = Json::parse(ReadFile(json));
+    EXPECT_EQ(j["strategy"].get<std::string>(), "model_parallel");
+    losses[form++] = j["step_losses"].get<std::vector<double>>();
+  }
+  ASSERT_EQ(losses[0].size(), 50u);
+  EXPECT_LE(testing::WorstRelativeDifference(losses[1], losses[0]), 1e-5);
+  // A per-rank plan made for 2 runs on 2.
+  Outcome o = Shell(absl::StrCat(kNereid, " run ", dir_, "/split.plan.pbtxt --workers 3 --quiet"));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("holds graphs for 2 workers, not 3"));
 }
 
 // A rank that stops is blamed by the rank waiting for its transfer, within

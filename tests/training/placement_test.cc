@@ -5,6 +5,7 @@
 // The same plans across real processes: tests/distributed/stage_split_test.cc.
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "ops/model_loader.h"
 #include "ops/placement_plan.h"
+#include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
 
 namespace nereid {
@@ -73,7 +75,7 @@ TEST(PlacementTest, GradientsAndUpdatesRunWhereTheirForwardNodesDo) {
   EXPECT_NE(NodeAttrInt(*g.FindNode("h/recv"), "channel", -1), NodeAttrInt(*g.FindNode("h/recv/grad/x"), "channel", -1));
   EXPECT_TRUE(NodeAttrBool(*g.FindNode("h/recv"), "eval", false));
   EXPECT_FALSE(NodeAttrBool(*g.FindNode("h/recv/grad/x"), "eval", true));
-  EXPECT_TRUE(CheckPlanAcrossRanks(g, 2).ok());
+  EXPECT_TRUE(SplitPlanAcrossRanks(g, 2).ok());
 }
 
 TEST(PlacementTest, EachRanksPartHoldsItsNodesAndItsEndsOfThePairs) {
@@ -125,7 +127,7 @@ TEST(PlacementTest, ARecvWithoutItsSendIsRefusedBeforeAnythingRuns) {
   })pb";
   auto graph = Load(text);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  absl::Status s = CheckPlanAcrossRanks(**graph, 2);
+  absl::Status s = SplitPlanAcrossRanks(**graph, 2).status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1's Recv 'orphan' has no Send on rank 0: rank 1 would wait forever"));
 }
 
@@ -140,7 +142,7 @@ TEST(PlacementTest, EndsSharingPeerAndChannelAreRefused) {
   }
   auto graph = Load(text);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  EXPECT_THAT(std::string(CheckPlanAcrossRanks(**graph, 2).message()),
+  EXPECT_THAT(std::string(SplitPlanAcrossRanks(**graph, 2).status().message()),
               HasSubstr("rank 1: Recvs 'a' and 'b' share peer and channel 9"));
 }
 
@@ -153,7 +155,7 @@ TEST(PlacementTest, GroupMembersIssuingDifferentCollectivesAreRefused) {
          attr { key: "group" value { s: "pair" } } attr { key: "group_size" value { i: 2 } } attr { key: "bucket" value { i: 0 } } })pb";
   auto graph = Load(text);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  absl::Status s = CheckPlanAcrossRanks(**graph, 2);
+  absl::Status s = SplitPlanAcrossRanks(**graph, 2).status();
   EXPECT_THAT(std::string(s.message()), HasSubstr("group 'pair.0': collective 0 is 'sum0' (GroupAllReduce of [?,3]) on "
                                                   "rank 0 but nothing on rank 1"));
 }
@@ -173,6 +175,55 @@ TEST(PlacementTest, StageSplitRefusesBadRequestsBeforeAnythingRuns) {
   ASSERT_TRUE(backwards.ok());
   EXPECT_THAT(std::string(RunPipeline(**graph, *backwards).status().message()),
               HasSubstr("name the layers in the order the model runs them"));
+}
+
+// A per-rank plan file holds each rank's part as the rank runs it; read back,
+// the parts are the same graphs, checked together.
+TEST(PlacementTest, APerRankPlanRoundTripsAndIsCheckedOnItsOwnGraphs) {
+  auto graph = Trained(kTwoRanks);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto parts = SplitPlanAcrossRanks(**graph, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  PlanDef plan = MakePlanDef(*parts, GraphDef(), RunConfig());
+  EXPECT_EQ(plan.config().world_size(), 2);
+  ASSERT_EQ(plan.worker_size(), 2);
+  auto loaded = LoadRankGraphs(plan, "p.pbtxt");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(PlanFingerprint(*loaded), plan.fingerprint());
+  EXPECT_EQ((*loaded)[0]->FindNode("w1"), nullptr);
+  EXPECT_NE((*loaded)[1]->FindNode("w1"), nullptr);
+
+  // An edit the fingerprint catches: the file changed after it was written.
+  PlanDef edited = plan;
+  for (NodeDef& n : *edited.mutable_worker(1)->mutable_graph()->mutable_node()) {
+    if (n.name() == "h/recv") (*n.mutable_attr())["channel"].set_i(41);
+  }
+  EXPECT_THAT(std::string(LoadRankGraphs(edited, "p.pbtxt").status().message()),
+              HasSubstr("p.pbtxt: the fingerprint " + plan.fingerprint() + " does not match the graphs"));
+  // Accepted as an edit, the parts no longer fit: named by rank and node.
+  edited.clear_fingerprint();
+  EXPECT_THAT(std::string(LoadRankGraphs(edited, "p.pbtxt").status().message()),
+              HasSubstr("rank 0's Send 'h/send' (channel 0) has no Recv on rank 1: rank 0 would wait forever"));
+
+  PlanDef swapped = plan;
+  swapped.mutable_worker()->SwapElements(0, 1);
+  EXPECT_THAT(std::string(LoadRankGraphs(swapped, "p.pbtxt").status().message()),
+              HasSubstr("worker graph 0 is for rank 1: list the ranks 0..1 in order"));
+  PlanDef short_one = plan;
+  short_one.mutable_worker()->RemoveLast();
+  EXPECT_THAT(std::string(LoadRankGraphs(short_one, "p.pbtxt").status().message()),
+              HasSubstr("the plan is for 2 workers but holds 1 graphs"));
+}
+
+TEST(PlacementTest, APerRankGraphThatDoesNotLoadIsNamedByRank) {
+  auto graph = Trained(kTwoRanks);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto parts = SplitPlanAcrossRanks(**graph, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  PlanDef plan = MakePlanDef(*parts, GraphDef(), RunConfig());
+  plan.clear_fingerprint();
+  plan.mutable_worker(1)->mutable_graph()->mutable_node(0)->set_op("NoSuchOp");
+  EXPECT_THAT(std::string(LoadRankGraphs(plan, "p.pbtxt").status().message()), HasSubstr("p.pbtxt, rank 1's graph"));
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+#include "ops/rank_plan_file.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/fingerprint.h"
+#include "core/status_macros.h"
+#include "graph/graph_io.h"
+#include "graph/import_export.h"
+#include "graph/plan_io.h"
+#include "ops/model_loader.h"
+#include "ops/placement_plan.h"
+
+namespace nereid {
+namespace {
+
+std::string Hex(uint64_t h) { return absl::StrCat(absl::Hex(h, absl::kZeroPad16)); }
+
+}  // namespace
+
+std::string PlanFingerprint(const Graph& graph) { return Hex(Fnv1a(GraphDefToText(ExportGraph(graph)))); }
+
+std::string PlanFingerprint(const std::vector<std::unique_ptr<Graph>>& parts) {
+  uint64_t h = kFnv1aOffset;
+  for (const auto& part : parts) h = Fnv1a(GraphDefToText(ExportGraph(*part)), h);
+  return Hex(h);
+}
+
+namespace {
+
+// The same digest from the file's graphs as written (MakePlanDef stores
+// ExportGraph of each part), so an edit is caught before anything loads.
+std::string StoredGraphsFingerprint(const PlanDef& plan) {
+  uint64_t h = kFnv1aOffset;
+  for (const WorkerGraph& worker : plan.worker()) h = Fnv1a(GraphDefToText(worker.graph()), h);
+  return Hex(h);
+}
+
+}  // namespace
+
+PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef source, RunConfig config) {
+  PlanDef plan;
+  plan.set_version(kPlanFormatVersion);
+  *plan.mutable_source() = std::move(source);
+  config.set_world_size(static_cast<int32_t>(parts.size()));
+  *plan.mutable_config() = std::move(config);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    WorkerGraph* worker = plan.add_worker();
+    worker->set_rank(static_cast<int32_t>(r));
+    *worker->mutable_graph() = ExportGraph(*parts[r]);
+  }
+  plan.set_fingerprint(PlanFingerprint(parts));
+  return plan;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Graph>>> LoadRankGraphs(const PlanDef& plan, const std::string& path) {
+  if (plan.config().world_size() != 0 && plan.config().world_size() != plan.worker_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the plan is for ", plan.config().world_size(),
+                                                   " workers but holds ", plan.worker_size(), " graphs"));
+  }
+  for (int r = 0; r < plan.worker_size(); ++r) {
+    if (plan.worker(r).rank() != r) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": worker graph ", r, " is for rank ", plan.worker(r).rank(),
+                                                     ": list the ranks 0..", plan.worker_size() - 1, " in order"));
+    }
+  }
+  if (!plan.fingerprint().empty() && plan.fingerprint() != StoredGraphsFingerprint(plan)) {
+    return absl::DataLossError(absl::StrCat(path, ": the fingerprint ", plan.fingerprint(),
+                                            " does not match the graphs (", StoredGraphsFingerprint(plan),
+                                            "): the file changed after it was written; clear `fingerprint` to "
+                                            "accept an edit"));
+  }
+  std::vector<std::unique_ptr<Graph>> parts;
+  for (int r = 0; r < plan.worker_size(); ++r) {
+    const WorkerGraph& worker = plan.worker(r);
+    GraphFile file;
+    file.path = absl::StrCat(path, ", rank ", r, "'s graph");
+    file.def = worker.graph();
+    ASSIGN_OR_RETURN(std::unique_ptr<Graph> part, LoadModel(file));
+    parts.push_back(std::move(part));
+  }
+  absl::Status together = CheckPartsAcrossRanks(parts);
+  if (!together.ok()) return absl::Status(together.code(), absl::StrCat(path, ": ", together.message()));
+  return parts;
+}
+
+}  // namespace nereid

@@ -1,0 +1,37 @@
+#ifndef NEREID_OPS_RANK_PLAN_FILE_H_
+#define NEREID_OPS_RANK_PLAN_FILE_H_
+
+// A plan as the graph each rank runs (PlanDef, written by
+// `nereid plan --per-rank`): rank r runs worker r's graph as it is in the
+// file, so a part can be read, edited and checked on its own. Loading checks
+// the parts together (CheckPartsAcrossRanks) before anything runs.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.pb.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+// What ranks compare at the rendezvous: a digest of the graph (a one-graph
+// plan) or of every rank's graph in order (a per-rank plan).
+std::string PlanFingerprint(const Graph& graph);
+std::string PlanFingerprint(const std::vector<std::unique_ptr<Graph>>& parts);
+
+// parts[r] becomes worker r; `source` is the model the plan came from and
+// `config` how it was made (both for the reader; running needs neither).
+PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef source, RunConfig config);
+
+// Every worker's graph, loaded (validated, shapes inferred) and checked
+// together. Errors name `path` and the rank: workers missing, repeated or out
+// of order, a fingerprint that does not match the graphs (the file changed
+// after it was written; clear the field to accept an edit), a graph that
+// does not load, or parts that do not fit together.
+absl::StatusOr<std::vector<std::unique_ptr<Graph>>> LoadRankGraphs(const PlanDef& plan, const std::string& path);
+
+}  // namespace nereid
+
+#endif  // NEREID_OPS_RANK_PLAN_FILE_H_
