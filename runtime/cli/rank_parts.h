@@ -16,8 +16,11 @@ namespace nereid {
 // "1.5 MiB"
 std::string Bytes(int64_t n);
 
-// One line per rank: nodes, parameter and state bytes, activation bytes per
-// sample, and its ends of Send/Recv pairs. parts[r] is rank r's graph.
+// One line per rank, predicted from its graph's shapes: nodes; trainable
+// parameter bytes; state bytes (optimizer state, running statistics);
+// activation bytes per sample; the bytes it hands its collectives and Sends per
+// step (values without a batch dimension: gradients) and per sample (with
+// one: activations); its ends of Send/Recv pairs. parts[r] is rank r's graph.
 std::string RankPartsTable(const std::vector<std::unique_ptr<Graph>>& parts);
 
 }  // namespace nereid

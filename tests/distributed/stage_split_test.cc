@@ -116,7 +116,7 @@ TEST_F(StageSplitTest, APlanFileIsCheckedAsAWholeAndRunsInEitherForm) {
     o = Shell(absl::StrCat(kNereid, " check ", plan));
     ASSERT_EQ(o.exit_code, 0) << o.output;
     EXPECT_THAT(o.output, HasSubstr("2 checked: each "));
-    EXPECT_THAT(o.output, HasSubstr("rank  nodes  params+state  act/sample  sends  recvs"));
+    EXPECT_THAT(o.output, HasSubstr("rank  nodes      params       state  act/sample   comm/step  comm/sample  sends  recvs"));
     o = Shell(absl::StrCat(kNereid, " run ", plan, " --workers 2 --threads 1 --batch 32 --train-limit 1600 ",
                            "--test-limit 512 --epochs 1 --quiet --comm-timeout 30 --metrics-json ", json),
               240);
