@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "comm/abort_signal.h"
 #include "comm/wire_format.h"
 
 namespace nereid {
@@ -35,6 +36,10 @@ struct CollectiveOptions {
   // AllReduce only: the number format on the wire (wire_format.h). Sums are
   // still taken in float32; every rank ends with the same values.
   WireType wire = WireType::kFloat32;
+  // Send, Recv and SendRecv: fired, it ends the wait at once with Cancelled
+  // (the rank is failing; its peers' messages are no longer wanted). The
+  // communicator is unusable afterwards, as after a timeout.
+  AbortSignal* abort = nullptr;
 };
 
 // Bytes this rank put on and took off the wire, by the algorithm each backend

@@ -44,10 +44,16 @@ void Scale(absl::Span<float> data, int world) {
   for (float& x : data) x *= scale;
 }
 
-// waitSend/waitRecv return false when another thread aborted the wait; we
-// never abort, but a false must not pass for success.
+// waitSend/waitRecv return false when another thread aborted the wait
+// (CollectiveOptions.abort); a false must not pass for success.
 void Completed(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(absl::StrCat(what, " was aborted"));
+}
+
+// A wait the abort signal ended is Cancelled, whatever Gloo made of it.
+absl::Status AbortedIfFired(absl::Status status, const CollectiveOptions& options) {
+  if (status.ok() || options.abort == nullptr || !options.abort->fired()) return status;
+  return absl::CancelledError(absl::StrCat(status.message(), " (this rank is failing)"));
 }
 
 }  // namespace
@@ -94,7 +100,8 @@ absl::StatusOr<std::chrono::milliseconds> GlooCommunicator::Begin(const char* op
 }
 
 absl::Status GlooCommunicator::Finish(absl::Status status) {
-  if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable) {
+  if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable ||
+      status.code() == absl::StatusCode::kCancelled) {
     absl::MutexLock lock(&mu_);
     if (broken_.ok()) broken_ = status;
   }
@@ -288,11 +295,12 @@ absl::Status GlooCommunicator::Send(absl::Span<const float> data, int peer, cons
     return absl::OkStatus();
   }
   const int64_t bytes = static_cast<int64_t>(data.size()) * kBytesPerElement;
-  RETURN_IF_ERROR(Finish(CallGloo(Where("send", options.tag, absl::StrCat("peer ", peer)), [&] {
+  RETURN_IF_ERROR(Finish(AbortedIfFired(CallGloo(Where("send", options.tag, absl::StrCat("peer ", peer)), [&] {
     auto buf = context_->createUnboundBuffer(const_cast<float*>(data.data()), bytes);
     buf->send(peer, gloo::Slot::build(kSendRecvSlotPrefix, options.tag));
+    AbortRegistration abort(options.abort, [&buf] { buf->abortWaitSend(); });
     Completed(buf->waitSend(timeout), "send");
-  })));
+  }), options)));
   meter_.RecordCall({bytes, 0});
   return absl::OkStatus();
 }
@@ -308,11 +316,12 @@ absl::Status GlooCommunicator::Recv(absl::Span<float> data, int peer, const Coll
     return absl::OkStatus();
   }
   const int64_t bytes = static_cast<int64_t>(data.size()) * kBytesPerElement;
-  RETURN_IF_ERROR(Finish(CallGloo(Where("recv", options.tag, absl::StrCat("peer ", peer)), [&] {
+  RETURN_IF_ERROR(Finish(AbortedIfFired(CallGloo(Where("recv", options.tag, absl::StrCat("peer ", peer)), [&] {
     auto buf = context_->createUnboundBuffer(data.data(), bytes);
     buf->recv(peer, gloo::Slot::build(kSendRecvSlotPrefix, options.tag));
+    AbortRegistration abort(options.abort, [&buf] { buf->abortWaitRecv(); });
     Completed(buf->waitRecv(timeout), "receive");
-  })));
+  }), options)));
   meter_.RecordCall({0, bytes});
   return absl::OkStatus();
 }
@@ -336,7 +345,7 @@ absl::Status GlooCommunicator::SendRecv(absl::Span<const float> send, int to, ab
   }
   const int64_t sent = static_cast<int64_t>(send.size()) * kBytesPerElement;
   const int64_t received = static_cast<int64_t>(recv.size()) * kBytesPerElement;
-  RETURN_IF_ERROR(Finish(CallGloo(where, [&] {
+  RETURN_IF_ERROR(Finish(AbortedIfFired(CallGloo(where, [&] {
     const gloo::Slot slot = gloo::Slot::build(kSendRecvSlotPrefix, options.tag);
     std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
     if (received > 0) {
@@ -347,9 +356,13 @@ absl::Status GlooCommunicator::SendRecv(absl::Span<const float> send, int to, ab
       out = context_->createUnboundBuffer(const_cast<float*>(send.data()), sent);
       out->send(to, slot);
     }
+    AbortRegistration abort(options.abort, [&in, &out] {
+      if (in != nullptr) in->abortWaitRecv();
+      if (out != nullptr) out->abortWaitSend();
+    });
     if (in != nullptr) Completed(in->waitRecv(timeout), "receive");
     if (out != nullptr) Completed(out->waitSend(timeout), "send");
-  })));
+  }), options)));
   meter_.RecordCall({sent, received});
   return absl::OkStatus();
 }

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "comm/abort_signal.h"
 #include "comm/communicator.h"
 
 namespace nereid {
@@ -47,6 +48,9 @@ class PointToPointChannel {
   // Runs `work` on a thread of its own; `done` gets its status there.
   virtual void Submit(Work work, Done done) = 0;
   virtual absl::Duration timeout() const = 0;
+  // Transfers pass it to the communicator (CollectiveOptions.abort); the
+  // executor fires it when the rank fails, ending every transfer's wait.
+  virtual AbortSignal* abort_signal() = 0;
 };
 
 }  // namespace nereid

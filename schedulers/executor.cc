@@ -563,6 +563,8 @@ void Executor::Fail(absl::Status status) {
     changed_.notify_all();
   }
   if (options_.collectives != nullptr) options_.collectives->Abort(status);
+  // Transfers waiting for peers end now, not at the timeout.
+  if (options_.point_to_point != nullptr) options_.point_to_point->abort_signal()->Fire();
   for (auto* engines : {&options_.group_collectives, &options_.group_eval_collectives}) {
     for (auto& [name, engine] : *engines) engine->Abort(status);
   }

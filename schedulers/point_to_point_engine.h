@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "comm/abort_signal.h"
 #include "comm/communicator.h"
 #include "ops/collective_queue.h"
 
@@ -23,6 +24,7 @@ class PointToPointEngine : public PointToPointChannel {
 
   void Submit(Work work, Done done) override;
   absl::Duration timeout() const override { return timeout_; }
+  AbortSignal* abort_signal() override { return &abort_; }
 
   // Transfers running now (the launcher's "waiting for peers").
   int running() const;
@@ -30,6 +32,7 @@ class PointToPointEngine : public PointToPointChannel {
  private:
   Communicator* communicator_;
   absl::Duration timeout_;
+  AbortSignal abort_;
   mutable std::mutex mu_;
   std::condition_variable idle_;
   int running_ = 0;

@@ -75,5 +75,30 @@ TEST(PointToPointEngineTest, AReceiveNoPeerAnswersTimesOut) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("peer 1"));
 }
 
+// A rank that fails stops waiting for its peers at once: the abort signal
+// ends a receive and a send no peer will answer, long before their timeout,
+// and a transfer started after it ends at once too.
+TEST(PointToPointEngineTest, TheAbortSignalEndsTransfersWaitingForPeers) {
+  auto world = testing::ConnectWorld(testing::LocalFileSpec("p2p-abort"), 2, absl::Seconds(30));
+  ASSERT_TRUE(world.ok()) << world.status();
+  PointToPointEngine engine((*world)[0].get(), absl::Seconds(600));
+  std::vector<float> in(4), out(1 << 20, 1.0f);  // a send larger than the socket buffers waits for its Recv
+  CollectiveOptions o;
+  o.timeout = absl::Seconds(600);
+  o.abort = engine.abort_signal();
+  Waiter w;
+  engine.Submit([&](Communicator& c) { return c.Recv(absl::MakeSpan(in), 1, o); }, w.done());
+  engine.Submit([&](Communicator& c) { return c.Send(out, 1, o); }, w.done());
+  while (engine.running() < 2) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(50));  // into their waits
+  engine.abort_signal()->Fire();
+  absl::Status s = w.Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("this rank is failing"));
+  Waiter late;
+  engine.Submit([&](Communicator& c) { return c.Recv(absl::MakeSpan(in), 1, o); }, late.done());
+  EXPECT_FALSE(late.Wait().ok());
+}
+
 }  // namespace
 }  // namespace nereid

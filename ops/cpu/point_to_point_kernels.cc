@@ -69,11 +69,12 @@ class PointToPointKernel : public AsyncOpKernel {
   }
   // The header's and the body's options: this pair's tags at this step.
   std::pair<CollectiveOptions, CollectiveOptions> TransferOptions(const OpKernelContext* ctx,
-                                                                  const PointToPointChannel& channel) const {
+                                                                  PointToPointChannel& channel) const {
     CollectiveOptions head, body;
     head.tag = TagOf(channel_, ctx->step(), true);
     body.tag = TagOf(channel_, ctx->step(), false);
     head.timeout = body.timeout = channel.timeout();
+    head.abort = body.abort = channel.abort_signal();
     return {head, body};
   }
   // Wraps `done` so an error names the node's end of the transfer.

@@ -147,5 +147,23 @@ TEST_F(StageSplitTest, TheRankAPartWaitsForIsBlamedWhenItStops) {
   EXPECT_THAT(o.output, HasSubstr("to_rank1"));  // the node waiting, by name
 }
 
+// A rank whose step fails (here: a corrupted message header) stops waiting
+// for its other transfers at once instead of at the communication timeout
+// (600 s here; the shell's limit is 120 s), and its peers learn of it from
+// the closed connections.
+TEST_F(StageSplitTest, ARankThatFailsMidStepStopsWaitingForItsPeers) {
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:corrupt@1 ", kNereid,
+                                 " run models/lenet_fashion.pbtxt --workers 3 --threads 1 --dataset synthetic "
+                                 "--train-limit 512 --test-limit 128 --epochs 1 --batch 32 --quiet --comm-timeout 600 "
+                                 "--passes \"stage_split(at=conv2+fc1),autodiff,sgd(lr=0.05)\""),
+                    120);
+  EXPECT_NE(o.exit_code, 137) << "killed at the shell's limit:\n" << o.output;
+  EXPECT_NE(o.exit_code, 0);
+  // Call 1 is whichever of rank 1's two first receives starts first.
+  EXPECT_THAT(o.output, HasSubstr("[rank 1] error: rank 1's part of the plan: node '"));
+  EXPECT_THAT(o.output, HasSubstr("at step 0: receiving from rank "));
+  EXPECT_THAT(o.output, HasSubstr("the message header says"));
+}
+
 }  // namespace
 }  // namespace nereid
