@@ -63,6 +63,27 @@ absl::StatusOr<std::vector<ShapeAndType>> ReshapeShape(const InferenceContext& c
   return shape_fns::Single(TensorShape(std::move(target)), c.input_dtype(0));
 }
 
+// [.., n, ..] -> [.., size, ..] from `begin` along `axis` (the parameter
+// server's chunks: passes that run after autodiff need no gradient for it).
+absl::StatusOr<std::vector<ShapeAndType>> SliceShape(const InferenceContext& c) {
+  const TensorShape& x = c.input_shape(0);
+  int64_t axis = c.GetInt("axis");
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"), " is out of range for ",
+                                                   shape_fns::DescribeInput(c, 0)));
+  }
+  const int64_t begin = c.GetInt("begin"), size = c.GetInt("size");
+  const int64_t n = x.dim(static_cast<int>(axis));
+  if (begin < 0 || size < 1 || (n != kUnknownDim && begin + size > n)) {
+    return absl::InvalidArgumentError(absl::StrCat("slice [", begin, ", ", begin + size, ") is not inside dimension ",
+                                                   axis, " of ", shape_fns::DescribeInput(c, 0)));
+  }
+  std::vector<int64_t> out = x.dims();
+  out[axis] = size;
+  return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
 absl::StatusOr<std::vector<ShapeAndType>> ConcatShape(const InferenceContext& c) {
   const TensorShape& first = c.input_shape(0);
   int rank = first.rank();
@@ -148,6 +169,17 @@ NEREID_REGISTER_OP(OpDefBuilder("Reshape")
                        .SetShapeFn(ReshapeShape)
                        .SetCostFn(cost_fns::NoFlops)
                        .SetGradient(ReshapeGradient));
+
+NEREID_REGISTER_OP(OpDefBuilder("Slice")
+                       .Summary("x[..., begin : begin + size, ...] along `axis`.")
+                       .Input("x")
+                       .Output("y")
+                       .Attr("axis", AttrType::kInt, IntAttr(0))
+                       .RequiredAttr("begin", AttrType::kInt)
+                       .RequiredAttr("size", AttrType::kInt)
+                       .SetShapeFn(SliceShape)
+                       .SetCostFn(cost_fns::NoFlops)
+                       .NoGradient("cuts values into messages after autodiff (the parameter server's chunks)"));
 
 NEREID_REGISTER_OP(OpDefBuilder("Concat")
                        .Summary("Joins tensors along `axis`.")

@@ -1,5 +1,6 @@
 #include "ops/collective_schedule.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -43,7 +44,14 @@ absl::Status AssignCollectiveOrder(Graph& graph) {
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
   absl::flat_hash_set<const Node*> evaluated = EvaluatedNodes(order, graph);
   absl::flat_hash_map<std::string, int> next, next_eval;
+  // Ends a pass wrote with their peer (the parameter server's) keep their
+  // channels; pairs are numbered after them.
   int next_channel = 0;
+  for (const Node* n : order) {
+    if ((n->op() == "Send" || n->op() == "Recv") && n->def().attr().contains("peer")) {
+      next_channel = std::max<int>(next_channel, static_cast<int>(NodeAttrInt(*n, "channel", -1)) + 1);
+    }
+  }
   for (Node* n : order) {
     // A Send/Recv pair of the whole plan (the Recv reads its Send).
     if (n->op() == "Recv" && n->num_inputs() == 1 && n->input_edge(0)->src->op() == "Send") {

@@ -134,13 +134,17 @@ struct EvaluationPart {
 struct DataShard {
   int index = 0, count = 1;
 };
+// Ranks from world - servers on (graph attribute servers: the parameter
+// server's) read no data; they step with shard 0.
 absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world) {
-  const int64_t replicas = GraphAttrInt(graph, "data_replicas", world);
-  if (replicas < 1 || replicas > world || world % replicas != 0) {
+  const int64_t servers = GraphAttrInt(graph, "servers", 0);
+  const int64_t readers = world - servers;
+  const int64_t replicas = GraphAttrInt(graph, "data_replicas", readers);
+  if (servers < 0 || readers < 1 || replicas < 1 || replicas > readers || readers % replicas != 0) {
     return absl::InvalidArgumentError(absl::StrCat("graph attribute data_replicas is ", replicas,
-                                                   ": it must divide the ", world, " workers"));
+                                                   ": it must divide the ", readers, " ranks that read data"));
   }
-  return DataShard{static_cast<int>(rank % replicas), static_cast<int>(replicas)};
+  return DataShard{rank < readers ? static_cast<int>(rank % replicas) : 0, static_cast<int>(replicas)};
 }
 
 // Whether the plan declares process groups: their collectives exchange
@@ -475,7 +479,9 @@ class TrainingRun {
     result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
     if (result_.model_parallel > 1) result_.strategy = "hybrid";
     if (gossip_) result_.strategy = "gossip";
-    if (placed_) {
+    if (placed_ && GraphAttrInt(*graph_, "servers", 0) > 0) {
+      result_.strategy = "parameter_server";
+    } else if (placed_) {
       result_.strategy = "model_parallel";
       result_.model_parallel = options_.workers / shard_.count;
     }

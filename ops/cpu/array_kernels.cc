@@ -46,7 +46,8 @@ class ConcatKernel : public OpKernel {
   int64_t axis_ = 1;
 };
 
-// (dy, x) -> dy[..., begin : begin + x.dim(axis), ...].
+// (dy, x) -> dy[..., begin : begin + x.dim(axis), ...]; Slice's (x) ->
+// x[..., begin : begin + size, ...] is the same copy.
 class SliceLikeKernel : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
@@ -77,6 +78,8 @@ class SliceLikeKernel : public OpKernel {
 
 NEREID_REGISTER_KERNEL("Concat", kCpu, DT_FLOAT, ConcatKernel);
 NEREID_REGISTER_KERNEL("SliceLike", kCpu, DT_FLOAT, SliceLikeKernel);
+// The output's shape holds the size: the same copy.
+NEREID_REGISTER_KERNEL("Slice", kCpu, DT_FLOAT, SliceLikeKernel);
 
 }  // namespace
 }  // namespace nereid

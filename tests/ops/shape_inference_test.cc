@@ -191,6 +191,16 @@ TEST(ShapeTest, Reshape) {
               HasSubstr("more than one -1"));
 }
 
+TEST(ShapeTest, Slice) {
+  std::string g = kImage + InputNode("v", {10});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Slice", {"v"}, Attr("begin", "i: 4") + Attr("size", "i: 6")), "y"), "[6] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Slice", {"x"}, Attr("axis", "i: 1") + Attr("begin", "i: 1") + Attr("size", "i: 2")),
+                     "y"),
+            "[?,2,32,32] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "Slice", {"v"}, Attr("begin", "i: 4") + Attr("size", "i: 7"))),
+              HasSubstr("slice [4, 11) is not inside dimension 0"));
+}
+
 TEST(ShapeTest, Concat) {
   std::string g = kImage + InputNode("z", {-1, 5, 32, 32});
   EXPECT_EQ(OutputOf(g + OpNode("y", "Concat", {"x", "z"}), "y"), "[?,8,32,32] float32");

@@ -1,0 +1,266 @@
+// parameter_server: synchronous training with parameter servers (PHub's
+// shape: Luo et al., 2018). The plan's last `servers` ranks are servers, the
+// others workers. Each trained parameter lives on one server (parameters
+// balanced by size over the servers), with its optimizer state and update
+// nodes, which the optimizer passes made and which move with it unchanged.
+// Every step each worker pulls the parameters it reads and pushes its
+// gradients; values travel in chunks of at most `chunk_kb`, each chunk its
+// own message and its own aggregation on the server (the server's executor
+// sums the chunks of different keys in parallel on its cores).
+//
+//   server s:  P -> flat -> chunk k -> Send to each worker          (pull)
+//   worker:    Recv chunk k from s -> concat -> reshape -> forward
+//   worker:    gradient -> flat -> chunk k -> Send to s              (push)
+//   server s:  Recv chunk k from each worker -> sum -> x 1/workers -> concat
+//              -> reshape -> the optimizer's update of P
+//
+// The worker nodes run on the role `ps_workers` (graph/placement.h), every
+// server node on its rank; the Send/Recv ends are written with their peers
+// (one rank's end to each member of the role), so the plan checker matches
+// them like any pair. The arithmetic is data_parallel's: the mean of the
+// workers' gradients, applied once.
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "graph/placement.h"
+#include "graph/process_groups.h"
+#include "ops/gradient_builder.h"
+#include "passes/optimizer_common.h"
+#include "passes/pass.h"
+#include "passes/pass_properties.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kWorkerRole[] = "ps_workers";
+constexpr int64_t kMaxChannels = 1 << 10;  // the point-to-point tag's channel bits
+
+// The nodes a worker runs: everything the gradients, the loss and the
+// scores depend on, except the trained parameters themselves (pulled).
+absl::flat_hash_set<const Node*> WorkerNodes(const Graph& graph, const std::vector<GradientOfParameter>& trained) {
+  absl::flat_hash_set<const Node*> parameters, seen;
+  for (const GradientOfParameter& t : trained) parameters.insert(t.parameter);
+  std::vector<const Node*> stack;
+  for (const GradientOfParameter& t : trained) stack.push_back(t.gradient->input_edge(0)->src);
+  for (const char* attr : {"loss", "logits"}) {
+    if (const Node* n = graph.FindNode(GraphAttr(graph, attr))) stack.push_back(n);
+  }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (parameters.contains(n) || !seen.insert(n).second) continue;
+    for (int i = 0; i < n->num_inputs(); ++i) stack.push_back(n->input_edge(i)->src);
+    for (const Edge* e : n->control_inputs()) stack.push_back(e->src);
+  }
+  return seen;
+}
+
+// [begin, size) of each chunk of n elements.
+std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t n, int64_t chunk_elements) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int64_t b = 0; b < n; b += chunk_elements) chunks.emplace_back(b, std::min(chunk_elements, n - b));
+  return chunks;
+}
+
+AttrValue ConstScalar(float v) {
+  AttrValue value;
+  TensorProto* t = value.mutable_tensor();
+  t->set_dtype(DT_FLOAT);
+  t->mutable_shape()->add_dim(1);
+  t->add_float_val(v);
+  return value;
+}
+
+class ParameterServerPass : public Pass {
+ public:
+  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+    const int64_t world = GraphAttrInt(graph, "workers", 0);
+    const int64_t servers = o.GetInt("servers");
+    if (servers < 1) return absl::InvalidArgumentError("parameter_server: servers must be >= 1");
+    if (world < servers + 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "parameter_server: ", servers, " servers need at least ", servers + 1,
+          " ranks (workers and servers together: run with --workers ", servers + 1, " or more), the plan has ", world));
+    }
+    const double chunk_kb = o.GetFloat("chunk_kb");
+    if (!(chunk_kb >= 1)) return absl::InvalidArgumentError("parameter_server: chunk_kb must be >= 1");
+    const int64_t chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(chunk_kb * 1024) / 4);
+    const int64_t workers = world - servers;
+    for (const Node* n : graph.nodes()) {
+      if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("parameter_server: the model is placed already");
+    }
+    ASSIGN_OR_RETURN(std::vector<GradientOfParameter> trained, FindGradientsUpdated(graph));
+    const absl::flat_hash_set<const Node*> worker_nodes = WorkerNodes(graph, trained);
+
+    // Parameters to servers, largest first onto the least loaded.
+    std::vector<size_t> by_size(trained.size());
+    std::iota(by_size.begin(), by_size.end(), 0);
+    auto elements = [&](size_t i) { return trained[i].parameter->outputs()[0].shape.KnownElements(); };
+    std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return elements(a) > elements(b); });
+    std::vector<int64_t> load(static_cast<size_t>(servers), 0);
+    std::vector<int> server_of(trained.size());
+    for (size_t i : by_size) {
+      const int s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      server_of[i] = s;
+      load[static_cast<size_t>(s)] += elements(i);
+    }
+
+    // The worker role, then every worker node on it (nodes without inputs
+    // other than data stay everywhere: constants both sides may read).
+    ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
+    groups.push_back(GroupDecl{kWorkerRole, GroupLayout::kRanks, static_cast<int>(workers), 0});
+    auto& header = *graph.mutable_header()->mutable_attr();
+    header["groups"] = StringAttr(GroupDeclsText(groups));
+    Placement on_workers;
+    on_workers.role = kWorkerRole;
+    for (Node* n : graph.nodes()) {
+      if (worker_nodes.contains(n) && (n->num_inputs() > 0 || n->op() == "Input" || n->op() == "Parameter")) {
+        SetPlacement(*n, on_workers);
+      }
+    }
+
+    int64_t channel = 0, chunks_total = 0;
+    const AttrValue scale = ConstScalar(1.0f / static_cast<float>(workers));
+    ASSIGN_OR_RETURN(Node * mean, AddOpNode(&graph, "ps/mean_scale", "Const", {}, {{"value", scale}}));
+    for (size_t i = 0; i < trained.size(); ++i) {
+      Node* p = trained[i].parameter;
+      Node* gradient = trained[i].gradient;
+      const std::vector<int64_t> dims = p->outputs()[0].shape.dims();
+      const int64_t n = p->outputs()[0].shape.KnownElements();
+      const int server = static_cast<int>(workers) + server_of[i];
+      Placement on_server;
+      on_server.worker = server;
+      SetPlacement(*p, on_server);
+      SetPlacement(*gradient, on_server);
+      const std::string base = absl::StrCat("ps/", p->name());
+      const std::vector<std::pair<int64_t, int64_t>> chunks = Chunks(n, chunk_elements);
+      chunks_total += static_cast<int64_t>(chunks.size());
+      if (channel + static_cast<int64_t>(chunks.size()) > kMaxChannels) {
+        return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels,
+                                                       " chunks; raise chunk_kb (", chunk_kb, ")"));
+      }
+      ASSIGN_OR_RETURN(Node * flat_p, AddOpNode(&graph, base + "/flat", "Reshape", {{p, 0}},
+                                                {{"shape", IntListAttr({n})}}));
+      SetPlacement(*flat_p, on_server);
+      const Edge* g_in = gradient->input_edge(0);
+      ASSIGN_OR_RETURN(Node * flat_g, AddOpNode(&graph, base + "/grad/flat", "Reshape", {{g_in->src, g_in->src_port}},
+                                                {{"shape", IntListAttr({n})}}));
+      SetPlacement(*flat_g, on_workers);
+      std::vector<NodeOut> pulled, pushed;
+      for (size_t k = 0; k < chunks.size(); ++k, ++channel) {
+        const auto [begin, size] = chunks[k];
+        const std::string c = absl::StrCat(base, "/chunk", k);
+        std::vector<std::pair<std::string, AttrValue>> slice = {{"begin", IntAttr(begin)}, {"size", IntAttr(size)}};
+        // Pull: the server sends the chunk to every worker.
+        ASSIGN_OR_RETURN(Node * value, AddOpNode(&graph, c + "/value", "Slice", {{flat_p, 0}}, slice));
+        SetPlacement(*value, on_server);
+        for (int64_t w = 0; w < workers; ++w) {
+          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {{value, 0}},
+                                                  {{"peer", IntAttr(w)}, {"channel", IntAttr(channel)},
+                                                   {"eval", BoolAttr(true)}}));
+          SetPlacement(*send, on_server);
+        }
+        ASSIGN_OR_RETURN(Node * recv, AddOpNode(&graph, c + "/pull", "Recv", {},
+                                                {{"peer", IntAttr(server)}, {"channel", IntAttr(channel)},
+                                                 {"shape", ShapeAttr({size})}, {"eval", BoolAttr(true)}}));
+        SetPlacement(*recv, on_workers);
+        pulled.push_back({recv, 0});
+        // Push: every worker sends its gradient's chunk to the server.
+        ASSIGN_OR_RETURN(Node * grad, AddOpNode(&graph, c + "/grad", "Slice", {{flat_g, 0}}, slice));
+        SetPlacement(*grad, on_workers);
+        ASSIGN_OR_RETURN(Node * push, AddOpNode(&graph, c + "/push", "Send", {{grad, 0}},
+                                                {{"peer", IntAttr(server)}, {"channel", IntAttr(channel)},
+                                                 {"eval", BoolAttr(false)}}));
+        SetPlacement(*push, on_workers);
+        std::vector<NodeOut> arrived;
+        for (int64_t w = 0; w < workers; ++w) {
+          ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(c, "/push/from", w), "Recv", {},
+                                                {{"peer", IntAttr(w)}, {"channel", IntAttr(channel)},
+                                                 {"shape", ShapeAttr({size})}, {"eval", BoolAttr(false)}}));
+          SetPlacement(*in, on_server);
+          arrived.push_back({in, 0});
+        }
+        NodeOut sum = arrived[0];
+        if (arrived.size() > 1) {
+          ASSIGN_OR_RETURN(Node * added, AddOpNode(&graph, c + "/sum", "AddN", arrived));
+          SetPlacement(*added, on_server);
+          sum = {added, 0};
+        }
+        ASSIGN_OR_RETURN(Node * averaged, AddOpNode(&graph, c + "/mean", "Mul", {sum, {mean, 0}}));
+        SetPlacement(*averaged, on_server);
+        pushed.push_back({averaged, 0});
+      }
+      // The worker's copy of P, and the server's mean gradient.
+      auto joined = [&](const std::string& name, const std::vector<NodeOut>& parts,
+                        const Placement& at) -> absl::StatusOr<Node*> {
+        NodeOut whole = parts[0];
+        if (parts.size() > 1) {
+          ASSIGN_OR_RETURN(Node * cat, AddOpNode(&graph, name + "/concat", "Concat", parts, {{"axis", IntAttr(0)}}));
+          SetPlacement(*cat, at);
+          whole = {cat, 0};
+        }
+        ASSIGN_OR_RETURN(Node * shaped, AddOpNode(&graph, name, "Reshape", {whole}, {{"shape", IntListAttr(dims)}}));
+        SetPlacement(*shaped, at);
+        return shaped;
+      };
+      ASSIGN_OR_RETURN(Node * copy, joined(base + "/pulled", pulled, on_workers));
+      ASSIGN_OR_RETURN(Node * mean_gradient, joined(base + "/grad/mean", pushed, on_server));
+      std::vector<std::pair<Node*, int>> readers;
+      for (const Edge* e : p->out_edges()) {
+        if (!e->IsControl() && worker_nodes.contains(e->dst)) readers.emplace_back(e->dst, e->dst_port);
+      }
+      for (auto& [reader, port] : readers) RETURN_IF_ERROR(graph.ReplaceInput(reader, port, copy, 0));
+      RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, mean_gradient, 0));
+    }
+    header["servers"] = IntAttr(servers);
+    header["data_replicas"] = IntAttr(workers);
+    std::string balance;
+    for (int64_t s = 0; s < servers; ++s) {
+      absl::StrAppend(&balance, s ? ", " : "", "rank ", workers + s, ": ", load[static_cast<size_t>(s)] * 4 / 1024,
+                      " KiB");
+    }
+    log->notes.push_back(absl::StrCat(trained.size(), " parameters on ", servers, " servers (", balance, ") for ",
+                                      workers, " workers, ", chunks_total, " chunks of at most ", chunk_kb, " KiB"));
+    return absl::OkStatus();
+  }
+
+ private:
+  // Each trained parameter with its Gradient node, after an optimizer.
+  static absl::StatusOr<std::vector<GradientOfParameter>> FindGradientsUpdated(Graph& graph) {
+    std::vector<GradientOfParameter> trained;
+    for (Node* n : graph.nodes()) {
+      if (n->op() != "Gradient") continue;
+      Node* p = graph.FindNode(NodeAttrString(*n, "parameter"));
+      if (p == nullptr || p->num_inputs() != 1) {
+        return absl::FailedPreconditionError("parameter_server: runs after an optimizer (sgd, adam)");
+      }
+      trained.push_back({p, n});
+    }
+    if (trained.empty()) return absl::FailedPreconditionError("parameter_server: runs after autodiff and an optimizer");
+    return trained;
+  }
+};
+
+PassInfo ParameterServerInfo() {
+  PassInfo info{"parameter_server",
+                "Synchronous parameter servers: the last `servers` ranks hold the parameters, their optimizer state "
+                "and updates; workers pull parameters and push gradients in chunks, which the servers average.",
+                {{"servers", OptionType::kInt, "1", "how many of the plan's ranks are servers (the last ones)"},
+                 {"chunk_kb", OptionType::kFloat, "256", "the largest message, in KiB: values move in chunks"}},
+                [] { return std::make_unique<ParameterServerPass>(); }};
+  info.needs = {kOptimizerProperty};
+  info.provides = {kGradientCommunicationProperty};
+  info.precedes = {kPipelinedProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(ParameterServerInfo());
+
+}  // namespace
+}  // namespace nereid

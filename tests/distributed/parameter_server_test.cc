@@ -1,0 +1,106 @@
+// Parameter servers (the parameter_server pass) end to end: real `nereid`
+// processes over loopback TCP, the last ranks servers holding the parameters
+// and their optimizer state, the others workers pulling parameters and
+// pushing gradients in chunks. Synchronous training must compute what
+// data_parallel computes on the same workers (same data, same initial
+// weights), and bad requests are refused before anything runs.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/process_util.h"
+
+namespace nereid {
+namespace {
+
+using ::nereid::testing::Outcome;
+using ::nereid::testing::ReadFile;
+using ::nereid::testing::Shell;
+using ::testing::HasSubstr;
+
+constexpr char kNereid[] = "runtime/cli/nereid";
+
+struct Metrics {
+  std::string strategy;
+  std::vector<double> losses;
+  double accuracy = 0;
+  int64_t state_bytes = 0;
+};
+
+class ParameterServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::FreshTestDir(); }
+
+  // `nereid run` of `model` on `ranks` local processes, 50 steps of 32 per
+  // worker on Fashion-MNIST; rank 0's metrics.
+  Outcome Run(const std::string& model, int ranks, const std::string& passes, Metrics* m, int train_examples) {
+    std::string json = absl::StrCat(dir_, "/", ++runs_, ".json");
+    Outcome o = Shell(absl::StrCat(kNereid, " run models/", model, ".pbtxt --workers ", ranks,
+                                   " --threads 1 --batch 32 --train-limit ", train_examples,
+                                   " --test-limit 512 --epochs 1 --quiet --comm-timeout 60 --passes \"", passes,
+                                   "\" --metrics-json ", json),
+                      280);
+    if (o.exit_code != 0 || m == nullptr) return o;
+    Json j = Json::parse(ReadFile(json));
+    m->strategy = j["strategy"].get<std::string>();
+    m->losses = j["step_losses"].get<std::vector<double>>();
+    m->accuracy = j["final_test_accuracy"].get<double>();
+    m->state_bytes = j["state_bytes"].get<int64_t>();
+    return o;
+  }
+
+  std::string dir_;
+  int runs_ = 0;
+};
+
+struct Case {
+  const char* model;
+  int workers;
+  int servers;
+  const char* optimizer;
+  const char* chunk_kb;
+};
+
+// mlp: 2 workers, 1 server, chunks smaller than the first layer's weight;
+// lenet: 2 workers, 2 servers (parameters balanced over both), momentum.
+TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
+  for (const Case& c : {Case{"mlp_fashion", 2, 1, "sgd(lr=0.05)", "64"},
+                        Case{"lenet_fashion", 2, 2, "sgd(lr=0.05,momentum=0.9)", "16"}}) {
+    SCOPED_TRACE(c.model);
+    const int examples = 50 * 32 * c.workers;
+    Metrics dp, ps;
+    Outcome o = Run(c.model, c.workers, absl::StrCat("autodiff,", c.optimizer, ",data_parallel"), &dp, examples);
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    o = Run(c.model, c.workers + c.servers,
+            absl::StrCat("autodiff,", c.optimizer, ",parameter_server(servers=", c.servers, ",chunk_kb=", c.chunk_kb,
+                         ")"),
+            &ps, examples);
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    EXPECT_EQ(ps.strategy, "parameter_server");
+    ASSERT_EQ(dp.losses.size(), 50u);
+    ASSERT_EQ(ps.losses.size(), 50u);
+    EXPECT_LE(testing::WorstRelativeDifference(ps.losses, dp.losses), 1e-5);
+    EXPECT_NEAR(ps.accuracy, dp.accuracy, 0.003);
+    // A worker holds no parameters: the servers do.
+    EXPECT_LT(ps.state_bytes, dp.state_bytes);
+  }
+}
+
+TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
+  Outcome o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(servers=2)", nullptr, 256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("parameter_server: 2 servers need at least 3 ranks"));
+  o = Run("mlp_fashion", 3, "autodiff,parameter_server(servers=1)", nullptr, 256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("parameter_server"));
+  o = Run("mlp_fashion", 3, "autodiff,sgd(lr=0.05),parameter_server(servers=1,chunk_kb=0.5)", nullptr, 256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("chunk_kb must be >= 1"));
+}
+
+}  // namespace
+}  // namespace nereid
