@@ -1,40 +1,71 @@
 #include "schedulers/point_to_point_engine.h"
 
 #include <exception>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 
 namespace nereid {
 
 PointToPointEngine::~PointToPointEngine() {
-  std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return running_ == 0; });
+  std::vector<std::thread> threads;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [this] { return running_ == 0; });
+    stopping_ = true;
+    threads.swap(threads_);
+  }
+  work_ready_.notify_all();
+  for (std::thread& t : threads) t.join();
 }
 
 void PointToPointEngine::Submit(Work work, Done done) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++running_;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++running_;
+  queue_.emplace_back(std::move(work), std::move(done));
+  // Every queued transfer needs a thread now: one waiting takes it, or a new one.
+  if (waiting_ >= static_cast<int>(queue_.size())) {
+    work_ready_.notify_one();
+  } else {
+    threads_.emplace_back([this] { Serve(); });
   }
-  // Detached: the count, not a join, tells the destructor when all are done.
-  std::thread([this, work = std::move(work), done = std::move(done)] {
-    // An exception must not escape a detached thread (std::terminate).
-    absl::Status status;
-    try {
-      status = work(*communicator_);
-    } catch (const std::exception& e) {
-      status = absl::InternalError(absl::StrCat("point-to-point transfer: ", e.what()));
-    }
-    done(std::move(status));
-    std::lock_guard<std::mutex> lock(mu_);
+}
+
+void PointToPointEngine::Serve() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    ++waiting_;
+    work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    --waiting_;
+    if (queue_.empty()) return;  // stopping
+    std::pair<Work, Done> item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    Run(item.first, item.second);
+    item = {};  // what the transfer captured goes before it counts as done
+    lock.lock();
     if (--running_ == 0) idle_.notify_all();
-  }).detach();
+  }
+}
+
+void PointToPointEngine::Run(Work& work, Done& done) {
+  // An exception must not escape a transfer's thread (std::terminate).
+  absl::Status status;
+  try {
+    status = work(*communicator_);
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("point-to-point transfer: ", e.what()));
+  }
+  done(std::move(status));
 }
 
 int PointToPointEngine::running() const {
   std::lock_guard<std::mutex> lock(mu_);
   return running_;
+}
+
+int PointToPointEngine::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(threads_.size());
 }
 
 }  // namespace nereid

@@ -4,11 +4,19 @@
 // Runs a worker's Send and Recv transfers (ops/collective_queue.h,
 // PointToPointChannel): each on a thread of its own, at once, so no transfer
 // waits behind another (a rank may receive before it sends, or the reverse,
-// without deadlock). A transfer is bounded by the communicator's timeout;
-// the destructor waits for the transfers still running.
+// without deadlock). Threads are kept and reused: a transfer takes an idle
+// one, and a new one starts only when none is idle (starting a thread per
+// transfer cost about a millisecond each here). A transfer is bounded by the
+// communicator's timeout and ended at once by the abort signal (the executor
+// fires it on a failure); the destructor waits for the transfers still
+// running, then stops the threads.
 
 #include <condition_variable>
+#include <deque>
 #include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "comm/abort_signal.h"
 #include "comm/communicator.h"
@@ -28,14 +36,23 @@ class PointToPointEngine : public PointToPointChannel {
 
   // Transfers running now (the launcher's "waiting for peers").
   int running() const;
+  // Threads started so far (idle ones included).
+  int threads() const;
 
  private:
+  void Serve();
+  void Run(Work& work, Done& done);
+
   Communicator* communicator_;
   absl::Duration timeout_;
   AbortSignal abort_;
   mutable std::mutex mu_;
-  std::condition_variable idle_;
-  int running_ = 0;
+  std::condition_variable work_ready_, idle_;
+  std::deque<std::pair<Work, Done>> queue_;
+  std::vector<std::thread> threads_;
+  int running_ = 0;  // submitted and not finished
+  int waiting_ = 0;  // threads waiting for work
+  bool stopping_ = false;
 };
 
 }  // namespace nereid

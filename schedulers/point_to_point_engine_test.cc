@@ -46,16 +46,21 @@ TEST(PointToPointEngineTest, RanksThatBothReceiveFirstStillMeet) {
     std::vector<float> in(1000, -1.0f), out(1000, static_cast<float>(rank + 1));
     CollectiveOptions o;
     o.timeout = absl::Seconds(30);
-    o.tag = 7;
-    Waiter w;
     // Receive first, then send: on one queue both ranks would wait forever.
-    engine.Submit([&](Communicator& c) { return c.Recv(absl::MakeSpan(in), peer, o); }, w.done());
-    engine.Submit([&](Communicator& c) { return c.Send(out, peer, o); }, w.done());
-    absl::Status s = w.Wait();
-    if (!s.ok()) return s;
-    if (in.front() != static_cast<float>(peer + 1) || in.back() != static_cast<float>(peer + 1)) {
-      return absl::InternalError(absl::StrCat("rank ", rank, " received ", in.front()));
+    // Three rounds: the second and third reuse the first's two threads.
+    for (int round = 0; round < 3; ++round) {
+      Waiter w;
+      o.tag = 7 + round;
+      engine.Submit([&](Communicator& c) { return c.Recv(absl::MakeSpan(in), peer, o); }, w.done());
+      engine.Submit([&](Communicator& c) { return c.Send(out, peer, o); }, w.done());
+      absl::Status s = w.Wait();
+      if (!s.ok()) return s;
+      if (in.front() != static_cast<float>(peer + 1) || in.back() != static_cast<float>(peer + 1)) {
+        return absl::InternalError(absl::StrCat("rank ", rank, " received ", in.front()));
+      }
+      while (engine.running() > 0) absl::SleepFor(absl::Milliseconds(1));
     }
+    if (engine.threads() > 2) return absl::InternalError(absl::StrCat(engine.threads(), " threads for 2 at a time"));
     return absl::OkStatus();
   });
   EXPECT_TRUE(testing::AllOk(statuses).ok()) << testing::AllOk(statuses);

@@ -1,11 +1,15 @@
 // Kernels of Send and Recv (ops/point_to_point_ops.cc). With no peer (the
 // whole plan in one process) both are identities. With a peer, each transfer
 // is a small header (the value's dims) and then the value, on the worker's
-// point-to-point channel, so a Recv learns the batch size from the message.
+// point-to-point channel, so a Recv learns the batch size from the message;
+// a value whose shape the plan knows whole (the parameter server's chunks)
+// goes without the header.
 // Tags keep transfers apart: the pair's channel, the step (evaluation: the
 // batch), and whether it is the header.
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -92,12 +96,35 @@ class PointToPointKernel : public AsyncOpKernel {
 
 class SendKernel : public PointToPointKernel {
  public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(PointToPointKernel::Init(node, attrs));
+    // A shape the plan knows whole travels without a header: the Recv's
+    // declared shape is the same (the plan checker compares them).
+    if (!node.outputs()[0].shape.HasUnknownDim()) planned_ = node.outputs()[0].shape.dims();
+    return absl::OkStatus();
+  }
+
   void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
     const Tensor& x = ctx->input(0);
     absl::Status set = ctx->SetOutput(0, x);
     if (!set.ok() || peer_ < 0) return done(set);
     absl::StatusOr<PointToPointChannel*> channel = ChannelOf(ctx);
     if (!channel.ok()) return done(channel.status());
+    const std::pair<CollectiveOptions, CollectiveOptions> options = TransferOptions(ctx, **channel);
+    const CollectiveOptions head = options.first, body = options.second;
+    const int peer = static_cast<int>(peer_);
+    auto value = std::make_shared<Tensor>(x);
+    if (planned_.has_value()) {
+      if (x.dims() != *planned_) {
+        return done(absl::InternalError(absl::StrCat("the value has shape ", x.DebugString(), ", not the planned [",
+                                                     absl::StrJoin(*planned_, ","), "]")));
+      }
+      return (*channel)->Submit(
+          [value, peer, body](Communicator& comm) {
+            return comm.Send(absl::MakeConstSpan(value->data<float>(), value->num_elements()), peer, body);
+          },
+          Named(std::move(done), "sending to"));
+    }
     if (x.rank() >= kHeaderFloats) return done(absl::InvalidArgumentError("Send takes values of rank 7 at most"));
     auto header = std::make_shared<std::vector<float>>(kHeaderFloats, 0.0f);
     (*header)[0] = static_cast<float>(x.rank());
@@ -105,10 +132,6 @@ class SendKernel : public PointToPointKernel {
       if (x.dim(i) >= kMaxExactDim) return done(absl::InvalidArgumentError("Send takes dims below 2^24"));
       (*header)[1 + i] = static_cast<float>(x.dim(i));
     }
-    auto value = std::make_shared<Tensor>(x);
-    const std::pair<CollectiveOptions, CollectiveOptions> options = TransferOptions(ctx, **channel);
-    const CollectiveOptions head = options.first, body = options.second;
-    const int peer = static_cast<int>(peer_);
     (*channel)->Submit(
         [header, value, peer, head, body](Communicator& comm) {
           RETURN_IF_ERROR(comm.Send(*header, peer, head));
@@ -116,6 +139,9 @@ class SendKernel : public PointToPointKernel {
         },
         Named(std::move(done), "sending to"));
   }
+
+ private:
+  std::optional<std::vector<int64_t>> planned_;
 };
 
 class RecvKernel : public PointToPointKernel {
@@ -138,6 +164,11 @@ class RecvKernel : public PointToPointKernel {
     auto named = Named(std::move(done), "receiving from");
     (*channel)->Submit(
         [received, peer, head, body, declared](Communicator& comm) -> absl::Status {
+          const bool planned = std::all_of(declared.begin(), declared.end(), [](int64_t d) { return d >= 0; });
+          if (planned) {  // no header (see SendKernel::Init)
+            ASSIGN_OR_RETURN(*received, Tensor::Allocate(DT_FLOAT, declared));
+            return comm.Recv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body);
+          }
           std::vector<float> header(kHeaderFloats);
           RETURN_IF_ERROR(comm.Recv(absl::MakeSpan(header), peer, head));
           ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOfHeader(header));
