@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/distributed/run_metrics.h"
 #include "tests/process_util.h"
 
 namespace nereid {
@@ -28,13 +29,7 @@ using ::testing::HasSubstr;
 
 constexpr char kNereid[] = "runtime/cli/nereid";
 
-struct Metrics {
-  std::string strategy;
-  std::vector<double> losses;
-  double accuracy = 0;
-  int64_t state_bytes = 0;
-  int64_t model_parallel = 0;
-};
+using Metrics = testing::RunMetrics;
 
 class HybridPartitionTest : public ::testing::Test {
  protected:
@@ -51,12 +46,7 @@ class HybridPartitionTest : public ::testing::Test {
                                    "\" --metrics-json ", json, " ", extra),
                       240);
     ASSERT_EQ(o.exit_code, 0) << o.output;
-    Json j = Json::parse(ReadFile(json));
-    m->strategy = j["strategy"].get<std::string>();
-    m->losses = j["step_losses"].get<std::vector<double>>();
-    m->accuracy = j["final_test_accuracy"].get<double>();
-    m->state_bytes = j["state_bytes"].get<int64_t>();
-    m->model_parallel = j["model_parallel"].get<int64_t>();
+    *m = testing::ReadRunMetrics(json);
   }
 
   std::string dir_;

@@ -12,24 +12,19 @@
 #include "core/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/distributed/run_metrics.h"
 #include "tests/process_util.h"
 
 namespace nereid {
 namespace {
 
 using ::nereid::testing::Outcome;
-using ::nereid::testing::ReadFile;
 using ::nereid::testing::Shell;
 using ::testing::HasSubstr;
 
 constexpr char kNereid[] = "runtime/cli/nereid";
 
-struct Metrics {
-  std::string strategy;
-  std::vector<double> losses;
-  double accuracy = 0;
-  int64_t state_bytes = 0;
-};
+using Metrics = testing::RunMetrics;
 
 class ParameterServerTest : public ::testing::Test {
  protected:
@@ -45,11 +40,7 @@ class ParameterServerTest : public ::testing::Test {
                                    "\" --metrics-json ", json),
                       280);
     if (o.exit_code != 0 || m == nullptr) return o;
-    Json j = Json::parse(ReadFile(json));
-    m->strategy = j["strategy"].get<std::string>();
-    m->losses = j["step_losses"].get<std::vector<double>>();
-    m->accuracy = j["final_test_accuracy"].get<double>();
-    m->state_bytes = j["state_bytes"].get<int64_t>();
+    *m = testing::ReadRunMetrics(json);
     return o;
   }
 

@@ -15,25 +15,19 @@
 #include "core/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/distributed/run_metrics.h"
 #include "tests/process_util.h"
 
 namespace nereid {
 namespace {
 
 using ::nereid::testing::Outcome;
-using ::nereid::testing::ReadFile;
 using ::nereid::testing::Shell;
 using ::testing::HasSubstr;
 
 constexpr char kNereid[] = "runtime/cli/nereid";
 
-struct Metrics {
-  std::string strategy;
-  std::vector<double> losses;
-  double accuracy = 0;
-  int64_t state_bytes = 0;
-  double bytes_sent_per_step = 0;
-};
+using Metrics = testing::RunMetrics;
 
 class StageSplitTest : public ::testing::Test {
  protected:
@@ -49,12 +43,7 @@ class StageSplitTest : public ::testing::Test {
                                    passes, "\" --metrics-json ", json),
                       240);
     if (o.exit_code != 0 || m == nullptr) return o;
-    Json j = Json::parse(ReadFile(json));
-    m->strategy = j["strategy"].get<std::string>();
-    m->losses = j["step_losses"].get<std::vector<double>>();
-    m->accuracy = j["final_test_accuracy"].get<double>();
-    m->state_bytes = j["state_bytes"].get<int64_t>();
-    m->bytes_sent_per_step = j["bytes_sent_per_step"].get<double>();
+    *m = testing::ReadRunMetrics(json);
     return o;
   }
 
@@ -121,9 +110,9 @@ TEST_F(StageSplitTest, APlanFileIsCheckedAsAWholeAndRunsInEitherForm) {
                            "--test-limit 512 --epochs 1 --quiet --comm-timeout 30 --metrics-json ", json),
               240);
     ASSERT_EQ(o.exit_code, 0) << o.output;
-    Json j = Json::parse(ReadFile(json));
-    EXPECT_EQ(j["strategy"].get<std::string>(), "model_parallel");
-    losses[form++] = j["step_losses"].get<std::vector<double>>();
+    const Metrics m = testing::ReadRunMetrics(json);
+    EXPECT_EQ(m.strategy, "model_parallel");
+    losses[form++] = m.losses;
   }
   ASSERT_EQ(losses[0].size(), 50u);
   EXPECT_LE(testing::WorstRelativeDifference(losses[1], losses[0]), 1e-5);

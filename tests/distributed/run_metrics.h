@@ -1,0 +1,41 @@
+#ifndef NEREID_TESTS_DISTRIBUTED_RUN_METRICS_H_
+#define NEREID_TESTS_DISTRIBUTED_RUN_METRICS_H_
+
+// What the multi-process model tests read of a run: rank 0's
+// --metrics-json.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "tests/process_util.h"
+
+namespace nereid {
+namespace testing {
+
+struct RunMetrics {
+  std::string strategy;
+  std::vector<double> losses;  // per step
+  double accuracy = 0;         // final test accuracy
+  int64_t state_bytes = 0;
+  int64_t model_parallel = 0;
+  double bytes_sent_per_step = 0;
+};
+
+inline RunMetrics ReadRunMetrics(const std::string& path) {
+  Json j = Json::parse(ReadFile(path));
+  RunMetrics m;
+  m.strategy = j["strategy"].get<std::string>();
+  m.losses = j["step_losses"].get<std::vector<double>>();
+  m.accuracy = j["final_test_accuracy"].get<double>();
+  m.state_bytes = j["state_bytes"].get<int64_t>();
+  m.model_parallel = j["model_parallel"].get<int64_t>();
+  m.bytes_sent_per_step = j["bytes_sent_per_step"].get<double>();
+  return m;
+}
+
+}  // namespace testing
+}  // namespace nereid
+
+#endif  // NEREID_TESTS_DISTRIBUTED_RUN_METRICS_H_
