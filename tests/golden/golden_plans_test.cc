@@ -51,6 +51,10 @@ const std::vector<GoldenCase>& Cases() {
       // Model parallelism by layers on 2 workers: placement, the forward
       // Send/Recv pair, and the backward pair autodiff derives.
       {"mlp_stage_split", "models/mlp_fashion.pbtxt", "stage_split(at=fc2),autodiff,sgd(lr=0.05)", 2},
+      // A parameter server for 2 workers: parameters, momentum and updates on
+      // rank 2, the workers' role, chunked pulls and pushes.
+      {"logreg_parameter_server", "models/logreg_fashion.pbtxt",
+       "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(servers=1,chunk_kb=16)", 3},
   };
   return cases;
 }
