@@ -750,6 +750,17 @@ class TrainingRun {
       RETURN_IF_ERROR(group_->SumAcrossRanks(weight));
       result_.push_sum_weight_total = weight[0];
     }
+    // Each rank's measured peak and state, for plans whose ranks differ.
+    result_.rank_peak_tensor_bytes = {result_.peak_tensor_bytes};
+    result_.rank_state_bytes = {result_.state_bytes};
+    if (group_ != nullptr) {
+      std::vector<double> peaks(2 * static_cast<size_t>(options_.workers), 0.0);
+      peaks[static_cast<size_t>(options_.rank)] = static_cast<double>(result_.peak_tensor_bytes);
+      peaks[static_cast<size_t>(options_.workers + options_.rank)] = static_cast<double>(result_.state_bytes);
+      RETURN_IF_ERROR(group_->SumAcrossRanks(peaks));
+      result_.rank_peak_tensor_bytes.assign(peaks.begin(), peaks.begin() + options_.workers);
+      result_.rank_state_bytes.assign(peaks.begin() + options_.workers, peaks.end());
+    }
     if (group_ != nullptr) {
       std::vector<double> sums = {static_cast<double>(traffic_in_steps_.bytes_sent),
                                   static_cast<double>(traffic_in_steps_.bytes_received),
@@ -923,6 +934,8 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["wall_seconds"] = r.wall_seconds;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["peak_tensor_bytes"] = r.peak_tensor_bytes;
+  j["rank_peak_tensor_bytes"] = r.rank_peak_tensor_bytes;
+  j["rank_state_bytes"] = r.rank_state_bytes;
   j["bytes_sent_per_step"] = r.bytes_sent_per_step;
   j["bytes_received_per_step"] = r.bytes_received_per_step;
   j["comm_seconds_per_step"] = r.comm_seconds_per_step;

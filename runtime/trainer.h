@@ -106,6 +106,10 @@ struct TrainResult {
   // that is this rank's own (shards, their optimizer state, residuals).
   int64_t state_bytes = 0;
   int64_t per_rank_state_bytes = 0;
+  // Every rank's peak tensor bytes and state bytes, by rank (one entry when
+  // training alone).
+  std::vector<int64_t> rank_peak_tensor_bytes;
+  std::vector<int64_t> rank_state_bytes;
   // Gossip plans: the ranks' push-sum weights summed (push-sum conserves it:
   // the number of workers; -1 without gossip).
   double push_sum_weight_total = -1;

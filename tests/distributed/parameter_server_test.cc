@@ -76,8 +76,20 @@ TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
     ASSERT_EQ(ps.losses.size(), 50u);
     EXPECT_LE(testing::WorstRelativeDifference(ps.losses, dp.losses), 1e-5);
     EXPECT_NEAR(ps.accuracy, dp.accuracy, 0.003);
-    // A worker holds no parameters: the servers do.
-    EXPECT_LT(ps.state_bytes, dp.state_bytes);
+    // The workers hold no parameters; the servers hold the model and its
+    // optimizer state between them, as each data-parallel rank does alone.
+    ASSERT_EQ(ps.rank_state_bytes.size(), static_cast<size_t>(c.workers + c.servers));
+    int64_t on_servers = 0;
+    for (int r = 0; r < c.workers + c.servers; ++r) {
+      if (r < c.workers) {
+        EXPECT_EQ(ps.rank_state_bytes[r], 0) << "rank " << r;
+      } else {
+        EXPECT_GT(ps.rank_state_bytes[r], 0) << "rank " << r;
+        on_servers += ps.rank_state_bytes[r];
+      }
+    }
+    EXPECT_EQ(on_servers, dp.state_bytes);
+    EXPECT_EQ(ps.rank_peak_tensor_bytes.size(), static_cast<size_t>(c.workers + c.servers));
   }
 }
 

@@ -21,6 +21,8 @@ struct RunMetrics {
   int64_t state_bytes = 0;
   int64_t model_parallel = 0;
   double bytes_sent_per_step = 0;
+  std::vector<int64_t> rank_state_bytes;  // by rank
+  std::vector<int64_t> rank_peak_tensor_bytes;
 };
 
 inline RunMetrics ReadRunMetrics(const std::string& path) {
@@ -32,6 +34,8 @@ inline RunMetrics ReadRunMetrics(const std::string& path) {
   m.state_bytes = j["state_bytes"].get<int64_t>();
   m.model_parallel = j["model_parallel"].get<int64_t>();
   m.bytes_sent_per_step = j["bytes_sent_per_step"].get<double>();
+  m.rank_state_bytes = j["rank_state_bytes"].get<std::vector<int64_t>>();
+  m.rank_peak_tensor_bytes = j["rank_peak_tensor_bytes"].get<std::vector<int64_t>>();
   return m;
 }
 
