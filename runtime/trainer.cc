@@ -892,6 +892,9 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
   RETURN_IF_ERROR(run.Resume());
   stage("check_state");
   RETURN_IF_ERROR(run.CheckStateAcrossRanks());
+  // Start-up is over: from here the progress timeout applies, also to a rank
+  // that stops inside its first step (a server, say, that never finishes one).
+  if (options.report) options.report("phase=train starting");
   for (int64_t epoch = run.first_epoch(); epoch < options.epochs; ++epoch) {
     ASSIGN_OR_RETURN(EpochMetrics metrics, run.TrainEpoch(epoch));
     RETURN_IF_ERROR(run.EvaluateEpoch(metrics));

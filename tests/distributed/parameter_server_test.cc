@@ -105,5 +105,21 @@ TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   EXPECT_THAT(o.output, HasSubstr("chunk_kb must be >= 1"));
 }
 
+// A server that dies or stops is named, and every process stops: killed, the
+// launcher sees its exit; stopped inside its first step, it is the rank that
+// makes no progress while the workers report that they wait for it.
+TEST_F(ParameterServerTest, AServerThatDiesOrStopsIsNamed) {
+  const std::string run = absl::StrCat(
+      kNereid, " run models/lenet_fashion.pbtxt --workers 3 --threads 1 --batch 32 --dataset synthetic ",
+      "--train-limit 1024 --test-limit 64 --epochs 1 --quiet --comm-timeout 60 --worker-timeout 5 ",
+      "--passes \"autodiff,sgd(lr=0.02),parameter_server(servers=1)\"");
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=2:kill@30 ", run), 120);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("error: rank 2 was killed by signal 9"));
+  o = Shell(absl::StrCat("NEREID_FAULTS=rank=2:stop@30 ", run), 120);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("error: rank 2 made no progress for 5s"));
+}
+
 }  // namespace
 }  // namespace nereid
