@@ -121,5 +121,30 @@ TEST_F(ParameterServerTest, AServerThatDiesOrStopsIsNamed) {
   EXPECT_THAT(o.output, HasSubstr("error: rank 2 made no progress for 5s"));
 }
 
+// The servers' parameters and optimizer state are checkpointed (each rank
+// its own): a run stopped after epoch 1 and resumed ends where an
+// uninterrupted run ends, bit for bit.
+TEST_F(ParameterServerTest, AResumedServerRunEndsWhereAnUninterruptedOneEnds) {
+  auto run = [&](int epochs, const std::string& checkpoint, const std::string& extra) {
+    return Shell(absl::StrCat(kNereid, " run models/lenet_fashion.pbtxt --workers 3 --threads 1 --batch 32 ",
+                              "--dataset synthetic --train-limit 1024 --test-limit 128 --quiet --comm-timeout 60 ",
+                              "--passes \"autodiff,sgd(lr=0.02,momentum=0.9),parameter_server(servers=1)\" --epochs ",
+                              epochs, " --checkpoint ", dir_, "/", checkpoint, " ", extra),
+                 120);
+  };
+  Outcome o = run(2, "whole", absl::StrCat("--metrics-json ", dir_, "/whole.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  o = run(1, "split", "");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  o = run(2, "split", absl::StrCat("--resume --metrics-json ", dir_, "/resumed.json"));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const Metrics whole = testing::ReadRunMetrics(absl::StrCat(dir_, "/whole.json"));
+  const Metrics resumed = testing::ReadRunMetrics(absl::StrCat(dir_, "/resumed.json"));
+  ASSERT_EQ(whole.losses.size(), 32u);
+  ASSERT_EQ(resumed.losses.size(), 16u);  // the second epoch's
+  for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], whole.losses[16 + i]) << i;
+  EXPECT_EQ(resumed.rank_state_bytes, whole.rank_state_bytes);
+}
+
 }  // namespace
 }  // namespace nereid
