@@ -9,10 +9,11 @@ chunked server (chunks of --chunk-kb) on each server count of --servers.
 Prints s/step, the speedup against data parallel, bytes sent per rank and
 step (servers included in the average) and the final loss. On loopback (the
 launcher) or, with --rate, on an emulated cluster where every rank has the
-same link (bench/netem/cluster.sh, needs root).
+same link and the servers --server-rate (bench/netem/cluster.sh, needs root).
 
 Example (a few minutes on 2 cores):
   bench/parameter_server.py --model mlp_fashion --workers 2 --servers 1,2 --steps 40
+  bench/parameter_server.py --model mlp_fashion --workers 4 --servers 1,2 --steps 12 --rate 45mbit
 """
 
 import argparse
@@ -28,7 +29,7 @@ CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 OPT = "sgd(lr=0.02,momentum=0.9)"
 
 
-def train(args, ranks, passes, out, name):
+def train(args, ranks, passes, out, name, servers=0):
     metrics = os.path.join(out, name + ".json")
     flags = [os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch), "--threads", "1",
              "--epochs", "1", "--train-limit", str(args.steps * args.batch * args.workers), "--test-limit", "256",
@@ -37,7 +38,10 @@ def train(args, ranks, passes, out, name):
         flags += ["--dataset", "synthetic"]
     if args.rate:
         cmd = [CLUSTER, "--workers", str(ranks), "--rate", args.rate, "--timeout", "3600", "--logs",
-               os.path.join(out, "logs_" + name), "--", NEREID, "run"] + flags
+               os.path.join(out, "logs_" + name)]
+        for r in range(ranks - servers, ranks):  # the servers are the last ranks
+            cmd += ["--rank-rate", f"{r}={args.server_rate}"]
+        cmd += ["--", NEREID, "run"] + flags
     else:
         cmd = [NEREID, "run"] + flags + ["--workers", str(ranks)]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -57,26 +61,29 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="per worker")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 45mbit (default: loopback)")
+    ap.add_argument("--server-rate", default="1gbit", help="with --rate: the servers' links")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/parameter_server"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    strategies = [("data parallel (ring allreduce)", args.workers, f"autodiff,{OPT},data_parallel"),
-                  ("plain server (1 server, a message per tensor)", args.workers + 1,
+    strategies = [("data parallel (ring allreduce)", args.workers, 0, f"autodiff,{OPT},data_parallel"),
+                  ("plain server (1 server, a message per tensor)", args.workers + 1, 1,
                    f"autodiff,{OPT},parameter_server(servers=1,chunk_kb=1000000)")]
     for s in args.servers.split(","):
         strategies.append((f"chunked server ({s} server{'s' if s != '1' else ''}, {args.chunk_kb:g} KiB chunks)",
-                           args.workers + int(s),
+                           args.workers + int(s), int(s),
                            f"autodiff,{OPT},parameter_server(servers={s},chunk_kb={args.chunk_kb:g})"))
-    runs = {name: [] for name, _, _ in strategies}
+    runs = {name: [] for name, _, _, _ in strategies}
     for rnd in range(args.rounds):
-        for i, (name, ranks, passes) in enumerate(strategies):
-            runs[name].append(train(args, ranks, passes, args.out, f"r{rnd}_{i}"))
+        for i, (name, ranks, servers, passes) in enumerate(strategies):
+            runs[name].append(train(args, ranks, passes, args.out,
+                                    f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers))
     per_step = lambda m: sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
     base = [per_step(m) for m in runs[strategies[0][0]]]
-    lines = [f"| {args.model}, {args.workers} workers, {args.rate or 'loopback'} | s/step (median) | "
+    where = f"{args.rate} workers, {args.server_rate} servers" if args.rate else "loopback"
+    lines = [f"| {args.model}, {args.workers} workers, {where} | s/step (median) | "
              "vs data parallel: median (min-max) | MB sent per rank and step | final train loss |",
              "|---|---|---|---|---|"]
-    for name, _, _ in strategies:
+    for name, _, _, _ in strategies:
         ms = runs[name]
         step = [per_step(m) for m in ms]
         speed = [b / s for b, s in zip(base, step)]

@@ -1,24 +1,31 @@
 // parameter_server: synchronous training with parameter servers (PHub's
-// shape: Luo et al., 2018). The plan's last `servers` ranks are servers, the
-// others workers. Each trained parameter lives on one server (parameters
-// balanced by size over the servers), with its optimizer state and update
-// nodes, which the optimizer passes made and which move with it unchanged.
-// Every step each worker pulls the parameters it reads and pushes its
-// gradients; values travel in chunks of at most `chunk_kb`, each chunk its
-// own message and its own aggregation on the server (the server's executor
-// sums the chunks of different keys in parallel on its cores).
+// shape: Luo et al., 2018; BytePS's push-pull). The plan's last `servers`
+// ranks are servers, the others workers. Each trained parameter lives on one
+// server (parameters balanced by size over the servers), with its optimizer
+// state and update nodes, which the optimizer passes made and which move
+// with it unchanged. Every step each worker pushes its gradients; the server
+// averages them, updates the parameter and sends the new value straight
+// back, which the worker keeps for the next step (its copy of the
+// parameter, carried by a Feedback). So a parameter's pull follows its push
+// within the step, overlapping the backward pass and the other parameters'
+// pushes, and evaluation reads the workers' copies with no transfer. Values
+// travel in chunks of at most `chunk_kb`, each chunk its own message and its
+// own aggregation on the server (the server's executor sums the chunks of
+// different parameters in parallel on its cores).
 //
-//   server s:  P -> flat -> chunk k -> Send to each worker          (pull)
-//   worker:    Recv chunk k from s -> concat -> reshape -> forward
 //   worker:    gradient -> flat -> chunk k -> Send to s              (push)
 //   server s:  Recv chunk k from each worker -> sum -> x 1/workers -> concat
-//              -> reshape -> the optimizer's update of P
+//              -> reshape -> the optimizer's update of P -> P's next value
+//   server s:  next value -> flat -> chunk k -> Send to each worker  (pull)
+//   worker:    Recv chunk k from s -> concat -> reshape -> the copy's next
+//              value; the forward pass reads the copy
 //
-// The worker nodes run on the role `ps_workers` (graph/placement.h), every
-// server node on its rank; the Send/Recv ends are written with their peers
-// (one rank's end to each member of the role), so the plan checker matches
-// them like any pair. The arithmetic is data_parallel's: the mean of the
-// workers' gradients, applied once.
+// A worker's copy starts from P's initialiser, so every copy and P start
+// equal. The worker nodes run on the role `ps_workers`
+// (graph/placement.h), every server node on its rank; the Send/Recv ends
+// are written with their peers (one rank's end to each member of the role),
+// so the plan checker matches them like any pair. The arithmetic is
+// data_parallel's: the mean of the workers' gradients, applied once.
 
 #include <algorithm>
 #include <numeric>
@@ -145,7 +152,10 @@ class ParameterServerPass : public Pass {
         return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels,
                                                        " chunks; raise chunk_kb (", chunk_kb, ")"));
       }
-      ASSIGN_OR_RETURN(Node * flat_p, AddOpNode(&graph, base + "/flat", "Reshape", {{p, 0}},
+      // P's next value, which its Feedback carries into the next step.
+      const Node* feedback = p->input_edge(0)->src;
+      const Edge* next_in = feedback->input_edge(0);
+      ASSIGN_OR_RETURN(Node * flat_p, AddOpNode(&graph, base + "/flat", "Reshape", {{next_in->src, next_in->src_port}},
                                                 {{"shape", IntListAttr({n})}}));
       SetPlacement(*flat_p, on_server);
       const Edge* g_in = gradient->input_edge(0);
@@ -157,32 +167,22 @@ class ParameterServerPass : public Pass {
         const auto [begin, size] = chunks[k];
         const std::string c = absl::StrCat(base, "/chunk", k);
         std::vector<std::pair<std::string, AttrValue>> slice = {{"begin", IntAttr(begin)}, {"size", IntAttr(size)}};
-        // Pull: the server sends the chunk to every worker.
-        ASSIGN_OR_RETURN(Node * value, AddOpNode(&graph, c + "/value", "Slice", {{flat_p, 0}}, slice));
-        SetPlacement(*value, on_server);
-        for (int64_t w = 0; w < workers; ++w) {
-          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {{value, 0}},
-                                                  {{"peer", IntAttr(w)}, {"channel", IntAttr(channel)},
-                                                   {"eval", BoolAttr(true)}}));
-          SetPlacement(*send, on_server);
-        }
-        ASSIGN_OR_RETURN(Node * recv, AddOpNode(&graph, c + "/pull", "Recv", {},
-                                                {{"peer", IntAttr(server)}, {"channel", IntAttr(channel)},
-                                                 {"shape", ShapeAttr({size})}, {"eval", BoolAttr(true)}}));
-        SetPlacement(*recv, on_workers);
-        pulled.push_back({recv, 0});
+        auto end = [&](int64_t peer) -> std::vector<std::pair<std::string, AttrValue>> {
+          return {{"peer", IntAttr(peer)}, {"channel", IntAttr(channel)}, {"eval", BoolAttr(false)}};
+        };
+        auto received = [&](int64_t peer) {
+          std::vector<std::pair<std::string, AttrValue>> attrs = end(peer);
+          attrs.emplace_back("shape", ShapeAttr({size}));
+          return attrs;
+        };
         // Push: every worker sends its gradient's chunk to the server.
         ASSIGN_OR_RETURN(Node * grad, AddOpNode(&graph, c + "/grad", "Slice", {{flat_g, 0}}, slice));
         SetPlacement(*grad, on_workers);
-        ASSIGN_OR_RETURN(Node * push, AddOpNode(&graph, c + "/push", "Send", {{grad, 0}},
-                                                {{"peer", IntAttr(server)}, {"channel", IntAttr(channel)},
-                                                 {"eval", BoolAttr(false)}}));
+        ASSIGN_OR_RETURN(Node * push, AddOpNode(&graph, c + "/push", "Send", {{grad, 0}}, end(server)));
         SetPlacement(*push, on_workers);
         std::vector<NodeOut> arrived;
         for (int64_t w = 0; w < workers; ++w) {
-          ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(c, "/push/from", w), "Recv", {},
-                                                {{"peer", IntAttr(w)}, {"channel", IntAttr(channel)},
-                                                 {"shape", ShapeAttr({size})}, {"eval", BoolAttr(false)}}));
+          ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(c, "/push/from", w), "Recv", {}, received(w)));
           SetPlacement(*in, on_server);
           arrived.push_back({in, 0});
         }
@@ -195,8 +195,18 @@ class ParameterServerPass : public Pass {
         ASSIGN_OR_RETURN(Node * averaged, AddOpNode(&graph, c + "/mean", "Mul", {sum, {mean, 0}}));
         SetPlacement(*averaged, on_server);
         pushed.push_back({averaged, 0});
+        // Pull: the server sends the updated chunk to every worker.
+        ASSIGN_OR_RETURN(Node * value, AddOpNode(&graph, c + "/value", "Slice", {{flat_p, 0}}, slice));
+        SetPlacement(*value, on_server);
+        for (int64_t w = 0; w < workers; ++w) {
+          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {{value, 0}}, end(w)));
+          SetPlacement(*send, on_server);
+        }
+        ASSIGN_OR_RETURN(Node * recv, AddOpNode(&graph, c + "/pull", "Recv", {}, received(server)));
+        SetPlacement(*recv, on_workers);
+        pulled.push_back({recv, 0});
       }
-      // The worker's copy of P, and the server's mean gradient.
+      // The server's mean gradient; the worker's copy of P and its next value.
       auto joined = [&](const std::string& name, const std::vector<NodeOut>& parts,
                         const Placement& at) -> absl::StatusOr<Node*> {
         NodeOut whole = parts[0];
@@ -209,14 +219,21 @@ class ParameterServerPass : public Pass {
         SetPlacement(*shaped, at);
         return shaped;
       };
-      ASSIGN_OR_RETURN(Node * copy, joined(base + "/pulled", pulled, on_workers));
       ASSIGN_OR_RETURN(Node * mean_gradient, joined(base + "/grad/mean", pushed, on_server));
+      RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, mean_gradient, 0));
+      ASSIGN_OR_RETURN(Node * next_copy, joined(base + "/pulled", pulled, on_workers));
+      NodeDef copy_def = p->def();
+      copy_def.set_name(base + "/copy");
+      copy_def.clear_input();
+      (*copy_def.mutable_attr())["trainable"] = BoolAttr(false);
+      ASSIGN_OR_RETURN(Node * copy, graph.AddNode(copy_def, 0));
+      SetPlacement(*copy, on_workers);
+      RETURN_IF_ERROR(CloseLoop(graph, copy, {next_copy, 0}));
       std::vector<std::pair<Node*, int>> readers;
       for (const Edge* e : p->out_edges()) {
         if (!e->IsControl() && worker_nodes.contains(e->dst)) readers.emplace_back(e->dst, e->dst_port);
       }
       for (auto& [reader, port] : readers) RETURN_IF_ERROR(graph.ReplaceInput(reader, port, copy, 0));
-      RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, mean_gradient, 0));
     }
     header["servers"] = IntAttr(servers);
     header["data_replicas"] = IntAttr(workers);

@@ -42,6 +42,10 @@ Options:
                   most R and receives at most R (tbf on both ends of its veth).
                   Units bit, kbit, mbit, gbit (powers of 1000), e.g. 1gbit;
                   "none" leaves the links unshaped (default 1gbit)
+  --rank-rate R=RATE
+                  rank R's link at RATE instead of --rate (repeatable), e.g.
+                  --rank-rate 4=1gbit: a parameter server behind a faster link
+                  than its workers
   --delay D       one-way latency added between any two workers, e.g. 0.1ms,
                   100us: it is put on each worker's sending side only, so a
                   message from worker A to worker B is delayed by exactly D
@@ -90,6 +94,7 @@ skip() { echo "$PROG: skipped: $*" >&2; exit "$EXIT_SKIP"; }
 
 workers=""
 rate=1gbit
+declare -A rank_rate=()
 delay=0
 loss=0%
 segment=auto
@@ -104,6 +109,10 @@ parse_args() {
     case "$1" in
       --workers) workers=${2:?--workers needs a value}; shift 2 ;;
       --rate) rate=${2:?--rate needs a value}; shift 2 ;;
+      --rank-rate)
+        [[ ${2:-} =~ ^([0-9]+)=(.+)$ ]] || die_usage "--rank-rate '${2:-}': expected RANK=RATE, e.g. 4=1gbit"
+        rank_rate[${BASH_REMATCH[1]}]=${BASH_REMATCH[2]}
+        shift 2 ;;
       --delay) delay=${2:?--delay needs a value}; shift 2 ;;
       --loss) loss=${2:?--loss needs a value}; shift 2 ;;
       --segment) segment=${2:?--segment needs a value}; shift 2 ;;
@@ -121,15 +130,31 @@ parse_args() {
 
 # Rate in bits/s ("none" -> 0), from <number><bit|kbit|mbit|gbit>.
 rate_bits=0
-parse_rate() {
-  if [[ $rate == none ]]; then rate_bits=0; return; fi
-  local re='^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit)$' mult
-  [[ ${rate,,} =~ $re ]] || die_usage "--rate '$rate': expected e.g. 50mbit, 1gbit, 10gbit or none"
+base_rate_bits=0
+bits_of() {  # rate flag -> bits/s on stdout
+  if [[ $1 == none ]]; then echo 0; return; fi
+  local re='^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit)$' mult bits
+  [[ ${1,,} =~ $re ]] || die_usage "$2 '$1': expected e.g. 50mbit, 1gbit, 10gbit or none"
   case "${BASH_REMATCH[3]}" in
     bit) mult=1 ;; kbit) mult=1000 ;; mbit) mult=1000000 ;; gbit) mult=1000000000 ;;
   esac
-  rate_bits=$(awk -v n="${BASH_REMATCH[1]}" -v m="$mult" 'BEGIN { printf "%.0f", n * m }')
-  ((rate_bits >= 8000)) || die_usage "--rate '$rate' is below 8kbit"
+  bits=$(awk -v n="${BASH_REMATCH[1]}" -v m="$mult" 'BEGIN { printf "%.0f", n * m }')
+  ((bits >= 8000)) || die_usage "$2 '$1' is below 8kbit"
+  echo "$bits"
+}
+parse_rate() {
+  rate_bits=$(bits_of "$rate" --rate) || exit 2
+  base_rate_bits=$rate_bits
+  local r
+  for r in "${!rank_rate[@]}"; do
+    bits_of "${rank_rate[$r]}" --rank-rate >/dev/null || exit 2
+    [[ -z $workers ]] || ((r < workers)) || die_usage "--rank-rate $r=${rank_rate[$r]}: there are only $workers ranks"
+  done
+}
+# The rate of rank r's link (the functions below read rate_bits).
+use_rate_of() {  # rank
+  rate_bits=$base_rate_bits
+  [[ -z ${rank_rate[$1]:-} ]] || rate_bits=$(bits_of "${rank_rate[$1]}" --rank-rate)
 }
 
 # Delay in microseconds, from <number><us|ms|s> or 0.
@@ -291,6 +316,7 @@ setup_network() {
   ip -n "$BRIDGE_NS" link set br0 up
   local r ns
   for ((r = 0; r < workers; r++)); do
+    use_rate_of "$r"
     ns=$(ns_of "$r")
     make_ns "$ns"
     # Created inside the worker namespace, its peer placed straight into the
@@ -307,6 +333,7 @@ setup_network() {
     shape_uplink "$ns"
     ((rate_bits == 0)) || add_rate "$BRIDGE_NS" "v$r"   # the worker's download
   done
+  rate_bits=$base_rate_bits
 }
 
 # Copies one stream of a worker into its log and onto a terminal stream,
@@ -450,6 +477,7 @@ main_run() {
   export NEREID_CLUSTER_ADDRS=$addrs NEREID_CLUSTER_RENDEZVOUS="file:$run_dir/rendezvous" \
     NEREID_RUN_ID="netem-$$-$(date +%s)"
   local shaping="rate ${rate}, one-way delay ${delay}, loss ${loss}"
+  for r in "${!rank_rate[@]}"; do shaping+=", rank $r at ${rank_rate[$r]}"; done
   ((rate_bits == 0)) || shaping+=", segments of $(gso_size) bytes"
   say "$workers workers in namespaces ${PREFIX}w0..$((workers - 1)) ($addrs), $shaping"
 

@@ -76,19 +76,25 @@ TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
     ASSERT_EQ(ps.losses.size(), 50u);
     EXPECT_LE(testing::WorstRelativeDifference(ps.losses, dp.losses), 1e-5);
     EXPECT_NEAR(ps.accuracy, dp.accuracy, 0.003);
-    // The workers hold no parameters; the servers hold the model and its
-    // optimizer state between them, as each data-parallel rank does alone.
+    // The servers hold the model and its optimizer state between them, as
+    // each data-parallel rank does alone; a worker holds a copy of the
+    // parameters and no optimizer state.
     ASSERT_EQ(ps.rank_state_bytes.size(), static_cast<size_t>(c.workers + c.servers));
     int64_t on_servers = 0;
-    for (int r = 0; r < c.workers + c.servers; ++r) {
-      if (r < c.workers) {
-        EXPECT_EQ(ps.rank_state_bytes[r], 0) << "rank " << r;
-      } else {
-        EXPECT_GT(ps.rank_state_bytes[r], 0) << "rank " << r;
-        on_servers += ps.rank_state_bytes[r];
-      }
+    for (int r = c.workers; r < c.workers + c.servers; ++r) {
+      EXPECT_GT(ps.rank_state_bytes[r], 0) << "rank " << r;
+      on_servers += ps.rank_state_bytes[r];
     }
     EXPECT_EQ(on_servers, dp.state_bytes);
+    for (int r = 0; r < c.workers; ++r) {
+      EXPECT_EQ(ps.rank_state_bytes[r], ps.rank_state_bytes[0]) << "rank " << r;
+    }
+    // With momentum, the copy is half of parameters and momentum.
+    if (std::string(c.optimizer).find("momentum") != std::string::npos) {
+      EXPECT_EQ(2 * ps.rank_state_bytes[0], dp.state_bytes);
+    } else {
+      EXPECT_EQ(ps.rank_state_bytes[0], dp.state_bytes);
+    }
     EXPECT_EQ(ps.rank_peak_tensor_bytes.size(), static_cast<size_t>(c.workers + c.servers));
   }
 }
