@@ -89,7 +89,7 @@ std::string GlooCommunicator::RingPeers() const {
 absl::StatusOr<std::chrono::milliseconds> GlooCommunicator::Begin(const char* op,
                                                                   const CollectiveOptions& options) const {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(Where(op, options.tag, ""),
                                                         ": communicator unusable after an earlier failure: ",
@@ -102,7 +102,7 @@ absl::StatusOr<std::chrono::milliseconds> GlooCommunicator::Begin(const char* op
 absl::Status GlooCommunicator::Finish(absl::Status status) {
   if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable ||
       status.code() == absl::StatusCode::kCancelled) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (broken_.ok()) broken_ = status;
   }
   return status;
