@@ -22,28 +22,32 @@ void PointToPointEngine::Submit(Work work, Done done) {
   std::lock_guard<std::mutex> lock(mu_);
   ++running_;
   queue_.emplace_back(std::move(work), std::move(done));
-  // Every queued transfer needs a thread now: one waiting takes it, or a new one.
+  // Every queued transfer needs a thread now: one idle takes it, or a new one.
+  // A new thread counts as idle from here, not from when it first runs: a
+  // thread not yet scheduled is still on its way to the queue.
   if (waiting_ >= static_cast<int>(queue_.size())) {
     work_ready_.notify_one();
   } else {
+    ++waiting_;
     threads_.emplace_back([this] { Serve(); });
   }
 }
 
 void PointToPointEngine::Serve() {
   std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    ++waiting_;
+  for (;;) {  // waiting_ counts this thread here (Submit counted it at start)
     work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     --waiting_;
     if (queue_.empty()) return;  // stopping
     std::pair<Work, Done> item = std::move(queue_.front());
     queue_.pop_front();
+    if (!queue_.empty()) work_ready_.notify_one();  // pass a wake-up on, never lose one
     lock.unlock();
     Run(item.first, item.second);
     item = {};  // what the transfer captured goes before it counts as done
     lock.lock();
     if (--running_ == 0) idle_.notify_all();
+    ++waiting_;
   }
 }
 
