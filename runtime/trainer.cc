@@ -3,9 +3,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <deque>
 #include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -399,11 +400,9 @@ class TrainingRun {
     if (!parts.empty()) {
       // Progress is printed by the first rank holding the loss.
       const std::string loss = GraphAttr(*parts[0], "loss");
-      progress_rank_ = -1;
-      for (int r = 0; r < static_cast<int>(parts.size()) && progress_rank_ < 0; ++r) {
-        if (parts[r]->FindNode(loss) != nullptr) progress_rank_ = r;
-      }
-      if (progress_rank_ < 0) return absl::FailedPreconditionError(absl::StrCat("no rank holds the loss '", loss, "'"));
+      auto holder = std::find_if(parts.begin(), parts.end(), [&](const auto& g) { return g->FindNode(loss) != nullptr; });
+      if (holder == parts.end()) return absl::FailedPreconditionError(absl::StrCat("no rank holds the loss '", loss, "'"));
+      progress_rank_ = static_cast<int>(holder - parts.begin());
       graph_ = std::move(parts[options_.rank]);
     }
     placed_ = HasPlacedNodes(*graph_);

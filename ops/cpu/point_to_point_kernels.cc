@@ -149,6 +149,8 @@ class RecvKernel : public PointToPointKernel {
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     RETURN_IF_ERROR(PointToPointKernel::Init(node, attrs));
     for (const int64_t d : attrs.at("shape")->shape().dim()) declared_.push_back(d);
+    // A shape the plan knows whole comes without a header (see SendKernel::Init).
+    planned_ = std::all_of(declared_.begin(), declared_.end(), [](int64_t d) { return d >= 0; });
     return absl::OkStatus();
   }
 
@@ -163,9 +165,8 @@ class RecvKernel : public PointToPointKernel {
     std::vector<int64_t> declared = declared_;
     auto named = Named(std::move(done), "receiving from");
     (*channel)->Submit(
-        [received, peer, head, body, declared](Communicator& comm) -> absl::Status {
-          const bool planned = std::all_of(declared.begin(), declared.end(), [](int64_t d) { return d >= 0; });
-          if (planned) {  // no header (see SendKernel::Init)
+        [received, peer, head, body, declared, planned = planned_](Communicator& comm) -> absl::Status {
+          if (planned) {
             ASSIGN_OR_RETURN(*received, Tensor::Allocate(DT_FLOAT, declared));
             return comm.Recv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body);
           }
@@ -189,6 +190,7 @@ class RecvKernel : public PointToPointKernel {
 
  private:
   std::vector<int64_t> declared_;
+  bool planned_ = false;
 };
 
 NEREID_REGISTER_KERNEL("Send", kCpu, DT_FLOAT, SendKernel);
