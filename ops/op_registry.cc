@@ -205,6 +205,11 @@ OpDefBuilder& OpDefBuilder::Collective() {
   return *this;
 }
 
+OpDefBuilder& OpDefBuilder::Elementwise() {
+  def_.elementwise = true;
+  return *this;
+}
+
 OpDefBuilder& OpDefBuilder::ClosesCycles() {
   def_.closes_cycles = true;
   return *this;

@@ -147,6 +147,11 @@ struct OpDef {
   // "" or absent: the whole world); each such node has an issue position
   // (`bucket`) in its group's per-step order.
   bool collective = false;
+  // True for ops whose every output element depends only on the same element
+  // of each input, scalars (rank 0) broadcast: a value can be cut into pieces
+  // and the op applied to each (the parameter server updates a parameter
+  // chunk by chunk as each chunk's gradients arrive).
+  bool elementwise = false;
 
   const AttrSpec* FindAttr(absl::string_view attr_name) const;
   // The signature entry input `port` belongs to. Registration guarantees an
@@ -186,6 +191,8 @@ class OpDefBuilder {
   OpDefBuilder& ClosesCycles();
   // The op communicates (OpDef::collective).
   OpDefBuilder& Collective();
+  // The op is elementwise (OpDef::elementwise).
+  OpDefBuilder& Elementwise();
   OpDefBuilder& SetShapeFn(ShapeFn fn);
   OpDefBuilder& SetCostFn(CostFn fn);
   OpDefBuilder& SetGradient(GradFn fn);

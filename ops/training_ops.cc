@@ -98,6 +98,7 @@ NEREID_REGISTER_OP(OpDefBuilder("ApplySgd")
                        .Attr("nesterov", AttrType::kBool, BoolAttr(false))
                        .Attr("weight_decay", AttrType::kFloat, FloatAttr(0.0f))
                        .NoGradient("an optimizer update")
+                       .Elementwise()
                        .SetShapeFn([](const InferenceContext& c) { return UpdateShape(c, 2); })
                        .SetCostFn(cost_fns::FlopsPerOutput(2)));
 
@@ -118,6 +119,7 @@ NEREID_REGISTER_OP(OpDefBuilder("ApplyAdam")
                        .Attr("weight_decay", AttrType::kFloat, FloatAttr(0.0f))
                        .Attr("decoupled", AttrType::kBool, BoolAttr(false))
                        .NoGradient("an optimizer update")
+                       .Elementwise()
                        .SetShapeFn([](const InferenceContext& c) { return UpdateShape(c, 3); })
                        .SetCostFn(cost_fns::FlopsPerOutput(8)));
 

@@ -38,6 +38,7 @@
 #include "graph/placement.h"
 #include "graph/process_groups.h"
 #include "ops/gradient_builder.h"
+#include "ops/op_registry.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
 #include "passes/pass_properties.h"
@@ -66,6 +67,29 @@ absl::flat_hash_set<const Node*> WorkerNodes(const Graph& graph, const std::vect
     for (const Edge* e : n->control_inputs()) stack.push_back(e->src);
   }
   return seen;
+}
+
+// The update of `p` when it can run chunk by chunk on the server, else null:
+// an elementwise op (OpDef::elementwise) making P's next value, reading the
+// gradient, scalars (the learning rate) and values shaped like P (P, its
+// optimizer state), with every output shaped like P, and the gradient read
+// by it alone. Then each chunk is updated as soon as its gradients arrive and
+// its pull starts at once, so pushes and pulls overlap within a parameter.
+Node* ChunkableUpdate(const Node& p, const Node& gradient) {
+  Node* update = p.input_edge(0)->src->input_edge(0)->src;  // Feedback <- update
+  const OpDef* def = OpRegistry::Global().Find(update->op());
+  if (def == nullptr || !def->elementwise || !update->control_inputs().empty()) return nullptr;
+  if (gradient.out_edges().size() != 1 || gradient.out_edges()[0]->dst != update) return nullptr;
+  const TensorShape& shape = p.outputs()[0].shape;
+  for (int i = 0; i < update->num_inputs(); ++i) {
+    const Edge* e = update->input_edge(i);
+    const TensorShape& in = e->src->outputs()[static_cast<size_t>(e->src_port)].shape;
+    if (e->src != &gradient && in.rank() != 0 && in != shape) return nullptr;
+  }
+  for (const ShapeAndType& out : update->outputs()) {
+    if (out.shape != shape) return nullptr;
+  }
+  return update;
 }
 
 // [begin, size) of each chunk of n elements.
@@ -132,7 +156,7 @@ class ParameterServerPass : public Pass {
       }
     }
 
-    int64_t channel = 0, chunks_total = 0;
+    int64_t channel = 0, chunks_total = 0, chunked_updates = 0;
     const AttrValue scale = ConstScalar(1.0f / static_cast<float>(workers));
     ASSIGN_OR_RETURN(Node * mean, AddOpNode(&graph, "ps/mean_scale", "Const", {}, {{"value", scale}}));
     for (size_t i = 0; i < trained.size(); ++i) {
@@ -152,12 +176,29 @@ class ParameterServerPass : public Pass {
         return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels,
                                                        " chunks; raise chunk_kb (", chunk_kb, ")"));
       }
-      // P's next value, which its Feedback carries into the next step.
-      const Node* feedback = p->input_edge(0)->src;
-      const Edge* next_in = feedback->input_edge(0);
-      ASSIGN_OR_RETURN(Node * flat_p, AddOpNode(&graph, base + "/flat", "Reshape", {{next_in->src, next_in->src_port}},
-                                                {{"shape", IntListAttr({n})}}));
-      SetPlacement(*flat_p, on_server);
+      // The update, chunk by chunk when it can be (see ChunkableUpdate); else
+      // whole, once every chunk's gradient arrived: P's next value, which its
+      // Feedback carries into the next step, is cut into chunks to pull.
+      Node* update = ChunkableUpdate(*p, *gradient);
+      if (update != nullptr) ++chunked_updates;
+      std::vector<NodeOut> flat_inputs(update != nullptr ? static_cast<size_t>(update->num_inputs()) : 0);
+      for (size_t i = 0; i < flat_inputs.size(); ++i) {
+        const Edge* e = update->input_edge(static_cast<int>(i));
+        if (e->src == gradient || e->src->outputs()[static_cast<size_t>(e->src_port)].shape.rank() == 0) continue;
+        ASSIGN_OR_RETURN(Node * flat, AddOpNode(&graph, absl::StrCat(update->name(), "/in", i, "/flat"), "Reshape",
+                                                {{e->src, e->src_port}}, {{"shape", IntListAttr({n})}}));
+        SetPlacement(*flat, on_server);
+        flat_inputs[i] = {flat, 0};
+      }
+      const int next_port = p->input_edge(0)->src->input_edge(0)->src_port;
+      Node* flat_p = nullptr;
+      if (update == nullptr) {
+        const Edge* next_in = p->input_edge(0)->src->input_edge(0);
+        ASSIGN_OR_RETURN(flat_p, AddOpNode(&graph, base + "/flat", "Reshape", {{next_in->src, next_in->src_port}},
+                                           {{"shape", IntListAttr({n})}}));
+        SetPlacement(*flat_p, on_server);
+      }
+      std::vector<std::vector<NodeOut>> updated(update != nullptr ? update->outputs().size() : 0);
       const Edge* g_in = gradient->input_edge(0);
       ASSIGN_OR_RETURN(Node * flat_g, AddOpNode(&graph, base + "/grad/flat", "Reshape", {{g_in->src, g_in->src_port}},
                                                 {{"shape", IntListAttr({n})}}));
@@ -195,11 +236,44 @@ class ParameterServerPass : public Pass {
         ASSIGN_OR_RETURN(Node * averaged, AddOpNode(&graph, c + "/mean", "Mul", {sum, {mean, 0}}));
         SetPlacement(*averaged, on_server);
         pushed.push_back({averaged, 0});
+        NodeOut value;  // the chunk's next value
+        if (update != nullptr) {
+          // The chunk's gradient (the marker later passes look for) and its
+          // update: P-shaped inputs sliced, scalars shared.
+          NodeDef marker = gradient->def();
+          marker.set_name(c + "/gradient");
+          marker.clear_input();
+          ASSIGN_OR_RETURN(Node * chunk_gradient, graph.AddNode(marker, 1));
+          RETURN_IF_ERROR(graph.AddEdge(averaged, 0, chunk_gradient, 0).status());
+          SetPlacement(*chunk_gradient, on_server);
+          NodeDef def = update->def();
+          def.set_name(absl::StrCat(update->name(), "/chunk", k));
+          def.clear_input();
+          ASSIGN_OR_RETURN(Node * chunk_update, graph.AddNode(def, update->num_inputs()));
+          SetPlacement(*chunk_update, on_server);
+          for (int i = 0; i < update->num_inputs(); ++i) {
+            const Edge* e = update->input_edge(i);
+            NodeOut in{e->src, e->src_port};
+            if (e->src == gradient) {
+              in = {chunk_gradient, 0};
+            } else if (flat_inputs[static_cast<size_t>(i)].node != nullptr) {
+              ASSIGN_OR_RETURN(Node * piece, AddOpNode(&graph, absl::StrCat(chunk_update->name(), "/in", i), "Slice",
+                                                       {flat_inputs[static_cast<size_t>(i)]}, slice));
+              SetPlacement(*piece, on_server);
+              in = {piece, 0};
+            }
+            RETURN_IF_ERROR(graph.AddEdge(in.node, in.port, chunk_update, i).status());
+          }
+          for (size_t q = 0; q < updated.size(); ++q) updated[q].push_back({chunk_update, static_cast<int>(q)});
+          value = {chunk_update, next_port};
+        } else {
+          ASSIGN_OR_RETURN(Node * piece, AddOpNode(&graph, c + "/value", "Slice", {{flat_p, 0}}, slice));
+          SetPlacement(*piece, on_server);
+          value = {piece, 0};
+        }
         // Pull: the server sends the updated chunk to every worker.
-        ASSIGN_OR_RETURN(Node * value, AddOpNode(&graph, c + "/value", "Slice", {{flat_p, 0}}, slice));
-        SetPlacement(*value, on_server);
         for (int64_t w = 0; w < workers; ++w) {
-          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {{value, 0}}, end(w)));
+          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {value}, end(w)));
           SetPlacement(*send, on_server);
         }
         ASSIGN_OR_RETURN(Node * recv, AddOpNode(&graph, c + "/pull", "Recv", {}, received(server)));
@@ -219,8 +293,22 @@ class ParameterServerPass : public Pass {
         SetPlacement(*shaped, at);
         return shaped;
       };
-      ASSIGN_OR_RETURN(Node * mean_gradient, joined(base + "/grad/mean", pushed, on_server));
-      RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, mean_gradient, 0));
+      if (update != nullptr) {
+        // The chunks' next values (P's, its state's) joined for the Feedbacks.
+        for (size_t q = 0; q < updated.size(); ++q) {
+          const auto& outs = update->out_edges();
+          if (std::none_of(outs.begin(), outs.end(), [&](const Edge* e) { return e->src_port == static_cast<int>(q); })) {
+            continue;  // an output no one reads (ApplySgd's velocity without momentum)
+          }
+          ASSIGN_OR_RETURN(Node * whole, joined(absl::StrCat(update->name(), "/out", q), updated[q], on_server));
+          RETURN_IF_ERROR(graph.RedirectOutput(update, static_cast<int>(q), whole, 0));
+        }
+        graph.RemoveNode(update);
+        graph.RemoveNode(gradient);
+      } else {
+        ASSIGN_OR_RETURN(Node * mean_gradient, joined(base + "/grad/mean", pushed, on_server));
+        RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, mean_gradient, 0));
+      }
       ASSIGN_OR_RETURN(Node * next_copy, joined(base + "/pulled", pulled, on_workers));
       NodeDef copy_def = p->def();
       copy_def.set_name(base + "/copy");
@@ -243,7 +331,8 @@ class ParameterServerPass : public Pass {
                       " KiB");
     }
     log->notes.push_back(absl::StrCat(trained.size(), " parameters on ", servers, " servers (", balance, ") for ",
-                                      workers, " workers, ", chunks_total, " chunks of at most ", chunk_kb, " KiB"));
+                                      workers, " workers, ", chunks_total, " chunks of at most ", chunk_kb, " KiB; ",
+                                      chunked_updates, " of ", trained.size(), " updated chunk by chunk"));
     return absl::OkStatus();
   }
 

@@ -177,6 +177,34 @@ TEST(PlacementTest, StageSplitRefusesBadRequestsBeforeAnythingRuns) {
               HasSubstr("name the layers in the order the model runs them"));
 }
 
+// The parameter server updates a parameter chunk by chunk when its update is
+// elementwise: each chunk has its own Adam update on the server, reading its
+// slices of the parameter and both moments, so a chunk's pull waits for its
+// own gradients only; the whole update is gone and the plan still checks.
+TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
+  auto graph = LoadModel("models/logreg_fashion.pbtxt");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+  auto pipeline = ParsePipeline("autodiff,adam(lr=0.001),parameter_server(servers=1,chunk_kb=16)");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+  const Graph& g = **graph;
+  EXPECT_EQ(g.FindNode("linear/weight/adam"), nullptr);
+  EXPECT_EQ(g.FindNode("linear/weight/grad"), nullptr);
+  // 784 x 10 floats in chunks of 4096: two chunks.
+  for (const char* chunk : {"linear/weight/adam/chunk0", "linear/weight/adam/chunk1"}) {
+    const Node* update = g.FindNode(chunk);
+    ASSERT_NE(update, nullptr) << chunk;
+    EXPECT_EQ(update->op(), "ApplyAdam");
+    EXPECT_EQ(Where(g, chunk), "rank 2");
+    EXPECT_EQ(update->input_edge(1)->src->op(), "Gradient");
+    for (int input : {0, 3, 4}) EXPECT_EQ(update->input_edge(input)->src->op(), "Slice") << chunk << " input " << input;
+  }
+  EXPECT_EQ(g.FindNode("linear/weight/adam/chunk1")->outputs()[0].shape.KnownElements(), 7840 - 4096);
+  EXPECT_EQ(g.FindNode("linear/weight/adam/chunk2"), nullptr);
+  EXPECT_TRUE(SplitPlanAcrossRanks(g, 3).ok());
+}
+
 // A per-rank plan file holds each rank's part as the rank runs it; read back,
 // the parts are the same graphs, checked together.
 TEST(PlacementTest, APerRankPlanRoundTripsAndIsCheckedOnItsOwnGraphs) {
