@@ -108,4 +108,27 @@ absl::StatusOr<LaunchInfo> ResolveLaunch(int rank, int world, const EnvGetter& e
   return info;
 }
 
+bool HasLauncherEnv(const EnvGetter& env) {
+  for (const Launcher& l : kLaunchers) {
+    if (env(l.rank_var).has_value()) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::string> RendezvousFromEnv(const LaunchInfo& info, const EnvGetter& env) {
+  if (info.master_addr.empty() || info.master_port < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this is rank ", info.rank, " of ", info.world, " (", info.source,
+        ") but there is no way to meet the others: pass --rendezvous tcp://HOST:PORT, file:DIR or "
+        "redis://HOST:PORT, or set MASTER_ADDR and MASTER_PORT"));
+  }
+  int port = info.master_port;
+  if (env("TORCHELASTIC_RUN_ID").has_value()) {
+    if (port == 65535) return absl::FailedPreconditionError("MASTER_PORT=65535 leaves no next port for the store");
+    ++port;  // torchrun's agent holds MASTER_PORT
+  }
+  const bool bracket = info.master_addr.find(':') != std::string::npos;
+  return absl::StrCat("tcp://", bracket ? "[" : "", info.master_addr, bracket ? "]" : "", ":", port);
+}
+
 }  // namespace nereid

@@ -9,7 +9,7 @@
 //   1. mpirun   OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE
 //   2. Slurm    SLURM_PROCID / SLURM_NTASKS
 //   3. torchrun RANK / WORLD_SIZE (MASTER_ADDR and MASTER_PORT, if set, are
-//               reported too; Nereid does not act on them)
+//               reported too: RendezvousFromEnv makes them the store)
 // The run id (the store prefix that keeps runs apart) is the first set of
 // NEREID_RUN_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID, else "default".
 //
@@ -43,6 +43,17 @@ struct LaunchInfo {
 
 // `rank` / `world` < 0 mean "not given".
 absl::StatusOr<LaunchInfo> ResolveLaunch(int rank, int world, const EnvGetter& env);
+
+// Whether a launcher's rank variable is set (this process is one of several).
+bool HasLauncherEnv(const EnvGetter& env);
+
+// Where a launched process meets its peers when no store is named:
+// tcp://MASTER_ADDR:MASTER_PORT, served by rank 0 (comm/tcp_store.h). Under
+// torchrun (TORCHELASTIC_RUN_ID set) torchrun's own agent already listens on
+// MASTER_PORT, so the store takes the next port. Without MASTER_ADDR and
+// MASTER_PORT it is FailedPrecondition: the processes have no way to meet,
+// and training alone instead would be a silent error.
+absl::StatusOr<std::string> RendezvousFromEnv(const LaunchInfo& info, const EnvGetter& env);
 
 }  // namespace nereid
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/gloo_status.h"
+#include "comm/tcp_store.h"
 #include "core/status_macros.h"
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/prefix_store.h"
@@ -56,7 +57,9 @@ struct OpenedStore {
   std::unique_ptr<RunStore> run;
 };
 
-absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec) {
+// `rank` 0 serves a TCP store; every rank connects to it, waiting up to
+// `timeout` for the server.
+absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec, int rank, std::chrono::milliseconds timeout) {
   OpenedStore store;
   store.name = absl::StrCat(spec.ToString(), " (run '", spec.run_id, "')");
   const std::string where = absl::StrCat("opening rendezvous store ", store.name);
@@ -73,6 +76,13 @@ absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec) {
       store.check = [raw](const std::vector<std::string>& keys) { return raw->check(keys); };
       store.base = std::move(file);
     }));
+  } else if (spec.kind == RendezvousSpec::Kind::kTcp) {
+    if (rank == 0) RETURN_IF_ERROR(ServeTcpStore(spec.host, spec.port));
+    absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(spec.host, spec.port, timeout);
+    if (!client.ok()) return absl::Status(client.status().code(), absl::StrCat(where, ": ", client.status().message()));
+    TcpStoreClient* raw = client->get();
+    store.check = [raw](const std::vector<std::string>& keys) { return raw->check(keys); };
+    store.base = std::move(*client);
   } else {
     // Gloo's RedisStore constructor throws on a failed connect without
     // freeing its hiredis context; probing first keeps that path leak-free.
@@ -295,7 +305,7 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvous(const Rendezvous
       absl::StrCat("OpenRendezvous(", spec.ToString(), ", rank ", rank, " of ", world, ")");
   ASSIGN_OR_RETURN(const WorkerIdentity me, CheckedIdentity(where, rank, world, identity));
   ASSIGN_OR_RETURN(const std::chrono::milliseconds ms, ToGlooTimeout(timeout, where));
-  ASSIGN_OR_RETURN(OpenedStore store, Open(spec));
+  ASSIGN_OR_RETURN(OpenedStore store, Open(spec, rank, ms));
   auto opened = std::make_unique<RendezvousStoreImpl>(std::move(store), rank, world, ms);
   RETURN_IF_ERROR(opened->Exchange(me));
   return std::unique_ptr<RendezvousStore>(std::move(opened));
@@ -307,7 +317,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& 
   const std::string where = absl::StrCat("ConnectGloo(", spec.ToString(), ", rank ", rank, " of ", world, ")");
   ASSIGN_OR_RETURN(const WorkerIdentity me, CheckedIdentity(where, rank, world, identity));
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, ToGlooTimeout(options.connect_timeout, where));
-  ASSIGN_OR_RETURN(OpenedStore store, Open(spec));
+  ASSIGN_OR_RETURN(OpenedStore store, Open(spec, rank, timeout));
   RETURN_IF_ERROR(IdentityExchange(store, rank, world, timeout).Run(me));
   absl::StatusOr<std::unique_ptr<Communicator>> communicator = ConnectGlooFullMesh(*store.run, rank, world, options);
   if (!communicator.ok()) {

@@ -8,15 +8,17 @@
 namespace nereid {
 namespace {
 
-constexpr absl::string_view kSyntax = "expected file:/some/dir or redis://host:port";
+constexpr absl::string_view kSyntax = "expected file:/some/dir, redis://host:port or tcp://host:port";
 
 absl::Status Bad(absl::string_view spec, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("rendezvous spec '", spec, "': ", why, " (", kSyntax, ")"));
 }
 
-absl::StatusOr<RendezvousSpec> ParseRedis(absl::string_view spec, absl::string_view rest) {
+// host[:port] of a Redis or TCP spec; `port_required` for TCP (no default).
+absl::StatusOr<RendezvousSpec> ParseHostPort(absl::string_view spec, absl::string_view rest, RendezvousSpec::Kind kind,
+                                             bool port_required) {
   RendezvousSpec out;
-  out.kind = RendezvousSpec::Kind::kRedis;
+  out.kind = kind;
   absl::ConsumeSuffix(&rest, "/");
   absl::string_view port_text;
   if (absl::ConsumePrefix(&rest, "[")) {
@@ -41,7 +43,8 @@ absl::StatusOr<RendezvousSpec> ParseRedis(absl::string_view spec, absl::string_v
     if (absl::StrContains(out.host, ':')) return Bad(spec, "put an IPv6 host in brackets");
   }
   if (out.host.empty()) return Bad(spec, "empty host");
-  if (absl::StrContains(out.host, '/')) return Bad(spec, "a Redis spec has no path");
+  if (absl::StrContains(out.host, '/')) return Bad(spec, "a host:port spec has no path");
+  if (port_required && port_text.empty()) return Bad(spec, "the port is required");
   if (!port_text.empty()) {
     int port = 0;
     if (!absl::SimpleAtoi(port_text, &port) || port < 1 || port > 65535) {
@@ -57,7 +60,7 @@ absl::StatusOr<RendezvousSpec> ParseRedis(absl::string_view spec, absl::string_v
 std::string RendezvousSpec::ToString() const {
   if (kind == Kind::kFile) return absl::StrCat("file:", path);
   const bool bracket = absl::StrContains(host, ':');
-  return absl::StrCat("redis://", bracket ? "[" : "", host, bracket ? "]" : "", ":", port);
+  return absl::StrCat(kind == Kind::kTcp ? "tcp://" : "redis://", bracket ? "[" : "", host, bracket ? "]" : "", ":", port);
 }
 
 absl::StatusOr<RendezvousSpec> ParseRendezvousSpec(absl::string_view spec, absl::string_view run_id) {
@@ -68,7 +71,9 @@ absl::StatusOr<RendezvousSpec> ParseRendezvousSpec(absl::string_view spec, absl:
   absl::string_view rest = spec;
   absl::StatusOr<RendezvousSpec> out;
   if (absl::ConsumePrefix(&rest, "redis://")) {
-    out = ParseRedis(spec, rest);
+    out = ParseHostPort(spec, rest, RendezvousSpec::Kind::kRedis, /*port_required=*/false);
+  } else if (absl::ConsumePrefix(&rest, "tcp://")) {
+    out = ParseHostPort(spec, rest, RendezvousSpec::Kind::kTcp, /*port_required=*/true);
   } else if (absl::ConsumePrefix(&rest, "file:")) {
     // file:///dir and file:/dir both name /dir.
     if (absl::StartsWith(rest, "//")) rest.remove_prefix(2);

@@ -11,6 +11,9 @@
 //   redis://host:port    a Redis server (gloo::rendezvous::RedisStore); the
 //                        port defaults to 6379; an IPv6 host goes in brackets
 //                        (redis://[::1]:6379).
+//   tcp://host:port      a store rank 0 serves itself on that address
+//                        (comm/tcp_store.h): torchrun's MASTER_ADDR and
+//                        MASTER_PORT. The port is required.
 //
 // Keys are written once, so every run needs its own `run_id`: all keys of a
 // run live under "nereid/<run_id>/" (gloo::rendezvous::PrefixStore), and two
@@ -24,14 +27,14 @@
 namespace nereid {
 
 struct RendezvousSpec {
-  enum class Kind { kFile, kRedis };
+  enum class Kind { kFile, kRedis, kTcp };
   Kind kind = Kind::kFile;
   std::string path;  // kFile
-  std::string host;  // kRedis
-  int port = 6379;   // kRedis
+  std::string host;  // kRedis, kTcp
+  int port = 6379;   // kRedis, kTcp
   std::string run_id = "default";
 
-  // "file:/tmp/x" or "redis://host:6379", without the run id.
+  // "file:/tmp/x", "redis://host:6379" or "tcp://host:29500", without the run id.
   std::string ToString() const;
 };
 

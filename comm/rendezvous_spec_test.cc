@@ -45,6 +45,15 @@ TEST(RendezvousSpecTest, ParsesRedis) {
   EXPECT_EQ(v6->ToString(), "redis://[::1]:6380");
 }
 
+TEST(RendezvousSpecTest, ParsesTcp) {
+  auto spec = ParseRendezvousSpec("tcp://10.0.0.5:29500", "r");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->kind, RendezvousSpec::Kind::kTcp);
+  EXPECT_EQ(spec->host, "10.0.0.5");
+  EXPECT_EQ(spec->port, 29500);
+  EXPECT_EQ(spec->ToString(), "tcp://10.0.0.5:29500");
+}
+
 void ExpectError(const std::string& spec, const std::string& fragment, const std::string& run_id = "r") {
   auto parsed = ParseRendezvousSpec(spec, run_id);
   ASSERT_FALSE(parsed.ok()) << spec;
@@ -55,7 +64,9 @@ void ExpectError(const std::string& spec, const std::string& fragment, const std
 
 TEST(RendezvousSpecTest, RejectsBadSpecs) {
   ExpectError("", "empty");
-  ExpectError("tcp://host:1", "unknown scheme");
+  ExpectError("udp://host:1", "unknown scheme");
+  ExpectError("tcp://host", "the port is required");
+  ExpectError("tcp://host:70000", "not a number in 1..65535");
   ExpectError("/tmp/dir", "unknown scheme");
   ExpectError("file:", "empty directory");
   ExpectError("redis://", "empty host");

@@ -47,8 +47,10 @@ constexpr char kHelp[] =
     "  --resume            continue from the last complete checkpoint in DIR\n"
     "  --quiet             no progress output\n\n"
     "One worker per invocation (across machines, or under mpirun/Slurm/torchrun):\n"
-    "  --rendezvous SPEC   where the workers meet: file:DIR (shared file system) or\n"
-    "                      redis://HOST:PORT\n"
+    "  --rendezvous SPEC   where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
+    "                      file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
+    "                      a launcher: tcp://MASTER_ADDR:MASTER_PORT (under torchrun the port\n"
+    "                      after MASTER_PORT, which torchrun's agent holds)\n"
     "  --rank R            this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)\n"
     "  --world N           the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
     "                      WORLD_SIZE)\n"
@@ -175,6 +177,25 @@ int Run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   bool one_of_many = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
+  std::string rendezvous = flags.String("rendezvous", "");
+  if (!one_of_many && HasLauncherEnv(ProcessEnv())) {
+    // Started by torchrun, mpirun or Slurm: one of their world, meeting the
+    // others at MASTER_ADDR:MASTER_PORT unless a store is named.
+    absl::StatusOr<LaunchInfo> launch = ResolveLaunch(-1, -1, ProcessEnv());
+    if (!launch.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(launch.status().message()).c_str());
+      return kExitUsage;
+    }
+    if (launch->world > 1) {
+      absl::StatusOr<std::string> from_env = RendezvousFromEnv(*launch, ProcessEnv());
+      if (!from_env.ok()) {
+        std::fprintf(stderr, "error: %s\n", std::string(from_env.status().message()).c_str());
+        return kExitUsage;
+      }
+      rendezvous = *from_env;
+      one_of_many = true;
+    }
+  }
   if (!one_of_many && workers > 1) {
     LocalLaunch launch;
     launch.command = "run";
@@ -193,8 +214,10 @@ int Run(const std::vector<std::string>& args) {
   o.comm_timeout = absl::Seconds(comm_timeout);
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   if (one_of_many) {
-    if (!flags.Has("rendezvous")) {
-      std::fprintf(stderr, "error: a worker started with --rank/--world needs --rendezvous file:DIR or redis://HOST:PORT\n");
+    if (rendezvous.empty()) {
+      std::fprintf(stderr,
+                   "error: a worker started with --rank/--world needs --rendezvous tcp://HOST:PORT, file:DIR or "
+                   "redis://HOST:PORT\n");
       return kExitUsage;
     }
     absl::StatusOr<LaunchInfo> launch =
@@ -205,7 +228,7 @@ int Run(const std::vector<std::string>& args) {
     }
     o.rank = launch->rank;
     o.workers = launch->world;
-    o.rendezvous = flags.String("rendezvous");
+    o.rendezvous = rendezvous;
     o.run_id = flags.String("run-id", launch->run_id);
     o.bind_address = flags.String("bind", o.bind_address);
     if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };

@@ -21,4 +21,26 @@ expect 2 "--trace $tmp is a directory, not a file" "$nereid" run $model --trace 
 # The bounds are not off by one: the smallest good values run.
 expect 0 "1 epochs" "$nereid" run $model --dataset synthetic --threads 1 --max-steps 1 --seed 0 --batch 1 \
   --epochs 1 --test-limit 10 --metrics-json "$tmp/m.json" --quiet
+
+# Under a launcher (torchrun's variables here): a world of 2 with no way to
+# meet is refused, never trained alone.
+expect 2 "there is no way to meet the others" env -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=2 \
+  "$nereid" run $model --dataset synthetic --max-steps 1 --quiet
+# Two processes started as torchrun starts them meet at MASTER_ADDR and the
+# port after MASTER_PORT (torchrun's agent holds MASTER_PORT: a listener here
+# stands in for it) and train together.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+timeout 60 python3 -c 'import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$port" &
+agent=$!
+sleep 0.5
+pids=()
+for r in 0 1; do
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 TORCHELASTIC_RUN_ID="flags-$$" timeout 120 \
+    "$nereid" run $model --dataset synthetic --max-steps 5 --test-limit 64 --quiet --comm-timeout 30 \
+    --metrics-json "$tmp/torchrun$r.json" > "$tmp/torchrun$r.log" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do wait "${pids[$r]}" || fail "torchrun-style rank $r exited non-zero: $(cat "$tmp/torchrun$r.log")"; done
+kill "$agent" 2>/dev/null
+grep -q '"workers": *2' "$tmp/torchrun0.json" || fail "the torchrun-style run did not train as 2 workers: $(cat "$tmp/torchrun0.json")"
 finish "nereid run flag checks"
