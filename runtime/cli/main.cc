@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/version.h"
 #include "runtime/cli/command.h"
 
 namespace nereid {
@@ -21,7 +22,7 @@ void PrintUsage(FILE* out) {
                "Usage: nereid COMMAND [options]\n\nCommands:\n");
   for (const Command* c : Commands()) std::fprintf(out, "  %-8s %s\n", c->name, c->summary);
   std::fprintf(out,
-               "\nRun 'nereid COMMAND --help' for a command's options.\n");
+               "\nRun 'nereid COMMAND --help' for a command's options; 'nereid --version' for the version.\n");
 }
 
 }  // namespace
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     nereid::PrintUsage(stdout);
+    return nereid::kExitOk;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("nereid %s\n", kNereidVersion);
     return nereid::kExitOk;
   }
   for (const nereid::Command* c : Commands()) {

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "compress/codec.h"
 #include "graph/graph_io.h"
 #include "graph/plan_io.h"
 #include "graph/import_export.h"
@@ -30,32 +29,10 @@ constexpr char kHelp[] =
     "Runs the passes in order (the graph is validated after each) and writes the planned graph.\n"
     "With --per-rank, writes every rank's graph instead (a PlanDef; name binary ones *.plan.pb):\n"
     "nereid run and nereid check read either kind.\n"
-    "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4). Passes:\n";
+    "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4); 'nereid passes' lists\n"
+    "every pass and gradient codec with its options and defaults.\n";
 
-std::string Help() {
-  std::string help = kHelp;
-  for (const std::string& name : PassRegistry::Global().Names()) {
-    const PassInfo* p = PassRegistry::Global().Find(name);
-    absl::StrAppend(&help, "  ", name, ": ", p->summary, "\n");
-    for (const PassOptionSpec& o : p->options) {
-      absl::StrAppend(&help, "      ", o.name, " (default ", o.default_value.empty() ? "none" : o.default_value,
-                      "): ", o.doc, "\n");
-    }
-    if (!p->extra_options.empty()) absl::StrAppend(&help, "      ", p->extra_options, "\n");
-    if (!p->needs.empty()) absl::StrAppend(&help, "      after what provides ", absl::StrJoin(p->needs, ", "), "\n");
-    if (!p->precedes.empty()) {
-      absl::StrAppend(&help, "      before what provides ", absl::StrJoin(p->precedes, ", "), "\n");
-    }
-    if (!p->provides.empty()) absl::StrAppend(&help, "      provides ", absl::StrJoin(p->provides, ", "), "\n");
-  }
-  absl::StrAppend(&help, "\nGradient codecs (compress(method=NAME, key=value...)):\n");
-  for (const std::string& name : CodecRegistry::Global().Names()) {
-    const CodecRegistry::Entry* c = CodecRegistry::Global().Find(name);
-    absl::StrAppend(&help, "  ", name, ": ", c->summary, "\n");
-    for (const auto& [key, doc] : c->options) absl::StrAppend(&help, "      ", key, " ", doc, "\n");
-  }
-  return help;
-}
+std::string Help() { return kHelp; }
 
 GraphFormat FormatFor(const std::string& path) {
   return absl::EndsWith(path, ".pb") ? GraphFormat::kBinary : GraphFormat::kText;

@@ -10,6 +10,12 @@ expect 0 "[?,16,10,10] float32" "$nereid" check models/lenet_fashion.pbtxt
 expect 0 "non-trainable state:   1,568" "$nereid" check models/resnet20_cifar.pbtxt
 expect 0 "Usage: nereid check MODEL" "$nereid" check --help
 expect 0 "Commands:" "$nereid" --help
+expect 0 "nereid 0." "$nereid" --version
+# Every pass and codec, with its options and defaults.
+for what in "parameter_server: " "chunk_kb (default 256)" "stage_split: " "Gradient codecs" "qsgd: "; do
+  expect 0 "$what" "$nereid" passes
+done
+expect 2 "takes no arguments" "$nereid" passes extra
 expect 0 "Conv2D(x, filter) -> (y)" "$nereid" ops Conv2D
 expect 2 "unknown command 'chekc'" "$nereid" chekc
 expect 2 "unknown option '--jsn'" "$nereid" check models/mlp_fashion.pbtxt --jsn
