@@ -23,6 +23,7 @@
 #include "core/json.h"
 #include "core/status_macros.h"
 #include "core/trace.h"
+#include "core/version.h"
 #include "data/batch_loader.h"
 #include "data/datasets.h"
 #include "graph/graph_io.h"
@@ -38,6 +39,7 @@
 #include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
 #include "runtime/checkpoint.h"
+#include "runtime/step_log.h"
 #include "runtime/data_parallel_group.h"
 #include "schedulers/executor.h"
 
@@ -72,29 +74,44 @@ absl::StatusOr<FeedMap> FeedsOf(const data::Batch& batch) {
 // an epoch otherwise (logs, CI).
 class Progress {
  public:
-  Progress(std::FILE* out, int64_t epochs, int64_t steps_per_epoch)
-      : out_(out), tty_(out != nullptr && isatty(fileno(out))), epochs_(epochs), steps_(steps_per_epoch) {}
+  // `max_steps` > 0 ends the run early: the totals shown say so.
+  Progress(std::FILE* out, int64_t epochs, int64_t steps_per_epoch, int64_t max_steps)
+      : out_(out),
+        tty_(out != nullptr && isatty(fileno(out))),
+        epochs_(epochs),
+        steps_(steps_per_epoch),
+        total_(max_steps > 0 ? std::min(max_steps, epochs * steps_per_epoch) : epochs * steps_per_epoch),
+        start_(absl::Now()) {}
+
+  // Steps the run takes in all (max_steps honoured).
+  int64_t total() const { return total_; }
 
   void Step(int64_t epoch, int64_t step, double loss, double samples_per_second) {
     if (out_ == nullptr) return;
     absl::Time now = absl::Now();
-    bool last = step + 1 == steps_;
+    // This epoch's steps: all of them, or those before max_steps ends the run.
+    const int64_t in_epoch = std::max<int64_t>(1, std::min(steps_, total_ - epoch * steps_));
+    const int64_t done = epoch * steps_ + step + 1;
+    bool last = step + 1 == in_epoch;
+    const std::string eta = Eta(now, done);
     if (tty_) {
       if (!last && now - last_draw_ < absl::Milliseconds(100)) return;
       last_draw_ = now;
-      int width = 30, filled = static_cast<int>(width * (step + 1) / std::max<int64_t>(1, steps_));
-      std::fprintf(out_, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s ",
+      int width = 30, filled = static_cast<int>(width * (step + 1) / in_epoch);
+      std::fprintf(out_, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s %s ",
                    static_cast<long long>(epoch + 1), static_cast<long long>(epochs_),
                    std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
-                   static_cast<long long>(step + 1), static_cast<long long>(steps_), loss, samples_per_second);
+                   static_cast<long long>(step + 1), static_cast<long long>(in_epoch), loss, samples_per_second,
+                   eta.c_str());
       std::fflush(out_);
       return;
     }
-    int64_t every = std::max<int64_t>(1, steps_ / 10);
+    int64_t every = std::max<int64_t>(1, in_epoch / 10);
     if ((step + 1) % every == 0 || last) {
-      std::fprintf(out_, "epoch %lld/%lld step %lld/%lld loss %.4f %.0f samples/s\n",
+      std::fprintf(out_, "epoch %lld/%lld step %lld/%lld loss %.4f %.0f samples/s %s\n",
                    static_cast<long long>(epoch + 1), static_cast<long long>(epochs_),
-                   static_cast<long long>(step + 1), static_cast<long long>(steps_), loss, samples_per_second);
+                   static_cast<long long>(step + 1), static_cast<long long>(in_epoch), loss, samples_per_second,
+                   eta.c_str());
       std::fflush(out_);
     }
   }
@@ -110,9 +127,23 @@ class Progress {
   }
 
  private:
+  // "ETA 1m05s" for the run's remaining steps at the pace so far
+  // (evaluation between epochs not counted); "" once done.
+  std::string Eta(absl::Time now, int64_t done) const {
+    if (done >= total_ || done < 1) return "";
+    const double per_step = absl::ToDoubleSeconds(now - start_) / static_cast<double>(done);
+    const int64_t seconds = static_cast<int64_t>(std::ceil(per_step * static_cast<double>(total_ - done)));
+    if (seconds < 60) return absl::StrCat("ETA ", seconds, "s");
+    if (seconds < 3600) return absl::StrFormat("ETA %lldm%02llds", static_cast<long long>(seconds / 60),
+                                               static_cast<long long>(seconds % 60));
+    return absl::StrFormat("ETA %lldh%02lldm", static_cast<long long>(seconds / 3600),
+                           static_cast<long long>(seconds % 3600 / 60));
+  }
+
   std::FILE* out_;
   bool tty_;
-  int64_t epochs_, steps_;
+  int64_t epochs_, steps_, total_;
+  absl::Time start_;
   absl::Time last_draw_ = absl::InfinitePast();
 };
 
@@ -580,7 +611,19 @@ class TrainingRun {
     }
     BufferPool::Global().ResetPeak();
     progress_ = std::make_unique<Progress>(options_.rank == progress_rank_ ? options_.progress : nullptr, options_.epochs,
-                                           steps_per_epoch_);
+                                           steps_per_epoch_, options_.max_steps);
+    if (!options_.log_jsonl.empty() && options_.rank == progress_rank_) {
+      ASSIGN_OR_RETURN(step_log_, StepLog::Open(options_.log_jsonl));
+      Json start;
+      start["version"] = kNereidVersion;
+      start["model"] = result_.model;
+      start["workers"] = options_.workers;
+      start["rank"] = options_.rank;
+      start["epochs"] = options_.epochs;
+      start["steps"] = progress_->total();
+      step_log_->Write("start", start);
+      if (group_ != nullptr) traffic_logged_ = group_->traffic().bytes_sent;
+    }
     // Pipelined plans (pipeline(width=K)) keep up to K steps in flight.
     in_flight_ = executor_->tracker().max_steps_in_flight();
     result_.pipeline_width = in_flight_;
@@ -712,6 +755,15 @@ class TrainingRun {
                                                      "checkpointed"));
     }
     progress_->EpochDone(m);
+    if (step_log_ != nullptr) {
+      Json line;
+      line["epoch"] = m.epoch + 1;
+      line["train_loss"] = m.train_loss;
+      line["test_accuracy"] = m.test_accuracy;
+      line["test_loss"] = m.test_loss;
+      line["seconds"] = m.seconds;
+      step_log_->Write("epoch", line);
+    }
     result_.per_epoch.push_back(m);
     return absl::OkStatus();
   }
@@ -788,6 +840,13 @@ class TrainingRun {
     if (!options_.metrics_json.empty()) {
       RETURN_IF_ERROR(WriteFileAtomically(options_.metrics_json, MetricsJson(options_, result_)));
     }
+    if (step_log_ != nullptr) {
+      Json end;
+      end["steps"] = result_.steps;
+      end["seconds"] = absl::ToDoubleSeconds(absl::Now() - start_);
+      step_log_->Write("end", end);
+      RETURN_IF_ERROR(step_log_->Close());
+    }
     return result_;
   }
 
@@ -843,6 +902,20 @@ class TrainingRun {
     double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
     progress_->Step(f.epoch, f.index, sums.loss / sums.samples,
                     elapsed > 0 ? sums.samples * shard_.count / elapsed : 0);
+    if (step_log_ != nullptr) {
+      Json line;
+      line["epoch"] = f.epoch + 1;
+      line["step"] = f.step + 1;
+      line["loss"] = value;
+      line["step_seconds"] = absl::ToDoubleSeconds(absl::Now() - f.started);
+      line["samples"] = f.examples;
+      if (group_ != nullptr) {
+        const int64_t sent = group_->traffic().bytes_sent;
+        line["bytes_sent"] = sent - traffic_logged_;
+        traffic_logged_ = sent;
+      }
+      step_log_->Write("step", line);
+    }
     return absl::OkStatus();
   }
 
@@ -868,6 +941,8 @@ class TrainingRun {
   std::unique_ptr<PeriodicReporter> waiting_reporter_;
   std::unique_ptr<Progress> progress_;
   TrafficCounters traffic_in_steps_;
+  std::unique_ptr<StepLog> step_log_;  // --log-jsonl, on the rank printing progress
+  int64_t traffic_logged_ = 0;         // this rank's bytes sent when the last step was logged
   double train_seconds_ = 0;
   int64_t train_samples_ = 0;
 };

@@ -52,6 +52,7 @@ struct TrainOptions {
   // only before checkpoints and at the end.
   int64_t check_every = 500;
   std::string metrics_json;     // "" = none
+  std::string log_jsonl;        // "" = none: the per-step log (runtime/step_log.h)
   // "" = none; else a Chrome trace-event timeline of the run (nodes,
   // collectives, waits, steps, evaluations): this path for one worker, with
   // ".rank<r>" before the extension for rank r of several (TracePathForRank).

@@ -39,6 +39,8 @@ constexpr char kHelp[] =
     "  --test-limit N      use the first N test examples (0: all)\n"
     "  --max-steps N       stop after N steps (benchmarks)\n"
     "  --metrics-json PATH write the run's metrics as JSON\n"
+    "  --log-jsonl PATH    stream the run as it goes, a JSON line per step (loss, step time,\n"
+    "                      bytes sent) and per epoch, flushed as written\n"
     "  --trace PATH        write a timeline (Chrome trace-event JSON, for Perfetto or\n"
     "                      chrome://tracing): every node run, collective, wait, step and\n"
     "                      evaluation; with several workers rank R writes PATH with .rankR\n"
@@ -126,13 +128,14 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
     }
   }
   if (!o.metrics_json.empty()) RETURN_IF_ERROR(CheckOutputPath("metrics-json", o.metrics_json));
+  if (!o.log_jsonl.empty()) RETURN_IF_ERROR(CheckOutputPath("log-jsonl", o.log_jsonl));
   if (!o.trace_path.empty()) RETURN_IF_ERROR(CheckOutputPath("trace", o.trace_path));
   return absl::OkStatus();
 }
 
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
-               "test-limit", "max-steps", "metrics-json", "checkpoint", "rendezvous", "rank", "world", "run-id",
+               "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
                "comm-timeout", "worker-timeout", "trace", "bind", "check-every"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
@@ -147,6 +150,7 @@ int Run(const std::vector<std::string>& args) {
   o.dataset = flags.String("dataset");
   o.data_dir = flags.String("data-dir");
   o.metrics_json = flags.String("metrics-json");
+  o.log_jsonl = flags.String("log-jsonl");
   o.trace_path = flags.String("trace");
   o.checkpoint_dir = flags.String("checkpoint");
   o.resume = flags.Has("resume");

@@ -22,6 +22,28 @@ expect 2 "--trace $tmp is a directory, not a file" "$nereid" run $model --trace 
 expect 0 "1 epochs" "$nereid" run $model --dataset synthetic --threads 1 --max-steps 1 --seed 0 --batch 1 \
   --epochs 1 --test-limit 10 --metrics-json "$tmp/m.json" --quiet
 
+# --log-jsonl streams the run: a start line with the run's total (max-steps
+# honoured), a line per step with its loss, time and bytes, epoch and end
+# lines; progress shows the same total and an ETA.
+out=$("$nereid" run $model --dataset synthetic --workers 2 --max-steps 12 --batch 16 --test-limit 64 \
+  --log-jsonl "$tmp/run.jsonl" 2>&1) || fail "the --log-jsonl run failed: $out"
+echo "$out" | grep -q "step 12/12" || fail "progress does not show --max-steps as the total: $out"
+echo "$out" | grep -q "ETA [0-9]" || fail "progress shows no ETA: $out"
+python3 - "$tmp/run.jsonl" <<'PY' || fail "--log-jsonl is wrong"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+events = [l["event"] for l in lines]
+assert events[0] == "start" and events[-1] == "end", events
+assert lines[0]["steps"] == 12 and lines[0]["workers"] == 2, lines[0]
+steps = [l for l in lines if l["event"] == "step"]
+assert [l["step"] for l in steps] == list(range(1, 13)), steps
+assert all(l["loss"] > 0 and l["step_seconds"] > 0 and l["samples"] == 16 for l in steps), steps
+assert sum(l["bytes_sent"] for l in steps) > 0, steps  # the gradients' allreduces
+assert any(l["event"] == "epoch" and 0 <= l["test_accuracy"] <= 1 for l in lines), lines
+assert lines[-1]["steps"] == 12, lines[-1]
+PY
+expect 2 "--log-jsonl $tmp is a directory, not a file" "$nereid" run $model --log-jsonl "$tmp"
+
 # Under a launcher (torchrun's variables here): a world of 2 with no way to
 # meet is refused, never trained alone.
 expect 2 "there is no way to meet the others" env -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=2 \
