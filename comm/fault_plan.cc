@@ -11,7 +11,8 @@ namespace nereid {
 namespace {
 
 constexpr absl::string_view kSyntax =
-    "expected delay=<duration>[@N], drop@N, kill@N, stop@N or corrupt@N, each optionally prefixed by rank=R:";
+    "expected delay=<duration>[@N], drop@N, kill@N, stop@N or corrupt@N, each optionally prefixed by "
+    "restart=A: and rank=R:";
 
 absl::StatusOr<int64_t> ParseCall(absl::string_view text, absl::string_view item) {
   int64_t call = 0;
@@ -25,6 +26,18 @@ absl::StatusOr<int64_t> ParseCall(absl::string_view text, absl::string_view item
 absl::StatusOr<Fault> ParseItem(absl::string_view item) {
   Fault fault;
   absl::string_view rest = item;
+  if (absl::ConsumePrefix(&rest, "restart=")) {
+    const size_t colon = rest.find(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': 'restart=A' must be followed by ':'"));
+    }
+    const absl::string_view text = rest.substr(0, colon);
+    if (!absl::SimpleAtoi(text, &fault.restart) || fault.restart < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault '", item, "': restart '", text, "' is not an integer >= 0"));
+    }
+    rest.remove_prefix(colon + 1);
+  }
   if (absl::ConsumePrefix(&rest, "rank=")) {
     const size_t colon = rest.find(':');
     if (colon == absl::string_view::npos) {
@@ -83,10 +96,19 @@ FaultPlan FaultPlan::ForRank(int rank) const {
   return out;
 }
 
+FaultPlan FaultPlan::ForRestart(int restart) const {
+  FaultPlan out;
+  for (const Fault& f : faults) {
+    if (f.restart < 0 || f.restart == restart) out.faults.push_back(f);
+  }
+  return out;
+}
+
 std::string FaultPlan::ToString() const {
   std::vector<std::string> items;
   for (const Fault& f : faults) {
-    std::string item = f.rank >= 0 ? absl::StrCat("rank=", f.rank, ":") : "";
+    std::string item = f.restart >= 0 ? absl::StrCat("restart=", f.restart, ":") : "";
+    if (f.rank >= 0) absl::StrAppend(&item, "rank=", f.rank, ":");
     switch (f.kind) {
       case Fault::Kind::kDelay:
         absl::StrAppend(&item, "delay=", absl::FormatDuration(f.delay));
@@ -134,7 +156,13 @@ absl::StatusOr<FaultPlan> FaultPlanFromEnv(const EnvGetter& env) {
   if (!plan.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(kFaultsEnvVar, ": ", plan.status().message()));
   }
-  return plan;
+  int restart = 0;
+  if (const std::optional<std::string> text = env(kRestartEnvVar); text.has_value()) {
+    if (!absl::SimpleAtoi(*text, &restart) || restart < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(kRestartEnvVar, "='", *text, "' is not an integer >= 0"));
+    }
+  }
+  return plan->ForRestart(restart);
 }
 
 }  // namespace nereid

@@ -6,6 +6,8 @@
 // environment variable NEREID_FAULTS.
 //
 // Syntax: a comma-separated list of faults, each optionally prefixed by
+// "restart=A:" to apply only in the launcher's A-th restart (0: the first
+// run; NEREID_RESTART says which this is; --max-restarts) and then by
 // "rank=R:" to apply only on rank R. Calls are numbered from 1 on each
 // communicator, counting every call (AllReduce, ReduceScatter, AllGather,
 // Broadcast, Send, Recv, Barrier).
@@ -21,7 +23,8 @@
 //   corrupt@2        after call 2 succeeds, change element 0 of its output
 //                    (x -> -x, 0 -> 1); no effect on Send and Barrier, which
 //                    have no output
-// Example: NEREID_FAULTS="rank=1:kill@3,delay=50ms".
+// Example: NEREID_FAULTS="rank=1:kill@3,delay=50ms";
+// NEREID_FAULTS="restart=0:rank=1:kill@30" kills rank 1 in the first run only.
 
 #include <cstdint>
 #include <string>
@@ -35,13 +38,16 @@
 namespace nereid {
 
 inline constexpr char kFaultsEnvVar[] = "NEREID_FAULTS";
+// Which restart of the run this process belongs to (the launcher sets it).
+inline constexpr char kRestartEnvVar[] = "NEREID_RESTART";
 
 struct Fault {
   enum class Kind { kDelay, kDrop, kKill, kStop, kCorrupt };
   Kind kind = Kind::kDelay;
   int64_t call = 0;  // 1-based; 0 means every call (delay only)
   absl::Duration delay = absl::ZeroDuration();
-  int rank = -1;  // -1: every rank
+  int rank = -1;     // -1: every rank
+  int restart = -1;  // -1: every run (see "restart=A:")
 
   bool AppliesTo(int r, int64_t call_number) const {
     return (rank < 0 || rank == r) && (call == 0 || call == call_number);
@@ -53,6 +59,8 @@ struct FaultPlan {
 
   // The faults that apply on `rank`.
   FaultPlan ForRank(int rank) const;
+  // The faults that apply in restart `restart`.
+  FaultPlan ForRestart(int restart) const;
   bool empty() const { return faults.empty(); }
   // Parses back to the same plan.
   std::string ToString() const;
@@ -61,7 +69,8 @@ struct FaultPlan {
 // An empty or all-blank string is the empty plan.
 absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text);
 
-// The plan in NEREID_FAULTS (empty if unset); errors name the variable.
+// The plan in NEREID_FAULTS (empty if unset), the faults of this restart
+// (NEREID_RESTART, 0 if unset) only; errors name the variable.
 absl::StatusOr<FaultPlan> FaultPlanFromEnv(const EnvGetter& env);
 
 }  // namespace nereid

@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace nereid {
@@ -101,6 +102,21 @@ TEST(FaultPlanTest, FromEnvironment) {
   auto bad = FaultPlanFromEnv(env);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(std::string(bad.status().message()).rfind("NEREID_FAULTS: ", 0), 0u) << bad.status();
+
+  // restart=A: faults apply in that restart of the launcher only.
+  vars["NEREID_FAULTS"] = "restart=0:rank=1:kill@30,restart=2:drop@4,delay=1ms";
+  auto first = FaultPlanFromEnv(env);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->ToString(), "restart=0:rank=1:kill@30,delay=1ms");
+  vars["NEREID_RESTART"] = "2";
+  auto third = FaultPlanFromEnv(env);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->ToString(), "restart=2:drop@4,delay=1ms");
+  vars["NEREID_RESTART"] = "x";
+  EXPECT_THAT(std::string(FaultPlanFromEnv(env).status().message()), ::testing::HasSubstr("NEREID_RESTART='x'"));
+  vars["NEREID_FAULTS"] = "restart=-1:drop@4";
+  EXPECT_FALSE(ParseFaultPlan("restart=-1:drop@4").ok());
+  EXPECT_FALSE(ParseFaultPlan("restart=1drop@4").ok());
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm/fault_plan.h"
+#include "runtime/checkpoint.h"
 #include "runtime/cli/command.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/launcher/split_threads.h"
@@ -31,17 +33,13 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
     std::fprintf(stderr, "error: cannot find this program's path: %s\n", ec.message().c_str());
     return kExitFailure;
   }
-  std::string store = (std::filesystem::temp_directory_path() / "nereid-run-XXXXXX").string();
-  if (mkdtemp(store.data()) == nullptr) {
-    std::fprintf(stderr, "error: cannot create a rendezvous directory %s\n", store.c_str());
-    return kExitFailure;
-  }
   std::vector<int> threads =
       launch.threads > 0
           ? std::vector<int>(launch.workers, static_cast<int>(launch.threads))
           : launcher::SplitThreads(std::max(1, static_cast<int>(std::thread::hardware_concurrency())), launch.workers);
   std::vector<std::string> passed;
   const std::vector<std::string>& args = launch.args;
+  bool resume = false;
   for (size_t i = 0; i < args.size(); ++i) {
     bool takes_value = args[i].rfind("--", 0) == 0 && args[i].find('=') == std::string::npos &&
                        !Named(args[i], launch.bool_flags);
@@ -49,29 +47,56 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
       if (takes_value) ++i;
       continue;
     }
+    if (args[i] == "--resume") {  // added below, on every restart that has a checkpoint
+      resume = true;
+      continue;
+    }
     passed.push_back(args[i]);
   }
-  launcher::LaunchOptions options;
-  options.progress_timeout = launch.worker_timeout;
-  options.startup_timeout = std::max(launch.worker_timeout, absl::Minutes(2));
-  for (int r = 0; r < launch.workers; ++r) {
-    std::vector<std::string> argv = {exe, launch.command};
-    argv.insert(argv.end(), passed.begin(), passed.end());
-    for (const std::string& a : {std::string("--rendezvous"), "file:" + store, std::string("--rank"), absl::StrCat(r),
-                                 std::string("--world"), absl::StrCat(launch.workers), std::string("--threads"),
-                                 absl::StrCat(threads[r])}) {
-      argv.push_back(a);
+  for (int restart = 0;; ++restart) {
+    // A fresh store each time: rendezvous keys are written once.
+    std::string store = (std::filesystem::temp_directory_path() / "nereid-run-XXXXXX").string();
+    if (mkdtemp(store.data()) == nullptr) {
+      std::fprintf(stderr, "error: cannot create a rendezvous directory %s\n", store.c_str());
+      return kExitFailure;
     }
-    if (r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
-    options.workers.push_back({argv, {}});
+    launcher::LaunchOptions options;
+    options.progress_timeout = launch.worker_timeout;
+    options.startup_timeout = std::max(launch.worker_timeout, absl::Minutes(2));
+    for (int r = 0; r < launch.workers; ++r) {
+      std::vector<std::string> argv = {exe, launch.command};
+      argv.insert(argv.end(), passed.begin(), passed.end());
+      for (const std::string& a : {std::string("--rendezvous"), "file:" + store, std::string("--rank"),
+                                   absl::StrCat(r), std::string("--world"), absl::StrCat(launch.workers),
+                                   std::string("--threads"), absl::StrCat(threads[r])}) {
+        argv.push_back(a);
+      }
+      if (resume) argv.push_back("--resume");
+      if (r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
+      options.workers.push_back({argv, {{kRestartEnvVar, absl::StrCat(restart)}}});
+    }
+    absl::Status status = launcher::RunWorkers(std::move(options));
+    std::filesystem::remove_all(store, ec);
+    if (status.ok()) return kExitOk;
+    if (restart == launch.max_restarts) {
+      std::fprintf(stderr, "error: %s%s\n", std::string(status.message()).c_str(),
+                   restart > 0 ? absl::StrCat(" (after ", restart, " restart", restart == 1 ? "" : "s", ")").c_str()
+                               : "");
+      return kExitFailure;
+    }
+    // Restart from the last checkpoint the failed run completed, if any.
+    absl::StatusOr<Checkpoint> last = LoadLatestCheckpoint(launch.checkpoint_dir);
+    if (!last.ok() && !absl::IsNotFound(last.status())) {
+      std::fprintf(stderr, "error: %s; cannot restart: %s\n", std::string(status.message()).c_str(),
+                   std::string(last.status().message()).c_str());
+      return kExitFailure;
+    }
+    resume = last.ok();
+    std::fprintf(stderr, "restart %d/%d: %s; every worker starts again %s\n", restart + 1, launch.max_restarts,
+                 std::string(status.message()).c_str(),
+                 resume ? absl::StrCat("from ", last->path, " (step ", last->step, ")").c_str()
+                        : "from the beginning (no checkpoint yet)");
   }
-  absl::Status status = launcher::RunWorkers(std::move(options));
-  std::filesystem::remove_all(store, ec);
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return kExitFailure;
-  }
-  return kExitOk;
 }
 
 }  // namespace nereid

@@ -22,9 +22,17 @@ struct LocalLaunch {
   int64_t threads = 0;                  // per worker; 0 = split this machine's cores
   absl::Duration worker_timeout = absl::Minutes(5);
   std::vector<std::string> rank0_args;  // extra arguments for rank 0 only
+  // Elastic restarts: when a worker dies, hangs or fails, every worker is
+  // stopped and the run started again, up to `max_restarts` times, from the
+  // last checkpoint in `checkpoint_dir` (`--resume` added), or from the start
+  // if there is none yet. Each restart gets a fresh rendezvous, a line on
+  // stderr saying why and from where, and NEREID_RESTART=<n> in its workers'
+  // environment (fault plans may target one restart: comm/fault_plan.h).
+  int max_restarts = 0;
+  std::string checkpoint_dir;
 };
 
-// Returns the process exit code (0 when every worker succeeded).
+// Returns the process exit code (0 when every worker of the last run succeeded).
 int LaunchLocalWorkers(const LocalLaunch& launch);
 
 }  // namespace nereid

@@ -64,6 +64,8 @@ constexpr char kHelp[] =
     "  --comm-timeout S    seconds a collective waits for its peers (default 60)\n"
     "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
     "                      stopped (default 300)\n"
+    "  --max-restarts N    when a local worker dies, hangs or fails, restart every worker from\n"
+    "                      the last checkpoint (--checkpoint DIR), up to N times (default 0)\n"
     "  --check-every N     compare the ranks' parameters every N steps, before every\n"
     "                      checkpoint and at the end; ranks that drift apart are an error\n"
     "                      (default 500; 0: checkpoints and the end only)\n";
@@ -136,7 +138,7 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
-               "comm-timeout", "worker-timeout", "trace", "bind", "check-every"},
+               "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -159,12 +161,14 @@ int Run(const std::vector<std::string>& args) {
     const char* name;
     int64_t* target;
   };
-  int64_t workers = 1, threads = 0, seed = 0, rank = -1, world = -1, comm_timeout = 60, worker_timeout = 300;
+  int64_t workers = 1, threads = 0, seed = 0, rank = -1, world = -1, comm_timeout = 60, worker_timeout = 300,
+          max_restarts = 0;
   for (IntFlag f : {IntFlag{"workers", &workers}, IntFlag{"threads", &threads}, IntFlag{"epochs", &o.epochs},
                     IntFlag{"batch", &o.batch}, IntFlag{"seed", &seed}, IntFlag{"train-limit", &o.train_limit},
                     IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
                     IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
-                    IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every}}) {
+                    IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every},
+                    IntFlag{"max-restarts", &max_restarts}}) {
     absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
     if (!v.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());
@@ -174,6 +178,15 @@ int Run(const std::vector<std::string>& args) {
   }
   if (workers < 1 || comm_timeout < 1 || worker_timeout < 1) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
+    return kExitUsage;
+  }
+  if (max_restarts < 0 || max_restarts > 1000) {
+    std::fprintf(stderr, "error: --max-restarts must be in [0, 1000] (got %lld)\n", static_cast<long long>(max_restarts));
+    return kExitUsage;
+  }
+  if (max_restarts > 0 && (o.checkpoint_dir.empty() || workers < 2 || flags.Has("rendezvous") || flags.Has("rank"))) {
+    std::fprintf(stderr, "error: --max-restarts restarts local workers (--workers N > 1) from their checkpoints: it "
+                         "needs --checkpoint DIR; under another launcher use its restarts with --resume\n");
     return kExitUsage;
   }
   if (absl::Status checked = CheckRunFlags(flags, workers, threads, seed, o); !checked.ok()) {
@@ -204,11 +217,13 @@ int Run(const std::vector<std::string>& args) {
     LocalLaunch launch;
     launch.command = "run";
     launch.args = args;
-    launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout"};
+    launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts"};
     launch.bool_flags = {"--resume", "--quiet"};
     launch.workers = static_cast<int>(workers);
     launch.threads = threads;
     launch.worker_timeout = absl::Seconds(worker_timeout);
+    launch.max_restarts = static_cast<int>(max_restarts);
+    launch.checkpoint_dir = o.checkpoint_dir;
     // Rank 0's metrics are the run's: it sums its figures over the ranks.
     if (flags.Has("metrics-json")) launch.rank0_args = {"--metrics-json", flags.String("metrics-json")};
     return LaunchLocalWorkers(launch);

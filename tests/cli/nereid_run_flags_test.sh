@@ -14,6 +14,8 @@ expect 2 "--batch must be >= 1 (got 0)" "$nereid" run $model --batch 0
 expect 2 "--epochs must be >= 1 (got 0)" "$nereid" run $model --epochs 0
 expect 2 "--test-limit must be >= 0 (got -5)" "$nereid" run $model --test-limit -5
 expect 2 "--workers 1000: at most" "$nereid" run $model --workers 1000
+expect 2 "it needs --checkpoint DIR" "$nereid" run $model --workers 2 --max-restarts 1
+expect 2 "--max-restarts must be in [0, 1000] (got -1)" "$nereid" run $model --max-restarts -1
 touch "$tmp/a_file"
 expect 2 "--checkpoint $tmp/a_file is a file, not a directory" "$nereid" run $model --checkpoint "$tmp/a_file"
 expect 2 "the directory $tmp/missing does not exist" "$nereid" run $model --metrics-json "$tmp/missing/m.json"

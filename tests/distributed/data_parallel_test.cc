@@ -321,6 +321,34 @@ TEST_F(DataParallelTest, KilledWorkerEndsTheRunNamingTheRank) {
   EXPECT_THAT(o.output, HasSubstr("rank 1 was killed by signal 9"));
 }
 
+// --max-restarts: a worker killed in the third epoch (first run only) makes
+// the launcher restart both from the second epoch's checkpoint, and the run
+// ends with the parameters of a run nothing interrupted. A fault in the
+// first epoch of every run restarts from the beginning (no checkpoint yet)
+// until the restarts are spent, and the error says so.
+TEST_F(DataParallelTest, AKilledWorkerIsRestartedFromTheCheckpointAndEndsBitForBit) {
+  const std::string run = absl::StrCat(
+      kNereid, " run models/mlp_fashion.pbtxt --dataset synthetic --train-limit 512 --test-limit 128 --epochs 3 ",
+      "--quiet --comm-timeout 20 --workers 2 --threads 1 --batch 32 --worker-timeout 20 --checkpoint ", dir_);
+  Outcome whole = Shell(absl::StrCat(run, "/whole --metrics-json ", dir_, "/whole.json"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  Outcome restarted = Shell(absl::StrCat("NEREID_FAULTS=restart=0:rank=1:kill@40 ", run,
+                                         "/restarted --max-restarts 2 --metrics-json ", dir_, "/restarted.json"));
+  ASSERT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_THAT(restarted.output, HasSubstr("restart 1/2: rank 1 was killed by signal 9"));
+  EXPECT_THAT(restarted.output, HasSubstr("every worker starts again from " + dir_ + "/restarted/epoch-2.ckpt (step 16)"));
+  const std::string fingerprint = JsonField(ReadFile(dir_ + "/whole.json"), "parameter_fingerprint");
+  ASSERT_FALSE(fingerprint.empty());
+  EXPECT_EQ(JsonField(ReadFile(dir_ + "/restarted.json"), "parameter_fingerprint"), fingerprint);
+
+  Outcome exhausted =
+      Shell(absl::StrCat("NEREID_FAULTS=rank=1:kill@14 ", run, "/exhausted --max-restarts 1"));
+  EXPECT_EQ(exhausted.exit_code, 1) << exhausted.output;
+  EXPECT_THAT(exhausted.output, HasSubstr("restart 1/1: rank 1 was killed by signal 9"));
+  EXPECT_THAT(exhausted.output, HasSubstr("from the beginning (no checkpoint yet)"));
+  EXPECT_THAT(exhausted.output, HasSubstr("(after 1 restart)"));
+}
+
 TEST_F(DataParallelTest, StoppedWorkerEndsTheRunNamingTheRank) {
   Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:stop@20 ", kNereid, " run ", kSmallRun,
                                  " --workers 2 --threads 1 --batch 32 --worker-timeout 3"));
