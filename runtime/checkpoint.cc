@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,32 @@
 
 namespace nereid {
 namespace {
+
+// Where a checkpoint file stands: epochs completed, then whether it was
+// written within the next epoch, then its step (epoch-N.ckpt is older than
+// epoch-N-step-S.ckpt, which is older than epoch-(N+1).ckpt).
+struct CheckpointOrder {
+  int64_t epochs = 0;
+  bool within_epoch = false;
+  int64_t step = 0;
+  bool operator<(const CheckpointOrder& o) const {
+    return std::tie(epochs, within_epoch, step) < std::tie(o.epochs, o.within_epoch, o.step);
+  }
+};
+
+// The order of a checkpoint file's name, or nullopt for another file.
+std::optional<CheckpointOrder> OrderOf(absl::string_view name) {
+  CheckpointOrder order;
+  if (!absl::ConsumePrefix(&name, "epoch-") || !absl::ConsumeSuffix(&name, ".ckpt")) return std::nullopt;
+  if (const size_t at = name.find("-step-"); at != absl::string_view::npos) {
+    order.within_epoch = true;
+    if (!absl::SimpleAtoi(name.substr(at + 6), &order.step)) return std::nullopt;
+    name = name.substr(0, at);
+  }
+  if (!absl::SimpleAtoi(name, &order.epochs)) return std::nullopt;
+  return order;
+}
+
 
 constexpr char kMagic[8] = {'N', 'E', 'R', 'E', 'I', 'D', 'C', 'K'};
 constexpr uint32_t kVersion = 1;
@@ -81,9 +109,23 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
     out.append(static_cast<const char*>(t.raw()), t.num_bytes());
   }
   Put<uint64_t>(&out, Fnv1a(out));
-  std::string file = absl::StrCat("epoch-", c.epochs_completed, ".ckpt");
+  const std::string file = CheckpointFileName(c);
   RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", file), out));
-  return WriteFileAtomically(absl::StrCat(dir, "/LATEST"), absl::StrCat(file, "\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/LATEST"), absl::StrCat(file, "\n")));
+  // Older checkpoints from within an epoch: LATEST now names a newer one.
+  std::vector<std::filesystem::path> older;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    std::optional<CheckpointOrder> order = OrderOf(name);
+    if (order.has_value() && order->within_epoch && name != file) older.push_back(entry.path());
+  }
+  for (const std::filesystem::path& path : older) std::filesystem::remove(path, error);
+  return absl::OkStatus();
+}
+
+std::string CheckpointFileName(const Checkpoint& c) {
+  if (c.within_epoch) return absl::StrCat("epoch-", c.epochs_completed, "-step-", c.step, ".ckpt");
+  return absl::StrCat("epoch-", c.epochs_completed, ".ckpt");
 }
 
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
@@ -106,17 +148,12 @@ absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
   } else {
     reason = absl::StrCat(dir, "/LATEST is missing");
   }
-  // The newest valid epoch-<N>.ckpt instead.
-  std::vector<std::pair<int64_t, std::string>> found;
+  // The newest valid checkpoint file instead.
+  std::vector<std::pair<CheckpointOrder, std::string>> found;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    const std::string file = entry.path().filename().string();
-    int64_t epoch;
-    absl::string_view middle = file;
-    if (absl::ConsumePrefix(&middle, "epoch-") && absl::ConsumeSuffix(&middle, ".ckpt") &&
-        absl::SimpleAtoi(middle, &epoch)) {
-      found.emplace_back(epoch, entry.path().string());
-    }
+    std::optional<CheckpointOrder> order = OrderOf(entry.path().filename().string());
+    if (order.has_value()) found.emplace_back(*order, entry.path().string());
   }
   if (found.empty()) {
     if (latest.ok()) return absl::DataLossError(absl::StrCat("no valid checkpoint in ", dir, ": ", reason));
@@ -124,7 +161,7 @@ absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir) {
   }
   std::sort(found.rbegin(), found.rend());
   std::string faults = reason;
-  for (const auto& [epoch, path] : found) {
+  for (const auto& [order, path] : found) {
     if (std::filesystem::path(path) == std::filesystem::path(tried)) continue;  // its fault is in `reason`
     absl::StatusOr<Checkpoint> c = ReadCheckpointFile(path);
     if (c.ok()) {

@@ -25,6 +25,10 @@ namespace nereid {
 struct Checkpoint {
   int64_t epochs_completed = 0;
   int64_t step = 0;  // the next global step to run
+  // Written inside an epoch (--checkpoint-every): DIR/epoch-<N>-step-<S>.ckpt,
+  // N epochs completed and S the next step; else DIR/epoch-<N>.ckpt. Not
+  // stored in the file: the name says it.
+  bool within_epoch = false;
   std::vector<std::pair<std::string, Tensor>> tensors;
   // Set by LoadLatestCheckpoint: the file read, and why it is not the one
   // LATEST names when it is not (empty otherwise).
@@ -32,11 +36,15 @@ struct Checkpoint {
   std::string fallback_reason;
 };
 
-// Writes DIR/epoch-<N>.ckpt and points DIR/LATEST at it (creating DIR).
+// The file name `checkpoint` is written under (see within_epoch).
+std::string CheckpointFileName(const Checkpoint& checkpoint);
+// Writes DIR/<CheckpointFileName> and points DIR/LATEST at it (creating DIR);
+// then removes the checkpoints written within an epoch that are older (a
+// resume needs only the newest; epoch checkpoints are all kept).
 absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& checkpoint);
 // Reads the checkpoint DIR/LATEST names. When LATEST is missing, names no
 // file, or names a missing or corrupt one (a crash between the two atomic
-// writes, a damaged disk), the newest valid DIR/epoch-<N>.ckpt is read instead
+// writes, a damaged disk), the newest valid checkpoint file is read instead
 // and fallback_reason says why. NotFound if DIR holds no checkpoint at all;
 // DataLoss, naming each file's fault, if it holds only damaged ones.
 absl::StatusOr<Checkpoint> LoadLatestCheckpoint(const std::string& dir);

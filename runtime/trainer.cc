@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -327,9 +328,10 @@ std::string PerRankCheckpointDir(const std::string& dir, int rank) { return absl
 
 // Rank 0 writes the shared state; every rank writes its per-rank state (if
 // any) beside it, so a resume restores each rank's own residuals.
-absl::Status SaveCheckpoints(const TrainOptions& options, int64_t epochs_completed, int64_t step,
+absl::Status SaveCheckpoints(const TrainOptions& options, int64_t epochs_completed, int64_t step, bool within_epoch,
                              const Executor& executor, const absl::flat_hash_set<std::string>& per_rank) {
   Checkpoint shared{epochs_completed, step, {}}, mine{epochs_completed, step, {}};
+  shared.within_epoch = mine.within_epoch = within_epoch;
   for (auto& [name, value] : executor.State()) {
     (per_rank.contains(name) ? mine : shared).tensors.emplace_back(name, std::move(value));
   }
@@ -343,8 +345,8 @@ absl::Status SaveCheckpoints(const TrainOptions& options, int64_t epochs_complet
 // Restores this rank's per-rank state for the epoch the shared checkpoint
 // `at` was written after; its absence is an error, not a silent zero.
 absl::Status RestorePerRankState(const TrainOptions& options, const Checkpoint& at, Executor& executor) {
-  std::string path = absl::StrCat(PerRankCheckpointDir(options.checkpoint_dir, options.rank), "/epoch-",
-                                  at.epochs_completed, ".ckpt");
+  std::string path = absl::StrCat(PerRankCheckpointDir(options.checkpoint_dir, options.rank), "/",
+                                  std::filesystem::path(at.path).filename().string());
   absl::StatusOr<Checkpoint> mine = ReadCheckpointFile(path);
   if (!mine.ok()) {
     return absl::Status(mine.status().code(),
@@ -583,6 +585,8 @@ class TrainingRun {
     if (!per_rank_.empty()) RETURN_IF_ERROR(RestorePerRankState(options_, *ckpt, *executor_));
     first_epoch_ = ckpt->epochs_completed;
     step_ = ckpt->step;
+    // A checkpoint from within an epoch: that epoch goes on from its next batch.
+    resume_index_ = std::clamp<int64_t>(step_ - first_epoch_ * steps_per_epoch_, 0, steps_per_epoch_);
     if (options_.progress != nullptr) {
       std::fprintf(options_.progress, "resuming after epoch %lld (step %lld) from %s\n",
                    static_cast<long long>(first_epoch_), static_cast<long long>(step_), ckpt->path.c_str());
@@ -643,6 +647,11 @@ class TrainingRun {
     loader_->StartEpoch(epoch);
     EpochLoss sums;
     int64_t index = 0;
+    if (epoch == first_epoch_ && resume_index_ > 0) {
+      loader_->SkipTo(resume_index_);
+      index = resume_index_;
+      resume_index_ = 0;
+    }
     std::deque<StepInFlight> flight;
     // On an error (a failed step, a NaN loss), steps still in flight are
     // aborted and waited for, so none outlives the executor.
@@ -670,6 +679,12 @@ class TrainingRun {
       if (group_ != nullptr && options_.check_every > 0 && step_ % options_.check_every == 0) {
         while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
         RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
+      }
+      // --checkpoint-every: a checkpoint within the epoch (its end writes one anyway).
+      if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0 && index < steps_per_epoch_ &&
+          !options_.checkpoint_dir.empty()) {
+        while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
+        RETURN_IF_ERROR(SaveCheckpointAt(epoch, /*within_epoch=*/true));
       }
     }
     // Evaluation and checkpoints see every step of the epoch applied.
@@ -768,11 +783,11 @@ class TrainingRun {
     return absl::OkStatus();
   }
 
+  // After `epoch`: a checkpoint of the whole epoch, or one within it when
+  // --max-steps ended the run before the epoch's end (a resume goes on there).
   absl::Status SaveCheckpoint(int64_t epoch) {
     if (options_.checkpoint_dir.empty()) return absl::OkStatus();
-    RETURN_IF_ERROR(CheckFinite(epoch));
-    if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
-    return SaveCheckpoints(options_, epoch + 1, step_, *executor_, per_rank_);
+    return SaveCheckpointAt(epoch, /*within_epoch=*/step_ < (epoch + 1) * steps_per_epoch_);
   }
 
   // The run's figures (communication summed over the ranks, then per rank
@@ -862,6 +877,14 @@ class TrainingRun {
 
   // An error naming the first non-finite parameter, so nothing diverged is
   // evaluated, checkpointed or reported.
+  // A checkpoint at the end of `epoch`, or within it at step_; the ranks
+  // compare their parameters first, and nothing non-finite is written.
+  absl::Status SaveCheckpointAt(int64_t epoch, bool within_epoch) {
+    RETURN_IF_ERROR(CheckFinite(epoch));
+    if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
+    return SaveCheckpoints(options_, within_epoch ? epoch : epoch + 1, step_, within_epoch, *executor_, per_rank_);
+  }
+
   absl::Status CheckFinite(int64_t epoch) const {
     if (std::optional<std::string> bad = FirstNonFiniteState(*executor_)) {
       return absl::InvalidArgumentError(absl::StrCat("parameter ", *bad, " is not finite after epoch ", epoch + 1,
@@ -936,6 +959,7 @@ class TrainingRun {
   absl::flat_hash_set<std::string> per_rank_;
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0;
+  int64_t resume_index_ = 0;  // the first epoch's first batch after a resume within it
   int64_t first_epoch_ = 0, step_ = 0;
   int in_flight_ = 1;
   std::unique_ptr<PeriodicReporter> waiting_reporter_;

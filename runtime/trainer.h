@@ -60,6 +60,7 @@ struct TrainOptions {
   std::string trace_path;
   std::string checkpoint_dir;   // "" = none
   bool resume = false;
+  int64_t checkpoint_every = 0;  // > 0: also a checkpoint every this many steps within an epoch
   std::FILE* progress = stderr;  // null = silent
   // Called after every step and evaluation batch ("phase=train epoch=0
   // step=12"): the launcher's liveness signal.

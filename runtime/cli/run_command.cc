@@ -46,6 +46,7 @@ constexpr char kHelp[] =
     "                      evaluation; with several workers rank R writes PATH with .rankR\n"
     "                      before the extension (trace.json -> trace.rank0.json, ...)\n"
     "  --checkpoint DIR    save parameters and optimizer state after every epoch\n"
+    "  --checkpoint-every N  also save one every N steps within an epoch (keeping the newest)\n"
     "  --resume            continue from the last complete checkpoint in DIR\n"
     "  --quiet             no progress output\n\n"
     "One worker per invocation (across machines, or under mpirun/Slurm/torchrun):\n"
@@ -138,7 +139,8 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
 int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
-               "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts"},
+               "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
+               "checkpoint-every"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -168,7 +170,7 @@ int Run(const std::vector<std::string>& args) {
                     IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
                     IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
                     IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every},
-                    IntFlag{"max-restarts", &max_restarts}}) {
+                    IntFlag{"max-restarts", &max_restarts}, IntFlag{"checkpoint-every", &o.checkpoint_every}}) {
     absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
     if (!v.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());
@@ -178,6 +180,10 @@ int Run(const std::vector<std::string>& args) {
   }
   if (workers < 1 || comm_timeout < 1 || worker_timeout < 1) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
+    return kExitUsage;
+  }
+  if (o.checkpoint_every < 0 || (o.checkpoint_every > 0 && o.checkpoint_dir.empty())) {
+    std::fprintf(stderr, "error: --checkpoint-every must be >= 0 and needs --checkpoint DIR\n");
     return kExitUsage;
   }
   if (max_restarts < 0 || max_restarts > 1000) {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,6 +94,38 @@ TEST(TrainingTest, ResumeMatchesAnUninterruptedRun) {
   ExpectBitwiseEqual(FinalState(whole.checkpoint_dir), FinalState(rest.checkpoint_dir));
   EXPECT_DOUBLE_EQ(resumed->final_test_accuracy, full->final_test_accuracy);
   EXPECT_DOUBLE_EQ(resumed->final_train_loss, full->final_train_loss);
+}
+
+// A run stopped within an epoch (--max-steps here; a killed worker under
+// --max-restarts) checkpoints there, and the resume goes on from the next
+// batch of that epoch: the end is bitwise the uninterrupted run's.
+// --checkpoint-every keeps only the newest checkpoint within an epoch.
+TEST(TrainingTest, ACheckpointWithinAnEpochResumesFromTheNextBatch) {
+  TrainOptions whole = Synthetic("mlp_fashion", 2);
+  whole.checkpoint_dir = TempDir("whole_within");
+  auto full = Train(whole);
+  ASSERT_TRUE(full.ok()) << full.status();
+  const int64_t steps_per_epoch = full->steps / 2;
+
+  TrainOptions first = Synthetic("mlp_fashion", 2);
+  first.checkpoint_dir = TempDir("within");
+  first.checkpoint_every = 3;
+  first.max_steps = steps_per_epoch + 4;
+  ASSERT_TRUE(Train(first).ok());
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(first.checkpoint_dir)) {
+    files.push_back(e.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_THAT(files, ::testing::ElementsAre("LATEST", "epoch-1-step-" + std::to_string(steps_per_epoch + 4) + ".ckpt",
+                                            "epoch-1.ckpt"));
+  TrainOptions rest = Synthetic("mlp_fashion", 2);
+  rest.checkpoint_dir = first.checkpoint_dir;
+  rest.resume = true;
+  auto resumed = Train(rest);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->steps, steps_per_epoch - 4);  // the rest of the second epoch
+  ExpectBitwiseEqual(FinalState(whole.checkpoint_dir), FinalState(rest.checkpoint_dir));
 }
 
 TEST(TrainingTest, CorruptCheckpointIsAClearError) {
