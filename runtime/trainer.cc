@@ -117,6 +117,13 @@ class Progress {
     }
   }
 
+  // A line of its own, whatever the bar is doing.
+  void Warn(const std::string& text) {
+    if (out_ == nullptr) return;
+    std::fprintf(out_, "%swarning: %s\n", tty_ ? "\n" : "", text.c_str());
+    std::fflush(out_);
+  }
+
   void EpochDone(const EpochMetrics& m) {
     if (out_ == nullptr) return;
     std::string consensus =
@@ -877,6 +884,31 @@ class TrainingRun {
 
   // An error naming the first non-finite parameter, so nothing diverged is
   // evaluated, checkpointed or reported.
+  // Flags, once, a run whose loss has not gone below its start by
+  // stall_check_percent of its steps: a run training to chance looks like
+  // this, and would otherwise end with exit 0 and nothing said.
+  void CheckLossImproving() {
+    if (options_.stall_check_percent <= 0 || stall_checked_) return;
+    const std::vector<float>& losses = result_.step_losses;
+    const int64_t n = static_cast<int64_t>(losses.size());
+    if (n < std::max<int64_t>(2, progress_->total() * options_.stall_check_percent / 100)) return;
+    stall_checked_ = true;
+    const int64_t w = std::clamp<int64_t>(n / 10, 1, 20);  // steps averaged at each end
+    double first = 0, recent = 0;
+    for (int64_t i = 0; i < w; ++i) {
+      first += losses[static_cast<size_t>(i)];
+      recent += losses[static_cast<size_t>(n - w + i)];
+    }
+    first /= static_cast<double>(w);
+    recent /= static_cast<double>(w);
+    if (recent < 0.99 * first) return;
+    result_.loss_not_improving = true;
+    progress_->Warn(absl::StrFormat("the loss has not improved on its start after %lld of %lld steps (%.4f over the "
+                                    "first %lld, %.4f over the last): check the learning rate, the codec and the data",
+                                    static_cast<long long>(n), static_cast<long long>(progress_->total()), first,
+                                    static_cast<long long>(w), recent));
+  }
+
   // A checkpoint at the end of `epoch`, or within it at step_; the ranks
   // compare their parameters first, and nothing non-finite is written.
   absl::Status SaveCheckpointAt(int64_t epoch, bool within_epoch) {
@@ -920,6 +952,7 @@ class TrainingRun {
                                                      f.step, ": training diverged (try a smaller learning rate)"));
     }
     result_.step_losses.push_back(value);
+    CheckLossImproving();
     sums.loss += static_cast<double>(value) * f.examples;
     sums.samples += f.examples;
     double elapsed = absl::ToDoubleSeconds(absl::Now() - epoch_start);
@@ -960,6 +993,7 @@ class TrainingRun {
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0;
   int64_t resume_index_ = 0;  // the first epoch's first batch after a resume within it
+  bool stall_checked_ = false;
   int64_t first_epoch_ = 0, step_ = 0;
   int in_flight_ = 1;
   std::unique_ptr<PeriodicReporter> waiting_reporter_;
@@ -1049,6 +1083,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   Json losses = Json::array();
   for (float l : r.step_losses) losses.push_back(l);
   j["step_losses"] = std::move(losses);
+  j["loss_not_improving"] = r.loss_not_improving;
   Json layers = Json::array();
   for (const LayerBytes& l : r.layer_bytes) {
     Json layer;

@@ -61,6 +61,9 @@ struct TrainOptions {
   std::string checkpoint_dir;   // "" = none
   bool resume = false;
   int64_t checkpoint_every = 0;  // > 0: also a checkpoint every this many steps within an epoch
+  // After this percent of the run's steps, a loss not below its start is
+  // flagged (progress and metrics: loss_not_improving); 0: never checked.
+  int64_t stall_check_percent = 50;
   std::FILE* progress = stderr;  // null = silent
   // Called after every step and evaluation batch ("phase=train epoch=0
   // step=12"): the launcher's liveness signal.
@@ -117,6 +120,8 @@ struct TrainResult {
   double push_sum_weight_total = -1;
   // This rank's loss at each step it took, in order.
   std::vector<float> step_losses;
+  // The loss had not gone below its start by stall_check_percent of the run.
+  bool loss_not_improving = false;
   // Ranks per model-parallel group (1: none).
   int64_t model_parallel = 1;
   std::vector<EpochMetrics> per_epoch;

@@ -1,13 +1,18 @@
 #include "runtime/cli/local_launch.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "comm/fault_plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cli/command.h"
@@ -22,6 +27,26 @@ bool Named(const std::string& arg, const std::vector<std::string>& flags) {
     if (arg == f || arg.rfind(f + "=", 0) == 0) return true;
   }
   return false;
+}
+
+// Rendezvous directories are named nereid-run-<launcher pid>-XXXXXX; those
+// of launchers no longer running (killed with SIGKILL, which leaves no chance
+// to clean up) are removed before a new one is made.
+constexpr char kStorePrefix[] = "nereid-run-";
+
+void RemoveStaleStores(const std::filesystem::path& temp) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(temp, ec)) {
+    const std::string file = entry.path().filename().string();
+    absl::string_view name = file;
+    if (!absl::ConsumePrefix(&name, kStorePrefix)) continue;
+    const size_t dash = name.find('-');
+    int pid = 0;
+    if (dash == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dash), &pid) || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) std::filesystem::remove_all(path, ec);
 }
 
 }  // namespace
@@ -55,7 +80,9 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
   }
   for (int restart = 0;; ++restart) {
     // A fresh store each time: rendezvous keys are written once.
-    std::string store = (std::filesystem::temp_directory_path() / "nereid-run-XXXXXX").string();
+    RemoveStaleStores(std::filesystem::temp_directory_path());
+    std::string store =
+        (std::filesystem::temp_directory_path() / absl::StrCat(kStorePrefix, getpid(), "-XXXXXX")).string();
     if (mkdtemp(store.data()) == nullptr) {
       std::fprintf(stderr, "error: cannot create a rendezvous directory %s\n", store.c_str());
       return kExitFailure;

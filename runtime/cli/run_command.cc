@@ -67,6 +67,8 @@ constexpr char kHelp[] =
     "                      stopped (default 300)\n"
     "  --max-restarts N    when a local worker dies, hangs or fails, restart every worker from\n"
     "                      the last checkpoint (--checkpoint DIR), up to N times (default 0)\n"
+    "  --stall-check P     after P% of the steps, flag a loss not below its start (progress\n"
+    "                      and metrics: loss_not_improving; default 50, 0: off)\n"
     "  --check-every N     compare the ranks' parameters every N steps, before every\n"
     "                      checkpoint and at the end; ranks that drift apart are an error\n"
     "                      (default 500; 0: checkpoints and the end only)\n";
@@ -140,7 +142,7 @@ int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
                "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
-               "checkpoint-every"},
+               "checkpoint-every", "stall-check"},
               {"resume", "quiet", "help"});
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
@@ -170,7 +172,8 @@ int Run(const std::vector<std::string>& args) {
                     IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
                     IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
                     IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every},
-                    IntFlag{"max-restarts", &max_restarts}, IntFlag{"checkpoint-every", &o.checkpoint_every}}) {
+                    IntFlag{"max-restarts", &max_restarts}, IntFlag{"checkpoint-every", &o.checkpoint_every},
+                    IntFlag{"stall-check", &o.stall_check_percent}}) {
     absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
     if (!v.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());
@@ -180,6 +183,11 @@ int Run(const std::vector<std::string>& args) {
   }
   if (workers < 1 || comm_timeout < 1 || worker_timeout < 1) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
+    return kExitUsage;
+  }
+  if (o.stall_check_percent < 0 || o.stall_check_percent > 100) {
+    std::fprintf(stderr, "error: --stall-check must be a percent in [0, 100] (got %lld)\n",
+                 static_cast<long long>(o.stall_check_percent));
     return kExitUsage;
   }
   if (o.checkpoint_every < 0 || (o.checkpoint_every > 0 && o.checkpoint_dir.empty())) {

@@ -16,6 +16,16 @@ expect 2 "--test-limit must be >= 0 (got -5)" "$nereid" run $model --test-limit 
 expect 2 "--workers 1000: at most" "$nereid" run $model --workers 1000
 expect 2 "it needs --checkpoint DIR" "$nereid" run $model --workers 2 --max-restarts 1
 expect 2 "--max-restarts must be in [0, 1000] (got -1)" "$nereid" run $model --max-restarts -1
+expect 2 "--checkpoint-every must be >= 0 and needs --checkpoint DIR" "$nereid" run $model --checkpoint-every 5
+expect 2 "--stall-check must be a percent in [0, 100] (got 101)" "$nereid" run $model --stall-check 101
+# A launcher killed with SIGKILL leaves its rendezvous directory; the next
+# launch removes it (its launcher is gone) and keeps a live launcher's.
+true & dead=$!; wait $dead
+mkdir -p "$tmp/nereid-run-$dead-abcdef" "$tmp/nereid-run-$$-abcdef"
+TMPDIR="$tmp" "$nereid" run $model --dataset synthetic --workers 2 --max-steps 1 --test-limit 32 --quiet >/dev/null 2>&1 \
+  || fail "a 2-worker run failed"
+[ ! -e "$tmp/nereid-run-$dead-abcdef" ] || fail "a dead launcher's rendezvous directory was left"
+[ -e "$tmp/nereid-run-$$-abcdef" ] || fail "a live launcher's rendezvous directory was removed"
 touch "$tmp/a_file"
 expect 2 "--checkpoint $tmp/a_file is a file, not a directory" "$nereid" run $model --checkpoint "$tmp/a_file"
 expect 2 "the directory $tmp/missing does not exist" "$nereid" run $model --metrics-json "$tmp/missing/m.json"

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -126,6 +128,34 @@ TEST(TrainingTest, ACheckpointWithinAnEpochResumesFromTheNextBatch) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->steps, steps_per_epoch - 4);  // the rest of the second epoch
   ExpectBitwiseEqual(FinalState(whole.checkpoint_dir), FinalState(rest.checkpoint_dir));
+}
+
+// A run whose loss stays at its start (learning rate 0 here; a codec that
+// trains to chance in practice) is flagged at half the run, in the progress
+// output and the metrics; a run that learns is not.
+TEST(TrainingTest, ALossThatDoesNotImproveIsFlagged) {
+  TrainOptions stuck = Synthetic("logreg_fashion", 1);
+  stuck.passes = "autodiff,sgd(lr=0)";
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* progress = open_memstream(&text, &size);
+  stuck.progress = progress;
+  auto flagged = Train(stuck);
+  std::fclose(progress);
+  const std::string printed(text, size);
+  std::free(text);
+  ASSERT_TRUE(flagged.ok()) << flagged.status();
+  EXPECT_TRUE(flagged->loss_not_improving);
+  EXPECT_THAT(printed, HasSubstr("warning: the loss has not improved on its start after"));
+  auto learning = Train(Synthetic("logreg_fashion", 1));
+  ASSERT_TRUE(learning.ok()) << learning.status();
+  EXPECT_FALSE(learning->loss_not_improving);
+  TrainOptions off = stuck;
+  off.progress = nullptr;
+  off.stall_check_percent = 0;
+  auto unchecked = Train(off);
+  ASSERT_TRUE(unchecked.ok());
+  EXPECT_FALSE(unchecked->loss_not_improving);
 }
 
 TEST(TrainingTest, CorruptCheckpointIsAClearError) {
