@@ -27,7 +27,12 @@ void AppendString(std::string* out, absl::string_view s) {
 }  // namespace
 
 TraceRecorder::TraceRecorder(int pid, int64_t max_events)
-    : pid_(pid), max_events_(std::max<int64_t>(0, max_events)), start_(absl::Now()) {}
+    : pid_(pid), max_events_(std::max<int64_t>(0, max_events)), start_(absl::Now()), origin_(start_) {}
+
+void TraceRecorder::SetOrigin(absl::Time origin) {
+  std::lock_guard<std::mutex> lock(mu_);
+  origin_ = origin;
+}
 
 int TraceRecorder::ThreadTrackLocked() {
   auto [it, inserted] = thread_tids_.try_emplace(std::this_thread::get_id(), 0);
@@ -117,7 +122,8 @@ std::string TraceRecorder::ToJson() const {
   head("process_name", "", 'M', 0);
   out += ",\"args\":{\"name\":";
   AppendString(&out, absl::StrCat("rank ", pid_));
-  out += "}}";
+  absl::StrAppend(&out, ",\"clock_origin_unix_us\":", absl::ToUnixMicros(origin_), "}}");
+  const int64_t shift_ns = absl::ToInt64Nanoseconds(start_ - origin_);  // recorded from start_
   for (const auto& [tid, name] : track_names_) {
     out += ",\n";
     head("thread_name", "", 'M', tid);
@@ -138,7 +144,7 @@ std::string TraceRecorder::ToJson() const {
     out += ",\n";
     head(e.name, e.category, e.phase, e.tid);
     out += ",\"ts\":";
-    AppendMicros(&out, e.ts_ns);
+    AppendMicros(&out, e.ts_ns + shift_ns);
     if (e.phase == 'X') {
       out += ",\"dur\":";
       AppendMicros(&out, e.dur_ns);
@@ -152,7 +158,7 @@ std::string TraceRecorder::ToJson() const {
       out += ",\n";
       head(e.name, e.category, 'e', e.tid);
       out += ",\"ts\":";
-      AppendMicros(&out, e.ts_ns + e.dur_ns);
+      AppendMicros(&out, e.ts_ns + e.dur_ns + shift_ns);
       absl::StrAppend(&out, ",\"id\":", e.id, "}");
     }
   }
@@ -160,7 +166,7 @@ std::string TraceRecorder::ToJson() const {
     out += ",\n";
     head("trace truncated", "trace", 'i', 0);
     out += ",\"s\":\"g\",\"ts\":";
-    AppendMicros(&out, truncated_at_ns_);
+    AppendMicros(&out, truncated_at_ns_ + shift_ns);
     absl::StrAppend(&out, ",\"args\":{\"max_events\":", max_events_, ",\"dropped_events\":", dropped_, "}}");
   }
   out += "\n]}\n";

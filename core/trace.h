@@ -48,8 +48,15 @@ class TraceRecorder {
   static constexpr int64_t kDefaultMaxEvents = 2000000;
   static constexpr int kMaxArgs = 4;  // more are ignored
 
-  // Timestamps count from now.
+  // Timestamps count from now, until SetOrigin says otherwise.
   explicit TraceRecorder(int pid = 0, int64_t max_events = kDefaultMaxEvents);
+
+  // When this recorder started.
+  absl::Time start() const { return start_; }
+  // Timestamps in the file count from `origin` instead (the ranks of a run
+  // agree on one, so their files share a clock); the file's process metadata
+  // records it as clock_origin_unix_us.
+  void SetOrigin(absl::Time origin);
   TraceRecorder(const TraceRecorder&) = delete;
   TraceRecorder& operator=(const TraceRecorder&) = delete;
 
@@ -97,6 +104,7 @@ class TraceRecorder {
   const int64_t max_events_;
   const absl::Time start_;
   mutable std::mutex mu_;
+  absl::Time origin_;
   std::vector<Event> events_;
   std::unordered_map<std::thread::id, int> thread_tids_;
   std::vector<std::pair<int, std::string>> track_names_;

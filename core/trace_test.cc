@@ -115,6 +115,23 @@ TEST(TraceTest, AsyncSpanIsAPairWithOneId) {
   EXPECT_NEAR(Num(pair[1], "ts") - Num(pair[0], "ts"), 2000, 1e-6);
 }
 
+// SetOrigin moves every timestamp onto the agreed clock: an origin 5 ms
+// before this recorder's start puts its first span 5 ms later in the file.
+TEST(TraceTest, TimestampsCountFromTheOriginSet) {
+  TraceRecorder trace;
+  const absl::Time begin = trace.start() + absl::Milliseconds(1);
+  trace.Complete("a", "step", begin, begin + absl::Milliseconds(1));
+  auto ts_of_a = [&] {
+    for (const Struct& e : ParseEvents(trace.ToJson())) {
+      if (Str(e, "name") == "a") return Num(e, "ts");
+    }
+    return -1.0;
+  };
+  EXPECT_NEAR(ts_of_a(), 1000, 1e-3);
+  trace.SetOrigin(trace.start() - absl::Milliseconds(5));
+  EXPECT_NEAR(ts_of_a(), 6000, 1e-3);
+}
+
 TEST(TraceTest, StopsAtTheBoundAndSaysSo) {
   TraceRecorder trace(0, /*max_events=*/10);
   for (int i = 0; i < 15; ++i) trace.Complete("n", "Op", absl::Now(), absl::Now());

@@ -524,6 +524,14 @@ class TrainingRun {
       result_.strategy = "model_parallel";
       result_.model_parallel = options_.workers / shard_.count;
     }
+    if (trace_ != nullptr) {
+      // One clock for every rank's trace: each counts from the earliest
+      // rank's start (wall clock: exact on one machine, NTP-close across).
+      std::vector<double> starts(static_cast<size_t>(options_.workers), 0.0);
+      starts[static_cast<size_t>(options_.rank)] = absl::ToDoubleSeconds(trace_->start() - absl::UnixEpoch());
+      RETURN_IF_ERROR(group_->SumAcrossRanks(starts));
+      trace_->SetOrigin(absl::UnixEpoch() + absl::Seconds(*std::min_element(starts.begin(), starts.end())));
+    }
     return absl::OkStatus();
   }
 

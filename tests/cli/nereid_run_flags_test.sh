@@ -56,6 +56,29 @@ assert lines[-1]["steps"] == 12, lines[-1]
 PY
 expect 2 "--log-jsonl $tmp is a directory, not a file" "$nereid" run $model --log-jsonl "$tmp"
 
+# Traces of the ranks of one run share one clock; nereid trace summarises
+# and merges them.
+"$nereid" run $model --dataset synthetic --workers 2 --max-steps 6 --test-limit 64 --quiet \
+  --trace "$tmp/t.json" >/dev/null 2>&1 || fail "the traced run failed"
+expect 0 "steps" "$nereid" trace summary "$tmp/t.rank0.json" "$tmp/t.rank1.json"
+"$nereid" trace summary "$tmp/t.rank1.json" "$tmp/t.rank0.json" | awk 'NR > 1 { print $1, $2 }' > "$tmp/rows"
+printf '0 6\n1 6\n' | cmp -s - "$tmp/rows" || fail "trace summary rows: $(cat "$tmp/rows")"
+expect 0 "2 ranks on one clock" "$nereid" trace merge "$tmp/t.rank0.json" "$tmp/t.rank1.json" -o "$tmp/merged.json"
+python3 - "$tmp" <<'PY' || fail "the traces do not share a clock, or the merge lost events"
+import json, sys
+d = sys.argv[1]
+ranks = [json.load(open(f"{d}/t.rank{r}.json"))["traceEvents"] for r in (0, 1)]
+origins = {ev[0]["args"]["clock_origin_unix_us"] for ev in ranks}
+assert len(origins) == 1, origins
+merged = json.load(open(f"{d}/merged.json"))["traceEvents"]
+assert len(merged) == sum(len(ev) for ev in ranks), (len(merged), [len(ev) for ev in ranks])
+assert {e["pid"] for e in merged} == {0, 1}
+PY
+expect 2 "Usage: nereid trace summary" "$nereid" trace merge "$tmp/t.rank0.json"
+echo '{"x": 1}' > "$tmp/not_a_trace.json"
+expect 1 "not a trace-event file" "$nereid" trace summary "$tmp/not_a_trace.json"
+expect 1 "are both rank 0" "$nereid" trace merge "$tmp/t.rank0.json" "$tmp/t.rank0.json" -o "$tmp/twice.json"
+
 # Under a launcher (torchrun's variables here): a world of 2 with no way to
 # meet is refused, never trained alone.
 expect 2 "there is no way to meet the others" env -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=2 \
