@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "graph/placement.h"
+#include "graph/process_groups.h"
 #include "graph/errors.h"
 #include "ops/op_registry.h"
 #include "ops/topo_order.h"
@@ -151,6 +153,95 @@ absl::Status CheckLoopScopes(const Graph& graph) {
         }
       }
     }
+    for (const std::string& n : loop.feedback()) {
+      if (graph.FindNode(n)->op() != "Feedback") {
+        return absl::InvalidArgumentError(absl::StrCat(graph.source_path(), ": loop scope '", loop.name(),
+                                                       "' lists '", n, "' as a feedback, but it is a ",
+                                                       graph.FindNode(n)->op(), ", not a Feedback"));
+      }
+    }
+    if (loop.max_in_flight() < 0 || loop.max_in_flight() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(graph.source_path(), ": loop scope '", loop.name(),
+                                                     "' has max_in_flight ", loop.max_in_flight(),
+                                                     "; it must be in [1, 64] (0: 1)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The graph attributes Nereid reads, each with its type; others are kept
+// and ignored (a tool's own notes). A wrong type is an error, not a default.
+struct GraphAttrSpec {
+  const char* name;
+  AttrValue::ValueCase type;
+  int64_t min = 0;  // ints: the least value
+};
+constexpr GraphAttrSpec kGraphAttrs[] = {
+    {"name", AttrValue::kS},        {"dataset", AttrValue::kS},        {"loss", AttrValue::kS},
+    {"logits", AttrValue::kS},      {"groups", AttrValue::kS},         {"compression", AttrValue::kS},
+    {"gossip", AttrValue::kS},      {"workers", AttrValue::kI, 1},     {"num_classes", AttrValue::kI, 1},
+    {"servers", AttrValue::kI, 1},  {"model_parallel", AttrValue::kI, 1}, {"data_replicas", AttrValue::kI, 1},
+    {"pipeline_width", AttrValue::kI, 1},
+};
+
+const char* TypeName(AttrValue::ValueCase c) {
+  switch (c) {
+    case AttrValue::kI:
+      return "an integer (i)";
+    case AttrValue::kS:
+      return "a string (s)";
+    default:
+      return "another type";
+  }
+}
+
+absl::Status GraphError(const Graph& graph, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(graph.source_path(), ": ", what));
+}
+
+// Graph-level attributes: types, bounds, the nodes loss and logits name, the
+// groups' syntax; and placement that names ranks or roles the plan lacks.
+absl::Status CheckGraphAttrs(const Graph& graph) {
+  const auto& attrs = graph.header().attr();
+  for (const GraphAttrSpec& spec : kGraphAttrs) {
+    auto it = attrs.find(spec.name);
+    if (it == attrs.end()) continue;
+    if (it->second.value_case() != spec.type) {
+      return GraphError(graph, absl::StrCat("graph attribute '", spec.name, "' must be ", TypeName(spec.type)));
+    }
+    if (spec.type == AttrValue::kI && it->second.i() < spec.min) {
+      return GraphError(graph, absl::StrCat("graph attribute '", spec.name, "' is ", it->second.i(),
+                                            "; it must be at least ", spec.min));
+    }
+  }
+  // A rank's part of a placed plan may hold neither node: another rank does.
+  if (!HasPlacedNodes(graph)) {
+    for (const char* key : {"loss", "logits"}) {
+      auto it = attrs.find(key);
+      if (it != attrs.end() && graph.FindNode(it->second.s()) == nullptr) {
+        return GraphError(graph, absl::StrCat("graph attribute '", key, "' names node '", it->second.s(),
+                                              "', which does not exist"));
+      }
+    }
+  }
+  absl::StatusOr<std::vector<GroupDecl>> groups = DeclaredGroups(graph);
+  if (!groups.ok()) return GraphError(graph, std::string(groups.status().message()));
+  absl::flat_hash_set<std::string> roles;
+  for (const GroupDecl& g : *groups) roles.insert(g.name);
+  const int64_t workers = attrs.count("workers") ? attrs.at("workers").i() : 0;
+  for (const Node* node : graph.nodes()) {
+    const NodeDef& d = node->def();
+    if (d.has_worker() && workers > 0 && d.worker() >= workers) {
+      return NodeError(graph, *node, absl::StrCat("runs on rank ", d.worker(), " but the plan has ", workers,
+                                                  " workers (ranks 0-", workers - 1, ")"));
+    }
+    if (d.has_worker() && !d.role().empty()) {
+      return NodeError(graph, *node, "names both a rank (worker) and a role: one or the other");
+    }
+    if (!d.role().empty() && !roles.contains(d.role())) {
+      return NodeError(graph, *node, absl::StrCat("runs on role '", d.role(),
+                                                  "', which the graph attribute 'groups' does not declare"));
+    }
   }
   return absl::OkStatus();
 }
@@ -159,6 +250,7 @@ absl::Status CheckLoopScopes(const Graph& graph) {
 
 absl::Status ValidateGraph(const Graph& graph) {
   std::vector<Node*> nodes = graph.nodes();
+  if (nodes.empty()) return GraphError(graph, "the graph has no nodes");
   for (const Node* node : nodes) RETURN_IF_ERROR(CheckOpKnown(graph, *node));
   for (const Node* node : nodes) {
     const OpDef& def = *OpRegistry::Global().Find(node->op());
@@ -167,6 +259,7 @@ absl::Status ValidateGraph(const Graph& graph) {
     RETURN_IF_ERROR(CheckPlacement(graph, *node, def));
   }
   RETURN_IF_ERROR(CheckLoopScopes(graph));
+  RETURN_IF_ERROR(CheckGraphAttrs(graph));
   return TopologicalOrder(graph).status();
 }
 

@@ -149,6 +149,46 @@ TEST(ValidationTest, NodePlacedInAnUndeclaredLoop) {
   EXPECT_THAT(LoadError(g), AllOf(HasSubstr("node 'r' (Relu)"), HasSubstr("loop scope 'train' is not declared")));
 }
 
+// The format beyond nodes: an empty graph, graph attributes of the wrong type
+// or naming missing nodes, loop scopes listing the wrong nodes, placement on
+// ranks or roles the plan lacks.
+TEST(ValidationTest, AnEmptyGraphIsRefused) {
+  EXPECT_THAT(LoadError(""), HasSubstr("the graph has no nodes"));
+}
+
+TEST(ValidationTest, GraphAttributesAreChecked) {
+  const std::string y = OpNode("y", "MatMul", {"x", "w"});
+  EXPECT_THAT(LoadError("attr { key: \"workers\" value { s: \"two\" } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'workers' must be an integer (i)"));
+  EXPECT_THAT(LoadError("attr { key: \"workers\" value { i: 0 } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'workers' is 0; it must be at least 1"));
+  EXPECT_THAT(LoadError("attr { key: \"loss\" value { s: \"nope\" } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'loss' names node 'nope', which does not exist"));
+  EXPECT_THAT(LoadError("attr { key: \"logits\" value { i: 3 } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'logits' must be a string (s)"));
+  EXPECT_THAT(LoadError("attr { key: \"groups\" value { s: \"mp:blocks:x\" } }\n" + kX + kW + y),
+              HasSubstr("mp:blocks:x"));
+  // Attributes Nereid does not read are kept (a tool's own notes).
+  EXPECT_TRUE(LoadText("attr { key: \"author\" value { s: \"me\" } }\n" + kX + kW + y).ok());
+}
+
+TEST(ValidationTest, LoopScopesListTheRightNodes) {
+  std::string g = "loop { name: \"train\" feedback: \"x\" }\n" + InputNode("x", {4});
+  EXPECT_THAT(LoadError(g), HasSubstr("lists 'x' as a feedback, but it is a Input, not a Feedback"));
+  g = "loop { name: \"train\" max_in_flight: 1000 }\n" + InputNode("x", {4});
+  EXPECT_THAT(LoadError(g), HasSubstr("has max_in_flight 1000; it must be in [1, 64]"));
+}
+
+TEST(ValidationTest, PlacementNamesRanksAndRolesThePlanHas) {
+  const std::string workers = "attr { key: \"workers\" value { i: 2 } }\n";
+  EXPECT_THAT(LoadError(workers + InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" worker: 2 }\n"),
+              AllOf(HasSubstr("node 'r' (Relu)"), HasSubstr("runs on rank 2 but the plan has 2 workers")));
+  EXPECT_THAT(LoadError(workers + InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" role: \"mp\" }\n"),
+              HasSubstr("runs on role 'mp', which the graph attribute 'groups' does not declare"));
+  EXPECT_THAT(LoadError(InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" worker: 0 role: \"mp\" }\n"),
+              HasSubstr("names both a rank (worker) and a role"));
+}
+
 TEST(ValidationTest, NegativeDimension) {
   std::string error = LoadError(InputNode("x", {-1, -3}));
   EXPECT_THAT(error, AllOf(HasSubstr("node 'x' (Input)"), HasSubstr("negative dimension -3")));
