@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <hiredis/hiredis.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -116,6 +118,21 @@ TEST_F(RedisRendezvousTest, World3AllReduce) {
     return s;
   }));
   EXPECT_TRUE(status.ok()) << status;
+
+  // The run's keys expire (an hour after the ranks met), so a shared store
+  // does not fill up.
+  {
+    const timeval t = {2, 0};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port_, t);
+    ASSERT_TRUE(c != nullptr && c->err == 0);
+    auto* ttl = static_cast<redisReply*>(redisCommand(c, "TTL %s", "nereid/redis-test/ident/0"));
+    ASSERT_NE(ttl, nullptr);
+    EXPECT_EQ(ttl->type, REDIS_REPLY_INTEGER);
+    EXPECT_GT(ttl->integer, 3000) << "TTL of ident/0";
+    EXPECT_LE(ttl->integer, 3600);
+    freeReplyObject(ttl);
+    redisFree(c);
+  }
 
   // The same run id again in the same server: the keys are taken.
   GlooConnectOptions options;

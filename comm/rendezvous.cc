@@ -29,6 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(10);
 constexpr auto kVerdictGrace = std::chrono::seconds(2);
+// How long a run's Redis keys live after its ranks have met.
+constexpr int kRedisKeySeconds = 3600;
 constexpr char kVerdictKey[] = "ident/verdict";
 
 std::string IdentityKey(int rank) { return absl::StrCat("ident/", rank); }
@@ -311,6 +313,38 @@ absl::StatusOr<std::unique_ptr<RendezvousStore>> OpenRendezvous(const Rendezvous
   return std::unique_ptr<RendezvousStore>(std::move(opened));
 }
 
+// Redis keys outlive the processes that wrote them; once a run's ranks have
+// met, its keys get a time to live, so a store shared by many runs does not
+// fill up. Best effort: a failure here leaves keys behind, it fails nothing.
+void ExpireRunKeys(const RendezvousSpec& spec) {
+  const timeval timeout = {2, 0};
+  redisContext* c = redisConnectWithTimeout(spec.host.c_str(), spec.port, timeout);
+  if (c == nullptr || c->err != 0) {
+    if (c != nullptr) redisFree(c);
+    return;
+  }
+  const std::string pattern = absl::StrCat("nereid/", spec.run_id, "/*");
+  std::string cursor = "0";
+  for (int rounds = 0; rounds < 10000; ++rounds) {  // bounded: SCAN ends at cursor 0
+    auto* reply = static_cast<redisReply*>(
+        redisCommand(c, "SCAN %s MATCH %s COUNT 1000", cursor.c_str(), pattern.c_str()));
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
+      if (reply != nullptr) freeReplyObject(reply);
+      break;
+    }
+    cursor = std::string(reply->element[0]->str, reply->element[0]->len);
+    const redisReply* keys = reply->element[1];
+    for (size_t i = 0; i < keys->elements; ++i) {
+      auto* done = static_cast<redisReply*>(redisCommand(c, "EXPIRE %b %d", keys->element[i]->str,
+                                                        keys->element[i]->len, kRedisKeySeconds));
+      if (done != nullptr) freeReplyObject(done);
+    }
+    freeReplyObject(reply);
+    if (cursor == "0") break;
+  }
+  redisFree(c);
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& spec, int rank, int world,
                                                           const WorkerIdentity& identity,
                                                           const GlooConnectOptions& options) {
@@ -324,6 +358,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const RendezvousSpec& 
     return absl::Status(communicator.status().code(),
                         absl::StrCat(communicator.status().message(), " [rendezvous store ", store.name, "]"));
   }
+  if (spec.kind == RendezvousSpec::Kind::kRedis) ExpireRunKeys(spec);
   return communicator;
 }
 

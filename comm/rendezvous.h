@@ -30,7 +30,9 @@
 // with the context timeout (= connect_timeout).
 //
 // Keys are written once: reusing a run id in the same store fails with
-// AlreadyExists on the first rank whose key is taken.
+// AlreadyExists on the first rank whose key is taken. In Redis, a run's keys
+// expire an hour after its ranks have met (ConnectGloo), so a shared store
+// does not fill up and the run id is free again after that.
 
 #include <memory>
 #include <string>
