@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/status_macros.h"
 
 namespace nereid {
 namespace {
@@ -23,33 +24,28 @@ absl::StatusOr<int64_t> ParseCall(absl::string_view text, absl::string_view item
   return call;
 }
 
+// "<key>=N:" at the start of `rest`: N (>= 0) into `value` and the prefix
+// consumed; nothing when `rest` does not start with "<key>=".
+absl::Status ConsumeIndexPrefix(absl::string_view item, absl::string_view key, absl::string_view* rest, int* value) {
+  if (!absl::ConsumePrefix(rest, absl::StrCat(key, "="))) return absl::OkStatus();
+  const size_t colon = rest->find(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault '", item, "': '", key, "=", key == "rank" ? "R" : "A", "' must be followed by ':'"));
+  }
+  const absl::string_view text = rest->substr(0, colon);
+  if (!absl::SimpleAtoi(text, value) || *value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': ", key, " '", text, "' is not an integer >= 0"));
+  }
+  rest->remove_prefix(colon + 1);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Fault> ParseItem(absl::string_view item) {
   Fault fault;
   absl::string_view rest = item;
-  if (absl::ConsumePrefix(&rest, "restart=")) {
-    const size_t colon = rest.find(':');
-    if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': 'restart=A' must be followed by ':'"));
-    }
-    const absl::string_view text = rest.substr(0, colon);
-    if (!absl::SimpleAtoi(text, &fault.restart) || fault.restart < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("fault '", item, "': restart '", text, "' is not an integer >= 0"));
-    }
-    rest.remove_prefix(colon + 1);
-  }
-  if (absl::ConsumePrefix(&rest, "rank=")) {
-    const size_t colon = rest.find(':');
-    if (colon == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': 'rank=R' must be followed by ':'"));
-    }
-    const absl::string_view rank_text = rest.substr(0, colon);
-    if (!absl::SimpleAtoi(rank_text, &fault.rank) || fault.rank < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("fault '", item, "': rank '", rank_text, "' is not an integer >= 0"));
-    }
-    rest.remove_prefix(colon + 1);
-  }
+  RETURN_IF_ERROR(ConsumeIndexPrefix(item, "restart", &rest, &fault.restart));
+  RETURN_IF_ERROR(ConsumeIndexPrefix(item, "rank", &rest, &fault.rank));
   absl::string_view at_text;
   bool has_at = false;
   if (const size_t at = rest.find('@'); at != absl::string_view::npos) {

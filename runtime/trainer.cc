@@ -73,6 +73,19 @@ absl::StatusOr<FeedMap> FeedsOf(const data::Batch& batch) {
 
 // A progress bar redrawn in place on a terminal; a plain line every tenth of
 // an epoch otherwise (logs, CI).
+// An epoch's figures as the metrics and the step log write them.
+Json EpochJson(const EpochMetrics& m) {
+  Json epoch;
+  epoch["epoch"] = m.epoch + 1;
+  epoch["train_loss"] = m.train_loss;
+  epoch["test_accuracy"] = m.test_accuracy;
+  epoch["test_loss"] = m.test_loss;
+  epoch["samples_per_second"] = m.samples_per_second;
+  epoch["seconds"] = m.seconds;
+  if (m.consensus_distance >= 0) epoch["consensus_distance"] = m.consensus_distance;
+  return epoch;
+}
+
 class Progress {
  public:
   // `max_steps` > 0 ends the run early: the totals shown say so.
@@ -785,15 +798,7 @@ class TrainingRun {
                                                      "checkpointed"));
     }
     progress_->EpochDone(m);
-    if (step_log_ != nullptr) {
-      Json line;
-      line["epoch"] = m.epoch + 1;
-      line["train_loss"] = m.train_loss;
-      line["test_accuracy"] = m.test_accuracy;
-      line["test_loss"] = m.test_loss;
-      line["seconds"] = m.seconds;
-      step_log_->Write("epoch", line);
-    }
+    if (step_log_ != nullptr) step_log_->Write("epoch", EpochJson(m));
     result_.per_epoch.push_back(m);
     return absl::OkStatus();
   }
@@ -1108,14 +1113,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["layer_bytes"] = std::move(layers);
   Json epochs = Json::array();
   for (const EpochMetrics& m : r.per_epoch) {
-    Json epoch;
-    epoch["epoch"] = m.epoch + 1;
-    epoch["train_loss"] = m.train_loss;
-    epoch["test_accuracy"] = m.test_accuracy;
-    epoch["test_loss"] = m.test_loss;
-    epoch["samples_per_second"] = m.samples_per_second;
-    epoch["seconds"] = m.seconds;
-    if (m.consensus_distance >= 0) epoch["consensus_distance"] = m.consensus_distance;
+    Json epoch = EpochJson(m);
     epochs.push_back(std::move(epoch));
   }
   j["per_epoch"] = std::move(epochs);
