@@ -84,6 +84,16 @@ GraphFormat GuessGraphFormat(absl::string_view path, absl::string_view contents)
   return GraphFormat::kText;
 }
 
+absl::Status ParseTextProto(absl::string_view text, const std::string& path, google::protobuf::Message* message) {
+  google::protobuf::TextFormat::Parser parser;
+  CollectFirstError errors;
+  parser.RecordErrorsTo(&errors);
+  google::protobuf::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
+  if (parser.Parse(&input, message)) return absl::OkStatus();
+  if (errors.has_error()) return absl::InvalidArgumentError(errors.Format(path));
+  return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid text ", message->GetTypeName()));
+}
+
 absl::StatusOr<GraphFile> ParseGraphText(absl::string_view text, std::string path) {
   GraphFile file;
   file.path = std::move(path);

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
 #include "graph/graph.pb.h"
 #include "graph/ir.h"
 
@@ -40,6 +41,9 @@ absl::StatusOr<GraphFile> ReadGraphFile(const std::string& path);
 absl::StatusOr<std::string> ReadGraphFileContents(const std::string& path);
 // Parse from memory; `path` only labels errors.
 absl::StatusOr<GraphFile> ParseGraphText(absl::string_view text, std::string path);
+// Parses `text` as the text form of `message` (a RunConfig, say); an error
+// names path:line:column.
+absl::Status ParseTextProto(absl::string_view text, const std::string& path, google::protobuf::Message* message);
 absl::StatusOr<GraphFile> ParseGraphBinary(absl::string_view bytes, std::string path);
 
 std::string GraphDefToText(const GraphDef& def);

@@ -15,6 +15,7 @@
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/cli/local_launch.h"
+#include "runtime/cli/run_config.h"
 #include "runtime/launcher/progress_reporter.h"
 #include "runtime/trainer.h"
 
@@ -48,7 +49,9 @@ constexpr char kHelp[] =
     "  --checkpoint DIR    save parameters and optimizer state after every epoch\n"
     "  --checkpoint-every N  also save one every N steps within an epoch (keeping the newest)\n"
     "  --resume            continue from the last complete checkpoint in DIR\n"
-    "  --quiet             no progress output\n\n"
+    "  --quiet             no progress output\n"
+    "  --config FILE       settings from a file (graph.proto's RunConfig in text form); flags\n"
+    "                      on the command line override it\n\n"
     "One worker per invocation (across machines, or under mpirun/Slurm/torchrun):\n"
     "  --rendezvous SPEC   where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
     "                      file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
@@ -144,7 +147,12 @@ int Run(const std::vector<std::string>& args) {
                "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
                "checkpoint-every", "stall-check"},
               {"resume", "quiet", "help"});
-  absl::Status parsed = flags.Parse(args);
+  absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
+  if (!expanded.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(expanded.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::Status parsed = flags.Parse(*expanded);
   if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
     if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
     std::fputs(kHelp, flags.Has("help") ? stdout : stderr);
@@ -230,7 +238,7 @@ int Run(const std::vector<std::string>& args) {
   if (!one_of_many && workers > 1) {
     LocalLaunch launch;
     launch.command = "run";
-    launch.args = args;
+    launch.args = *expanded;  // a --config file's flags, so not_passed applies to them too
     launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts"};
     launch.bool_flags = {"--resume", "--quiet"};
     launch.workers = static_cast<int>(workers);

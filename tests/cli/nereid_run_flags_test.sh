@@ -56,6 +56,27 @@ assert lines[-1]["steps"] == 12, lines[-1]
 PY
 expect 2 "--log-jsonl $tmp is a directory, not a file" "$nereid" run $model --log-jsonl "$tmp"
 
+# --config FILE: the settings in a RunConfig text file; the command line
+# overrides them; a syntax error names the line and column.
+cat > "$tmp/run.cfg" <<CFG
+world_size: 2
+batch_per_worker: 16
+passes: "autodiff,sgd(lr=0.05)"
+option { key: "max-steps" value { i: 7 } }
+option { key: "dataset" value { s: "synthetic" } }
+option { key: "quiet" value { b: true } }
+option { key: "metrics-json" value { s: "$tmp/cfg.json" } }
+CFG
+"$nereid" run $model --config "$tmp/run.cfg" --test-limit 64 >/dev/null 2>&1 || fail "the --config run failed"
+grep -q '"steps":7' "$tmp/cfg.json" && grep -q '"workers":2' "$tmp/cfg.json" && grep -q '"batch_per_worker":16' "$tmp/cfg.json" \
+  || fail "the --config settings were not applied: $(cat "$tmp/cfg.json")"
+"$nereid" run $model --config "$tmp/run.cfg" --max-steps 3 --test-limit 64 >/dev/null 2>&1 || fail "override run failed"
+grep -q '"steps":3' "$tmp/cfg.json" || fail "the command line did not override --config: $(cat "$tmp/cfg.json")"
+printf 'epochs: x\n' > "$tmp/bad.cfg"
+expect 2 "--config $tmp/bad.cfg:1:9: parse error" "$nereid" run $model --config "$tmp/bad.cfg"
+printf 'option { key: "epochz" value { i: 2 } }\n' > "$tmp/unknown.cfg"
+expect 2 "epochz" "$nereid" run $model --config "$tmp/unknown.cfg"
+
 # Traces of the ranks of one run share one clock; nereid trace summarises
 # and merges them.
 "$nereid" run $model --dataset synthetic --workers 2 --max-steps 6 --test-limit 64 --quiet \
