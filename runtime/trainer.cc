@@ -1065,6 +1065,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& options) {
 std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   Json j;
   j["model"] = r.model;
+  j["version"] = kNereidVersion;
+  j["finished_unix_seconds"] = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   j["workers"] = int64_t{options.workers};
   j["rank"] = int64_t{options.rank};
   j["threads"] = int64_t{options.threads};

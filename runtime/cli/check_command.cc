@@ -20,6 +20,7 @@
 #include "ops/rank_plan_file.h"
 #include "graph/plan_io.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/flags.h"
 #include "runtime/cli/rank_parts.h"
 
 namespace nereid {
@@ -139,7 +140,7 @@ Json SummaryJson(const std::string& path, const ModelSummary& summary) {
 // then what each rank holds and moves.
 int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, const std::string& dot_path) {
   if (!dot_path.empty()) {
-    std::fprintf(stderr, "nereid check: --dot draws one graph; %s holds one per rank\n", path.c_str());
+    std::fprintf(stderr, "error: --dot draws one graph; %s holds one per rank\n", path.c_str());
     return kExitUsage;
   }
   absl::StatusOr<std::vector<std::unique_ptr<Graph>>> parts = LoadRankGraphs(plan, path);
@@ -167,32 +168,21 @@ int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, co
 }
 
 int RunCheck(const std::vector<std::string>& args) {
-  std::string model, dot_path;
-  bool json = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--dot") {
-      if (i + 1 >= args.size()) {
-        std::fprintf(stderr, "nereid check: --dot needs a file name\n");
-        return kExitUsage;
-      }
-      dot_path = args[++i];
-    } else if (a.rfind("--dot=", 0) == 0) {
-      dot_path = a.substr(6);
-    } else if (a.rfind("-", 0) == 0) {
-      std::fprintf(stderr, "nereid check: unknown option '%s'\n\n%s", a.c_str(), kHelp);
-      return kExitUsage;
-    } else if (model.empty()) {
-      model = a;
-    } else {
-      std::fprintf(stderr, "nereid check: one model at a time (got '%s' and '%s')\n", model.c_str(), a.c_str());
-      return kExitUsage;
-    }
+  Flags flags({"dot"}, {"json", "help"});
+  if (absl::Status parsed = flags.Parse(args); !parsed.ok()) {
+    std::fprintf(stderr, "error: %s\n\n%s", std::string(parsed.message()).c_str(), kHelp);
+    return kExitUsage;
   }
+  const bool json = flags.Has("json");
+  const std::string dot_path = flags.String("dot");
+  if (flags.positional().size() > 1) {
+    std::fprintf(stderr, "error: one model at a time (got '%s' and '%s')\n", flags.positional()[0].c_str(),
+                 flags.positional()[1].c_str());
+    return kExitUsage;
+  }
+  const std::string model = flags.positional().empty() ? "" : flags.positional()[0];
   if (model.empty()) {
-    std::fprintf(stderr, "nereid check: no model given\n\n%s", kHelp);
+    std::fprintf(stderr, "error: no model given\n\n%s", kHelp);
     return kExitUsage;
   }
   absl::StatusOr<std::optional<PlanDef>> per_rank = ReadPlanFile(model);

@@ -1,18 +1,18 @@
 #include "runtime/cli/local_launch.h"
 
-#include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "comm/fault_plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cli/command.h"
@@ -29,24 +29,47 @@ bool Named(const std::string& arg, const std::vector<std::string>& flags) {
   return false;
 }
 
-// Rendezvous directories are named nereid-run-<launcher pid>-XXXXXX; those
-// of launchers no longer running (killed with SIGKILL, which leaves no chance
-// to clean up) are removed before a new one is made.
+// Each launch's rendezvous directory, nereid-run-XXXXXX, is held under an
+// flock(2) on the directory for as long as its launcher runs. A launcher
+// killed with SIGKILL leaves the directory but not the lock, so the next
+// launch removes every such directory it can lock. A lock, not a pid: pids
+// mean nothing across PID namespaces (containers, Bazel's sandboxes) that
+// share a /tmp. The directory is made and locked under another name first,
+// so no other launch ever sees it unlocked.
 constexpr char kStorePrefix[] = "nereid-run-";
 
 void RemoveStaleStores(const std::filesystem::path& temp) {
   std::error_code ec;
-  std::vector<std::filesystem::path> stale;
+  std::vector<std::filesystem::path> candidates;
   for (const auto& entry : std::filesystem::directory_iterator(temp, ec)) {
-    const std::string file = entry.path().filename().string();
-    absl::string_view name = file;
-    if (!absl::ConsumePrefix(&name, kStorePrefix)) continue;
-    const size_t dash = name.find('-');
-    int pid = 0;
-    if (dash == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dash), &pid) || pid <= 0) continue;
-    if (kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path());
+    if (entry.path().filename().string().rfind(kStorePrefix, 0) == 0) candidates.push_back(entry.path());
   }
-  for (const auto& path : stale) std::filesystem::remove_all(path, ec);
+  for (const auto& path : candidates) {
+    const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) std::filesystem::remove_all(path, ec);  // its launcher is gone
+    close(fd);
+  }
+}
+
+// Makes a locked rendezvous directory; returns its path and the fd holding
+// the lock (close it after removing the directory), or an empty path.
+std::pair<std::string, int> MakeLockedStore(const std::filesystem::path& temp) {
+  std::string fresh = (temp / "nereid-new-XXXXXX").string();
+  if (mkdtemp(fresh.data()) == nullptr) return {"", -1};
+  const int fd = open(fresh.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    if (fd >= 0) close(fd);
+    rmdir(fresh.c_str());
+    return {"", -1};
+  }
+  const std::string store = (temp / (kStorePrefix + fresh.substr(fresh.size() - 6))).string();
+  if (rename(fresh.c_str(), store.c_str()) != 0) {
+    close(fd);
+    rmdir(fresh.c_str());
+    return {"", -1};
+  }
+  return {store, fd};
 }
 
 }  // namespace
@@ -80,11 +103,12 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
   }
   for (int restart = 0;; ++restart) {
     // A fresh store each time: rendezvous keys are written once.
-    RemoveStaleStores(std::filesystem::temp_directory_path());
-    std::string store =
-        (std::filesystem::temp_directory_path() / absl::StrCat(kStorePrefix, getpid(), "-XXXXXX")).string();
-    if (mkdtemp(store.data()) == nullptr) {
-      std::fprintf(stderr, "error: cannot create a rendezvous directory %s\n", store.c_str());
+    const std::filesystem::path temp = std::filesystem::temp_directory_path();
+    RemoveStaleStores(temp);
+    const auto [store, store_lock] = MakeLockedStore(temp);
+    if (store.empty()) {
+      std::fprintf(stderr, "error: cannot create a rendezvous directory in %s: %s\n", temp.c_str(),
+                   std::strerror(errno));
       return kExitFailure;
     }
     launcher::LaunchOptions options;
@@ -104,6 +128,7 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
     }
     absl::Status status = launcher::RunWorkers(std::move(options));
     std::filesystem::remove_all(store, ec);
+    close(store_lock);
     if (status.ok()) return kExitOk;
     if (restart == launch.max_restarts) {
       std::fprintf(stderr, "error: %s%s\n", std::string(status.message()).c_str(),

@@ -45,7 +45,7 @@ int RunOps(const std::vector<std::string>& args) {
   for (const std::string& name : args) {
     const OpDef* def = registry.Find(name);
     if (def == nullptr) {
-      std::fprintf(stderr, "nereid ops: unknown op '%s'\n", name.c_str());
+      std::fprintf(stderr, "error: unknown op '%s'\n", name.c_str());
       status = kExitFailure;
       continue;
     }

@@ -18,7 +18,7 @@ done
 expect 2 "takes no arguments" "$nereid" passes extra
 expect 0 "Conv2D(x, filter) -> (y)" "$nereid" ops Conv2D
 expect 2 "unknown command 'chekc'" "$nereid" chekc
-expect 2 "unknown option '--jsn'" "$nereid" check models/mlp_fashion.pbtxt --jsn
+expect 2 "unknown flag --jsn (did you mean --json?)" "$nereid" check models/mlp_fashion.pbtxt --jsn
 expect 2 "no model given" "$nereid" check
 expect 1 "cannot open graph file" "$nereid" check "$tmp/missing.pbtxt"
 

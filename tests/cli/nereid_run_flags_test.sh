@@ -14,18 +14,30 @@ expect 2 "--batch must be >= 1 (got 0)" "$nereid" run $model --batch 0
 expect 2 "--epochs must be >= 1 (got 0)" "$nereid" run $model --epochs 0
 expect 2 "--test-limit must be >= 0 (got -5)" "$nereid" run $model --test-limit -5
 expect 2 "--workers 1000: at most" "$nereid" run $model --workers 1000
+# Mistyped flags: a near name is suggested; a forgotten value is not filled
+# with the next flag; a single dash is not taken for a file; switches take
+# true or false.
+expect 2 "unknown flag --epoch (did you mean --epochs?)" "$nereid" run $model --epoch 2
+expect 2 "--epochs needs a value (got the flag --batch)" "$nereid" run $model --epochs --batch 3
+expect 2 "unknown flag -epochs: flags start with --" "$nereid" run $model -epochs 2
+expect 2 "--quiet=maybe: a switch is true or false" "$nereid" run $model --quiet=maybe
+expect 0 "epoch 1/1 step 1/1" "$nereid" run $model --dataset synthetic --max-steps 1 --test-limit 32 --quiet=false
 expect 2 "it needs --checkpoint DIR" "$nereid" run $model --workers 2 --max-restarts 1
 expect 2 "--max-restarts must be in [0, 1000] (got -1)" "$nereid" run $model --max-restarts -1
 expect 2 "--checkpoint-every must be >= 0 and needs --checkpoint DIR" "$nereid" run $model --checkpoint-every 5
 expect 2 "--stall-check must be a percent in [0, 100] (got 101)" "$nereid" run $model --stall-check 101
-# A launcher killed with SIGKILL leaves its rendezvous directory; the next
-# launch removes it (its launcher is gone) and keeps a live launcher's.
-true & dead=$!; wait $dead
-mkdir -p "$tmp/nereid-run-$dead-abcdef" "$tmp/nereid-run-$$-abcdef"
+# A launcher killed with SIGKILL leaves its rendezvous directory, unlocked;
+# the next launch removes it, and keeps one whose launcher still holds its
+# lock (flock(1) stands in for a live launcher here).
+mkdir -p "$tmp/nereid-run-dead00" "$tmp/nereid-run-live00"
+flock "$tmp/nereid-run-live00" sleep 30 &
+holder=$!
+sleep 0.3
 TMPDIR="$tmp" "$nereid" run $model --dataset synthetic --workers 2 --max-steps 1 --test-limit 32 --quiet >/dev/null 2>&1 \
   || fail "a 2-worker run failed"
-[ ! -e "$tmp/nereid-run-$dead-abcdef" ] || fail "a dead launcher's rendezvous directory was left"
-[ -e "$tmp/nereid-run-$$-abcdef" ] || fail "a live launcher's rendezvous directory was removed"
+[ ! -e "$tmp/nereid-run-dead00" ] || fail "a dead launcher's rendezvous directory was left"
+[ -e "$tmp/nereid-run-live00" ] || fail "a live launcher's rendezvous directory was removed"
+kill "$holder" 2>/dev/null
 touch "$tmp/a_file"
 expect 2 "--checkpoint $tmp/a_file is a file, not a directory" "$nereid" run $model --checkpoint "$tmp/a_file"
 expect 2 "the directory $tmp/missing does not exist" "$nereid" run $model --metrics-json "$tmp/missing/m.json"
@@ -72,6 +84,8 @@ grep -q '"steps":7' "$tmp/cfg.json" && grep -q '"workers":2' "$tmp/cfg.json" && 
   || fail "the --config settings were not applied: $(cat "$tmp/cfg.json")"
 "$nereid" run $model --config "$tmp/run.cfg" --max-steps 3 --test-limit 64 >/dev/null 2>&1 || fail "override run failed"
 grep -q '"steps":3' "$tmp/cfg.json" || fail "the command line did not override --config: $(cat "$tmp/cfg.json")"
+grep -q '"version":"0\.' "$tmp/cfg.json" && grep -q '"finished_unix_seconds":' "$tmp/cfg.json" \
+  || fail "the metrics carry no version or time: $(cat "$tmp/cfg.json")"
 printf 'epochs: x\n' > "$tmp/bad.cfg"
 expect 2 "--config $tmp/bad.cfg:1:9: parse error" "$nereid" run $model --config "$tmp/bad.cfg"
 printf 'option { key: "epochz" value { i: 2 } }\n' > "$tmp/unknown.cfg"
