@@ -190,10 +190,9 @@ class ParameterServerPass : public Pass {
         SetPlacement(*flat, on_server);
         flat_inputs[i] = {flat, 0};
       }
-      const int next_port = p->input_edge(0)->src->input_edge(0)->src_port;
+      const Edge* next_in = p->input_edge(0)->src->input_edge(0);  // P's Feedback <- P's next value
       Node* flat_p = nullptr;
       if (update == nullptr) {
-        const Edge* next_in = p->input_edge(0)->src->input_edge(0);
         ASSIGN_OR_RETURN(flat_p, AddOpNode(&graph, base + "/flat", "Reshape", {{next_in->src, next_in->src_port}},
                                            {{"shape", IntListAttr({n})}}));
         SetPlacement(*flat_p, on_server);
@@ -265,7 +264,7 @@ class ParameterServerPass : public Pass {
             RETURN_IF_ERROR(graph.AddEdge(in.node, in.port, chunk_update, i).status());
           }
           for (size_t q = 0; q < updated.size(); ++q) updated[q].push_back({chunk_update, static_cast<int>(q)});
-          value = {chunk_update, next_port};
+          value = {chunk_update, next_in->src_port};
         } else {
           ASSIGN_OR_RETURN(Node * piece, AddOpNode(&graph, c + "/value", "Slice", {{flat_p, 0}}, slice));
           SetPlacement(*piece, on_server);

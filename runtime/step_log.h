@@ -9,7 +9,7 @@
 //   {"event":"step","time":...,"epoch":1,"step":1,"loss":...,"step_seconds":...,
 //    "samples":...,"bytes_sent":...}              bytes this rank sent since the line before
 //   {"event":"epoch","time":...,"epoch":1,"train_loss":...,"test_accuracy":...,
-//    "test_loss":...,"seconds":...}
+//    "test_loss":...,"samples_per_second":...,"seconds":...}   as in --metrics-json
 //   {"event":"end","time":...,"steps":...,"seconds":...}
 // `time` is Unix seconds; epochs and steps count from 1. The rank that holds
 // the loss writes it (rank 0 unless the plan places the loss elsewhere).

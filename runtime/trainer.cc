@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <filesystem>
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -71,8 +71,6 @@ absl::StatusOr<FeedMap> FeedsOf(const data::Batch& batch) {
   return feeds;
 }
 
-// A progress bar redrawn in place on a terminal; a plain line every tenth of
-// an epoch otherwise (logs, CI).
 // An epoch's figures as the metrics and the step log write them.
 Json EpochJson(const EpochMetrics& m) {
   Json epoch;
@@ -86,6 +84,8 @@ Json EpochJson(const EpochMetrics& m) {
   return epoch;
 }
 
+// A progress bar redrawn in place on a terminal; a plain line every tenth of
+// an epoch otherwise (logs, CI).
 class Progress {
  public:
   // `max_steps` > 0 ends the run early: the totals shown say so.
@@ -107,10 +107,11 @@ class Progress {
     const int64_t in_epoch = std::max<int64_t>(1, std::min(steps_, total_ - epoch * steps_));
     const int64_t done = epoch * steps_ + step + 1;
     bool last = step + 1 == in_epoch;
-    const std::string eta = Eta(now, done);
+    if (first_done_ < 0) first_done_ = done - 1;  // a resumed run starts mid-way
     if (tty_) {
       if (!last && now - last_draw_ < absl::Milliseconds(100)) return;
       last_draw_ = now;
+      const std::string eta = Eta(now, done);
       int width = 30, filled = static_cast<int>(width * (step + 1) / in_epoch);
       std::fprintf(out_, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s %s ",
                    static_cast<long long>(epoch + 1), static_cast<long long>(epochs_),
@@ -122,6 +123,7 @@ class Progress {
     }
     int64_t every = std::max<int64_t>(1, in_epoch / 10);
     if ((step + 1) % every == 0 || last) {
+      const std::string eta = Eta(now, done);
       std::fprintf(out_, "epoch %lld/%lld step %lld/%lld loss %.4f %.0f samples/s %s\n",
                    static_cast<long long>(epoch + 1), static_cast<long long>(epochs_),
                    static_cast<long long>(step + 1), static_cast<long long>(in_epoch), loss, samples_per_second,
@@ -148,11 +150,11 @@ class Progress {
   }
 
  private:
-  // "ETA 1m05s" for the run's remaining steps at the pace so far
-  // (evaluation between epochs not counted); "" once done.
+  // "ETA 1m05s" for the run's remaining steps at the pace of the steps this
+  // process ran (evaluation between epochs not counted); "" once done.
   std::string Eta(absl::Time now, int64_t done) const {
-    if (done >= total_ || done < 1) return "";
-    const double per_step = absl::ToDoubleSeconds(now - start_) / static_cast<double>(done);
+    if (done >= total_ || done <= first_done_) return "";
+    const double per_step = absl::ToDoubleSeconds(now - start_) / static_cast<double>(done - first_done_);
     const int64_t seconds = static_cast<int64_t>(std::ceil(per_step * static_cast<double>(total_ - done)));
     if (seconds < 60) return absl::StrCat("ETA ", seconds, "s");
     if (seconds < 3600) return absl::StrFormat("ETA %lldm%02llds", static_cast<long long>(seconds / 60),
@@ -164,6 +166,7 @@ class Progress {
   std::FILE* out_;
   bool tty_;
   int64_t epochs_, steps_, total_;
+  int64_t first_done_ = -1;  // steps done before this process's first
   absl::Time start_;
   absl::Time last_draw_ = absl::InfinitePast();
 };
@@ -895,8 +898,6 @@ class TrainingRun {
     int64_t samples = 0;
   };
 
-  // An error naming the first non-finite parameter, so nothing diverged is
-  // evaluated, checkpointed or reported.
   // Flags, once, a run whose loss has not gone below its start by
   // stall_check_percent of its steps: a run training to chance looks like
   // this, and would otherwise end with exit 0 and nothing said.
@@ -930,6 +931,8 @@ class TrainingRun {
     return SaveCheckpoints(options_, within_epoch ? epoch : epoch + 1, step_, within_epoch, *executor_, per_rank_);
   }
 
+  // An error naming the first non-finite parameter, so nothing diverged is
+  // evaluated, checkpointed or reported.
   absl::Status CheckFinite(int64_t epoch) const {
     if (std::optional<std::string> bad = FirstNonFiniteState(*executor_)) {
       return absl::InvalidArgumentError(absl::StrCat("parameter ", *bad, " is not finite after epoch ", epoch + 1,
@@ -1115,8 +1118,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["layer_bytes"] = std::move(layers);
   Json epochs = Json::array();
   for (const EpochMetrics& m : r.per_epoch) {
-    Json epoch = EpochJson(m);
-    epochs.push_back(std::move(epoch));
+    epochs.push_back(EpochJson(m));
   }
   j["per_epoch"] = std::move(epochs);
   return JsonLine(j) + "\n";
