@@ -2,7 +2,9 @@
 #define NEREID_OPS_MODEL_LOADER_H_
 
 // Loads a model file (text or binary) into a validated Graph with inferred
-// shapes, or returns the first error, naming file, line, node and op.
+// shapes, or returns the first error, naming file, line, node and op. An
+// .onnx file is imported first (graph/onnx/onnx_import.h) as a training graph
+// on Fashion-MNIST (the run's --dataset overrides the dataset).
 
 #include <memory>
 #include <string>

@@ -135,6 +135,10 @@ absl::StatusOr<int> CloseStateUpdates(Graph& graph) {
                                                  " is updated as state, so it must come from a Parameter"));
       }
       if (e->src->num_inputs() > 0) continue;  // already carried
+      // Each data-parallel rank updates the statistics from its own batches,
+      // so the ranks' values differ: per-rank state (checkpointed per rank,
+      // not checked equal), and rank 0's evaluate, as PyTorch DDP's do.
+      (*e->src->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
       RETURN_IF_ERROR(CloseLoop(graph, e->src, NodeOut{n, output}));
       ++closed;
     }

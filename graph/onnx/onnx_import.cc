@@ -1,0 +1,527 @@
+#include "graph/onnx/onnx_import.h"
+
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "graph/graph_io.h"
+#include "graph/onnx/onnx_converter.h"
+#include "onnx/shape_inference/implementation.h"
+
+namespace nereid {
+
+// Holds the graph being built and what the converters look up: which Nereid
+// output each ONNX value is, the initializers and Constant values not yet
+// turned into nodes, and the dims shape inference found.
+class OnnxGraphBuilder {
+ public:
+  OnnxGraphBuilder(const onnx::GraphProto& graph, std::string source) : source_(std::move(source)) {
+    for (const onnx::TensorProto& t : graph.initializer()) constants_[t.name()] = &t;
+    for (const onnx::NodeProto& node : graph.node()) {
+      if (node.op_type() != "Constant") continue;
+      for (const onnx::AttributeProto& a : node.attribute()) {
+        if (a.name() == "value" && a.has_t() && node.output_size() == 1) constants_[node.output(0)] = &a.t();
+      }
+      for (const std::string& out : node.output()) constant_nodes_.insert(out);
+    }
+    for (const onnx::NodeProto& node : graph.node()) {
+      for (const std::string& in : node.input()) used_.insert(in);
+    }
+    for (const onnx::ValueInfoProto& v : graph.output()) used_.insert(v.name());
+    auto record = [&](const onnx::ValueInfoProto& v) {
+      if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+      std::vector<int64_t> dims;
+      for (const auto& d : v.type().tensor_type().shape().dim()) {
+        dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      }
+      dims_[v.name()] = std::move(dims);
+    };
+    for (const auto& v : graph.input()) record(v);
+    for (const auto& v : graph.value_info()) record(v);
+    for (const auto& v : graph.output()) record(v);
+    for (const onnx::TensorProto& t : graph.initializer()) {
+      dims_[t.name()] = std::vector<int64_t>(t.dims().begin(), t.dims().end());
+    }
+  }
+
+  const std::string& source() const { return source_; }
+  GraphDef& def() { return def_; }
+
+  // A node name nobody has taken, from an ONNX name (':' would read as a
+  // port, a leading '^' or '/' as a control input or a path root).
+  std::string UniqueName(const std::string& wanted) {
+    std::string name = wanted;
+    for (char& ch : name) {
+      if (ch == ':' || ch == ' ') ch = '_';
+    }
+    while (!name.empty() && (name[0] == '^' || name[0] == '/')) name.erase(0, 1);
+    if (name.empty()) name = "node";
+    std::string candidate = name;
+    for (int i = 1; names_.contains(candidate); ++i) candidate = absl::StrCat(name, "_", i);
+    names_.insert(candidate);
+    return candidate;
+  }
+
+  NodeDef* AddNode(const std::string& name, const std::string& op) {
+    NodeDef* node = def_.add_node();
+    node->set_name(UniqueName(name));
+    node->set_op(op);
+    return node;
+  }
+
+  void SetRef(const std::string& value, const std::string& ref) { refs_[value] = ref; }
+
+  absl::StatusOr<std::string> Resolve(const std::string& value, bool trainable) {
+    auto it = refs_.find(value);
+    if (it != refs_.end()) return it->second;
+    auto c = constants_.find(value);
+    if (c == constants_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ": value '", value, "' is used before any node produces it (nodes must be in topological order)"));
+    }
+    absl::StatusOr<TensorProto> tensor = FromOnnxTensor(*c->second);
+    if (!tensor.ok()) {
+      return absl::Status(tensor.status().code(), absl::StrCat(source_, ": tensor '", value, "': ", tensor.status().message()));
+    }
+    NodeDef* node;
+    if (constant_nodes_.contains(value)) {
+      node = AddNode(value, "Const");
+      *(*node->mutable_attr())["value"].mutable_tensor() = *tensor;
+    } else {
+      node = AddNode(value, "Parameter");
+      AttrValue& shape = (*node->mutable_attr())["shape"];
+      *shape.mutable_shape() = tensor->shape();
+      if (tensor->dtype() != DT_FLOAT) (*node->mutable_attr())["dtype"].set_type(tensor->dtype());
+      *(*node->mutable_attr())["init"].mutable_tensor() = *tensor;
+      if (!trainable || tensor->dtype() != DT_FLOAT) (*node->mutable_attr())["trainable"].set_b(false);
+    }
+    refs_[value] = node->name();
+    return node->name();
+  }
+
+  std::optional<std::vector<int64_t>> Dims(const std::string& value) const {
+    auto it = dims_.find(value);
+    if (it == dims_.end()) return std::nullopt;
+    return it->second;
+  }
+  const onnx::TensorProto* Constant(const std::string& value) const {
+    auto it = constants_.find(value);
+    return it == constants_.end() ? nullptr : it->second;
+  }
+  bool Used(const std::string& value) const { return used_.contains(value); }
+
+ private:
+  std::string source_;
+  GraphDef def_;
+  absl::flat_hash_set<std::string> names_;
+  absl::flat_hash_map<std::string, std::string> refs_;  // ONNX value -> Nereid "node[:port]"
+  absl::flat_hash_map<std::string, const onnx::TensorProto*> constants_;
+  absl::flat_hash_set<std::string> constant_nodes_;  // outputs of Constant nodes
+  absl::flat_hash_set<std::string> used_;
+  absl::flat_hash_map<std::string, std::vector<int64_t>> dims_;
+};
+
+namespace {
+
+absl::StatusOr<DataType> FromOnnxType(int32_t type) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: return DT_FLOAT;
+    case onnx::TensorProto::DOUBLE: return DT_DOUBLE;
+    case onnx::TensorProto::INT32: return DT_INT32;
+    case onnx::TensorProto::INT64: return DT_INT64;
+    case onnx::TensorProto::BOOL: return DT_BOOL;
+    case onnx::TensorProto::UINT8: return DT_UINT8;
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat("element type ", onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(type)),
+                       " is not supported (float, double, int32, int64, bool, uint8 are)"));
+  }
+}
+
+size_t ElementBytes(DataType dtype) {
+  switch (dtype) {
+    case DT_DOUBLE:
+    case DT_INT64: return 8;
+    case DT_BOOL:
+    case DT_UINT8: return 1;
+    default: return 4;
+  }
+}
+
+// Values of an integer or float constant, whatever its stored type.
+template <typename T>
+std::optional<std::vector<T>> ConstantValues(const onnx::TensorProto* tensor) {
+  if (tensor == nullptr) return std::nullopt;
+  absl::StatusOr<TensorProto> t = FromOnnxTensor(*tensor);
+  if (!t.ok()) return std::nullopt;
+  int64_t n = 1;
+  for (int64_t d : t->shape().dim()) n *= d;
+  std::vector<T> out(n);
+  const std::string& raw = t->raw_data();
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t->dtype()) {
+      case DT_FLOAT: { float v; std::memcpy(&v, raw.data() + 4 * i, 4); out[i] = static_cast<T>(v); break; }
+      case DT_DOUBLE: { double v; std::memcpy(&v, raw.data() + 8 * i, 8); out[i] = static_cast<T>(v); break; }
+      case DT_INT32: { int32_t v; std::memcpy(&v, raw.data() + 4 * i, 4); out[i] = static_cast<T>(v); break; }
+      case DT_INT64: { int64_t v; std::memcpy(&v, raw.data() + 8 * i, 8); out[i] = static_cast<T>(v); break; }
+      default: return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::string NodeLabel(const onnx::NodeProto& node) {
+  std::string name = node.name().empty() ? (node.output_size() > 0 ? node.output(0) : std::string("?")) : node.name();
+  return absl::StrCat("ONNX node '", name, "' (", node.op_type(), ")");
+}
+
+}  // namespace
+
+// --- OnnxNodeContext -------------------------------------------------------
+
+absl::StatusOr<std::string> OnnxNodeContext::Input(int i) {
+  if (!HasInput(i)) return Malformed(absl::StrCat("input ", i, " is missing"));
+  return builder_.Resolve(node_.input(i), /*trainable=*/true);
+}
+
+absl::StatusOr<std::string> OnnxNodeContext::StateInput(int i) {
+  if (!HasInput(i)) return Malformed(absl::StrCat("input ", i, " is missing"));
+  return builder_.Resolve(node_.input(i), /*trainable=*/false);
+}
+
+std::optional<std::vector<int64_t>> OnnxNodeContext::InputDims(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  return builder_.Dims(node_.input(i));
+}
+
+std::optional<std::vector<int64_t>> OnnxNodeContext::OutputDims(int i) const {
+  if (i >= node_.output_size()) return std::nullopt;
+  return builder_.Dims(node_.output(i));
+}
+
+std::optional<std::vector<int64_t>> OnnxNodeContext::ConstantInts(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  return ConstantValues<int64_t>(builder_.Constant(node_.input(i)));
+}
+
+std::optional<std::vector<float>> OnnxNodeContext::ConstantFloats(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  return ConstantValues<float>(builder_.Constant(node_.input(i)));
+}
+
+bool OnnxNodeContext::OutputUsed(int i) const {
+  return i < node_.output_size() && !node_.output(i).empty() && builder_.Used(node_.output(i));
+}
+
+const onnx::AttributeProto* OnnxNodeContext::Attr(const std::string& name) const {
+  for (const onnx::AttributeProto& a : node_.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+bool OnnxNodeContext::HasAttr(const std::string& name) const { return Attr(name) != nullptr; }
+
+int64_t OnnxNodeContext::IntAttr(const std::string& name, int64_t fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : a->i();
+}
+
+float OnnxNodeContext::FloatAttr(const std::string& name, float fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : a->f();
+}
+
+std::string OnnxNodeContext::StringAttr(const std::string& name, const std::string& fallback) const {
+  const onnx::AttributeProto* a = Attr(name);
+  return a == nullptr ? fallback : a->s();
+}
+
+std::vector<int64_t> OnnxNodeContext::IntsAttr(const std::string& name) const {
+  const onnx::AttributeProto* a = Attr(name);
+  if (a == nullptr) return {};
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::string OnnxNodeContext::AddNode(const std::string& op, const std::vector<std::string>& inputs,
+                                     const google::protobuf::Map<std::string, AttrValue>& attrs,
+                                     const std::string& suffix) {
+  std::string base = node_.name().empty() ? (node_.output_size() > 0 ? node_.output(0) : node_.op_type())
+                                          : node_.name();
+  NodeDef* node = builder_.AddNode(suffix.empty() ? base : absl::StrCat(base, "/", suffix), op);
+  for (const std::string& in : inputs) node->add_input(in);
+  *node->mutable_attr() = attrs;
+  return node->name();
+}
+
+std::string OnnxNodeContext::AddScalar(float value, const std::string& suffix) {
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  TensorProto* t = attrs["value"].mutable_tensor();
+  t->set_dtype(DT_FLOAT);
+  t->add_float_val(value);
+  t->mutable_shape();  // a scalar: no dims
+  return AddNode("Const", {}, attrs, suffix);
+}
+
+void OnnxNodeContext::SetOutput(int i, const std::string& nereid_ref) {
+  if (i < node_.output_size() && !node_.output(i).empty()) builder_.SetRef(node_.output(i), nereid_ref);
+}
+
+absl::Status OnnxNodeContext::Unsupported(const std::string& what) const {
+  return absl::UnimplementedError(absl::StrCat(builder_.source(), ": ", NodeLabel(node_), ": ", what));
+}
+
+absl::Status OnnxNodeContext::Malformed(const std::string& what) const {
+  return absl::InvalidArgumentError(absl::StrCat(builder_.source(), ": ", NodeLabel(node_), ": ", what));
+}
+
+AttrValue IntAttrValue(int64_t v) { AttrValue a; a.set_i(v); return a; }
+AttrValue FloatAttrValue(float v) { AttrValue a; a.set_f(v); return a; }
+AttrValue StringAttrValue(const std::string& v) { AttrValue a; a.set_s(v); return a; }
+AttrValue BoolAttrValue(bool v) { AttrValue a; a.set_b(v); return a; }
+AttrValue IntsAttrValue(const std::vector<int64_t>& v) {
+  AttrValue a;
+  for (int64_t x : v) a.mutable_list()->add_i(x);
+  return a;
+}
+
+// --- Registry --------------------------------------------------------------
+
+OnnxConverterRegistry& OnnxConverterRegistry::Global() {
+  static auto* registry = new OnnxConverterRegistry;
+  return *registry;
+}
+
+absl::Status OnnxConverterRegistry::Register(std::string op_type, const std::string& attributes,
+                                             OnnxConverterFn convert) {
+  if (converters_.contains(op_type)) return absl::AlreadyExistsError(absl::StrCat("ONNX op ", op_type, " registered twice"));
+  OnnxConverter converter{op_type, {}, std::move(convert)};
+  for (absl::string_view a : absl::StrSplit(attributes, ' ', absl::SkipEmpty())) converter.attributes.emplace(a);
+  converters_.emplace(op_type, std::move(converter));
+  return absl::OkStatus();
+}
+
+const OnnxConverter* OnnxConverterRegistry::Find(const std::string& op_type) const {
+  auto it = converters_.find(op_type);
+  return it == converters_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OnnxConverterRegistry::OpTypes() const {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : converters_) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// --- Tensors ---------------------------------------------------------------
+
+absl::StatusOr<TensorProto> FromOnnxTensor(const onnx::TensorProto& tensor) {
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    return absl::UnimplementedError("external data is not supported; save the model with its weights inside");
+  }
+  absl::StatusOr<DataType> dtype = FromOnnxType(tensor.data_type());
+  if (!dtype.ok()) return dtype.status();
+  TensorProto out;
+  out.set_dtype(*dtype);
+  int64_t n = 1;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension ", d));
+    out.mutable_shape()->add_dim(d);
+    n *= d;
+    if (n > (int64_t{1} << 32)) return absl::InvalidArgumentError("more than 2^32 elements");
+  }
+  const size_t bytes = static_cast<size_t>(n) * ElementBytes(*dtype);
+  std::string raw;
+  if (tensor.has_raw_data()) {
+    raw = tensor.raw_data();
+  } else {
+    raw.resize(bytes);
+    char* dst = raw.data();
+    auto copy = [&](const auto& values, auto as) -> absl::Status {
+      if (static_cast<int64_t>(values.size()) != n) {
+        return absl::InvalidArgumentError(absl::StrCat("holds ", values.size(), " values for ", n, " elements"));
+      }
+      using T = decltype(as);
+      for (int64_t i = 0; i < n; ++i) {
+        T v = static_cast<T>(values[i]);
+        std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
+      }
+      return absl::OkStatus();
+    };
+    absl::Status status;
+    switch (*dtype) {
+      case DT_FLOAT: status = copy(tensor.float_data(), float{}); break;
+      case DT_DOUBLE: status = copy(tensor.double_data(), double{}); break;
+      case DT_INT64: status = copy(tensor.int64_data(), int64_t{}); break;
+      case DT_INT32: status = copy(tensor.int32_data(), int32_t{}); break;
+      case DT_BOOL:
+      case DT_UINT8: status = copy(tensor.int32_data(), uint8_t{}); break;
+      default: status = absl::UnimplementedError("unsupported element type");
+    }
+    if (!status.ok()) return status;
+  }
+  if (raw.size() != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("holds ", raw.size(), " bytes for ", n, " elements of ",
+                                                   ElementBytes(*dtype), " bytes"));
+  }
+  out.set_raw_data(std::move(raw));
+  return out;
+}
+
+bool IsOnnxPath(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+}
+
+// --- The import ------------------------------------------------------------
+
+namespace {
+
+absl::StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& model, const std::string& source) {
+  for (const onnx::OperatorSetIdProto& id : model.opset_import()) {
+    if (id.domain().empty() || id.domain() == "ai.onnx") return id.version();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(source, ": the model imports no version of the default ONNX opset"));
+}
+
+// Adds an Input for ONNX graph input `v`; `batch` replaces dimension 0 by -1.
+absl::StatusOr<std::string> AddGraphInput(OnnxGraphBuilder& b, const onnx::ValueInfoProto& v, bool batch,
+                                          const std::string& feed) {
+  const std::string where = absl::StrCat(b.source(), ": graph input '", v.name(), "'");
+  if (!v.type().has_tensor_type()) return absl::UnimplementedError(absl::StrCat(where, " is not a tensor"));
+  absl::StatusOr<DataType> dtype = FromOnnxType(v.type().tensor_type().elem_type());
+  if (!dtype.ok()) return absl::Status(dtype.status().code(), absl::StrCat(where, ": ", dtype.status().message()));
+  if (!v.type().tensor_type().has_shape()) {
+    return absl::UnimplementedError(absl::StrCat(where, " has no declared shape; Nereid needs the rank and every dimension but the batch"));
+  }
+  NodeDef* node = b.AddNode(v.name(), "Input");
+  TensorShapeProto* shape = (*node->mutable_attr())["shape"].mutable_shape();
+  const auto& dims = v.type().tensor_type().shape().dim();
+  for (int i = 0; i < dims.size(); ++i) {
+    if (batch && i == 0) {
+      shape->add_dim(-1);
+    } else if (dims[i].has_dim_value()) {
+      shape->add_dim(dims[i].dim_value());
+    } else {
+      return absl::UnimplementedError(absl::StrCat(where, ": dimension ", i, " ('", dims[i].dim_param(),
+                                                   "') is not fixed; only the batch dimension may vary"));
+    }
+  }
+  if (*dtype != DT_FLOAT) (*node->mutable_attr())["dtype"].set_type(*dtype);
+  if (!feed.empty()) (*node->mutable_attr())["feed"].set_s(feed);
+  b.SetRef(v.name(), node->name());
+  return node->name();
+}
+
+absl::Status ConvertNode(OnnxGraphBuilder& b, const onnx::NodeProto& node, int64_t opset) {
+  OnnxNodeContext context(b, node, opset);
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    return context.Unsupported(absl::StrCat("domain '", node.domain(), "' is not supported"));
+  }
+  const OnnxConverter* converter = OnnxConverterRegistry::Global().Find(node.op_type());
+  if (converter == nullptr) {
+    return context.Unsupported(absl::StrCat("op not supported (supported: ",
+                                            absl::StrJoin(OnnxConverterRegistry::Global().OpTypes(), ", "), ")"));
+  }
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (converter->attributes.count(a.name()) == 0) {
+      return context.Unsupported(absl::StrCat("attribute '", a.name(), "' is not supported"));
+    }
+  }
+  return converter->convert(context);
+}
+
+void SetGraphAttr(GraphDef& def, const std::string& key, const std::string& value) {
+  (*def.mutable_attr())[key].set_s(value);
+}
+
+}  // namespace
+
+absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const OnnxImportOptions& options,
+                                         const std::string& source) {
+  absl::StatusOr<int64_t> opset = DefaultOpset(original, source);
+  if (!opset.ok()) return opset.status();
+  onnx::ModelProto model = original;
+  try {
+    // Data propagation lets Reshape targets computed from Shape be known.
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, true));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX shape inference failed: ", e.what()));
+  }
+  const onnx::GraphProto& graph = model.graph();
+  OnnxGraphBuilder b(graph, source);
+  GraphDef& def = b.def();
+  def.set_version(kGraphFormatVersion);
+
+  absl::flat_hash_set<std::string> initializers;
+  for (const onnx::TensorProto& t : graph.initializer()) initializers.insert(t.name());
+  std::vector<const onnx::ValueInfoProto*> fed;
+  for (const onnx::ValueInfoProto& v : graph.input()) {
+    if (!initializers.contains(v.name())) fed.push_back(&v);
+  }
+  if (!options.forward_only && fed.size() != 1) {
+    std::vector<std::string> names;
+    for (const auto* v : fed) names.push_back(v->name());
+    return absl::UnimplementedError(absl::StrCat(source, ": the model has ", fed.size(), " data inputs (",
+                                                 absl::StrJoin(names, ", "),
+                                                 "); a training graph takes one, which the dataset's images feed"));
+  }
+  for (const onnx::ValueInfoProto* v : fed) {
+    absl::StatusOr<std::string> input =
+        AddGraphInput(b, *v, /*batch=*/!options.forward_only, options.forward_only ? "" : "images");
+    if (!input.ok()) return input.status();
+  }
+  for (const onnx::NodeProto& node : graph.node()) {
+    absl::Status status = ConvertNode(b, node, *opset);
+    if (!status.ok()) return status;
+  }
+
+  if (options.forward_only) {
+    for (const onnx::ValueInfoProto& v : graph.output()) {
+      absl::StatusOr<std::string> ref = b.Resolve(v.name(), true);
+      if (!ref.ok()) return ref.status();
+      NodeDef* out = b.AddNode(v.name(), "Identity");
+      out->add_input(*ref);
+    }
+    return def;
+  }
+  if (graph.output_size() != 1) {
+    return absl::UnimplementedError(absl::StrCat(source, ": the model has ", graph.output_size(),
+                                                 " outputs; a training graph has one, the logits the loss reads"));
+  }
+  const std::string& output = graph.output(0).name();
+  absl::StatusOr<std::string> ref = b.Resolve(output, true);
+  if (!ref.ok()) return ref.status();
+  NodeDef* logits = b.AddNode("logits", "Identity");
+  logits->add_input(*ref);
+  NodeDef* labels = b.AddNode("labels", "Input");
+  (*labels->mutable_attr())["shape"].mutable_shape()->add_dim(-1);
+  (*labels->mutable_attr())["dtype"].set_type(DT_INT32);
+  (*labels->mutable_attr())["feed"].set_s("labels");
+  NodeDef* loss = b.AddNode("loss", options.loss);
+  loss->add_input(logits->name());
+  loss->add_input(labels->name());
+  SetGraphAttr(def, "loss", loss->name());
+  SetGraphAttr(def, "logits", logits->name());
+  if (!options.dataset.empty()) SetGraphAttr(def, "dataset", options.dataset);
+  std::optional<std::vector<int64_t>> out_dims = b.Dims(output);
+  if (out_dims && out_dims->size() == 2 && (*out_dims)[1] > 0) (*def.mutable_attr())["num_classes"].set_i((*out_dims)[1]);
+  return def;
+}
+
+absl::StatusOr<GraphDef> ImportOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  absl::StatusOr<std::string> bytes = ReadGraphFileContents(path);
+  if (!bytes.ok()) return bytes.status();
+  onnx::ModelProto model;
+  if (!model.ParseFromString(*bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not an ONNX model (the file does not parse as ModelProto)"));
+  }
+  return ImportOnnxModel(model, options, path);
+}
+
+}  // namespace nereid
