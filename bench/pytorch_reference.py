@@ -181,15 +181,18 @@ def launch_workers(args):
             signal.signal(sig, handler)
 
 
-ARGS = parse_args()
-if ARGS.workers > 1 and ARGS.rank is None and __name__ == "__main__":
-    sys.exit(launch_workers(ARGS))
-if ARGS.rank is not None:
-    die_with_parent()
-# OpenBLAS / OpenMP read their thread counts when the libraries load, so these must
-# be set before torch is imported; torch.set_num_threads alone does not reach OpenBLAS.
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = str(ARGS.threads)
+# Imported by another bench script (for its data loading and models), nothing
+# here runs: that script sets its own threads.
+if __name__ == "__main__":
+    ARGS = parse_args()
+    if ARGS.workers > 1 and ARGS.rank is None:
+        sys.exit(launch_workers(ARGS))
+    if ARGS.rank is not None:
+        die_with_parent()
+    # OpenBLAS / OpenMP read their thread counts when the libraries load, so these must
+    # be set before torch is imported; torch.set_num_threads alone does not reach OpenBLAS.
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = str(ARGS.threads)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

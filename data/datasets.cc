@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "data/cifar_reader.h"
 #include "data/gz_file.h"
 #include "data/idx_reader.h"
+#include "data/npz_dataset.h"
 #include "data/normalize.h"
 #include "data/synthetic.h"
 
@@ -19,6 +21,7 @@ namespace data {
 namespace {
 
 constexpr char kFashionMnist[] = "fashion-mnist";
+constexpr absl::string_view kNpyPrefix = "npy:";
 constexpr char kCifar10[] = "cifar10";
 constexpr char kSynthetic[] = "synthetic";
 
@@ -126,7 +129,7 @@ absl::StatusOr<Dataset> LoadSynthetic(Split split, const DatasetOptions& opts) {
 
 absl::string_view SplitName(Split split) { return split == Split::kTrain ? "train" : "test"; }
 
-std::vector<std::string> KnownDatasetNames() { return {kCifar10, kFashionMnist, kSynthetic}; }
+std::vector<std::string> KnownDatasetNames() { return {kCifar10, kFashionMnist, "npy:DIR", kSynthetic}; }
 
 absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
                                          const DatasetOptions& opts) {
@@ -134,6 +137,11 @@ absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
   if (name == kFashionMnist) return LoadFashionMnist(split, opts);
   if (name == kCifar10) return LoadCifar10Split(split, opts);
   if (name == kSynthetic) return LoadSynthetic(split, opts);
+  if (absl::StartsWith(name, kNpyPrefix)) {
+    ASSIGN_OR_RETURN(Dataset ds, LoadNpzDataset(std::string(name.substr(kNpyPrefix.size())), std::string(SplitName(split))));
+    ds.Truncate(opts.limit);
+    return ds;
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown dataset '", name, "'; known: ", absl::StrJoin(KnownDatasetNames(), ", ")));
 }

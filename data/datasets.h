@@ -16,6 +16,8 @@
 //   "synthetic"      MakeSynthetic (synthetic.h) with the shape, size and seed
 //                    in `opts`; the test split uses draw 1 (same prototypes,
 //                    fresh noise). Not normalised further.
+//   "npy:DIR"        the user's arrays: DIR/train.npz and DIR/test.npz
+//                    (data/npz_dataset.h), fed as they are.
 //
 // A missing file is NotFound naming its path and how to obtain it; an unknown
 // name is InvalidArgument listing the known names.

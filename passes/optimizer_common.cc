@@ -136,8 +136,9 @@ absl::StatusOr<int> CloseStateUpdates(Graph& graph) {
       }
       if (e->src->num_inputs() > 0) continue;  // already carried
       // Each data-parallel rank updates the statistics from its own batches,
-      // so the ranks' values differ: per-rank state (checkpointed per rank,
-      // not checked equal), and rank 0's evaluate, as PyTorch DDP's do.
+      // so the ranks' values differ between evaluations: per-rank state
+      // (checkpointed per rank, not checked equal), averaged across the
+      // ranks before each evaluation (runtime/data_parallel_group.h).
       (*e->src->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
       RETURN_IF_ERROR(CloseLoop(graph, e->src, NodeOut{n, output}));
       ++closed;

@@ -10,6 +10,7 @@
 #include "core/version.h"
 #include "graph/process_groups.h"
 #include "ops/collective_schedule.h"
+#include "ops/op_registry.h"
 
 namespace nereid {
 
@@ -195,6 +196,49 @@ absl::flat_hash_set<std::string> DataParallelGroup::PerRankState(const Graph& gr
     if (n->op() == "Parameter" && HoldsPerRankValue(*n)) names.insert(n->name());
   }
   return names;
+}
+
+std::vector<std::string> DataParallelGroup::RunningStatistics(const Graph& graph) {
+  std::vector<std::string> names;
+  for (Node* n : graph.nodes()) {
+    const OpDef* def = OpRegistry::Global().Find(n->op());
+    if (def == nullptr) continue;
+    for (auto [input, output] : def->state_updates) {
+      const Edge* e = n->input_edge(input);
+      if (e == nullptr || e->src->op() != "Parameter") continue;
+      const Node& p = *e->src;
+      const bool placed = p.def().has_worker() || !p.def().role().empty();
+      if (!placed && NodeAttrBool(p, "per_rank", false) && NodeAttrString(p, "shard_group").empty()) {
+        names.push_back(p.name());
+      }
+    }
+  }
+  return names;
+}
+
+absl::Status DataParallelGroup::AverageAcrossRanks(Executor& executor, const std::vector<std::string>& names) {
+  if (names.empty()) return absl::OkStatus();
+  absl::flat_hash_map<std::string, Tensor> state;
+  for (auto& [name, value] : executor.State()) state.emplace(name, value);
+  std::vector<double> values;
+  for (const std::string& name : names) {
+    auto it = state.find(name);
+    if (it == state.end() || it->second.dtype() != DT_FLOAT) {
+      return absl::InternalError(absl::StrCat("no float state named '", name, "' to average"));
+    }
+    values.insert(values.end(), it->second.data<float>(), it->second.data<float>() + it->second.num_elements());
+  }
+  RETURN_IF_ERROR(SumAcrossRanks(values));
+  size_t at = 0;
+  for (const std::string& name : names) {
+    const Tensor& mine = state.at(name);
+    ASSIGN_OR_RETURN(Tensor averaged, Tensor::Allocate(DT_FLOAT, mine.dims()));
+    for (int64_t i = 0; i < averaged.num_elements(); ++i) {
+      averaged.data<float>()[i] = static_cast<float>(values[at++] / world());
+    }
+    RETURN_IF_ERROR(executor.SetState(name, averaged));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace nereid

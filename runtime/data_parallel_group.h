@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -94,6 +95,14 @@ class DataParallelGroup {
 
   // The Parameters each rank keeps its own value of (attribute per_rank).
   static absl::flat_hash_set<std::string> PerRankState(const Graph& graph);
+
+  // The per-rank Parameters that are running statistics (batch norm's, the
+  // state an op updates) of a replicated model: every rank holds the whole
+  // tensor, so their average across the ranks means something.
+  static std::vector<std::string> RunningStatistics(const Graph& graph);
+
+  // Replaces each of `names` by its average over the ranks (one sum).
+  absl::Status AverageAcrossRanks(Executor& executor, const std::vector<std::string>& names);
 
  private:
   DataParallelGroup() = default;

@@ -35,6 +35,7 @@
 #include "graph/process_groups.h"
 #include "ops/collective_schedule.h"
 #include "ops/model_loader.h"
+#include "ops/trainability.h"
 #include "ops/op_registry.h"
 #include "ops/placement_plan.h"
 #include "ops/rank_plan_file.h"
@@ -445,6 +446,8 @@ class TrainingRun {
       plan_fingerprint_ = PlanFingerprint(parts);
     } else {
       ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
+      // A model that cannot train says why before any pass or peer is involved.
+      if (!HasPlacedNodes(*graph_)) RETURN_IF_ERROR(CheckTrainable(*graph_, options_.dataset).status());
       RETURN_IF_ERROR(PlanModel());
       plan_fingerprint_ = PlanFingerprint(*graph_);
       if (HasPlacedNodes(*graph_)) {
@@ -575,6 +578,7 @@ class TrainingRun {
     ASSIGN_OR_RETURN(executor_, Executor::Create(graph_.get(), eopts));
     // Error-feedback residuals: each rank checkpoints and keeps its own.
     per_rank_ = DataParallelGroup::PerRankState(*graph_);
+    running_statistics_ = DataParallelGroup::RunningStatistics(*graph_);
 
     data::LoaderOptions lo;
     lo.batch_size = options_.batch;
@@ -787,6 +791,10 @@ class TrainingRun {
       const bool last = m.epoch + 1 == options_.epochs || ReachedMaxSteps();
       ASSIGN_OR_RETURN(m.consensus_distance, AverageGossipedModels(/*adopt=*/last));
     }
+    // Each rank's batch-norm statistics come from its own batches; the ranks
+    // evaluate shards of one test set and save one checkpoint, so they first
+    // take the average (a population estimate over every rank's batches).
+    if (group_ != nullptr) RETURN_IF_ERROR(group_->AverageAcrossRanks(*executor_, running_statistics_));
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
     ASSIGN_OR_RETURN(Evaluation eval,
@@ -1006,6 +1014,7 @@ class TrainingRun {
   std::shared_ptr<const data::Dataset> train_, test_;
   std::unique_ptr<Executor> executor_;
   absl::flat_hash_set<std::string> per_rank_;
+  std::vector<std::string> running_statistics_;  // per-rank, averaged before each evaluation
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0;
   int64_t resume_index_ = 0;  // the first epoch's first batch after a resume within it

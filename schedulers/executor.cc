@@ -267,6 +267,7 @@ absl::StatusOr<const std::vector<std::vector<int64_t>>*> Executor::OutputDims(
 
 struct Executor::NodeRun {
   std::vector<std::vector<int64_t>> fed_dims;  // an Input's dims: those of the fed batch
+  Tensor reshaped_feed;                        // the fed batch seen in the Input's shape
   std::unique_ptr<OpKernelContext> ctx;
 };
 
@@ -304,6 +305,24 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
     bool fits = declared.rank() == source->rank();
     for (int i = 0; fits && i < declared.rank(); ++i) {
       fits = declared.dim(i) == kUnknownDim || declared.dim(i) == source->dim(i);
+    }
+    if (!fits && declared.rank() >= 1 && source->rank() >= 1 &&
+        (declared.dim(0) == kUnknownDim || declared.dim(0) == source->dim(0))) {
+      // Examples with as many elements as the Input's (images [N,1,28,28]
+      // for an Input [?,784]) are seen in its shape: the data keeps its order.
+      std::vector<int64_t> seen = {source->dim(0)};
+      int64_t declared_elements = 1, fed_elements = 1;
+      for (int i = 1; i < declared.rank(); ++i) {
+        seen.push_back(declared.dim(i));
+        declared_elements = declared.dim(i) == kUnknownDim ? -1 : declared_elements * declared.dim(i);
+        if (declared_elements < 0) break;
+      }
+      for (int i = 1; i < source->rank(); ++i) fed_elements *= source->dim(i);
+      if (declared_elements == fed_elements) {
+        ASSIGN_OR_RETURN(prepared->reshaped_feed, source->Reshaped(seen));
+        source = &prepared->reshaped_feed;
+        fits = true;
+      }
     }
     if (!fits) {
       return NodeError(*graph_, node,

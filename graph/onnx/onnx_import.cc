@@ -52,15 +52,9 @@ class OnnxGraphBuilder {
   const std::string& source() const { return source_; }
   GraphDef& def() { return def_; }
 
-  // A node name nobody has taken, from an ONNX name (':' would read as a
-  // port, a leading '^' or '/' as a control input or a path root).
+  // A node name nobody has taken, from an ONNX name.
   std::string UniqueName(const std::string& wanted) {
-    std::string name = wanted;
-    for (char& ch : name) {
-      if (ch == ':' || ch == ' ') ch = '_';
-    }
-    while (!name.empty() && (name[0] == '^' || name[0] == '/')) name.erase(0, 1);
-    if (name.empty()) name = "node";
+    const std::string name = OnnxNameToNodeName(wanted);
     std::string candidate = name;
     for (int i = 1; names_.contains(candidate); ++i) candidate = absl::StrCat(name, "_", i);
     names_.insert(candidate);
@@ -371,6 +365,15 @@ absl::StatusOr<TensorProto> FromOnnxTensor(const onnx::TensorProto& tensor) {
   }
   out.set_raw_data(std::move(raw));
   return out;
+}
+
+std::string OnnxNameToNodeName(const std::string& onnx_name) {
+  std::string name = onnx_name;
+  for (char& ch : name) {
+    if (ch == ':' || ch == ' ') ch = '_';
+  }
+  while (!name.empty() && (name[0] == '^' || name[0] == '/')) name.erase(0, 1);
+  return name.empty() ? "node" : name;
 }
 
 bool IsOnnxPath(const std::string& path) {

@@ -37,6 +37,12 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& model, const On
 // Nereid TensorProto with the same dtype, dims and values.
 absl::StatusOr<TensorProto> FromOnnxTensor(const onnx::TensorProto& tensor);
 
+// The Nereid node name an ONNX value or node name becomes (':' would read as
+// a port, a leading '^' or '/' as a control input or a path root). A name
+// already taken gets "_1", "_2", ... appended; initializers keep theirs
+// unless they collide.
+std::string OnnxNameToNodeName(const std::string& onnx_name);
+
 // True for paths ending in .onnx.
 bool IsOnnxPath(const std::string& path);
 

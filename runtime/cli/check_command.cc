@@ -17,6 +17,7 @@
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
 #include "ops/placement_plan.h"
+#include "ops/trainability.h"
 #include "ops/rank_plan_file.h"
 #include "graph/plan_io.h"
 #include "runtime/cli/command.h"
@@ -27,9 +28,11 @@ namespace nereid {
 namespace {
 
 constexpr char kHelp[] =
-    "Usage: nereid check MODEL [--json] [--dot FILE]\n\n"
-    "Loads MODEL (protobuf text .pbtxt or binary .pb), validates it and infers\n"
-    "every node's output shape. Prints, per node: op, output shape and dtype,\n"
+    "Usage: nereid check MODEL [--json] [--dot FILE] [--dataset NAME] [--forward-only]\n\n"
+    "Loads MODEL (protobuf text .pbtxt, binary .pb, or .onnx), validates it and infers\n"
+    "every node's output shape, and checks it can train as written: a scalar float\n"
+    "`loss`, every Input fed by the dataset (--dataset, else the graph's) in shapes it\n"
+    "gives (--forward-only skips this). Prints, per node: op, output shape and dtype,\n"
     "parameter count, forward FLOPs and activation bytes per sample (the batch\n"
     "dimension counted as 1); then the totals. On a bad model, prints the first\n"
     "error (file:line:col: node 'NAME' (OP): what is wrong) and exits 1.\n"
@@ -168,7 +171,7 @@ int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, co
 }
 
 int RunCheck(const std::vector<std::string>& args) {
-  Flags flags({"dot"}, {"json", "help"});
+  Flags flags({"dot", "dataset"}, {"json", "help", "forward-only"});
   if (absl::Status parsed = flags.Parse(args); !parsed.ok()) {
     std::fprintf(stderr, "error: %s\n\n%s", std::string(parsed.message()).c_str(), kHelp);
     return kExitUsage;
@@ -208,9 +211,23 @@ int RunCheck(const std::vector<std::string>& args) {
     }
     parts = *std::move(split);
   }
+  std::optional<TrainabilityReport> training;
+  if (!flags.Has("forward-only") && !HasPlacedNodes(**graph)) {
+    absl::StatusOr<TrainabilityReport> trainable = CheckTrainable(**graph, flags.String("dataset"));
+    if (!trainable.ok()) {
+      std::fprintf(stderr, "error: %s\n(nereid check --forward-only skips this check)\n",
+                   std::string(trainable.status().message()).c_str());
+      return kExitFailure;
+    }
+    training = *trainable;
+  }
   ModelSummary summary = SummarizeModel(**graph);
   std::string report = json ? JsonLine(SummaryJson(model, summary)) : FormatTable(model, summary);
   std::fwrite(report.data(), 1, report.size(), stdout);
+  if (training && !json) {
+    std::printf("training:              loss '%s'; fed %s and %s\n", training->loss.c_str(), training->images.c_str(),
+                training->labels.c_str());
+  }
   if (!dot_path.empty()) {
     absl::Status written = WriteFileAtomically(dot_path, GraphToDot(**graph));
     if (!written.ok()) {

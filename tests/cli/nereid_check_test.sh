@@ -51,4 +51,25 @@ expect 1 "bad.pbtxt:4:1: node 'y' (MatMul): inner dimensions disagree" "$nereid"
 printf 'node {\n  name: "x"\n  op: Input\n}\n' >"$tmp/syntax.pbtxt"
 expect 1 "syntax.pbtxt:3:" "$nereid" check "$tmp/syntax.pbtxt"
 
+# Trainable as written: each gap is named with its fix; --forward-only skips it.
+cat >"$tmp/matmul_loss.pbtxt" <<'PB'
+attr { key: "loss" value { s: "y" } }
+node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 784 } } } }
+node { name: "w" op: "Parameter" attr { key: "shape" value { shape { dim: 784 dim: 10 } } } }
+node { name: "y" op: "MatMul" input: "x" input: "w" }
+PB
+expect 1 "is the loss but its output is [?,10] float32" "$nereid" check "$tmp/matmul_loss.pbtxt"
+expect 0 "activations/sample" "$nereid" check "$tmp/matmul_loss.pbtxt" --forward-only
+sed -e 's/"loss" value { s: "y" }/"loss" value { s: "l" }/' -e 's/name: "x"/name: "pixels"/' \
+    -e 's/input: "x"/input: "pixels"/' "$tmp/matmul_loss.pbtxt" >"$tmp/unfed.pbtxt"
+cat >>"$tmp/unfed.pbtxt" <<'PB'
+node { name: "labels" op: "Input" attr { key: "shape" value { shape { dim: -1 } } } attr { key: "dtype" value { type: DT_INT32 } } }
+node { name: "l" op: "SoftmaxCrossEntropy" input: "y" input: "labels" }
+PB
+expect 1 "is fed 'pixels', which no dataset provides; add attr { key: \"feed\"" "$nereid" check "$tmp/unfed.pbtxt"
+sed -e 's/name: "pixels"/name: "images"/' -e 's/input: "pixels"/input: "images"/' -e 's/dim: 784 } } } }/dim: 700 } } } }/' \
+    -e 's/dim: 784 dim: 10/dim: 700 dim: 10/' "$tmp/unfed.pbtxt" >"$tmp/wrong_size.pbtxt"
+expect 1 "give it shape [-1,1,28,28] or [-1,784]" "$nereid" check "$tmp/wrong_size.pbtxt" --dataset fashion-mnist
+expect 1 "give it shape [-1,1,28,28] or [-1,784]" "$nereid" run "$tmp/wrong_size.pbtxt" --dataset fashion-mnist --max-steps 1
+expect 0 "training:              loss 'l'" "$nereid" check "$tmp/wrong_size.pbtxt" --dataset synthetic
 finish "CLI checks"

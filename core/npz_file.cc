@@ -1,0 +1,109 @@
+#include "core/npz_file.h"
+
+#include <unistd.h>
+#include <zip.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/npy_format.h"
+
+namespace nereid {
+namespace {
+
+std::string ZipError(zip_t* archive) { return zip_strerror(archive); }
+
+// Members larger than this are refused when reading: the .npy inside is
+// decoded into one tensor, which may hold at most 2^32 elements anyway.
+constexpr zip_uint64_t kMaxMemberBytes = zip_uint64_t{1} << 35;
+
+}  // namespace
+
+absl::Status WriteNpz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  int error = 0;
+  zip_t* archive = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error);
+  if (archive == nullptr) {
+    zip_error_t e;
+    zip_error_init_with_code(&e, error);
+    std::string message = zip_error_strerror(&e);
+    zip_error_fini(&e);
+    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", message));
+  }
+  // libzip reads the buffers at zip_close, so they must live until then.
+  std::vector<std::string> buffers;
+  buffers.reserve(arrays.size());
+  for (const auto& [name, tensor] : arrays) {
+    absl::StatusOr<std::string> npy = EncodeNpy(tensor);
+    if (!npy.ok()) {
+      zip_discard(archive);
+      return absl::InvalidArgumentError(absl::StrCat(path, ": array '", name, "': ", npy.status().message()));
+    }
+    buffers.push_back(*std::move(npy));
+    zip_source_t* source = zip_source_buffer(archive, buffers.back().data(), buffers.back().size(), 0);
+    zip_int64_t index = source == nullptr ? -1
+                                          : zip_file_add(archive, absl::StrCat(name, ".npy").c_str(), source,
+                                                         ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      if (source != nullptr) zip_source_free(source);
+      std::string message = ZipError(archive);
+      zip_discard(archive);
+      return absl::InternalError(absl::StrCat(path, ": cannot add '", name, "': ", message));
+    }
+    zip_set_file_compression(archive, static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0);
+  }
+  if (zip_close(archive) != 0) {
+    std::string message = ZipError(archive);
+    zip_discard(archive);
+    std::remove(tmp.c_str());
+    return absl::DataLossError(absl::StrCat(path, ": cannot write: ", message));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::DataLossError(absl::StrCat(path, ": cannot rename the finished file into place"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::string& path) {
+  int error = 0;
+  zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY, &error);
+  if (archive == nullptr) {
+    zip_error_t e;
+    zip_error_init_with_code(&e, error);
+    std::string message = zip_error_strerror(&e);
+    zip_error_fini(&e);
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open as .npz: ", message));
+  }
+  std::unique_ptr<zip_t, int (*)(zip_t*)> closer(archive, zip_close);
+  std::vector<std::pair<std::string, Tensor>> out;
+  const zip_int64_t n = zip_get_num_entries(archive, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t st;
+    if (zip_stat_index(archive, static_cast<zip_uint64_t>(i), 0, &st) != 0) {
+      return absl::DataLossError(absl::StrCat(path, ": member ", i, ": ", ZipError(archive)));
+    }
+    const std::string name = st.name;
+    if (!absl::EndsWith(name, ".npy")) continue;
+    if (st.size > kMaxMemberBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": member ", name, " is ", st.size, " bytes; too large"));
+    }
+    zip_file_t* file = zip_fopen_index(archive, static_cast<zip_uint64_t>(i), 0);
+    if (file == nullptr) return absl::DataLossError(absl::StrCat(path, ": ", name, ": ", ZipError(archive)));
+    std::string bytes(st.size, '\0');
+    const zip_int64_t got = zip_fread(file, bytes.data(), st.size);
+    zip_fclose(file);
+    if (got < 0 || static_cast<zip_uint64_t>(got) != st.size) {
+      return absl::DataLossError(absl::StrCat(path, ": ", name, ": short read"));
+    }
+    absl::StatusOr<Tensor> tensor = DecodeNpy(bytes);
+    if (!tensor.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", name, ": ", tensor.status().message()));
+    out.emplace_back(std::string(absl::StripSuffix(name, ".npy")), *std::move(tensor));
+  }
+  return out;
+}
+
+}  // namespace nereid

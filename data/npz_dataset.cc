@@ -1,0 +1,95 @@
+#include "data/npz_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/npz_file.h"
+
+namespace nereid {
+namespace data {
+namespace {
+
+const Tensor* Find(const std::vector<std::pair<std::string, Tensor>>& arrays, const std::string& name) {
+  for (const auto& [n, t] : arrays) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+
+template <typename T>
+void CastInto(const Tensor& t, std::vector<float>& out) {
+  const T* p = t.data<T>();
+  out.assign(p, p + t.num_elements());
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadNpzDataset(const std::string& dir, const std::string& split_name) {
+  const std::string path = absl::StrCat(dir, "/", split_name, ".npz");
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> arrays = ReadNpz(path);
+  if (!arrays.ok()) {
+    return absl::Status(arrays.status().code(),
+                        absl::StrCat(arrays.status().message(), " (an npy dataset needs ", split_name,
+                                     ".npz: numpy.savez(PATH, images=..., labels=...))"));
+  }
+  const Tensor* images = Find(*arrays, "images");
+  const Tensor* labels = Find(*arrays, "labels");
+  if (images == nullptr || labels == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& [n, t] : *arrays) names.push_back(n);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": needs arrays 'images' and 'labels'; it holds ",
+                                                   names.empty() ? "none" : absl::StrJoin(names, ", ")));
+  }
+  const std::vector<int64_t>& d = images->dims();
+  if (d.size() < 2 || d.size() > 4) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' is ", images->DebugString(),
+                                                   "; expected [N, D], [N, H, W] or [N, C, H, W]"));
+  }
+  if (labels->rank() != 1 || labels->dim(0) != d[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": 'labels' is ", labels->DebugString(), "; expected [",
+                                                   d[0], "], one label per image"));
+  }
+  Dataset ds;
+  ds.name = absl::StrCat("npy/", split_name);
+  ds.num_examples = d[0];
+  ds.channels = d.size() == 4 ? d[1] : 1;
+  ds.height = d.size() >= 3 ? d[d.size() - 2] : 1;
+  ds.width = d.back();
+  switch (images->dtype()) {
+    case DT_FLOAT: CastInto<float>(*images, ds.images); break;
+    case DT_DOUBLE: CastInto<double>(*images, ds.images); break;
+    case DT_UINT8: CastInto<uint8_t>(*images, ds.images); break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' is ", images->DebugString(),
+                                                     "; expected float32, float64 or uint8"));
+  }
+  ds.labels.resize(ds.num_examples);
+  for (int64_t i = 0; i < ds.num_examples; ++i) {
+    int64_t v;
+    if (labels->dtype() == DT_INT64) {
+      v = labels->data<int64_t>()[i];
+    } else if (labels->dtype() == DT_INT32) {
+      v = labels->data<int32_t>()[i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": 'labels' is ", labels->DebugString(),
+                                                     "; expected int32 or int64"));
+    }
+    if (v < 0 || v > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": label ", i, " is ", v, "; labels are class numbers from 0"));
+    }
+    ds.labels[i] = static_cast<int32_t>(v);
+  }
+  ds.num_classes = ds.labels.empty() ? 1 : *std::max_element(ds.labels.begin(), ds.labels.end()) + 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(ds.images.size()); ++i) {
+    if (!std::isfinite(ds.images[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' element ", i, " is ", ds.images[i]));
+    }
+  }
+  if (absl::Status valid = ds.Validate(); !valid.ok()) return valid;
+  return ds;
+}
+
+}  // namespace data
+}  // namespace nereid

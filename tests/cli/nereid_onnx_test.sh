@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A user's own ONNX model and numpy arrays, end to end: build an MLP with
+# onnx.helper, save arrays with numpy.savez, import, train on 2 local workers,
+# export the weights, and recompute the test accuracy in numpy from them.
+set -uo pipefail
+nereid="$1"
+source tests/cli/expect.sh || exit 1
+py=/usr/bin/python3  # Debian's, with python3-numpy and python3-onnx
+
+$py - "$tmp" <<'PY' || { echo "FAIL: could not write the model and data"; exit 1; }
+import sys, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+out = sys.argv[1]
+rng = np.random.default_rng(0)
+def split(n):  # three Gaussian blobs in 20 dimensions
+    y = rng.integers(0, 3, n)
+    centers = np.eye(3, 20) * 3.0
+    return (centers[y] + rng.normal(size=(n, 20))).astype(np.float32), y.astype(np.int64)
+import os; os.makedirs(f"{out}/data", exist_ok=True)
+for name, n in (("train", 2000), ("test", 500)):
+    x, y = split(n)
+    np.savez(f"{out}/data/{name}.npz", images=x, labels=y)
+w1 = numpy_helper.from_array((rng.normal(size=(16, 20)) * 0.3).astype(np.float32), "fc1.weight")
+b1 = numpy_helper.from_array(np.zeros(16, np.float32), "fc1.bias")
+w2 = numpy_helper.from_array((rng.normal(size=(3, 16)) * 0.3).astype(np.float32), "fc2.weight")
+b2 = numpy_helper.from_array(np.zeros(3, np.float32), "fc2.bias")
+nodes = [helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="fc1", transB=1),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("Gemm", ["r", "fc2.weight", "fc2.bias"], ["y"], name="fc2", transB=1)]
+graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 20])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], [w1, b1, w2, b2])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/mlp.onnx")
+# Models Nereid must refuse, each for a reason it names.
+sub = helper.make_graph([helper.make_node("Sub", ["x", "x"], ["y"], name="minus")], "sub",
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 20])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 20])])
+onnx.save(helper.make_model(sub, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/sub.onnx")
+odd = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="act", alpha=0.1)], "odd",
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 20])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 20])])
+onnx.save(helper.make_model(odd, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/odd.onnx")
+os.makedirs(f"{out}/bad", exist_ok=True)
+np.savez(f"{out}/bad/train.npz", x=np.zeros((4, 20), np.float32))
+PY
+
+expect 0 "written to $tmp/mlp.pbtxt" "$nereid" import "$tmp/mlp.onnx" -o "$tmp/mlp.pbtxt" --dataset "npy:$tmp/data"
+expect 0 "trainable parameters:  387" "$nereid" check "$tmp/mlp.pbtxt"
+expect 0 "fc1/matmul" "$nereid" check "$tmp/mlp.onnx"
+expect 1 "ONNX node 'minus' (Sub): op not supported" "$nereid" import "$tmp/sub.onnx" -o "$tmp/sub.pbtxt"
+expect 1 "ONNX node 'act' (Relu): attribute 'alpha' is not supported" "$nereid" check "$tmp/odd.onnx"
+echo "not a model" >"$tmp/junk.onnx"
+expect 1 "not an ONNX model" "$nereid" import "$tmp/junk.onnx" -o "$tmp/junk.pbtxt"
+expect 2 "give one .onnx model and -o OUT" "$nereid" import "$tmp/mlp.onnx"
+expect 1 "needs arrays 'images' and 'labels'" "$nereid" run "$tmp/mlp.onnx" --dataset "npy:$tmp/bad" --max-steps 1
+
+# Train the .onnx file directly on the arrays, 2 workers over Gloo on loopback.
+expect 0 "test accuracy" "$nereid" run "$tmp/mlp.onnx" --dataset "npy:$tmp/data" --workers 2 --batch 32 \
+  --epochs 2 --checkpoint "$tmp/ckpt" --metrics-json "$tmp/metrics.json" --quiet
+expect 0 "4 arrays, 387 values" "$nereid" export "$tmp/ckpt" --model "$tmp/mlp.onnx" -o "$tmp/weights.npz"
+expect 0 "written to $tmp/trained.onnx" "$nereid" export "$tmp/ckpt" --model "$tmp/mlp.onnx" -o "$tmp/trained.onnx"
+expect 2 "write .npz or .onnx" "$nereid" export "$tmp/ckpt" -o "$tmp/weights.txt"
+expect 1 "the checkpoint has no value for" "$nereid" export "$tmp/ckpt" --model models/mlp_fashion.pbtxt -o "$tmp/x.npz"
+
+# The weights, read back in numpy, give the accuracy Nereid reported; the
+# exported ONNX model holds the same values.
+$py - "$tmp" <<'PY' || fail "the exported weights do not reproduce Nereid's accuracy"
+import json, sys, numpy as np, onnx
+from onnx import numpy_helper
+out = sys.argv[1]
+w = np.load(f"{out}/weights.npz")
+assert sorted(w.files) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"], w.files
+test = np.load(f"{out}/data/test.npz")
+h = np.maximum(test["images"] @ w["fc1.weight"].T + w["fc1.bias"], 0)
+acc = float(np.mean((h @ w["fc2.weight"].T + w["fc2.bias"]).argmax(1) == test["labels"]))
+reported = json.load(open(f"{out}/metrics.json"))["final_test_accuracy"]
+print(f"accuracy from the exported weights {acc:.4f}, reported by nereid {reported:.4f}")
+assert abs(acc - reported) < 1e-6 and acc > 0.9, (acc, reported)
+for t in onnx.load(f"{out}/trained.onnx").graph.initializer:
+    assert np.array_equal(numpy_helper.to_array(t), w[t.name]), t.name
+PY
+finish "ONNX and numpy checks"
