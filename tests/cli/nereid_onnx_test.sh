@@ -45,7 +45,8 @@ PY
 
 expect 0 "written to $tmp/mlp.pbtxt" "$nereid" import "$tmp/mlp.onnx" -o "$tmp/mlp.pbtxt" --dataset "npy:$tmp/data"
 expect 0 "trainable parameters:  387" "$nereid" check "$tmp/mlp.pbtxt"
-expect 0 "fc1/matmul" "$nereid" check "$tmp/mlp.onnx"
+expect 0 "fc1/matmul" "$nereid" check "$tmp/mlp.onnx" --dataset "npy:$tmp/data"
+expect 1 "is fed fashion-mnist images of [1,28,28] (784 values each) but holds 20" "$nereid" check "$tmp/mlp.onnx"
 expect 1 "ONNX node 'minus' (Sub): op not supported" "$nereid" import "$tmp/sub.onnx" -o "$tmp/sub.pbtxt"
 expect 1 "ONNX node 'act' (Relu): attribute 'alpha' is not supported" "$nereid" check "$tmp/odd.onnx"
 echo "not a model" >"$tmp/junk.onnx"
