@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "data/cifar_reader.h"
+#include "data/csv_dataset.h"
 #include "data/gz_file.h"
 #include "data/idx_reader.h"
 #include "data/npz_dataset.h"
@@ -22,6 +23,7 @@ namespace {
 
 constexpr char kFashionMnist[] = "fashion-mnist";
 constexpr absl::string_view kNpyPrefix = "npy:";
+constexpr absl::string_view kCsvPrefix = "csv:";
 constexpr char kCifar10[] = "cifar10";
 constexpr char kSynthetic[] = "synthetic";
 
@@ -129,7 +131,7 @@ absl::StatusOr<Dataset> LoadSynthetic(Split split, const DatasetOptions& opts) {
 
 absl::string_view SplitName(Split split) { return split == Split::kTrain ? "train" : "test"; }
 
-std::vector<std::string> KnownDatasetNames() { return {kCifar10, kFashionMnist, "npy:DIR", kSynthetic}; }
+std::vector<std::string> KnownDatasetNames() { return {kCifar10, "csv:DIR", kFashionMnist, "npy:DIR", kSynthetic}; }
 
 absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
                                          const DatasetOptions& opts) {
@@ -137,6 +139,11 @@ absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
   if (name == kFashionMnist) return LoadFashionMnist(split, opts);
   if (name == kCifar10) return LoadCifar10Split(split, opts);
   if (name == kSynthetic) return LoadSynthetic(split, opts);
+  if (absl::StartsWith(name, kCsvPrefix)) {
+    ASSIGN_OR_RETURN(Dataset ds, LoadCsvDataset(std::string(name.substr(kCsvPrefix.size())), std::string(SplitName(split))));
+    ds.Truncate(opts.limit);
+    return ds;
+  }
   if (absl::StartsWith(name, kNpyPrefix)) {
     ASSIGN_OR_RETURN(Dataset ds, LoadNpzDataset(std::string(name.substr(kNpyPrefix.size())), std::string(SplitName(split))));
     ds.Truncate(opts.limit);

@@ -18,6 +18,8 @@
 //                    fresh noise). Not normalised further.
 //   "npy:DIR"        the user's arrays: DIR/train.npz and DIR/test.npz
 //                    (data/npz_dataset.h), fed as they are.
+//   "csv:DIR"        tabular data: DIR/train.csv and DIR/test.csv
+//                    (data/csv_dataset.h), fed as they are.
 //
 // A missing file is NotFound naming its path and how to obtain it; an unknown
 // name is InvalidArgument listing the known names.
