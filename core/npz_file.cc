@@ -16,6 +16,15 @@ namespace {
 
 std::string ZipError(zip_t* archive) { return zip_strerror(archive); }
 
+// What zip_open's error code means.
+std::string OpenError(int code) {
+  zip_error_t e;
+  zip_error_init_with_code(&e, code);
+  std::string message = zip_error_strerror(&e);
+  zip_error_fini(&e);
+  return message;
+}
+
 // Members larger than this are refused when reading: the .npy inside is
 // decoded into one tensor, which may hold at most 2^32 elements anyway.
 constexpr zip_uint64_t kMaxMemberBytes = zip_uint64_t{1} << 35;
@@ -26,13 +35,7 @@ absl::Status WriteNpz(const std::string& path, const std::vector<std::pair<std::
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int error = 0;
   zip_t* archive = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error);
-  if (archive == nullptr) {
-    zip_error_t e;
-    zip_error_init_with_code(&e, error);
-    std::string message = zip_error_strerror(&e);
-    zip_error_fini(&e);
-    return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", message));
-  }
+  if (archive == nullptr) return absl::UnavailableError(absl::StrCat(path, ": cannot create: ", OpenError(error)));
   // libzip reads the buffers at zip_close, so they must live until then.
   std::vector<std::string> buffers;
   buffers.reserve(arrays.size());
@@ -72,11 +75,9 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::s
   int error = 0;
   zip_t* archive = zip_open(path.c_str(), ZIP_RDONLY, &error);
   if (archive == nullptr) {
-    zip_error_t e;
-    zip_error_init_with_code(&e, error);
-    std::string message = zip_error_strerror(&e);
-    zip_error_fini(&e);
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open as .npz: ", message));
+    std::string message = absl::StrCat(path, ": cannot open as .npz: ", OpenError(error));
+    return error == ZIP_ER_NOENT || error == ZIP_ER_OPEN ? absl::NotFoundError(message)
+                                                         : absl::InvalidArgumentError(message);
   }
   std::unique_ptr<zip_t, int (*)(zip_t*)> closer(archive, zip_close);
   std::vector<std::pair<std::string, Tensor>> out;

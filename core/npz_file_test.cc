@@ -59,7 +59,7 @@ TEST(NpzFile, WritesAnArchiveThatReadsBack) {
   }
   EXPECT_EQ(ReadNpz(TempPath("missing.npz")).status().code(), absl::StatusCode::kNotFound);
   std::ofstream(TempPath("junk.npz")) << "not a zip";
-  EXPECT_FALSE(ReadNpz(TempPath("junk.npz")).ok());
+  EXPECT_EQ(ReadNpz(TempPath("junk.npz")).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
