@@ -114,16 +114,19 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
     launcher::LaunchOptions options;
     options.progress_timeout = launch.worker_timeout;
     options.startup_timeout = std::max(launch.worker_timeout, absl::Minutes(2));
+    const int first_rank = launch.node_rank * launch.workers;
+    const std::string rendezvous = launch.rendezvous.empty() ? "file:" + store : launch.rendezvous;
     for (int r = 0; r < launch.workers; ++r) {
       std::vector<std::string> argv = {exe, launch.command};
       argv.insert(argv.end(), passed.begin(), passed.end());
-      for (const std::string& a : {std::string("--rendezvous"), "file:" + store, std::string("--rank"),
-                                   absl::StrCat(r), std::string("--world"), absl::StrCat(launch.workers),
-                                   std::string("--threads"), absl::StrCat(threads[r])}) {
+      for (const std::string& a : {std::string("--rendezvous"), rendezvous, std::string("--rank"),
+                                   absl::StrCat(first_rank + r), std::string("--world"),
+                                   absl::StrCat(launch.nnodes * launch.workers), std::string("--threads"),
+                                   absl::StrCat(threads[r])}) {
         argv.push_back(a);
       }
       if (resume) argv.push_back("--resume");
-      if (r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
+      if (first_rank + r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
       options.workers.push_back({argv, {{kRestartEnvVar, absl::StrCat(restart)}}});
     }
     absl::Status status = launcher::RunWorkers(std::move(options));

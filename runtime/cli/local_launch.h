@@ -2,8 +2,9 @@
 #define NEREID_RUNTIME_CLI_LOCAL_LAUNCH_H_
 
 // `--workers N` on one machine: runs N copies of this program's `command`,
-// each told its rank, the world size and a fresh file-store rendezvous, under
-// the launcher's supervision (runtime/launcher/).
+// each told its rank, the world size and a fresh file-store rendezvous (or,
+// with --nnodes, the one every machine names), under the launcher's
+// supervision (runtime/launcher/).
 
 #include <cstdint>
 #include <string>
@@ -30,6 +31,12 @@ struct LocalLaunch {
   // environment (fault plans may target one restart: comm/fault_plan.h).
   int max_restarts = 0;
   std::string checkpoint_dir;
+  // Across machines (--nnodes M --node-rank K): this machine's workers are
+  // ranks K*N .. K*N+N-1 of M*N, meeting at `rendezvous` (the same on every
+  // machine) instead of a fresh local file store; no restarts.
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string rendezvous;
 };
 
 // Returns the process exit code (0 when every worker of the last run succeeded).

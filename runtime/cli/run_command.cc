@@ -52,6 +52,10 @@ constexpr char kHelp[] =
     "  --quiet             no progress output\n"
     "  --config FILE       settings from a file (graph.proto's RunConfig in text form); flags\n"
     "                      on the command line override it\n\n"
+    "Several machines, each running the local launcher:\n"
+    "  --nnodes M --node-rank K   this machine's --workers N are ranks K*N .. K*N+N-1 of M*N;\n"
+    "                      every machine names the same --rendezvous tcp://HOST:PORT (node 0's\n"
+    "                      address: rank 0 serves the store) and its own --bind ADDR\n\n"
     "One worker per invocation (across machines, or under mpirun/Slurm/torchrun):\n"
     "  --rendezvous SPEC   where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
     "                      file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
@@ -145,7 +149,7 @@ int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
                "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
-               "checkpoint-every", "stall-check"},
+               "checkpoint-every", "stall-check", "nnodes", "node-rank"},
               {"resume", "quiet", "help"});
   absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
   if (!expanded.ok()) {
@@ -174,14 +178,15 @@ int Run(const std::vector<std::string>& args) {
     int64_t* target;
   };
   int64_t workers = 1, threads = 0, seed = 0, rank = -1, world = -1, comm_timeout = 60, worker_timeout = 300,
-          max_restarts = 0;
+          max_restarts = 0, nnodes = 1, node_rank = 0;
   for (IntFlag f : {IntFlag{"workers", &workers}, IntFlag{"threads", &threads}, IntFlag{"epochs", &o.epochs},
                     IntFlag{"batch", &o.batch}, IntFlag{"seed", &seed}, IntFlag{"train-limit", &o.train_limit},
                     IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
                     IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
                     IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every},
                     IntFlag{"max-restarts", &max_restarts}, IntFlag{"checkpoint-every", &o.checkpoint_every},
-                    IntFlag{"stall-check", &o.stall_check_percent}}) {
+                    IntFlag{"stall-check", &o.stall_check_percent}, IntFlag{"nnodes", &nnodes},
+                    IntFlag{"node-rank", &node_rank}}) {
     absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
     if (!v.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());
@@ -211,13 +216,24 @@ int Run(const std::vector<std::string>& args) {
                          "needs --checkpoint DIR; under another launcher use its restarts with --resume\n");
     return kExitUsage;
   }
+  if (nnodes < 1 || nnodes > 4096 || node_rank < 0 || node_rank >= nnodes) {
+    std::fprintf(stderr, "error: --nnodes must be in [1, 4096] and --node-rank in [0, nnodes) (got %lld and %lld)\n",
+                 static_cast<long long>(nnodes), static_cast<long long>(node_rank));
+    return kExitUsage;
+  }
+  if (nnodes > 1 && (!flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world") || max_restarts > 0)) {
+    std::fprintf(stderr, "error: --nnodes M starts --workers N local workers as ranks node-rank*N .. of M*N: every "
+                         "machine needs the same --rendezvous tcp://HOST:PORT (node 0's HOST, where rank 0 serves "
+                         "it) and no --rank, --world or --max-restarts\n");
+    return kExitUsage;
+  }
   if (absl::Status checked = CheckRunFlags(flags, workers, threads, seed, o); !checked.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(checked.message()).c_str());
     return kExitUsage;
   }
-  bool one_of_many = flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world");
+  bool one_of_many = nnodes == 1 && (flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world"));
   std::string rendezvous = flags.String("rendezvous", "");
-  if (!one_of_many && HasLauncherEnv(ProcessEnv())) {
+  if (!one_of_many && nnodes == 1 && HasLauncherEnv(ProcessEnv())) {
     // Started by torchrun, mpirun or Slurm: one of their world, meeting the
     // others at MASTER_ADDR:MASTER_PORT unless a store is named.
     absl::StatusOr<LaunchInfo> launch = ResolveLaunch(-1, -1, ProcessEnv());
@@ -235,11 +251,15 @@ int Run(const std::vector<std::string>& args) {
       one_of_many = true;
     }
   }
-  if (!one_of_many && workers > 1) {
+  if (!one_of_many && (workers > 1 || nnodes > 1)) {
     LocalLaunch launch;
     launch.command = "run";
     launch.args = *expanded;  // a --config file's flags, so not_passed applies to them too
-    launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts"};
+    launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
+                         "--nnodes",  "--node-rank", "--rendezvous"};
+    launch.nnodes = static_cast<int>(nnodes);
+    launch.node_rank = static_cast<int>(node_rank);
+    if (nnodes > 1) launch.rendezvous = rendezvous;
     launch.bool_flags = {"--resume", "--quiet"};
     launch.workers = static_cast<int>(workers);
     launch.threads = threads;
