@@ -1,8 +1,8 @@
 // gossip: Stochastic Gradient Push (Assran et al., 2019). Every rank keeps
-// its own parameters; after each local optimizer step it keeps half
-// of every updated value and pushes the other half to its out-neighbour of
-// the step, adding what its in-neighbour pushed (push-sum with uniform
-// mixing). The push is a GroupSendRecv on a group of all ranks, whose
+// its own parameters; after each local optimizer step it keeps 1/(p+1) of
+// every updated value and pushes 1/(p+1) to each of its p out-neighbours of
+// the step (peers=p, default 1), adding what its in-neighbours pushed
+// (push-sum with uniform mixing). The push is a GroupSendRecv on a group of all ranks, whose
 // offsets change with the step: SGP's time-varying directed exponential
 // graph (at step t rank i sends to i + 2^(t mod log2 n)) or a ring (i + 1).
 // On the complete graph every rank sends 1/n to every other (a
@@ -58,6 +58,13 @@ class GossipPass : public Pass {
           "gossip: the plan needs at least 2 workers (plan with --workers N, run with --workers N)");
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> offsets, TopologyOffsets(o.GetString("topology"), world));
+    const int64_t peers = o.GetInt("peers");
+    if (peers < 1 || (offsets.empty() && peers != 1) || (!offsets.empty() && peers > static_cast<int64_t>(offsets.size()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gossip: peers=", peers, " out-neighbours per step needs as many distinct offsets; topology ",
+          o.GetString("topology"), " on ", world, " ranks has ", offsets.empty() ? world - 1 : static_cast<int64_t>(offsets.size()),
+          offsets.empty() ? " (every rank already; leave peers at 1)" : " (1 <= peers <= that)"));
+    }
     // The trained parameters' updates (SGP gossips the model; optimizer
     // state such as momentum stays local, and per rank).
     std::vector<std::pair<Node*, Node*>> carried;  // (parameter, its Feedback)
@@ -85,21 +92,34 @@ class GossipPass : public Pass {
     half->set_dtype(DT_FLOAT);
     half->mutable_shape()->add_dim(1);
     const bool complete = offsets.empty();
-    half->add_float_val(complete ? 1.0f / static_cast<float>(world) : 0.5f);
+    half->add_float_val(1.0f / static_cast<float>(complete ? world : peers + 1));
     ASSIGN_OR_RETURN(Node * mix, AddOpNode(&graph, "gossip/mixing_weight", "Const", {}, {{"value", half_value}}));
-    std::vector<std::pair<std::string, AttrValue>> push = {{"group", StringAttr(kGossipGroup)},
-                                                          {"group_size", IntAttr(world)}};
-    if (!complete) push.emplace_back("offsets", IntListAttr(offsets));
-    // Keep half, push half, add what arrives: (x + x_in) / 2; complete: the
-    // sum of every rank's share, sum / n.
+    const std::vector<std::pair<std::string, AttrValue>> group = {{"group", StringAttr(kGossipGroup)},
+                                                                 {"group_size", IntAttr(world)}};
+    // Peer j's shift cycles through the offsets j places ahead, so at every
+    // step the peers are distinct ranks and every rank hears from `peers`.
+    auto peer_push = [&](int64_t j) {
+      std::vector<int64_t> rotated(offsets.size());
+      for (size_t k = 0; k < offsets.size(); ++k) rotated[k] = offsets[(k + j) % offsets.size()];
+      std::vector<std::pair<std::string, AttrValue>> attrs = group;
+      attrs.emplace_back("offsets", IntListAttr(rotated));
+      return attrs;
+    };
+    // Keep a share, push one share to each peer, add what arrives:
+    // (x + sum of x_in) / (peers + 1); complete: the sum of every rank's
+    // share, sum / n.
     auto mixed = [&](const std::string& name, NodeOut value) -> absl::StatusOr<NodeOut> {
-      NodeOut sum_out;
+      NodeOut sum_out = value;
       if (complete) {
-        ASSIGN_OR_RETURN(Node * all, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupAllReduce", {value}, push));
+        ASSIGN_OR_RETURN(Node * all, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupAllReduce", {value}, group));
         sum_out = NodeOut{all, 0};
-      } else {
-        ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupSendRecv", {value}, push));
-        ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum"), "Add", {value, NodeOut{in, 0}}));
+      }
+      for (int64_t j = 0; !complete && j < peers; ++j) {
+        const std::string suffix = j == 0 ? "" : absl::StrCat("_", j);
+        ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(name, "/gossip/push", suffix), "GroupSendRecv",
+                                              {value}, peer_push(j)));
+        ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum", suffix), "Add",
+                                               {sum_out, NodeOut{in, 0}}));
         sum_out = NodeOut{sum, 0};
       }
       ASSIGN_OR_RETURN(Node * out, AddOpNode(&graph, absl::StrCat(name, "/gossip/mixed"), "Mul",
@@ -117,7 +137,8 @@ class GossipPass : public Pass {
     ASSIGN_OR_RETURN(NodeOut next_weight, mixed("gossip/weight", NodeOut{weight, 0}));
     RETURN_IF_ERROR(CloseLoop(graph, weight, next_weight));
     (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr(o.GetString("topology"));
-    log->notes.push_back(absl::StrCat(mixed_values, " values mixed per step (", o.GetString("topology"),
+    log->notes.push_back(absl::StrCat(mixed_values, " values mixed per step with ", complete ? world - 1 : peers,
+                                      " peer(s) (", o.GetString("topology"),
                                       complete ? ": every rank" : absl::StrCat(": offsets ", absl::StrJoin(offsets, ",")),
                                       "), push-sum weight gossip/weight"));
     return absl::OkStatus();
@@ -129,7 +150,10 @@ PassInfo GossipInfo() {
                 "Stochastic Gradient Push: each rank keeps its own parameters and, after each local step, mixes "
                 "them with one out-neighbour's (push-sum, uniform weights) over a time-varying directed graph.",
                 {{"topology", OptionType::kString, "exponential",
-                  "exponential (i + 2^(t mod log2 n)), ring (i + 1) or complete (every rank)"}},
+                  "exponential (i + 2^(t mod log2 n)), ring (i + 1) or complete (every rank)"},
+                 {"peers", OptionType::kInt, "1",
+                  "out-neighbours per step: peer j takes the offset j steps ahead in the topology's cycle "
+                  "(exponential: up to log2 n); each keeps and sends 1/(peers+1)"}},
                 [] { return std::make_unique<GossipPass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kGradientCommunicationProperty};

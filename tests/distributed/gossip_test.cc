@@ -91,6 +91,40 @@ TEST_F(GossipTest, FourRanksConserveWeightAndStayClose) {
   }
 }
 
+// Several peers per step: on 3 ranks, 2 peers reach every other rank, so one
+// step is the allreduce average; on 4 ranks, 2 peers mix faster than one.
+TEST_F(GossipTest, TwoPeersOnThreeRanksGiveTheAllreduceAverage) {
+  Json gossip = Run(3, 25, "autodiff,sgd(lr=0.05),gossip(peers=2)");
+  Json allreduce = Run(3, 25, "autodiff,data_parallel,sgd(lr=0.05)");
+  ASSERT_FALSE(gossip.is_null());
+  ASSERT_FALSE(allreduce.is_null());
+  EXPECT_LE(testing::WorstRelativeDifference(gossip["step_losses"].get<std::vector<double>>(),
+                                             allreduce["step_losses"].get<std::vector<double>>()),
+            1e-5);
+  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 3.0);
+}
+
+TEST_F(GossipTest, TwoPeersOnFourRanksMixCloser) {
+  Json one = Run(4, 64, "autodiff,sgd(lr=0.05),gossip");
+  Json two = Run(4, 64, "autodiff,sgd(lr=0.05),gossip(peers=2)");
+  ASSERT_FALSE(one.is_null());
+  ASSERT_FALSE(two.is_null());
+  EXPECT_DOUBLE_EQ(two["push_sum_weight_total"].get<double>(), 4.0);
+  const double c1 = one["per_epoch"][0]["consensus_distance"].get<double>();
+  const double c2 = two["per_epoch"][0]["consensus_distance"].get<double>();
+  EXPECT_GT(c2, 0);
+  EXPECT_LT(c2, c1);
+}
+
+TEST_F(GossipTest, MorePeersThanTheTopologyHasAreRefused) {
+  Outcome o = Shell(absl::StrCat(kNereid, " plan models/mlp_fashion.pbtxt --workers 4 --passes "
+                                          "\"autodiff,sgd(lr=0.05),gossip(topology=ring,peers=2)\" -o ",
+                                 dir_, "/plan.pbtxt"));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("gossip: peers=2 out-neighbours per step needs as many distinct offsets; "
+                                  "topology ring on 4 ranks has 1"));
+}
+
 TEST_F(GossipTest, AnUnknownTopologyIsRefused) {
   Outcome o = Shell(absl::StrCat(kNereid, " plan models/mlp_fashion.pbtxt --workers 4 --passes "
                                           "\"autodiff,sgd(lr=0.05),gossip(topology=star)\" -o ",
