@@ -26,6 +26,7 @@
 #include "core/status_macros.h"
 #include "graph/process_groups.h"
 #include "ops/gradient_builder.h"
+#include "passes/gossip_topology.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
 #include "passes/pass_properties.h"
@@ -35,18 +36,22 @@ namespace {
 
 constexpr char kGossipGroup[] = "gossip";
 
-// The out-neighbour offsets the steps cycle through.
-// (complete: none; every rank is an out-neighbour.)
-absl::StatusOr<std::vector<int64_t>> TopologyOffsets(const std::string& topology, int64_t world) {
-  if (topology == "complete") return std::vector<int64_t>{};
-  if (topology == "ring") return std::vector<int64_t>{1};
-  if (topology == "exponential") {
-    std::vector<int64_t> offsets;
-    for (int64_t o = 1; o < world; o *= 2) offsets.push_back(o);
-    return offsets;
+// The out-neighbour offsets the steps cycle through (empty: all to all).
+absl::StatusOr<std::vector<int64_t>> TopologyOffsets(const std::string& name, int64_t world) {
+  const GossipTopology* topology = GossipTopologyRegistry::Global().Find(name);
+  if (topology == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("gossip: topology '", name, "' is not one of: ",
+                                                   absl::StrJoin(GossipTopologyRegistry::Global().Names(), ", ")));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("gossip: topology '", topology, "' is not one of: exponential, ring, complete"));
+  if (topology->all_to_all) return std::vector<int64_t>{};
+  std::vector<int64_t> offsets = topology->offsets(world);
+  for (int64_t o : offsets) {
+    if (o <= 0 || o >= world) {
+      return absl::InternalError(absl::StrCat("gossip: topology ", name, " gave offset ", o, " for ", world, " ranks"));
+    }
+  }
+  if (offsets.empty()) return absl::InternalError(absl::StrCat("gossip: topology ", name, " gave no offsets"));
+  return offsets;
 }
 
 class GossipPass : public Pass {
@@ -150,7 +155,8 @@ PassInfo GossipInfo() {
                 "Stochastic Gradient Push: each rank keeps its own parameters and, after each local step, mixes "
                 "them with one out-neighbour's (push-sum, uniform weights) over a time-varying directed graph.",
                 {{"topology", OptionType::kString, "exponential",
-                  "exponential (i + 2^(t mod log2 n)), ring (i + 1) or complete (every rank)"},
+                  "the graph mixed over (passes/*_topology.cc): exponential (i + 2^(t mod log2 n)), ring "
+                  "(i + 1), complete (every rank)"},
                  {"peers", OptionType::kInt, "1",
                   "out-neighbours per step: peer j takes the offset j steps ahead in the topology's cycle "
                   "(exponential: up to log2 n); each keeps and sends 1/(peers+1)"}},

@@ -130,7 +130,7 @@ TEST_F(GossipTest, AnUnknownTopologyIsRefused) {
                                           "\"autodiff,sgd(lr=0.05),gossip(topology=star)\" -o ",
                                  dir_, "/plan.pbtxt"));
   EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: exponential, ring, complete"));
+  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: complete, exponential, ring"));
 }
 
 }  // namespace
