@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/tensor_shape.h"
 
 namespace nereid {
 namespace {
@@ -30,6 +31,16 @@ absl::StatusOr<std::string> HeaderValue(absl::string_view header, absl::string_v
   size_t end = rest[0] == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
   if (end == absl::string_view::npos || end == 0) return absl::InvalidArgumentError("npy header is malformed");
   return std::string(absl::StripAsciiWhitespace(rest.substr(0, end)));
+}
+
+uint64_t ElementSize(DataType dtype) {
+  switch (dtype) {
+    case DT_DOUBLE:
+    case DT_INT64: return 8;
+    case DT_UINT8:
+    case DT_BOOL: return 1;
+    default: return 4;
+  }
 }
 
 }  // namespace
@@ -104,13 +115,18 @@ absl::StatusOr<Tensor> DecodeNpy(absl::string_view bytes) {
     }
     dims.push_back(v);
   }
-  absl::StatusOr<Tensor> tensor = Tensor::Allocate(dtype, dims);  // refuses absurd sizes before allocating
-  if (!tensor.ok()) return tensor.status();
+  // The header's claim is checked against the bytes present before anything
+  // is allocated for it.
+  absl::StatusOr<int64_t> count = CheckedElementCount(dims);
+  if (!count.ok()) return count.status();
   const size_t data_start = start + header_len;
-  if (bytes.size() - data_start != static_cast<size_t>(tensor->num_bytes())) {
+  const uint64_t needed = static_cast<uint64_t>(*count) * ElementSize(dtype);
+  if (bytes.size() - data_start != needed) {
     return absl::InvalidArgumentError(absl::StrCat(".npy data holds ", bytes.size() - data_start, " bytes; shape ",
-                                                   *shape, " of ", d, " needs ", tensor->num_bytes()));
+                                                   *shape, " of ", d, " needs ", needed));
   }
+  absl::StatusOr<Tensor> tensor = Tensor::Allocate(dtype, dims);
+  if (!tensor.ok()) return tensor.status();
   if (tensor->num_bytes() > 0) std::memcpy(tensor->raw(), bytes.data() + data_start, tensor->num_bytes());
   return tensor;
 }

@@ -89,8 +89,12 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::s
     }
     const std::string name = st.name;
     if (!absl::EndsWith(name, ".npy")) continue;
-    if (st.size > kMaxMemberBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": member ", name, " is ", st.size, " bytes; too large"));
+    // Deflate expands at most ~1032:1, so a member claiming more than that
+    // over its compressed size is damaged or hostile: refused before the
+    // buffer for it is allocated.
+    if (st.size > kMaxMemberBytes || st.size > 1100 * st.comp_size + 1024) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": member ", name, " claims ", st.size, " bytes (",
+                                                     st.comp_size, " compressed); refused"));
     }
     zip_file_t* file = zip_fopen_index(archive, static_cast<zip_uint64_t>(i), 0);
     if (file == nullptr) return absl::DataLossError(absl::StrCat(path, ": ", name, ": ", ZipError(archive)));

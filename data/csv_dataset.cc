@@ -1,5 +1,7 @@
 #include "data/csv_dataset.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -27,6 +29,10 @@ absl::StatusOr<Dataset> LoadCsvDataset(const std::string& dir, const std::string
   const std::string path = absl::StrCat(dir, "/", split_name, ".csv");
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, " (a csv dataset needs ", split_name, ".csv)"));
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > kMaxDataFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file of at most ", kMaxDataFileBytes, " bytes"));
+  }
   Dataset ds;
   ds.name = absl::StrCat("csv/", split_name);
   int64_t columns = -1, label_column = -1, bytes = 0;

@@ -1,5 +1,6 @@
 #include "ops/trainability.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -72,7 +73,7 @@ absl::StatusOr<TrainabilityReport> CheckTrainable(const Graph& graph, const std:
       if (!example.empty()) {
         int64_t want = 1, have = 1;
         for (int64_t d : example) want *= d;
-        for (int i = 1; i < shape.rank(); ++i) have *= shape.dim(i);
+        for (int i = 1; i < shape.rank(); ++i) have *= std::max<int64_t>(shape.dim(i), 1);
         if (want != have) {
           return NodeError(graph, *n, absl::StrCat("is fed ", dataset, " images of [", absl::StrJoin(example, ","),
                                                    "] (", want, " values each) but holds ", have, " per example; give it shape [-1,",

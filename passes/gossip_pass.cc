@@ -153,7 +153,7 @@ class GossipPass : public Pass {
 PassInfo GossipInfo() {
   PassInfo info{"gossip",
                 "Stochastic Gradient Push: each rank keeps its own parameters and, after each local step, mixes "
-                "them with one out-neighbour's (push-sum, uniform weights) over a time-varying directed graph.",
+                "them with its out-neighbours' (peers per step, push-sum, uniform weights) over a time-varying directed graph.",
                 {{"topology", OptionType::kString, "exponential",
                   "the graph mixed over (passes/*_topology.cc): exponential (i + 2^(t mod log2 n)), ring "
                   "(i + 1), complete (every rank)"},

@@ -306,10 +306,12 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
     for (int i = 0; fits && i < declared.rank(); ++i) {
       fits = declared.dim(i) == kUnknownDim || declared.dim(i) == source->dim(i);
     }
-    if (!fits && declared.rank() >= 1 && source->rank() >= 1 &&
+    if (!fits && (declared.rank() == 2 || source->rank() == 2) && declared.rank() >= 1 && source->rank() >= 1 &&
         (declared.dim(0) == kUnknownDim || declared.dim(0) == source->dim(0))) {
-      // Examples with as many elements as the Input's (images [N,1,28,28]
-      // for an Input [?,784]) are seen in its shape: the data keeps its order.
+      // Examples flattened to features or features seen as images, with as
+      // many elements as the Input's ([N,1,28,28] for an Input [?,784]): the
+      // data keeps its order. Two image layouts ([N,32,32,3] against
+      // [?,3,32,32]) are not guessed between: that stays an error.
       std::vector<int64_t> seen = {source->dim(0)};
       int64_t declared_elements = 1, fed_elements = 1;
       for (int i = 1; i < declared.rank(); ++i) {

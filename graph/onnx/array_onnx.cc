@@ -20,18 +20,25 @@ absl::Status ConvertFlatten(OnnxNodeContext& c) {
     if (!dims) return c.Unsupported("a negative axis needs the input's rank, which is unknown");
     axis += static_cast<int64_t>(dims->size());
   }
+  if (axis < 0 || (dims && axis > static_cast<int64_t>(dims->size()))) {
+    return c.Malformed(absl::StrCat("axis ", c.IntAttr("axis", 1), " is out of range for a rank-",
+                                    dims ? static_cast<int64_t>(dims->size()) : -1, " input"));
+  }
   if (axis == 1) {
     c.SetOutput(0, c.AddNode("Flatten", {x}));
     return absl::OkStatus();
   }
   if (!dims) return c.Unsupported(absl::StrCat("axis ", axis, " needs the input's shape, which is unknown"));
-  int64_t outer = 1;
-  for (int64_t i = 0; i < axis; ++i) {
-    if ((*dims)[i] < 0) return c.Unsupported(absl::StrCat("axis ", axis, " over a dimension that is not static"));
-    outer *= (*dims)[i];
+  // [outer, inner] with whichever side is static; the other is -1.
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims->size()); ++i) {
+    int64_t& side = i < axis ? outer : inner;
+    side = (side < 0 || (*dims)[i] < 0) ? -1 : side * (*dims)[i];
   }
+  if (outer < 0 && inner < 0) return c.Unsupported(absl::StrCat("axis ", axis, " with unknown dims on both sides"));
   google::protobuf::Map<std::string, AttrValue> attrs;
-  attrs["shape"] = IntsAttrValue({outer, -1});
+  attrs["shape"] = IntsAttrValue({outer, inner < 0 ? -1 : inner});
+  if (outer < 0) attrs["shape"] = IntsAttrValue({-1, inner});
   c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
   return absl::OkStatus();
 }

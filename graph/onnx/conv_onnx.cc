@@ -24,7 +24,7 @@ absl::StatusOr<std::vector<int64_t>> SpatialDims(OnnxNodeContext& c) {
   std::optional<std::vector<int64_t>> dims = c.InputDims(0);
   if (!dims) return c.Unsupported("the input's rank is unknown");
   if (dims->size() != 4) {
-    return c.Unsupported(absl::StrCat(dims->size() - 2, "-D input (only 2-D, NCHW, is supported)"));
+    return c.Unsupported(absl::StrCat("a rank-", dims->size(), " input (only 2-D images, NCHW, are supported)"));
   }
   return std::vector<int64_t>{(*dims)[2], (*dims)[3]};
 }
@@ -41,6 +41,14 @@ absl::StatusOr<Window> ReadWindow(OnnxNodeContext& c, std::vector<int64_t> kerne
   if (w.pads.empty()) w.pads = {0, 0, 0, 0};
   if (w.kernel.size() != 2 || w.strides.size() != 2 || w.dilations.size() != 2 || w.pads.size() != 4) {
     return c.Malformed("kernel_shape, strides, dilations and pads must describe two spatial dimensions");
+  }
+  for (int d = 0; d < 2; ++d) {
+    if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1) {
+      return c.Malformed("kernel_shape, strides and dilations must be positive");
+    }
+  }
+  for (int64_t p : w.pads) {
+    if (p < 0) return c.Malformed("pads must not be negative");
   }
   const std::string auto_pad = c.StringAttr("auto_pad", "NOTSET");
   if (auto_pad == "VALID") {

@@ -1,5 +1,6 @@
 #include "graph/onnx/onnx_import.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/tensor_shape.h"
 #include "graph/graph_io.h"
 #include "graph/onnx/onnx_converter.h"
 #include "onnx/shape_inference/implementation.h"
@@ -322,24 +324,23 @@ absl::StatusOr<TensorProto> FromOnnxTensor(const onnx::TensorProto& tensor) {
   if (!dtype.ok()) return dtype.status();
   TensorProto out;
   out.set_dtype(*dtype);
-  int64_t n = 1;
-  for (int64_t d : tensor.dims()) {
-    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension ", d));
-    out.mutable_shape()->add_dim(d);
-    n *= d;
-    if (n > (int64_t{1} << 32)) return absl::InvalidArgumentError("more than 2^32 elements");
-  }
+  std::vector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  absl::StatusOr<int64_t> count = CheckedElementCount(dims);  // refuses negative dims and overflow
+  if (!count.ok()) return count.status();
+  const int64_t n = *count;
+  for (int64_t d : dims) out.mutable_shape()->add_dim(d);
   const size_t bytes = static_cast<size_t>(n) * ElementBytes(*dtype);
   std::string raw;
   if (tensor.has_raw_data()) {
     raw = tensor.raw_data();
   } else {
-    raw.resize(bytes);
-    char* dst = raw.data();
     auto copy = [&](const auto& values, auto as) -> absl::Status {
+      // Checked before allocating: the dims alone may claim any size.
       if (static_cast<int64_t>(values.size()) != n) {
         return absl::InvalidArgumentError(absl::StrCat("holds ", values.size(), " values for ", n, " elements"));
       }
+      raw.resize(bytes);
+      char* dst = raw.data();
       using T = decltype(as);
       for (int64_t i = 0; i < n; ++i) {
         T v = static_cast<T>(values[i]);
@@ -449,10 +450,22 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const
   absl::StatusOr<int64_t> opset = DefaultOpset(original, source);
   if (!opset.ok()) return opset.status();
   onnx::ModelProto model = original;
+  if (!options.forward_only) {
+    // The batch varies in training: a size the exporter fixed must not leak
+    // into shapes (Reshape's copied dims, Flatten's products).
+    std::vector<std::string> initializer_names;
+    for (const onnx::TensorProto& t : model.graph().initializer()) initializer_names.push_back(t.name());
+    for (onnx::ValueInfoProto& v : *model.mutable_graph()->mutable_input()) {
+      if (std::find(initializer_names.begin(), initializer_names.end(), v.name()) != initializer_names.end()) continue;
+      auto* shape = v.mutable_type()->mutable_tensor_type()->mutable_shape();
+      if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_param("nereid_batch");
+    }
+  }
   try {
-    // Data propagation lets Reshape targets computed from Shape be known.
+    // Node-level inference errors are not fatal (error_mode 0): a value
+    // whose shape stays unknown makes the converters that need it refuse.
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, true));
+                                       onnx::ShapeInferenceOptions(false, 0, false));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX shape inference failed: ", e.what()));
   }

@@ -45,12 +45,15 @@ bool IsDirectory(const std::string& path) {
 }
 
 // The shared checkpoint with rank `rank`'s per-rank tensors added.
-absl::StatusOr<Checkpoint> LoadForExport(const std::string& path, int rank) {
+absl::StatusOr<Checkpoint> LoadForExport(const std::string& path, int rank, bool rank_given) {
   ASSIGN_OR_RETURN(Checkpoint ckpt, IsDirectory(path) ? LoadLatestCheckpoint(path) : ReadCheckpointFile(path));
   if (ckpt.path.empty()) ckpt.path = path;
   std::filesystem::path file(ckpt.path);
   const std::string rank_dir = (file.parent_path() / absl::StrCat("rank-", rank)).string();
-  if (!IsDirectory(rank_dir)) return ckpt;
+  if (!IsDirectory(rank_dir)) {
+    if (!rank_given) return ckpt;  // a run without per-rank state
+    return absl::NotFoundError(absl::StrCat("--rank ", rank, ": no ", rank_dir, " beside ", ckpt.path));
+  }
   const std::string rank_file = (std::filesystem::path(rank_dir) / file.filename()).string();
   absl::StatusOr<Checkpoint> mine = ReadCheckpointFile(rank_file);
   if (!mine.ok()) {
@@ -87,9 +90,14 @@ absl::Status WriteOnnx(const std::string& model, const Arrays& values, const std
   if (!proto.ParseFromString(bytes)) return absl::InvalidArgumentError(absl::StrCat(model, ": not an ONNX model"));
   absl::flat_hash_map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : values) by_name[name] = &t;
+  absl::flat_hash_set<std::string> written;
   for (onnx::TensorProto& init : *proto.mutable_graph()->mutable_initializer()) {
-    auto it = by_name.find(OnnxNameToNodeName(init.name()));
+    const std::string name = OnnxNameToNodeName(init.name());
+    auto it = by_name.find(name);
     if (it == by_name.end()) continue;  // a constant (a shape), not a parameter
+    if (!written.insert(name).second) {
+      return absl::FailedPreconditionError(absl::StrCat("two initializers map to parameter '", name, "'"));
+    }
     const Tensor& t = *it->second;
     std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
     if (dims != t.dims()) {
@@ -102,6 +110,13 @@ absl::Status WriteOnnx(const std::string& model, const Arrays& values, const std
     }
     init.clear_float_data();
     init.set_raw_data(std::string(static_cast<const char*>(t.raw()), static_cast<size_t>(t.num_bytes())));
+  }
+  // The importer renames a parameter only when its name collides: such a
+  // value has no initializer of its name, and is an error, not a drop.
+  for (const auto& [name, t] : values) {
+    if (!written.contains(name)) {
+      return absl::FailedPreconditionError(absl::StrCat("parameter '", name, "' matches no initializer of ", model));
+    }
   }
   std::string serialized;
   if (!proto.SerializeToString(&serialized)) return absl::InternalError("cannot serialise the ONNX model");
@@ -136,7 +151,7 @@ int Export(const std::vector<std::string>& raw_args) {
     std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
     return kExitFailure;
   };
-  absl::StatusOr<Checkpoint> ckpt = LoadForExport(flags.positional()[0], static_cast<int>(*rank));
+  absl::StatusOr<Checkpoint> ckpt = LoadForExport(flags.positional()[0], static_cast<int>(*rank), flags.Has("rank"));
   if (!ckpt.ok()) return fail(ckpt.status());
   Arrays arrays = ckpt->tensors;
   if (!model.empty()) {
