@@ -33,16 +33,6 @@ absl::StatusOr<std::string> HeaderValue(absl::string_view header, absl::string_v
   return std::string(absl::StripAsciiWhitespace(rest.substr(0, end)));
 }
 
-uint64_t ElementSize(DataType dtype) {
-  switch (dtype) {
-    case DT_DOUBLE:
-    case DT_INT64: return 8;
-    case DT_UINT8:
-    case DT_BOOL: return 1;
-    default: return 4;
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> EncodeNpy(const Tensor& tensor) {
@@ -120,7 +110,7 @@ absl::StatusOr<Tensor> DecodeNpy(absl::string_view bytes) {
   absl::StatusOr<int64_t> count = CheckedElementCount(dims);
   if (!count.ok()) return count.status();
   const size_t data_start = start + header_len;
-  const uint64_t needed = static_cast<uint64_t>(*count) * ElementSize(dtype);
+  const uint64_t needed = static_cast<uint64_t>(*count) * static_cast<uint64_t>(DataTypeSize(dtype));
   if (bytes.size() - data_start != needed) {
     return absl::InvalidArgumentError(absl::StrCat(".npy data holds ", bytes.size() - data_start, " bytes; shape ",
                                                    *shape, " of ", d, " needs ", needed));

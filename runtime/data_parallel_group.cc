@@ -216,29 +216,24 @@ std::vector<std::string> DataParallelGroup::RunningStatistics(const Graph& graph
   return names;
 }
 
-absl::Status DataParallelGroup::AverageAcrossRanks(Executor& executor, const std::vector<std::string>& names) {
-  if (names.empty()) return absl::OkStatus();
-  absl::flat_hash_map<std::string, Tensor> state;
-  for (auto& [name, value] : executor.State()) state.emplace(name, value);
+absl::StatusOr<std::vector<double>> DataParallelGroup::AverageAcrossRanks(
+    Executor& executor, const std::vector<std::pair<std::string, Tensor>>& tensors, bool adopt) {
   std::vector<double> values;
-  for (const std::string& name : names) {
-    auto it = state.find(name);
-    if (it == state.end() || it->second.dtype() != DT_FLOAT) {
-      return absl::InternalError(absl::StrCat("no float state named '", name, "' to average"));
-    }
-    values.insert(values.end(), it->second.data<float>(), it->second.data<float>() + it->second.num_elements());
+  for (const auto& [name, t] : tensors) {
+    if (t.dtype() != DT_FLOAT) return absl::InternalError(absl::StrCat("state '", name, "' is not float32"));
+    values.insert(values.end(), t.data<float>(), t.data<float>() + t.num_elements());
   }
+  if (values.empty()) return values;
   RETURN_IF_ERROR(SumAcrossRanks(values));
+  for (double& v : values) v /= world();
   size_t at = 0;
-  for (const std::string& name : names) {
-    const Tensor& mine = state.at(name);
-    ASSIGN_OR_RETURN(Tensor averaged, Tensor::Allocate(DT_FLOAT, mine.dims()));
-    for (int64_t i = 0; i < averaged.num_elements(); ++i) {
-      averaged.data<float>()[i] = static_cast<float>(values[at++] / world());
-    }
+  for (const auto& [name, t] : tensors) {
+    if (!adopt) break;
+    ASSIGN_OR_RETURN(Tensor averaged, Tensor::Allocate(DT_FLOAT, t.dims()));
+    for (int64_t i = 0; i < averaged.num_elements(); ++i) averaged.data<float>()[i] = static_cast<float>(values[at++]);
     RETURN_IF_ERROR(executor.SetState(name, averaged));
   }
-  return absl::OkStatus();
+  return values;
 }
 
 }  // namespace nereid

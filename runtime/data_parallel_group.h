@@ -101,8 +101,12 @@ class DataParallelGroup {
   // tensor, so their average across the ranks means something.
   static std::vector<std::string> RunningStatistics(const Graph& graph);
 
-  // Replaces each of `names` by its average over the ranks (one sum).
-  absl::Status AverageAcrossRanks(Executor& executor, const std::vector<std::string>& names);
+  // The ranks' average of each of `tensors` (float32 state, by name), in one
+  // sum, flattened in order; with `adopt`, each becomes its average in
+  // `executor`.
+  absl::StatusOr<std::vector<double>> AverageAcrossRanks(Executor& executor,
+                                                         const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                                         bool adopt);
 
  private:
   DataParallelGroup() = default;

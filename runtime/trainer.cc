@@ -578,7 +578,7 @@ class TrainingRun {
     ASSIGN_OR_RETURN(executor_, Executor::Create(graph_.get(), eopts));
     // Error-feedback residuals: each rank checkpoints and keeps its own.
     per_rank_ = DataParallelGroup::PerRankState(*graph_);
-    running_statistics_ = DataParallelGroup::RunningStatistics(*graph_);
+    for (std::string& name : DataParallelGroup::RunningStatistics(*graph_)) running_statistics_.insert(std::move(name));
 
     data::LoaderOptions lo;
     lo.batch_size = options_.batch;
@@ -759,26 +759,16 @@ class TrainingRun {
   // relative to its norm.
   absl::StatusOr<double> AverageGossipedModels(bool adopt) {
     std::vector<std::pair<std::string, Tensor>> model = GossipedModel();
-    std::vector<double> mine, mean;
+    std::vector<double> mine;
     for (const auto& [name, t] : model) mine.insert(mine.end(), t.data<float>(), t.data<float>() + t.num_elements());
-    mean = mine;
-    RETURN_IF_ERROR(group_->SumAcrossRanks(mean));
+    ASSIGN_OR_RETURN(std::vector<double> mean, group_->AverageAcrossRanks(*executor_, model, adopt));
     double distance2 = 0, norm2 = 0;
     for (size_t i = 0; i < mean.size(); ++i) {
-      mean[i] /= options_.workers;
       distance2 += (mine[i] - mean[i]) * (mine[i] - mean[i]);
       norm2 += mean[i] * mean[i];
     }
     std::vector<double> distance = {std::sqrt(distance2)};
     RETURN_IF_ERROR(group_->SumAcrossRanks(distance));
-    if (adopt) {
-      size_t at = 0;
-      for (auto& [name, t] : model) {
-        ASSIGN_OR_RETURN(Tensor averaged, Tensor::Allocate(DT_FLOAT, t.dims()));
-        for (int64_t i = 0; i < t.num_elements(); ++i) averaged.data<float>()[i] = static_cast<float>(mean[at++]);
-        RETURN_IF_ERROR(executor_->SetState(name, averaged));
-      }
-    }
     return norm2 > 0 ? distance[0] / options_.workers / std::sqrt(norm2) : 0.0;
   }
 
@@ -794,7 +784,13 @@ class TrainingRun {
     // Each rank's batch-norm statistics come from its own batches; the ranks
     // evaluate shards of one test set and save one checkpoint, so they first
     // take the average (a population estimate over every rank's batches).
-    if (group_ != nullptr) RETURN_IF_ERROR(group_->AverageAcrossRanks(*executor_, running_statistics_));
+    if (group_ != nullptr && !running_statistics_.empty()) {
+      std::vector<std::pair<std::string, Tensor>> statistics;
+      for (auto& [name, value] : executor_->State()) {
+        if (running_statistics_.contains(name)) statistics.emplace_back(name, value);
+      }
+      RETURN_IF_ERROR(group_->AverageAcrossRanks(*executor_, statistics, /*adopt=*/true).status());
+    }
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
     ASSIGN_OR_RETURN(Evaluation eval,
@@ -1014,7 +1010,7 @@ class TrainingRun {
   std::shared_ptr<const data::Dataset> train_, test_;
   std::unique_ptr<Executor> executor_;
   absl::flat_hash_set<std::string> per_rank_;
-  std::vector<std::string> running_statistics_;  // per-rank, averaged before each evaluation
+  absl::flat_hash_set<std::string> running_statistics_;  // per-rank, averaged before each evaluation
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0;
   int64_t resume_index_ = 0;  // the first epoch's first batch after a resume within it

@@ -139,16 +139,6 @@ absl::StatusOr<DataType> FromOnnxType(int32_t type) {
   }
 }
 
-size_t ElementBytes(DataType dtype) {
-  switch (dtype) {
-    case DT_DOUBLE:
-    case DT_INT64: return 8;
-    case DT_BOOL:
-    case DT_UINT8: return 1;
-    default: return 4;
-  }
-}
-
 // Values of an integer or float constant, whatever its stored type.
 template <typename T>
 std::optional<std::vector<T>> ConstantValues(const onnx::TensorProto* tensor) {
@@ -329,7 +319,7 @@ absl::StatusOr<TensorProto> FromOnnxTensor(const onnx::TensorProto& tensor) {
   if (!count.ok()) return count.status();
   const int64_t n = *count;
   for (int64_t d : dims) out.mutable_shape()->add_dim(d);
-  const size_t bytes = static_cast<size_t>(n) * ElementBytes(*dtype);
+  const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(DataTypeSize(*dtype));
   std::string raw;
   if (tensor.has_raw_data()) {
     raw = tensor.raw_data();
@@ -362,7 +352,7 @@ absl::StatusOr<TensorProto> FromOnnxTensor(const onnx::TensorProto& tensor) {
   }
   if (raw.size() != bytes) {
     return absl::InvalidArgumentError(absl::StrCat("holds ", raw.size(), " bytes for ", n, " elements of ",
-                                                   ElementBytes(*dtype), " bytes"));
+                                                   static_cast<size_t>(DataTypeSize(*dtype)), " bytes"));
   }
   out.set_raw_data(std::move(raw));
   return out;

@@ -79,4 +79,21 @@ assert abs(acc - reported) < 1e-6 and acc > 0.9, (acc, reported)
 for t in onnx.load(f"{out}/trained.onnx").graph.initializer:
     assert np.array_equal(numpy_helper.to_array(t), w[t.name]), t.name
 PY
+# Batch norm on 2 ranks: each updates its running statistics from its own
+# batches; before the evaluation they take the average, so both ranks save
+# the same statistics (and the run is not stopped as drifted apart).
+expect 0 "test accuracy" "$nereid" run models/resnet20_cifar.pbtxt --dataset synthetic --workers 2 --batch 8 \
+  --max-steps 3 --test-limit 32 --checkpoint "$tmp/bn_ckpt" --quiet
+for r in 0 1; do
+  expect 0 "written to $tmp/bn$r.npz" "$nereid" export "$tmp/bn_ckpt" --model models/resnet20_cifar.pbtxt --rank $r \
+    -o "$tmp/bn$r.npz"
+done
+$py - "$tmp" <<'PY' || fail "the ranks' batch-norm statistics differ after evaluation"
+import sys, numpy as np
+a, b = np.load(f"{sys.argv[1]}/bn0.npz"), np.load(f"{sys.argv[1]}/bn1.npz")
+stats = [k for k in a.files if k.endswith("running_mean") or k.endswith("running_var")]
+assert len(stats) == 2 * 21, stats
+assert all(np.array_equal(a[k], b[k]) for k in a.files)
+assert any(np.abs(a[k]).sum() > 0 for k in stats if k.endswith("running_mean")), "statistics never updated"
+PY
 finish "ONNX and numpy checks"
