@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/fault_injection.h"
+#include "comm/message_verification.h"
 #include "comm/fault_plan.h"
 #include "core/fingerprint.h"
 #include "core/status_macros.h"
@@ -52,6 +53,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> ApplyFaults(std::unique_ptr<Commun
   // communicator: the selection by world rank is done, so keep them all.
   for (Fault& fault : faults.faults) fault.rank = -1;
   return WithFaults(std::move(inner), faults);
+}
+
+// The wrappers every communicator gets: faults, then (outside them, so that
+// it sees what they do) the message verifier when asked.
+absl::StatusOr<std::unique_ptr<Communicator>> Wrap(std::unique_ptr<Communicator> inner,
+                                                   const CommunicatorSpec& world_spec) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> wrapped,
+                   ApplyFaults(std::move(inner), world_spec.rank, world_spec.env));
+  if (!world_spec.verify_messages) return wrapped;
+  return WithMessageVerification(std::move(wrapped));
 }
 
 absl::Status CheckRankAndWorld(const CommunicatorSpec& spec, const std::string& what) {
@@ -135,7 +146,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
                                                    "'; create group communicators with CreateGroupCommunicator"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator, Connect(spec));
-  return ApplyFaults(std::move(communicator), spec.rank, spec.env);
+  return Wrap(std::move(communicator), spec);
 }
 
 std::string GroupFingerprint(const std::string& world_plan, const std::string& group_name,
@@ -191,7 +202,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(const Comm
     }
     return absl::Status(s.code(), message);
   }
-  return ApplyFaults(*std::move(communicator), world_spec.rank, world_spec.env);
+  return Wrap(*std::move(communicator), world_spec);
 }
 
 }  // namespace nereid

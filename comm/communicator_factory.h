@@ -10,7 +10,7 @@
 //
 // and CreateCommunicator looks the name up, connects, and wraps the result in
 // the NEREID_FAULTS fault injector (fault_injection.h) when the plan names
-// this rank: the one place where callers above comm/ get a communicator.
+// this rank, and in the message verifier when the spec asks: the one place where callers above comm/ get a communicator.
 //
 // Groups: CreateGroupCommunicator connects a subset of the world's ranks as a
 // communicator of their own (rank = index in `members`, world =
@@ -64,6 +64,9 @@ struct CommunicatorSpec {
   std::string group;
   // Where NEREID_FAULTS is read; null: the process environment.
   EnvGetter env;
+  // Wrap in the message verifier (message_verification.h), outside the
+  // fault injector: `--verify-messages`.
+  bool verify_messages = false;
 };
 
 class CommunicatorRegistry {

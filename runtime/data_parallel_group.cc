@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   spec.identity.world_size = options.world;
   spec.hostname = options.hostname;
   spec.connect_timeout = options.timeout;
+  spec.verify_messages = options.verify_messages;
   // Also applies NEREID_FAULTS, through which tests kill or stop a rank.
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
   group->engine_ =

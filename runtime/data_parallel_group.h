@@ -40,6 +40,8 @@ struct GroupOptions {
   std::string plan_fingerprint;
   // The run's settings ("key=value;..."), compared key by key.
   std::string settings;
+  // Every communicator wrapped in the message verifier.
+  bool verify_messages = false;
 };
 
 class DataParallelGroup {

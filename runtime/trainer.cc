@@ -331,7 +331,8 @@ std::string RunSettings(const TrainOptions& options) {
   return absl::StrCat("batch=", options.batch, ";seed=", options.seed, ";epochs=", options.epochs,
                       ";dataset=", options.dataset, ";train_limit=", options.train_limit,
                       ";test_limit=", options.test_limit, ";max_steps=", options.max_steps,
-                      ";eval_batch=", options.eval_batch, ";check_every=", options.check_every);
+                      ";eval_batch=", options.eval_batch, ";check_every=", options.check_every,
+                      ";verify_messages=", options.verify_messages ? 1 : 0);
 }
 
 // The first parameter (or optimizer state) holding a NaN or an infinity, if
@@ -531,6 +532,7 @@ class TrainingRun {
     g.timeout = options_.comm_timeout;
     g.plan_fingerprint = plan_fingerprint_;
     g.settings = RunSettings(options_);
+    g.verify_messages = options_.verify_messages;
     if (options_.report) options_.report("phase=startup stage=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";

@@ -60,6 +60,9 @@ struct TrainOptions {
   std::string trace_path;
   std::string checkpoint_dir;   // "" = none
   bool resume = false;
+  // Check every message's CRC, tag and order, and that every collective's
+  // result is equal on all ranks (comm/message_verification.h).
+  bool verify_messages = false;
   int64_t checkpoint_every = 0;  // > 0: also a checkpoint every this many steps within an epoch
   // After this percent of the run's steps, a loss not below its start is
   // flagged (progress and metrics: loss_not_improving); 0: never checked.

@@ -50,6 +50,8 @@ constexpr char kHelp[] =
     "  --checkpoint-every N  also save one every N steps within an epoch (keeping the newest)\n"
     "  --resume            continue from the last complete checkpoint in DIR\n"
     "  --quiet             no progress output\n"
+    "  --verify-messages   check every transfer (CRC, tag, order) and every collective's result\n"
+    "                      across ranks: a corrupted message is an error naming it (debugging)\n"
     "  --config FILE       settings from a file (graph.proto's RunConfig in text form); flags\n"
     "                      on the command line override it\n\n"
     "Several machines, each running the local launcher:\n"
@@ -150,7 +152,7 @@ int Run(const std::vector<std::string>& args) {
                "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
                "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
                "checkpoint-every", "stall-check", "nnodes", "node-rank"},
-              {"resume", "quiet", "help"});
+              {"resume", "quiet", "verify-messages", "help"});
   absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
   if (!expanded.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(expanded.status().message()).c_str());
@@ -172,6 +174,7 @@ int Run(const std::vector<std::string>& args) {
   o.trace_path = flags.String("trace");
   o.checkpoint_dir = flags.String("checkpoint");
   o.resume = flags.Has("resume");
+  o.verify_messages = flags.Has("verify-messages");
   if (flags.Has("quiet")) o.progress = nullptr;
   struct IntFlag {
     const char* name;
@@ -260,7 +263,7 @@ int Run(const std::vector<std::string>& args) {
     launch.nnodes = static_cast<int>(nnodes);
     launch.node_rank = static_cast<int>(node_rank);
     if (nnodes > 1) launch.rendezvous = rendezvous;
-    launch.bool_flags = {"--resume", "--quiet"};
+    launch.bool_flags = {"--resume", "--quiet", "--verify-messages"};
     launch.workers = static_cast<int>(workers);
     launch.threads = threads;
     launch.worker_timeout = absl::Seconds(worker_timeout);

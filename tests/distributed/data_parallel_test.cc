@@ -28,6 +28,7 @@ namespace nereid {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kNereid[] = "runtime/cli/nereid";
 // A small run on synthetic data shaped like Fashion-MNIST: 512 examples, so
@@ -405,6 +406,28 @@ TEST_F(DataParallelTest, RanksThatDriftApartAreStopped) {
   EXPECT_THAT(output, HasSubstr(", rank 1 has "));
   // Unharmed, the same runs pass the checks.
   codes = RunByHand(2, "file:" + dir_ + "/store2", {"--check-every 2", "--check-every 2"}, &output);
+  EXPECT_EQ(codes, std::vector<int>({0, 0})) << output;
+}
+
+// The same corruption with --verify-messages is caught at the call that
+// made it, before any parameter differs: both ranks fail, the corrupted one
+// naming the collective and the rank whose result differs. (The check's own
+// AllGather counts as a call, so call 14 is now a start-up broadcast or its
+// check: either way the mismatch is seen.)
+TEST_F(DataParallelTest, VerifyMessagesCatchesTheCorruptedCollective) {
+  setenv("NEREID_FAULTS", "rank=1:corrupt@14", 1);
+  std::string output;
+  std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store",
+                                     {"--check-every 0 --verify-messages", "--check-every 0 --verify-messages"},
+                                     &output);
+  unsetenv("NEREID_FAULTS");
+  EXPECT_NE(codes[0], 0) << output;
+  EXPECT_NE(codes[1], 0) << output;
+  EXPECT_THAT(output, HasSubstr("error: --verify-messages: "));
+  EXPECT_THAT(output, HasSubstr("ended with different values on rank(s) 1 than on rank 0 (seen from rank 1)"));
+  EXPECT_THAT(output, Not(HasSubstr("drifted apart")));
+  // Unharmed, verification changes nothing but the cost.
+  codes = RunByHand(2, "file:" + dir_ + "/store2", {"--verify-messages", "--verify-messages"}, &output);
   EXPECT_EQ(codes, std::vector<int>({0, 0})) << output;
 }
 
