@@ -24,6 +24,9 @@ struct Dataset {
   int num_classes = 0;
   std::vector<float> images;    // num_examples * C * H * W, NCHW
   std::vector<int32_t> labels;  // num_examples
+  // The standardisation applied after loading ("(x - 0.286) / 0.353",
+  // "none"): data/normalize.h.
+  std::string normalization = "none";
 
   // C * H * W: floats per example.
   int64_t image_size() const { return channels * height * width; }

@@ -78,8 +78,8 @@ absl::StatusOr<Dataset> LoadFashionMnist(Split split, const DatasetOptions& opts
   RETURN_IF_ERROR(CheckFilesExist(kFashionMnist, {images, labels}, kFashionMnistSource));
   ASSIGN_OR_RETURN(Dataset ds, LoadIdx(images, labels, /*num_classes=*/10));
   ds.Truncate(opts.limit);
-  RETURN_IF_ERROR(NormalizePerChannel(&ds, {0.2860f}, {0.3530f}));
   ds.name = absl::StrCat(kFashionMnist, "/", SplitName(split));
+  RETURN_IF_ERROR(ApplyNormalization(&ds, opts.normalize, {0.2860f}, {0.3530f}));
   return ds;
 }
 
@@ -94,9 +94,9 @@ absl::StatusOr<Dataset> LoadCifar10Split(Split split, const DatasetOptions& opts
   RETURN_IF_ERROR(CheckFilesExist(kCifar10, paths, kCifar10Source));
   ASSIGN_OR_RETURN(Dataset ds, LoadCifar10(paths));
   ds.Truncate(opts.limit);
-  RETURN_IF_ERROR(
-      NormalizePerChannel(&ds, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}));
   ds.name = absl::StrCat(kCifar10, "/", SplitName(split));
+  RETURN_IF_ERROR(
+      ApplyNormalization(&ds, opts.normalize, {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}));
   return ds;
 }
 
@@ -124,6 +124,7 @@ absl::StatusOr<Dataset> LoadSynthetic(Split split, const DatasetOptions& opts) {
   Dataset ds = MakeSynthetic(num, opts.channels, opts.height, opts.width, opts.num_classes,
                              opts.seed, /*draw=*/split == Split::kTrain ? 0 : 1);
   ds.name = absl::StrCat(kSynthetic, "/", SplitName(split));
+  RETURN_IF_ERROR(ApplyNormalization(&ds, opts.normalize, {}, {}));
   return ds;
 }
 
@@ -142,11 +143,13 @@ absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
   if (absl::StartsWith(name, kCsvPrefix)) {
     ASSIGN_OR_RETURN(Dataset ds, LoadCsvDataset(std::string(name.substr(kCsvPrefix.size())), std::string(SplitName(split))));
     ds.Truncate(opts.limit);
+    RETURN_IF_ERROR(ApplyNormalization(&ds, opts.normalize, {}, {}));
     return ds;
   }
   if (absl::StartsWith(name, kNpyPrefix)) {
     ASSIGN_OR_RETURN(Dataset ds, LoadNpzDataset(std::string(name.substr(kNpyPrefix.size())), std::string(SplitName(split))));
     ds.Truncate(opts.limit);
+    RETURN_IF_ERROR(ApplyNormalization(&ds, opts.normalize, {}, {}));
     return ds;
   }
   return absl::InvalidArgumentError(absl::StrCat(

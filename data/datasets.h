@@ -20,6 +20,8 @@
 //                    (data/npz_dataset.h), fed as they are.
 //   "csv:DIR"        tabular data: DIR/train.csv and DIR/test.csv
 //                    (data/csv_dataset.h), fed as they are.
+// DatasetOptions::normalize (`--normalize`) replaces the standardisation
+// above with none or the user's own, for every dataset alike.
 //
 // A missing file is NotFound naming its path and how to obtain it; an unknown
 // name is InvalidArgument listing the known names.
@@ -31,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "data/dataset.h"
+#include "data/normalize.h"
 
 namespace nereid {
 namespace data {
@@ -44,6 +47,8 @@ struct DatasetOptions {
   std::string dir;
   // Keep only the first `limit` examples (0 = all); handy for fast tests.
   int64_t limit = 0;
+  // The standardisation (`--normalize`); default: each dataset's own, below.
+  NormalizationSpec normalize;
 
   // "synthetic" only.
   int64_t channels = 1;

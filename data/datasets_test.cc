@@ -67,6 +67,48 @@ TEST(DatasetsTest, FashionMnistFromDirIsNormalised) {
   EXPECT_EQ(ds->labels, (std::vector<int32_t>{0, 1, 2}));
 }
 
+TEST(DatasetsTest, NormalizationIsExplicit) {
+  DatasetOptions opts;
+  opts.dir = FakeFashionMnist();
+  absl::StatusOr<Dataset> ds = LoadNamedDataset("fashion-mnist", Split::kTest, opts);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->normalization, "(x - 0.286) / 0.353");
+
+  absl::StatusOr<NormalizationSpec> none = ParseNormalization("none");
+  ASSERT_TRUE(none.ok()) << none.status();
+  opts.normalize = *none;
+  ds = LoadNamedDataset("fashion-mnist", Split::kTest, opts);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->normalization, "none");
+  for (float v : ds->images) EXPECT_NEAR(v, 51 / 255.0f, 1e-7);
+
+  absl::StatusOr<NormalizationSpec> half = ParseNormalization("0.5/0.25");
+  ASSERT_TRUE(half.ok()) << half.status();
+  opts.normalize = *half;
+  ds = LoadNamedDataset("fashion-mnist", Split::kTest, opts);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->normalization, "(x - 0.5) / 0.25");
+  for (float v : ds->images) EXPECT_NEAR(v, (51 / 255.0f - 0.5f) / 0.25f, 1e-6);
+
+  // Three channels' values for a one-channel dataset: an error naming both.
+  absl::StatusOr<NormalizationSpec> three = ParseNormalization("0.1,0.2,0.3/1,1,1");
+  ASSERT_TRUE(three.ok()) << three.status();
+  opts.normalize = *three;
+  ds = LoadNamedDataset("fashion-mnist", Split::kTest, opts);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_TRUE(Contains(ds.status(), "3 means and stddevs for 'fashion-mnist/test', which has 1 channels")) << ds.status();
+}
+
+TEST(DatasetsTest, BadNormalizationTextIsRefused) {
+  EXPECT_TRUE(ParseNormalization("default").ok());
+  EXPECT_TRUE(ParseNormalization("").ok());
+  for (const char* bad : {"zscore", "0.5", "0.5/0", "0.5/-1", "a/1", "1,2/3", "0.1/0.2/0.3", "nan/1"}) {
+    absl::StatusOr<NormalizationSpec> spec = ParseNormalization(bad);
+    EXPECT_FALSE(spec.ok()) << bad;
+    EXPECT_TRUE(Contains(spec.status(), std::string("--normalize '") + bad + "'")) << spec.status();
+  }
+}
+
 TEST(DatasetsTest, FashionMnistDirFromEnvironment) {
   const std::string dir = FakeFashionMnist();
   ASSERT_EQ(::setenv("NEREID_FASHION_MNIST_DIR", dir.c_str(), 1), 0);

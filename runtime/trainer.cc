@@ -329,7 +329,8 @@ bool HasPointToPoint(const Graph& graph) {
 
 std::string RunSettings(const TrainOptions& options) {
   return absl::StrCat("batch=", options.batch, ";seed=", options.seed, ";epochs=", options.epochs,
-                      ";dataset=", options.dataset, ";train_limit=", options.train_limit,
+                      ";dataset=", options.dataset,
+                      ";normalize=", options.normalize, ";train_limit=", options.train_limit,
                       ";test_limit=", options.test_limit, ";max_steps=", options.max_steps,
                       ";eval_batch=", options.eval_batch, ";check_every=", options.check_every,
                       ";verify_messages=", options.verify_messages ? 1 : 0);
@@ -559,10 +560,13 @@ class TrainingRun {
   absl::Status LoadData() {
     std::string dataset_name = options_.dataset.empty() ? GraphAttr(*graph_, "dataset") : options_.dataset;
     data::DatasetOptions dopts = DatasetOptionsFor(*graph_, dataset_name, options_);
+    ASSIGN_OR_RETURN(dopts.normalize, data::ParseNormalization(options_.normalize));
     dopts.limit = options_.train_limit;
     ASSIGN_OR_RETURN(data::Dataset train_set, data::LoadNamedDataset(dataset_name, data::Split::kTrain, dopts));
     dopts.limit = options_.test_limit;
     ASSIGN_OR_RETURN(data::Dataset test_set, data::LoadNamedDataset(dataset_name, data::Split::kTest, dopts));
+    result_.dataset = train_set.name;
+    result_.normalization = train_set.normalization;
     train_ = std::make_shared<const data::Dataset>(std::move(train_set));
     test_ = std::make_shared<const data::Dataset>(std::move(test_set));
     return absl::OkStatus();
@@ -1081,6 +1085,8 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["rank"] = int64_t{options.rank};
   j["threads"] = int64_t{options.threads};
   j["strategy"] = r.strategy;
+  j["dataset"] = r.dataset;
+  j["normalization"] = r.normalization;
   j["passes"] = PassesFor(options);
   j["pipeline_width"] = r.pipeline_width;
   j["compression"] = r.compression;

@@ -42,6 +42,7 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string dataset;          // "" = the model's `dataset` attribute
   std::string data_dir;         // "" = the dataset's default
+  std::string normalize = "default";  // --normalize: data/normalize.h
   int64_t train_limit = 0;      // 0 = every example (tests use fewer)
   int64_t test_limit = 0;
   int64_t eval_batch = 1000;
@@ -96,6 +97,8 @@ struct TrainResult {
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
   std::string strategy = "single";
+  std::string dataset;        // the training split's name
+  std::string normalization;  // what was applied to the inputs (data/normalize.h)
   int64_t pipeline_width = 1;   // steps in flight (Pipe-SGD's K)
   std::string compression = "none";
   // Mean over workers of the bytes each sent and received per training step.

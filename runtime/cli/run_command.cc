@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/launch_env.h"
 #include "core/status_macros.h"
+#include "data/normalize.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/cli/local_launch.h"
@@ -34,8 +35,12 @@ constexpr char kHelp[] =
     "  --epochs N          (default 1)\n"
     "  --batch B           batch size per worker (default 64)\n"
     "  --seed S            data shuffling seed (default 0)\n"
-    "  --dataset NAME      override the model's dataset: fashion-mnist, cifar10, synthetic\n"
+    "  --dataset NAME      override the model's dataset: fashion-mnist, cifar10, synthetic,\n"
+    "                      npy:DIR (DIR/train.npz, DIR/test.npz), csv:DIR (train.csv, test.csv)\n"
     "  --data-dir DIR      where the dataset's files are\n"
+    "  --normalize SPEC    the inputs' standardisation: default (the dataset's own: Fashion-MNIST\n"
+    "                      (x - 0.2860) / 0.3530 after scaling to [0, 1]; none for npy:, csv:,\n"
+    "                      synthetic), none, MEAN/STD, or M1,M2,M3/S1,S2,S3 per channel\n"
     "  --train-limit N     use the first N training examples (0: all)\n"
     "  --test-limit N      use the first N test examples (0: all)\n"
     "  --max-steps N       stop after N steps (benchmarks)\n"
@@ -151,7 +156,7 @@ int Run(const std::vector<std::string>& args) {
   Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
                "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
                "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
-               "checkpoint-every", "stall-check", "nnodes", "node-rank"},
+               "checkpoint-every", "stall-check", "nnodes", "node-rank", "normalize"},
               {"resume", "quiet", "verify-messages", "help"});
   absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
   if (!expanded.ok()) {
@@ -169,6 +174,11 @@ int Run(const std::vector<std::string>& args) {
   o.passes = flags.String("passes", o.passes);
   o.dataset = flags.String("dataset");
   o.data_dir = flags.String("data-dir");
+  o.normalize = flags.String("normalize", "default");
+  if (absl::Status s = data::ParseNormalization(o.normalize).status(); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   o.metrics_json = flags.String("metrics-json");
   o.log_jsonl = flags.String("log-jsonl");
   o.trace_path = flags.String("trace");

@@ -26,6 +26,8 @@ expect 2 "it needs --checkpoint DIR" "$nereid" run $model --workers 2 --max-rest
 expect 2 "--max-restarts must be in [0, 1000] (got -1)" "$nereid" run $model --max-restarts -1
 expect 2 "--checkpoint-every must be >= 0 and needs --checkpoint DIR" "$nereid" run $model --checkpoint-every 5
 expect 2 "--stall-check must be a percent in [0, 100] (got 101)" "$nereid" run $model --stall-check 101
+expect 2 "--normalize 'zscore': expected default, none, MEAN/STDDEV" "$nereid" run $model --normalize zscore
+expect 2 "--normalize '0.5/0': a stddev must be > 0" "$nereid" run $model --normalize 0.5/0
 # A launcher killed with SIGKILL leaves its rendezvous directory, unlocked;
 # the next launch removes it, and keeps one whose launcher still holds its
 # lock (flock(1) stands in for a live launcher here).
@@ -150,4 +152,9 @@ done
 for k in 0 1; do wait "${pids[$k]}" || fail "node $k exited non-zero: $(cat "$tmp/node$k.log")"; done
 grep -q '"workers": *4' "$tmp/node0.json" || fail "the two launchers did not train as 4 workers: $(cat "$tmp/node0.json")"
 [ ! -e "$tmp/node1.json" ] || fail "node 1 wrote rank 0's metrics"
+# The standardisation is explicit and reported.
+expect 0 "1 epochs" "$nereid" run $model --dataset synthetic --max-steps 1 --test-limit 32 --threads 1 \
+  --normalize 0.5/0.25 --metrics-json "$tmp/normalized.json"
+grep -q '"normalization": *"(x - 0.5) / 0.25"' "$tmp/normalized.json" ||
+  fail "the metrics do not say how the inputs were normalised: $(cat "$tmp/normalized.json")"
 finish "nereid run flag checks"
