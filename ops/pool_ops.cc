@@ -34,6 +34,7 @@ int64_t GlobalAvgPoolCost(const InferenceContext& c, const std::vector<ShapeAndT
 }
 
 const std::vector<std::string> kPoolAttrs = {"ksize", "strides", "padding", "pads"};
+const std::vector<std::string> kAvgPoolAttrs = {"ksize", "strides", "padding", "pads", "count_padding"};
 
 OpDefBuilder& AddPoolAttrs(OpDefBuilder& b) {
   return b.RequiredAttr("ksize", AttrType::kIntList, "window height, width")
@@ -44,29 +45,42 @@ OpDefBuilder& AddPoolAttrs(OpDefBuilder& b) {
 
 // dx = PoolGrad(x, dy): the max pool's gradient recomputes which element won
 // each window from x rather than keeping a workspace alive between passes.
-GradFn PoolGradient(const char* grad_op) {
-  return [grad_op](GradientBuilder& g) -> absl::StatusOr<GradResult> {
+GradFn PoolGradient(const char* grad_op, const std::vector<std::string>& attrs) {
+  return [grad_op, attrs](GradientBuilder& g) -> absl::StatusOr<GradResult> {
     ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
-    ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", grad_op, {g.input(0), dy}, kPoolAttrs));
+    ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", grad_op, {g.input(0), dy}, attrs));
     return GradResult{dx};
   };
 }
 
-OpDefBuilder Pool(const char* name, const char* summary, const char* grad_op) {
+// The average's divisor: the window's elements inside the image (false), or
+// the whole window, zeros of the padding included (ONNX's count_include_pad).
+OpDefBuilder& AddCountPadding(OpDefBuilder& b) {
+  return b.Attr("count_padding", AttrType::kBool, BoolAttr(false),
+                "divide by the whole window, padding included (default: only the elements inside)");
+}
+
+OpDefBuilder Pool(const char* name, const char* summary, const char* grad_op, bool average) {
   OpDefBuilder b(name);
   b.Summary(summary).Input("x", kFloatTypes).Output("y");
-  return AddPoolAttrs(b).SetShapeFn(PoolShape).SetCostFn(PoolCost).SetGradient(PoolGradient(grad_op));
+  AddPoolAttrs(b);
+  if (average) AddCountPadding(b);
+  return b.SetShapeFn(PoolShape).SetCostFn(PoolCost).SetGradient(
+      PoolGradient(grad_op, average ? kAvgPoolAttrs : kPoolAttrs));
 }
 
-OpDefBuilder PoolGradOp(const char* name, const char* summary) {
+OpDefBuilder PoolGradOp(const char* name, const char* summary, bool average) {
   OpDefBuilder b = GradientOp(name, summary, {"x", "dy"}, 0);
-  return AddPoolAttrs(b);
+  AddPoolAttrs(b);
+  if (average) AddCountPadding(b);
+  return b;
 }
 
-NEREID_REGISTER_OP(Pool("MaxPool", "Maximum over each window (NCHW).", "MaxPoolGrad"));
-NEREID_REGISTER_OP(Pool("AvgPool", "Mean over each window (NCHW); padding is not counted.", "AvgPoolGrad"));
-NEREID_REGISTER_OP(PoolGradOp("MaxPoolGrad", "Routes dy to the maximum of each window of x."));
-NEREID_REGISTER_OP(PoolGradOp("AvgPoolGrad", "Spreads dy evenly over each window of x."));
+NEREID_REGISTER_OP(Pool("MaxPool", "Maximum over each window (NCHW).", "MaxPoolGrad", false));
+NEREID_REGISTER_OP(Pool("AvgPool", "Mean over each window (NCHW); padding is not counted unless count_padding.",
+                        "AvgPoolGrad", true));
+NEREID_REGISTER_OP(PoolGradOp("MaxPoolGrad", "Routes dy to the maximum of each window of x.", false));
+NEREID_REGISTER_OP(PoolGradOp("AvgPoolGrad", "Spreads dy evenly over each window of x.", true));
 NEREID_REGISTER_OP(GradientOp("GlobalAvgPoolGrad", "Spreads dy [N,C] evenly over x's height and width.",
                               {"x", "dy"}, 0));
 

@@ -121,14 +121,11 @@ OnnxConverterFn Pool(const std::string& op) {
     if (w.dilations != std::vector<int64_t>{1, 1}) return c.Unsupported("dilated pooling is not supported");
     if (c.IntAttr("storage_order", 0) != 0) return c.Unsupported("storage_order 1 is not supported");
     if (c.OutputUsed(1)) return c.Unsupported("the Indices output is not supported");
-    const bool padded = std::any_of(w.pads.begin(), w.pads.end(), [](int64_t p) { return p != 0; });
-    if (c.IntAttr("count_include_pad", 0) != 0 && padded) {
-      return c.Unsupported("count_include_pad 1 with padding (Nereid's AvgPool does not count padding)");
-    }
     ASSIGN_OR_RETURN(std::string x, c.Input(0));
     google::protobuf::Map<std::string, AttrValue> attrs;
     attrs["ksize"] = IntsAttrValue(w.kernel);
     SetWindowAttrs(w, attrs);
+    if (c.IntAttr("count_include_pad", 0) != 0) attrs["count_padding"].set_b(true);
     c.SetOutput(0, c.AddNode(op, {x}, attrs));
     return absl::OkStatus();
   };

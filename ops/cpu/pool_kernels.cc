@@ -82,7 +82,10 @@ class PoolKernel : public OpKernel {
     return p;
   }
 
+ protected:
   dnnl::algorithm algorithm_;
+
+ private:
   PoolPass pass_;
   cpu::WindowAttrs window_;
   std::vector<int64_t> ksize_;
@@ -153,13 +156,27 @@ class MaxPoolGradKernel : public OpKernel {
   cpu::WindowAttrs window_;
   std::vector<int64_t> ksize_;
 };
+// count_padding picks oneDNN's divisor: the whole window or the part inside.
+dnnl::algorithm AvgAlgorithm(const AttrMap& attrs) {
+  return attrs.at("count_padding")->b() ? dnnl::algorithm::pooling_avg_include_padding
+                                        : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
 class AvgPoolKernel : public PoolKernel {
  public:
   AvgPoolKernel() : PoolKernel(dnnl::algorithm::pooling_avg_exclude_padding, PoolPass::kForward) {}
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    algorithm_ = AvgAlgorithm(attrs);
+    return PoolKernel::Init(node, attrs);
+  }
 };
 class AvgPoolGradKernel : public PoolKernel {
  public:
   AvgPoolGradKernel() : PoolKernel(dnnl::algorithm::pooling_avg_exclude_padding, PoolPass::kBackward) {}
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    algorithm_ = AvgAlgorithm(attrs);
+    return PoolKernel::Init(node, attrs);
+  }
 };
 
 // [N,C,H,W] -> [N,C], mean over H*W.

@@ -180,6 +180,8 @@ const std::vector<GradCase>& Cases() {
       {"MaxPoolOverlapping", "MaxPool", {{{1, 2, 5, 5}, Values::kDistinct}}, Pool({3, 3}, {1, 1}, "SAME")},
       {"AvgPool", "AvgPool", {{{2, 3, 6, 6}}}, Pool({2, 2}, {2, 2}, "VALID")},
       {"AvgPoolSame", "AvgPool", {{{1, 2, 5, 5}}}, Pool({3, 3}, {2, 2}, "SAME")},
+      {"AvgPoolSameCountingPadding", "AvgPool", {{{1, 2, 5, 5}}},
+       Pool({3, 3}, {2, 2}, "SAME") + Attr("count_padding", "b: true")},
       {"GlobalAvgPool", "GlobalAvgPool", {{{2, 3, 4, 4}}}},
       {"SoftmaxCrossEntropy", "SoftmaxCrossEntropy", {{{4, 5}}}, "", {0, 3, 4, 1}, true},
       {"HingeLoss", "HingeLoss", {{{4, 5}, Values::kDistinct}}, "", {0, 3, 4, 1}, true},
