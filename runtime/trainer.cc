@@ -40,7 +40,9 @@
 #include "ops/placement_plan.h"
 #include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
+#include "ops/coded_round_stats.h"
 #include "runtime/checkpoint.h"
+#include "runtime/coded_partitions.h"
 #include "runtime/step_log.h"
 #include "runtime/data_parallel_group.h"
 #include "schedulers/executor.h"
@@ -475,7 +477,9 @@ class TrainingRun {
           options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
     }
     gossip_ = !GraphAttr(*graph_, "gossip").empty();
+    coded_ = !GraphAttr(*graph_, "coded").empty();
     ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
+    if (coded_) shard_ = DataShard{};  // the master and the coded workers see the whole set, coded or not
     return absl::OkStatus();
   }
 
@@ -542,6 +546,8 @@ class TrainingRun {
     if (gossip_) result_.strategy = "gossip";
     if (placed_ && GraphAttrInt(*graph_, "servers", 0) > 0) {
       result_.strategy = "parameter_server";
+    } else if (coded_) {
+      result_.strategy = "coded";
     } else if (placed_) {
       result_.strategy = "model_parallel";
       result_.model_parallel = options_.workers / shard_.count;
@@ -569,6 +575,39 @@ class TrainingRun {
     result_.normalization = train_set.normalization;
     train_ = std::make_shared<const data::Dataset>(std::move(train_set));
     test_ = std::make_shared<const data::Dataset>(std::move(test_set));
+    if (coded_) RETURN_IF_ERROR(EncodeCodedData());
+    return absl::OkStatus();
+  }
+
+  // Coded plans: every step is one full-batch gradient step, fed the same
+  // tensors: the master the labels (in the data's order), each coded worker
+  // its coded partition, built here (the encoding phase, its bytes counted).
+  absl::Status EncodeCodedData() {
+    if (group_ == nullptr) return absl::FailedPreconditionError("a coded plan runs on its master and coded workers");
+    if (options_.rank == 0) {
+      ASSIGN_OR_RETURN(Tensor labels, Tensor::Allocate(DT_INT32, {train_->num_examples}));
+      std::memcpy(labels.raw(), train_->labels.data(), labels.num_bytes());
+      coded_feeds_["labels"] = std::move(labels);
+    }
+    ASSIGN_OR_RETURN(CodeSpec spec, ParseCodedAttr(GraphAttr(*graph_, "coded")));
+    ASSIGN_OR_RETURN(LinearCode code, LinearCode::Make(spec));
+    const TrafficCounters before = group_->traffic();
+    const absl::Time start = absl::Now();
+    if (options_.rank > 0) {
+      ASSIGN_OR_RETURN(CodedPartition partition, BuildCodedPartition(*train_, code, options_.rank - 1, /*first_rank=*/1,
+                                                                     group_->communicator(), options_.comm_timeout));
+      coded_feeds_["coded_rows"] = std::move(partition.rows);
+      coded_feeds_["coded_columns"] = std::move(partition.columns);
+    }
+    std::vector<double> sent = {static_cast<double>(group_->traffic().bytes_sent - before.bytes_sent),
+                                absl::ToDoubleSeconds(absl::Now() - start)};
+    RETURN_IF_ERROR(group_->SumAcrossRanks(sent));
+    result_.coded_encoding_bytes = static_cast<int64_t>(sent[0]);
+    result_.coded_encoding_seconds = sent[1] / options_.workers;
+    if (options_.progress != nullptr && options_.rank == 0) {
+      std::fprintf(options_.progress, "coded: %s; encoding moved %.1f MiB\n", GraphAttr(*graph_, "coded").c_str(),
+                   sent[0] / (1 << 20));
+    }
     return absl::OkStatus();
   }
 
@@ -598,6 +637,7 @@ class TrainingRun {
     // (N / world examples) gives, so an odd example out is skipped.
     int64_t smallest_shard = train_->num_examples / shard_.count;
     steps_per_epoch_ = (smallest_shard + options_.batch - 1) / options_.batch;
+    if (coded_) steps_per_epoch_ = 1;  // a full-batch step per epoch
     return absl::OkStatus();
   }
 
@@ -705,12 +745,16 @@ class TrainingRun {
     if (group_ != nullptr) traffic_at_start = group_->traffic();
     while (index < steps_per_epoch_) {
       if (options_.max_steps > 0 && result_.steps + static_cast<int64_t>(flight.size()) >= options_.max_steps) break;
-      std::optional<data::Batch> batch = loader_->Next();
-      if (!batch) break;
-      ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
+      std::optional<data::Batch> batch;
+      if (!coded_) {
+        batch = loader_->Next();
+        if (!batch) break;
+      }
+      ASSIGN_OR_RETURN(FeedMap feeds, coded_ ? absl::StatusOr<FeedMap>(coded_feeds_) : FeedsOf(*batch));
+      const int64_t examples = coded_ ? train_->num_examples : batch->size;
       while (static_cast<int>(flight.size()) >= in_flight_) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
       StepInfo info{epoch, step_, index, steps_per_epoch_, options_.epochs, true};
-      flight.push_back({step_, epoch, index, batch->size, absl::Now()});
+      flight.push_back({step_, epoch, index, examples, absl::Now()});
       RETURN_IF_ERROR(executor_->StartStep(info, std::move(feeds), HoldsLoss() ? std::vector<std::string>{loss_}
                                                                                 : std::vector<std::string>{}));
       ++step_;
@@ -799,9 +843,13 @@ class TrainingRun {
     }
     StepInfo eval_info{m.epoch, step_, 0, steps_per_epoch_, options_.epochs, false};
     TraceSpan eval_span(trace_, "evaluate", "eval", {{"epoch", m.epoch}, {"step", step_}});
-    ASSIGN_OR_RETURN(Evaluation eval,
-                     EvaluateTestSet(*executor_, test_, options_, EvaluationFetches(), shard_,
-                                     EqualShards(*graph_), eval_info, group_.get()));
+    Executor* evaluator = executor_.get();
+    EvaluationPart part = EvaluationFetches();
+    if (coded_ && options_.rank == 0) {
+      ASSIGN_OR_RETURN(evaluator, CodedEvaluator(part));
+    }
+    ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*evaluator, test_, options_, part, shard_, EqualShards(*graph_),
+                                                      eval_info, group_.get()));
     eval_span.End();
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
@@ -814,6 +862,24 @@ class TrainingRun {
     if (step_log_ != nullptr) step_log_->Write("epoch", EpochJson(m));
     result_.per_epoch.push_back(m);
     return absl::OkStatus();
+  }
+
+  // Coded plans: the master's decodes need the workers' coded training data,
+  // so it evaluates with the model's own forward graph (the test set is not
+  // coded) and its current parameters.
+  absl::StatusOr<Executor*> CodedEvaluator(EvaluationPart& part) {
+    if (coded_evaluator_ == nullptr) {
+      ASSIGN_OR_RETURN(coded_model_, LoadModel(options_.model_path));
+      ExecutorOptions eopts;
+      eopts.threads = options_.threads;
+      ASSIGN_OR_RETURN(coded_evaluator_, Executor::Create(coded_model_.get(), eopts));
+    }
+    for (const auto& [name, value] : executor_->State()) {
+      if (coded_model_->FindNode(name) != nullptr) RETURN_IF_ERROR(coded_evaluator_->SetState(name, value));
+    }
+    part.logits = GraphAttr(*coded_model_, "logits");
+    part.loss = GraphAttr(*coded_model_, "loss");
+    return coded_evaluator_.get();
   }
 
   // After `epoch`: a checkpoint of the whole epoch, or one within it when
@@ -837,6 +903,17 @@ class TrainingRun {
     result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
     if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
     result_.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor_, per_rank_);
+    if (coded_ && options_.rank == 0) {
+      const CodedRoundTotals t = CodedRoundStats::Global().totals();
+      if (t.gathers > 0) {
+        const double g = static_cast<double>(t.gathers);
+        result_.coded_present_per_gather = t.present / g;
+        result_.coded_gone_per_gather = t.gone / g;
+        result_.coded_answers_per_decode = t.answers_used / g;
+        result_.coded_wait_seconds_per_gather = absl::ToDoubleSeconds(t.wait) / g;
+        result_.coded_decode_seconds_per_gather = absl::ToDoubleSeconds(t.decode) / g;
+      }
+    }
     for (const auto& [name, value] : executor_->State()) {
       result_.state_bytes += value.num_bytes();
       if (per_rank_.contains(name)) result_.per_rank_state_bytes += value.num_bytes();
@@ -1012,6 +1089,10 @@ class TrainingRun {
   int progress_rank_ = 0;  // the rank that prints progress (the first holding the loss)
   bool placed_ = false;    // the plan runs different nodes on different ranks
   bool gossip_ = false;    // ranks keep their own models (the gossip pass)
+  bool coded_ = false;     // rank 0 decodes coded workers' results (the coded pass)
+  FeedMap coded_feeds_;    // coded plans: what every step feeds this rank
+  std::unique_ptr<Graph> coded_model_;          // coded plans: the model, for the master's evaluation
+  std::unique_ptr<Executor> coded_evaluator_;
   std::unique_ptr<DataParallelGroup> group_;
   std::shared_ptr<const data::Dataset> train_, test_;
   std::unique_ptr<Executor> executor_;
@@ -1085,6 +1166,17 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["rank"] = int64_t{options.rank};
   j["threads"] = int64_t{options.threads};
   j["strategy"] = r.strategy;
+  if (r.strategy == "coded") {
+    Json coded;
+    coded["encoding_bytes"] = r.coded_encoding_bytes;
+    coded["encoding_seconds"] = r.coded_encoding_seconds;
+    coded["present_per_gather"] = r.coded_present_per_gather;
+    coded["gone_per_gather"] = r.coded_gone_per_gather;
+    coded["answers_per_decode"] = r.coded_answers_per_decode;
+    coded["wait_seconds_per_gather"] = r.coded_wait_seconds_per_gather;
+    coded["decode_seconds_per_gather"] = r.coded_decode_seconds_per_gather;
+    j["coded"] = std::move(coded);
+  }
   j["dataset"] = r.dataset;
   j["normalization"] = r.normalization;
   j["passes"] = PassesFor(options);

@@ -97,6 +97,14 @@ struct TrainResult {
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
   std::string strategy = "single";
+  // Coded plans (the coded pass): the encoding phase's bytes (every rank's
+  // sends) and seconds, and what the master's decodes saw: per gather (two
+  // a step), the workers present and gone, the results a decode used, the
+  // wait from posting the receives to a decodable set, the solve.
+  int64_t coded_encoding_bytes = 0;
+  double coded_encoding_seconds = 0;
+  double coded_present_per_gather = 0, coded_gone_per_gather = 0, coded_answers_per_decode = 0;
+  double coded_wait_seconds_per_gather = 0, coded_decode_seconds_per_gather = 0;
   std::string dataset;        // the training split's name
   std::string normalization;  // what was applied to the inputs (data/normalize.h)
   int64_t pipeline_width = 1;   // steps in flight (Pipe-SGD's K)

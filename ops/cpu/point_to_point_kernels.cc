@@ -4,8 +4,7 @@
 // point-to-point channel, so a Recv learns the batch size from the message;
 // a value whose shape the plan knows whole (the parameter server's chunks)
 // goes without the header.
-// Tags keep transfers apart: the pair's channel, the step (evaluation: the
-// batch), and whether it is the header.
+// Tags keep transfers apart (point_to_point_tag.h).
 
 #include <algorithm>
 #include <memory>
@@ -16,20 +15,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "ops/cpu/point_to_point_tag.h"
 #include "ops/kernel.h"
 
 namespace nereid {
 namespace {
 
 constexpr int kHeaderFloats = 8;  // rank, then up to 7 dims
-constexpr int64_t kMaxChannels = 1 << 10;
+constexpr int64_t kMaxChannels = kMaxPointToPointChannels;
 constexpr int64_t kMaxExactDim = int64_t{1} << 24;  // dims travel as floats
 
-uint32_t TagOf(int64_t channel, const StepInfo& step, bool header) {
-  const int64_t key = step.training ? step.step : step.step_in_epoch;
-  return (step.training ? 0u : 1u << 31) | (header ? 1u << 30 : 0u) | static_cast<uint32_t>(channel) << 20 |
-         static_cast<uint32_t>(key & 0xFFFFF);
-}
+uint32_t TagOf(int64_t channel, const StepInfo& step, bool header) { return PointToPointTag(channel, step, header); }
 
 // The dims a header carries, or DataLoss if it is not a header (a corrupted
 // or mismatched message must not size an allocation).

@@ -1,0 +1,294 @@
+// coded: gradient descent on a linear model with the data stored coded
+// (coded distributed computing; RLNC against MDS, docs/CODED.md). Rank 0 is
+// the master: it holds the parameters, the loss and the optimizer. Ranks
+// 1..n are coded workers: worker i holds coded partition i of the training
+// data, a mix (compress/linear_code.h) of some of the k data partitions,
+// built once before training (runtime/coded_partitions.h). Each step has two
+// rounds, the two matrix products of the linear model's gradient:
+//
+//   Z = X W     rows of X cut into k partitions X_j; worker i computes
+//               (sum_j G_ij X_j) W; the master decodes every X_j W from the
+//               first results that determine them, stacks them: Z.
+//   master      logits = Z (+ bias ...), the loss, dZ = d loss / d Z (the
+//               model's own nodes and their gradients, unchanged)
+//   dW = X^T dZ columns of X cut into k partitions X^(j); worker i computes
+//               (sum_j G_ij X^(j))^T dZ; the master decodes every X^(j)T dZ,
+//               stacks them: dW, which the optimizer applies.
+//
+// W goes to every worker at the start of the step, dZ in the middle (Send /
+// Recv ends written with their peers). Workers gone in a round
+// (departures=..., compress/departure_plan.h) send nothing and the master
+// does not wait for them; a round whose present workers cannot decode is an
+// error naming them.
+//
+// The model must have the coded form: one trained parameter W read by a
+// MatMul X W whose X is the fed images (through Flatten / Reshape /
+// Identity only), with W's gradient the MatMul X^T dZ autodiff made, and
+// nothing else reading X. Anything else is refused, naming what differs.
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "compress/departure_plan.h"
+#include "compress/linear_code.h"
+#include "core/status_macros.h"
+#include "graph/placement.h"
+#include "ops/gradient_builder.h"
+#include "ops/op_registry.h"
+#include "passes/pass.h"
+#include "passes/pass_properties.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kNotCoded[] = "coded: the model's gradient is not of the coded form (a linear model: logits from "
+                             "MatMul(images, W)): ";
+
+// Channels of the four transfers of a step (the plan's only point-to-point
+// ends: coded plans take no other communication pass).
+enum Channel : int64_t { kWeightChannel = 0, kLogitGradChannel = 1, kForwardChannel = 2, kBackwardChannel = 3 };
+
+bool IsShapeOnly(const Node& n) {
+  return n.op() == "Flatten" || n.op() == "Reshape" || n.op() == "Identity";
+}
+
+// The fed images a node reads through shape-only ops, or null.
+Node* ImagesBehind(Node* n, std::vector<Node*>* chain) {
+  while (IsShapeOnly(*n) && n->num_inputs() == 1) {
+    chain->push_back(n);
+    n = n->input_edge(0)->src;
+  }
+  if (n->op() == "Input" && NodeAttrString(*n, "feed") == "images") return n;
+  return nullptr;
+}
+
+struct CodedForm {
+  Node* images = nullptr;
+  std::vector<Node*> chain;  // images -> ... -> X (shape-only), X last
+  Node* x = nullptr;         // [rows, features]
+  Node* weight = nullptr;    // W [features, classes]
+  Node* forward = nullptr;   // MatMul(X, W)
+  Node* backward = nullptr;  // MatMul(X, dZ, transpose_a): W's gradient
+};
+
+absl::StatusOr<CodedForm> FindCodedForm(Graph& graph) {
+  CodedForm form;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != "MatMul" || n->num_inputs() != 2) continue;
+    std::vector<Node*> chain;
+    Node* images = ImagesBehind(n->input_edge(0)->src, &chain);
+    Node* w = n->input_edge(1)->src;
+    if (images == nullptr || w->op() != "Parameter" || NodeAttrBool(*n, "transpose_a", false) ||
+        NodeAttrBool(*n, "transpose_b", false)) {
+      continue;
+    }
+    if (form.forward != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "both '", form.forward->name(), "' and '", n->name(),
+                                                        "' multiply the images by a parameter"));
+    }
+    form.forward = n;
+    form.images = images;
+    form.chain = chain;
+    form.x = chain.empty() ? images : chain.front();
+    form.weight = w;
+  }
+  if (form.forward == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "no MatMul reads the fed images and a parameter"));
+  }
+  if (form.x->outputs()[0].shape.rank() != 2) {
+    return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "'", form.x->name(), "' is ",
+                                                      form.x->outputs()[0].shape.ToString(), ", not [rows, features]"));
+  }
+  // W's gradient: X^T dZ, the MatMul autodiff made for the forward MatMul.
+  for (Node* n : graph.nodes()) {
+    if (n->op() == "Gradient" && NodeAttrString(*n, "parameter") == form.weight->name()) {
+      Node* g = n->input_edge(0)->src;
+      if (g->op() == "MatMul" && g->input_edge(0)->src == form.x && NodeAttrBool(*g, "transpose_a", false) &&
+          !NodeAttrBool(*g, "transpose_b", false)) {
+        form.backward = g;
+      } else {
+        return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "the gradient of '", form.weight->name(),
+                                                          "' is '", g->name(), "' (", g->op(), "), not X^T dZ"));
+      }
+    }
+  }
+  if (form.backward == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("coded: runs after autodiff and an optimizer ('", form.weight->name(), "' has no gradient)"));
+  }
+  // Nothing else may read the data: it lives on the workers, coded.
+  for (const Edge* e : form.x->out_edges()) {
+    if (e->dst != form.forward && e->dst != form.backward) {
+      return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "'", e->dst->name(), "' (", e->dst->op(),
+                                                        ") reads the images too"));
+    }
+  }
+  for (Node* n : form.chain) {
+    if (n != form.x && n->out_edges().size() != 1) {
+      return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "'", n->name(), "' is read by more than one node"));
+    }
+  }
+  if (form.images->out_edges().size() != 1) {
+    return absl::FailedPreconditionError(absl::StrCat(kNotCoded, "the images are read by more than one node"));
+  }
+  for (const Edge* e : form.weight->out_edges()) {
+    if (e->dst != form.forward && !e->IsControl() && e->dst->op() == "MatMul") {
+      return absl::FailedPreconditionError(
+          absl::StrCat(kNotCoded, "'", e->dst->name(), "' reads '", form.weight->name(), "' too"));
+    }
+  }
+  return form;
+}
+
+class CodedPass : public Pass {
+ public:
+  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+    const int64_t world = GraphAttrInt(graph, "workers", 0);
+    CodeSpec spec;
+    ASSIGN_OR_RETURN(spec.scheme, ParseCodeScheme(o.GetString("scheme")));
+    spec.n = static_cast<int>(o.GetInt("n") > 0 ? o.GetInt("n") : world - 1);
+    spec.k = static_cast<int>(o.GetInt("k"));
+    spec.degree = static_cast<int>(o.GetInt("degree"));
+    spec.seed = static_cast<uint64_t>(o.GetInt("seed"));
+    if (spec.n < 1 || world != spec.n + 1) {
+      return absl::FailedPreconditionError(absl::StrCat("coded: n=", spec.n, " coded workers and the master need ",
+                                                        spec.n + 1, " ranks (--workers ", spec.n + 1,
+                                                        "); the plan has ", world));
+    }
+    if (spec.scheme == CodeScheme::kRlnc && spec.degree == 0) spec.degree = std::min(2, spec.k);
+    absl::StatusOr<LinearCode> code = LinearCode::Make(spec);
+    if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("coded: ", code.status().message()));
+    const std::string departures = o.GetString("departures");
+    RETURN_IF_ERROR(DeparturePlan::Parse(departures, spec.n, spec.seed).status());
+    for (const Node* n : graph.nodes()) {
+      if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("coded: the model is placed already");
+    }
+    ASSIGN_OR_RETURN(CodedForm form, FindCodedForm(graph));
+    const int64_t features = form.x->outputs()[0].shape.dim(1);
+    const int64_t classes = form.weight->outputs()[0].shape.dim(1);
+    const int64_t column_block = (features + spec.k - 1) / spec.k;
+
+    // The master (rank 0) runs the model's nodes but the data's.
+    Placement master;
+    master.worker = 0;
+    for (Node* n : graph.nodes()) SetPlacement(*n, master);
+    Node* labels = nullptr;
+    for (Node* n : graph.nodes()) {
+      if (n->op() == "Input" && NodeAttrString(*n, "feed") == "labels") labels = n;
+    }
+    if (labels == nullptr) return absl::FailedPreconditionError("coded: the model has no fed labels");
+    Node* d_logits = form.backward->input_edge(1)->src;
+    const int d_logits_port = form.backward->input_edge(1)->src_port;
+
+    auto code_attrs = [&](int64_t channel) -> std::vector<std::pair<std::string, AttrValue>> {
+      return {{"scheme", StringAttr(CodeSchemeName(spec.scheme))},
+              {"n", IntAttr(spec.n)},
+              {"k", IntAttr(spec.k)},
+              {"degree", IntAttr(spec.degree)},
+              {"seed", IntAttr(static_cast<int64_t>(spec.seed))},
+              {"departures", StringAttr(departures)},
+              {"channel", IntAttr(channel)}};
+    };
+    auto end = [](int64_t peer, int64_t channel) -> std::vector<std::pair<std::string, AttrValue>> {
+      return {{"peer", IntAttr(peer)}, {"channel", IntAttr(channel)}, {"eval", BoolAttr(false)}};
+    };
+    std::vector<int64_t> peers;
+    for (int w = 0; w < spec.n; ++w) {
+      const int64_t rank = w + 1;
+      peers.push_back(rank);
+      Placement at;
+      at.worker = static_cast<int>(rank);
+      const std::string base = absl::StrCat("coded/worker", w);
+      auto placed = [&](absl::StatusOr<Node*> node) -> absl::StatusOr<Node*> {
+        if (node.ok()) SetPlacement(**node, at);
+        return node;
+      };
+      // The master's two sends to this worker.
+      ASSIGN_OR_RETURN(Node * send_w, AddOpNode(&graph, base + "/weight/send", "Send", {{form.weight, 0}},
+                                                end(rank, kWeightChannel)));
+      SetPlacement(*send_w, master);
+      ASSIGN_OR_RETURN(Node * send_dz, AddOpNode(&graph, base + "/logit_grad/send", "Send",
+                                                 {{d_logits, d_logits_port}}, end(rank, kLogitGradChannel)));
+      SetPlacement(*send_dz, master);
+      // The worker: its coded rows times W, its coded columns' transpose times dZ.
+      std::vector<std::pair<std::string, AttrValue>> recv_w = end(0, kWeightChannel);
+      recv_w.emplace_back("shape", ShapeAttr({features, classes}));
+      ASSIGN_OR_RETURN(Node * weight, placed(AddOpNode(&graph, base + "/weight", "Recv", {}, recv_w)));
+      ASSIGN_OR_RETURN(Node * rows, placed(AddOpNode(&graph, base + "/rows", "Input", {},
+                                                     {{"shape", ShapeAttr({-1, features})},
+                                                      {"feed", StringAttr("coded_rows")}})));
+      ASSIGN_OR_RETURN(Node * z, placed(AddOpNode(&graph, base + "/z", "MatMul", {{rows, 0}, {weight, 0}})));
+      std::vector<std::pair<std::string, AttrValue>> send_attrs = code_attrs(kForwardChannel);
+      send_attrs.emplace_back("peer", IntAttr(0));
+      send_attrs.emplace_back("worker", IntAttr(w));
+      RETURN_IF_ERROR(placed(AddOpNode(&graph, base + "/z/send", "CodedSend", {{z, 0}}, send_attrs)).status());
+      std::vector<std::pair<std::string, AttrValue>> recv_dz = end(0, kLogitGradChannel);
+      recv_dz.emplace_back("shape", ShapeAttr({-1, classes}));
+      ASSIGN_OR_RETURN(Node * dz, placed(AddOpNode(&graph, base + "/logit_grad", "Recv", {}, recv_dz)));
+      ASSIGN_OR_RETURN(Node * cols, placed(AddOpNode(&graph, base + "/columns", "Input", {},
+                                                     {{"shape", ShapeAttr({-1, column_block})},
+                                                      {"feed", StringAttr("coded_columns")}})));
+      ASSIGN_OR_RETURN(Node * g, placed(AddOpNode(&graph, base + "/weight_grad", "MatMul", {{cols, 0}, {dz, 0}},
+                                                  {{"transpose_a", BoolAttr(true)}})));
+      send_attrs = code_attrs(kBackwardChannel);
+      send_attrs.emplace_back("peer", IntAttr(0));
+      send_attrs.emplace_back("worker", IntAttr(w));
+      RETURN_IF_ERROR(placed(AddOpNode(&graph, base + "/weight_grad/send", "CodedSend", {{g, 0}}, send_attrs)).status());
+    }
+    // The master's two decodes replace the two products.
+    std::vector<std::pair<std::string, AttrValue>> gather = code_attrs(kForwardChannel);
+    gather.emplace_back("peers", IntListAttr(peers));
+    gather.emplace_back("cols", IntAttr(classes));
+    ASSIGN_OR_RETURN(Node * z, AddOpNode(&graph, "coded/z", "CodedGather", {{labels, 0}}, gather));
+    SetPlacement(*z, master);
+    gather = code_attrs(kBackwardChannel);
+    gather.emplace_back("peers", IntListAttr(peers));
+    gather.emplace_back("cols", IntAttr(classes));
+    ASSIGN_OR_RETURN(Node * dw, AddOpNode(&graph, "coded/weight_grad", "CodedGather", {{form.weight, 0}}, gather));
+    SetPlacement(*dw, master);
+    const std::string forward_name = form.forward->name();
+    RETURN_IF_ERROR(graph.RedirectOutput(form.forward, 0, z, 0));
+    RETURN_IF_ERROR(graph.RedirectOutput(form.backward, 0, dw, 0));
+    graph.RemoveNode(form.backward);
+    graph.RemoveNode(form.forward);
+    for (Node* n : form.chain) graph.RemoveNode(n);
+    graph.RemoveNode(form.images);
+
+    auto& header = *graph.mutable_header()->mutable_attr();
+    header["coded"] = StringAttr(absl::StrCat("scheme=", CodeSchemeName(spec.scheme), ",n=", spec.n, ",k=", spec.k,
+                                              ",degree=", spec.degree, ",seed=", spec.seed));
+    header["coded_departures"] = StringAttr(departures);
+    log->notes.push_back(absl::StrCat(
+        CodeSchemeName(spec.scheme), " code: ", spec.n, " coded workers (ranks 1-", spec.n, ") over ", spec.k,
+        " data partitions", spec.scheme == CodeScheme::kRlnc ? absl::StrCat(", degree ", spec.degree) : "",
+        "; rank 0 decodes ", forward_name, " and ", form.weight->name(), "'s gradient; building the coded "
+        "partitions moves ", code->PartitionsMoved(), " partitions",
+        departures.empty() ? "" : absl::StrCat("; departures ", departures)));
+    return absl::OkStatus();
+  }
+};
+
+PassInfo CodedInfo() {
+  PassInfo info{"coded",
+                "Coded computing for a linear model: rank 0 decodes the gradient's two matrix products from the "
+                "coded workers (ranks 1..n) that answer, each holding a coded mix of the data partitions.",
+                {{"scheme", OptionType::kString, "rlnc", "rlnc, mds, replication or none (compress/linear_code.h)"},
+                 {"n", OptionType::kInt, "0", "coded workers (0: every rank but the master)"},
+                 {"k", OptionType::kInt, "2", "data partitions"},
+                 {"degree", OptionType::kInt, "0", "rlnc: partitions each coded partition mixes (0: min(2, k))"},
+                 {"seed", OptionType::kInt, "1", "the generator's and the random departures' seed"},
+                 {"departures", OptionType::kString, "",
+                  "workers gone per round: random:P, or ROUND:W+W;ROUND-ROUND:W (0-based workers)"}},
+                [] { return std::make_unique<CodedPass>(); }};
+  info.needs = {kOptimizerProperty};
+  info.provides = {kGradientCommunicationProperty};
+  info.precedes = {kPipelinedProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(CodedInfo());
+
+}  // namespace
+}  // namespace nereid
