@@ -1,5 +1,6 @@
 #include "ops/placement_plan.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -90,6 +91,66 @@ absl::StatusOr<absl::flat_hash_map<const Node*, Placement>> EffectivePlacement(c
     }
   }
   return at;
+}
+
+// Coded computing's ends (ops/coded_ops.cc): every CodedSend to rank p on a
+// channel meets p's CodedGather of that channel, which lists the sender among
+// its peers and has the same code and departures; every peer a CodedGather
+// lists runs a CodedSend to it on that channel.
+absl::Status CheckCodedEnds(const std::vector<std::unique_ptr<Graph>>& parts) {
+  const int world = static_cast<int>(parts.size());
+  auto gather_on = [&](int rank, int64_t channel) -> const Node* {
+    if (rank < 0 || rank >= world) return nullptr;
+    for (const Node* n : parts[rank]->nodes()) {
+      if (n->op() == "CodedGather" && NodeAttrInt(*n, "channel", -1) == channel) return n;
+    }
+    return nullptr;
+  };
+  for (int r = 0; r < world; ++r) {
+    for (const Node* send : parts[r]->nodes()) {
+      if (send->op() != "CodedSend") continue;
+      const int p = static_cast<int>(NodeAttrInt(*send, "peer", -1));
+      const int64_t channel = NodeAttrInt(*send, "channel", -1);
+      const Node* gather = gather_on(p, channel);
+      if (gather == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s CodedSend '", send->name(), "' (channel ",
+                                                          channel, ") has no CodedGather on rank ", p));
+      }
+      const auto& peers = gather->def().attr().at("peers").list().i();
+      if (std::find(peers.begin(), peers.end(), r) == peers.end()) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", p, "'s CodedGather '", gather->name(),
+                                                          "' does not list rank ", r, ", whose CodedSend '",
+                                                          send->name(), "' sends to it"));
+      }
+      for (const char* attr : {"scheme", "n", "k", "degree", "seed", "departures"}) {
+        const auto& attrs_s = send->def().attr();
+        const auto& attrs_g = gather->def().attr();
+        const std::string mine = attrs_s.contains(attr) ? attrs_s.at(attr).ShortDebugString() : "";
+        const std::string theirs = attrs_g.contains(attr) ? attrs_g.at(attr).ShortDebugString() : "";
+        if (mine != theirs) {
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s CodedSend '", send->name(), "' has ", attr,
+                                                            " {", mine, "} but rank ", p, "'s CodedGather '",
+                                                            gather->name(), "' has {", theirs, "}"));
+        }
+      }
+    }
+    for (const Node* gather : parts[r]->nodes()) {
+      if (gather->op() != "CodedGather") continue;
+      const int64_t channel = NodeAttrInt(*gather, "channel", -1);
+      for (int64_t q : gather->def().attr().at("peers").list().i()) {
+        bool found = false;
+        for (const Node* n : q >= 0 && q < world ? parts[q]->nodes() : std::vector<Node*>{}) {
+          found |= n->op() == "CodedSend" && NodeAttrInt(*n, "peer", -1) == r && NodeAttrInt(*n, "channel", -1) == channel;
+        }
+        if (!found) {
+          return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s CodedGather '", gather->name(),
+                                                            "' waits for rank ", q, ", which has no CodedSend to it on "
+                                                            "channel ", channel));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -251,6 +312,7 @@ absl::Status CheckPartsAcrossRanks(const std::vector<std::unique_ptr<Graph>>& pa
       }
     }
   }
+  RETURN_IF_ERROR(CheckCodedEnds(parts));
   // Every group's members issue the same collectives in the same order.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*parts[0]));
   for (const GroupDecl& g : groups) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,29 @@ TEST_F(CodedTest, ModelsNotOfTheCodedFormAndWrongWorldsAreRefused) {
                          "/p.pbtxt --passes \"autodiff,sgd(lr=0.1),coded(k=2,departures=3:7)\""));
   EXPECT_NE(o.exit_code, 0);
   EXPECT_THAT(o.output, HasSubstr("departures '3:7': '7' is not a worker in [0, 3)"));
+}
+
+// A per-rank plan whose worker was edited to another code: `nereid check`
+// names the two ends that disagree, before anything runs.
+TEST_F(CodedTest, EditedPlanWithDisagreeingEndsIsRefused) {
+  const std::string plan = dir_ + "/per_rank.pbtxt";
+  Outcome o = Shell(absl::StrCat(kNereid, " plan models/logreg_fashion.pbtxt --workers 4 --per-rank -o ", plan,
+                                 " --passes \"autodiff,sgd(lr=0.1),coded(k=3)\""));
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  std::string text = testing::ReadFile(plan);
+  const size_t send = text.find("op: \"CodedSend\"");
+  ASSERT_NE(send, std::string::npos);
+  const size_t k = text.find("i: 3", text.find("key: \"k\"", send));
+  ASSERT_NE(k, std::string::npos);
+  text.replace(k, 4, "i: 2");
+  const size_t fingerprint = text.find("\nfingerprint: ");
+  ASSERT_NE(fingerprint, std::string::npos);
+  text = text.substr(0, fingerprint + 1) + "fingerprint: \"\"\n";
+  std::ofstream(plan) << text;
+  o = Shell(absl::StrCat(kNereid, " check ", plan));
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("rank 1's CodedSend 'coded/worker0/z/send' has k {i: 2} but rank 0's CodedGather "
+                                  "'coded/z' has {i: 3}"));
 }
 
 }  // namespace
