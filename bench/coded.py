@@ -119,8 +119,9 @@ def rounds_table(args):
               f"| {answers[(scheme, extra, gone)]} |", flush=True)
     _, err = run(args, args.model, k + 1, f"autodiff,sgd(lr=0.02),coded(scheme=none,k={k},departures=0-100000:2)",
                  "rounds_uncoded_gone", args.examples, args.steps, check=False)
-    last = err.strip().splitlines()[-1] if err.strip() else ""
-    print(f"\nUncoded (scheme=none, N=K={k}) with worker 2 gone: {last or 'ran (unexpected)'}")
+    why = [line for line in err.splitlines() if "cannot decode" in line]
+    print(f"\nUncoded (scheme=none, N=K={k}) with worker 2 gone: "
+          f"{why[0].strip() if why else (err.strip().splitlines() or ['ran (unexpected)'])[-1]}")
 
 
 def accuracy_table(args):

@@ -17,6 +17,8 @@
 // partition it mixes), which every worker follows, so none can deadlock.
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -40,6 +42,16 @@ struct CodedPartition {
 // the whole training set (rows: examples, features: an example's floats).
 absl::StatusOr<CodedPartition> BuildCodedPartition(const data::Dataset& train, const LinearCode& code, int worker,
                                                    int first_rank, Communicator& comm, absl::Duration timeout);
+
+// The same exchange for the workers in `returning` only (ascending): a
+// worker that left lost its coded partition and is sent it again by the
+// holders when it returns. Every coded worker calls it with the same list
+// (holders send, the returning receive, the rest do nothing); `worker`'s
+// rebuilt partition if it is returning, else nullopt.
+absl::StatusOr<std::optional<CodedPartition>> ResendCodedPartitions(const data::Dataset& train, const LinearCode& code,
+                                                                    int worker, const std::vector<int>& returning,
+                                                                    int first_rank, Communicator& comm,
+                                                                    absl::Duration timeout);
 
 }  // namespace nereid
 

@@ -40,6 +40,8 @@
 #include "ops/placement_plan.h"
 #include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
+#include "compress/departure_plan.h"
+#include "compress/linear_code.h"
 #include "ops/coded_round_stats.h"
 #include "runtime/checkpoint.h"
 #include "runtime/coded_partitions.h"
@@ -591,6 +593,8 @@ class TrainingRun {
     }
     ASSIGN_OR_RETURN(CodeSpec spec, ParseCodedAttr(GraphAttr(*graph_, "coded")));
     ASSIGN_OR_RETURN(LinearCode code, LinearCode::Make(spec));
+    ASSIGN_OR_RETURN(coded_departures_, DeparturePlan::Parse(GraphAttr(*graph_, "coded_departures"), spec.n, spec.seed));
+    coded_code_ = code;
     const TrafficCounters before = group_->traffic();
     const absl::Time start = absl::Now();
     if (options_.rank > 0) {
@@ -749,6 +753,8 @@ class TrainingRun {
       if (!coded_) {
         batch = loader_->Next();
         if (!batch) break;
+      } else {
+        RETURN_IF_ERROR(ResendToReturningWorkers());
       }
       ASSIGN_OR_RETURN(FeedMap feeds, coded_ ? absl::StatusOr<FeedMap>(coded_feeds_) : FeedsOf(*batch));
       const int64_t examples = coded_ ? train_->num_examples : batch->size;
@@ -864,6 +870,28 @@ class TrainingRun {
     return absl::OkStatus();
   }
 
+  // Coded plans: a worker that left lost its coded partition; in the round it
+  // returns, the holders send it the partitions again (counted in
+  // coded.resent_bytes). The master takes no part.
+  absl::Status ResendToReturningWorkers() {
+    if (step_ == 0 || coded_departures_.empty() || options_.rank == 0) return absl::OkStatus();
+    std::vector<int> returning;
+    for (int w = 0; w < coded_code_->spec().n; ++w) {
+      if (coded_departures_.Gone(step_ - 1, w) && !coded_departures_.Gone(step_, w)) returning.push_back(w);
+    }
+    if (returning.empty()) return absl::OkStatus();
+    const int64_t before = group_->traffic().bytes_sent;
+    ASSIGN_OR_RETURN(std::optional<CodedPartition> mine,
+                     ResendCodedPartitions(*train_, *coded_code_, options_.rank - 1, returning, /*first_rank=*/1,
+                                           group_->communicator(), options_.comm_timeout));
+    coded_resent_bytes_ += group_->traffic().bytes_sent - before;
+    if (mine.has_value()) {
+      coded_feeds_["coded_rows"] = std::move(mine->rows);
+      coded_feeds_["coded_columns"] = std::move(mine->columns);
+    }
+    return absl::OkStatus();
+  }
+
   // Coded plans: the master's decodes need the workers' coded training data,
   // so it evaluates with the model's own forward graph (the test set is not
   // coded) and its current parameters.
@@ -903,16 +931,20 @@ class TrainingRun {
     result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
     if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
     result_.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor_, per_rank_);
-    if (coded_ && options_.rank == 0) {
+    if (coded_) {
+      // The master's decode figures (zero elsewhere), so every rank reports them.
       const CodedRoundTotals t = CodedRoundStats::Global().totals();
-      if (t.gathers > 0) {
-        const double g = static_cast<double>(t.gathers);
-        result_.coded_present_per_gather = t.present / g;
-        result_.coded_gone_per_gather = t.gone / g;
-        result_.coded_answers_per_decode = t.answers_used / g;
-        result_.coded_wait_seconds_per_gather = absl::ToDoubleSeconds(t.wait) / g;
-        result_.coded_decode_seconds_per_gather = absl::ToDoubleSeconds(t.decode) / g;
-      }
+      const double g = std::max<double>(1, static_cast<double>(t.gathers));
+      std::vector<double> coded = {static_cast<double>(coded_resent_bytes_), t.present / g, t.gone / g,
+                                   t.answers_used / g, absl::ToDoubleSeconds(t.wait) / g,
+                                   absl::ToDoubleSeconds(t.decode) / g};
+      RETURN_IF_ERROR(group_->SumAcrossRanks(coded));
+      result_.coded_resent_bytes = static_cast<int64_t>(coded[0]);
+      result_.coded_present_per_gather = coded[1];
+      result_.coded_gone_per_gather = coded[2];
+      result_.coded_answers_per_decode = coded[3];
+      result_.coded_wait_seconds_per_gather = coded[4];
+      result_.coded_decode_seconds_per_gather = coded[5];
     }
     for (const auto& [name, value] : executor_->State()) {
       result_.state_bytes += value.num_bytes();
@@ -1091,6 +1123,9 @@ class TrainingRun {
   bool gossip_ = false;    // ranks keep their own models (the gossip pass)
   bool coded_ = false;     // rank 0 decodes coded workers' results (the coded pass)
   FeedMap coded_feeds_;    // coded plans: what every step feeds this rank
+  std::optional<LinearCode> coded_code_;
+  DeparturePlan coded_departures_;
+  int64_t coded_resent_bytes_ = 0;  // this rank's sends to returning workers
   std::unique_ptr<Graph> coded_model_;          // coded plans: the model, for the master's evaluation
   std::unique_ptr<Executor> coded_evaluator_;
   std::unique_ptr<DataParallelGroup> group_;
@@ -1170,6 +1205,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
     Json coded;
     coded["encoding_bytes"] = r.coded_encoding_bytes;
     coded["encoding_seconds"] = r.coded_encoding_seconds;
+    coded["resent_bytes"] = r.coded_resent_bytes;
     coded["present_per_gather"] = r.coded_present_per_gather;
     coded["gone_per_gather"] = r.coded_gone_per_gather;
     coded["answers_per_decode"] = r.coded_answers_per_decode;

@@ -102,6 +102,7 @@ struct TrainResult {
   // a step), the workers present and gone, the results a decode used, the
   // wait from posting the receives to a decodable set, the solve.
   int64_t coded_encoding_bytes = 0;
+  int64_t coded_resent_bytes = 0;  // partitions sent again to returning workers
   double coded_encoding_seconds = 0;
   double coded_present_per_gather = 0, coded_gone_per_gather = 0, coded_answers_per_decode = 0;
   double coded_wait_seconds_per_gather = 0, coded_decode_seconds_per_gather = 0;

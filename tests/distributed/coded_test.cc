@@ -137,6 +137,7 @@ TEST_F(CodedTest, EverySchemeEndsWhereUncodedGradientDescentEnds) {
       const Json j = Json::parse(testing::ReadFile(metrics));
       EXPECT_EQ(j["strategy"], "coded");
       EXPECT_GT(j["coded"]["gone_per_gather"].get<double>(), 0.0);  // the departures happened
+      EXPECT_GT(j["coded"]["resent_bytes"].get<double>(), 0.0);     // and the returning got their partitions
     }
   }
 }
