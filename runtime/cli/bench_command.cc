@@ -47,8 +47,9 @@ constexpr char kHelp[] =
     "Aggregates one step's gradients of MODEL across the workers, back to back with no training\n"
     "compute, uncompressed and with each method, alternating in rounds: the median of the slowest\n"
     "rank's aggregation time, its encode+decode time, and the bytes sent (GradiVeQ's measure).\n\n"
-    "  --methods LIST     e.g. none,qsgd:bits=4,topk:ratio=0.01;momentum=0.9,gradiveq (options after\n"
-    "                     ':' separated by ';'; 'none' is the baseline and is added first if missing)\n"
+    "  --methods LIST     e.g. none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9),gradiveq: each a\n"
+    "                     codec with compress(...)'s options; 'none' is the baseline and is added\n"
+    "                     first if missing\n"
     "  --workers N        local worker processes (default 2)\n"
     "  --iterations I     timed steps per method and round (default 10)\n"
     "  --rounds R         rounds (default 3)\n"
@@ -62,16 +63,48 @@ int Fail(const absl::Status& s) {
 
 // The plans `nereid bench compress` compares: MODEL planned with
 // autodiff,data_parallel and each method's compress pass.
+// "none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9)": split at the commas
+// outside parentheses; each is METHOD or METHOD(OPTIONS), compress(...)'s
+// syntax with the method first.
+absl::StatusOr<std::vector<std::string>> MethodSpecs(const std::string& methods) {
+  std::vector<std::string> specs(1);
+  int depth = 0;
+  for (char c : methods) {
+    if (c == ',' && depth == 0) {
+      specs.emplace_back();
+      continue;
+    }
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth < 0) return absl::InvalidArgumentError(absl::StrCat("--methods '", methods, "': unbalanced ')'"));
+    if (c != ' ') specs.back().push_back(c);
+  }
+  if (depth != 0) return absl::InvalidArgumentError(absl::StrCat("--methods '", methods, "': unbalanced '('"));
+  std::vector<std::string> kept;
+  for (std::string& spec : specs) {
+    if (spec.empty()) continue;
+    if (spec.find(':') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--methods: '", spec, "': write options as compress(...) does, "
+                                                     "METHOD(OPTION=VALUE,...), e.g. topk(ratio=0.01,momentum=0.9)"));
+    }
+    kept.push_back(std::move(spec));
+  }
+  return kept;
+}
+
 absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& model, const std::string& methods) {
-  std::vector<std::string> specs = absl::StrSplit(methods, ',', absl::SkipWhitespace());
+  ASSIGN_OR_RETURN(std::vector<std::string> specs, MethodSpecs(methods));
   if (specs.empty() || specs[0] != "none") specs.insert(specs.begin(), "none");
   std::vector<AggregationPlan> plans;
   for (const std::string& spec : specs) {
     std::string passes = "autodiff,data_parallel";
     if (spec != "none") {
-      std::vector<std::string> parts = absl::StrSplit(spec, absl::MaxSplits(':', 1));
-      std::string options = parts.size() > 1 ? absl::StrReplaceAll(parts[1], {{";", ","}}) : "";
-      absl::StrAppend(&passes, ",compress(method=", parts[0], options.empty() ? "" : ",", options, ")");
+      const size_t open = spec.find('(');
+      const std::string method = spec.substr(0, open);
+      std::string options = open == std::string::npos ? "" : spec.substr(open + 1, spec.size() - open - 2);
+      if (open != std::string::npos && spec.back() != ')') {
+        return absl::InvalidArgumentError(absl::StrCat("--methods: '", spec, "' must end with ')'"));
+      }
+      absl::StrAppend(&passes, ",compress(method=", method, options.empty() ? "" : ",", options, ")");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, LoadModel(model));
     ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(passes));
