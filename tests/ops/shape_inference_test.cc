@@ -337,6 +337,23 @@ TEST(ShapeTest, ShardedParameterValidatesItsInitAgainstTheFullShape) {
               HasSubstr("shard_axis 2 is outside"));
 }
 
+TEST(ShapeTest, CodedSendAndGather) {
+  const std::string code = Attr("n", "i: 3") + Attr("k", "i: 2") + Attr("channel", "i: 2");
+  std::string g = InputNode("x", {-1, 6});
+  EXPECT_EQ(OutputOf(g + OpNode("s", "CodedSend", {"x"}, code + Attr("peer", "i: 0") + Attr("worker", "i: 1")), "s"),
+            "[?,6] float32");
+  // The gather keeps `like`'s rows (the labels: the batch) and its own columns.
+  std::string labels = InputNode("y", {-1});
+  const std::string gather = code + Attr("peers", IntsValue({1, 2, 3})) + Attr("cols", "i: 10");
+  EXPECT_EQ(OutputOf(labels + OpNode("z", "CodedGather", {"y"}, gather), "z"), "[?,10] float32");
+  EXPECT_EQ(OutputOf(ParamNode("w", {784, 10}) + OpNode("z", "CodedGather", {"w"}, gather), "z"), "[784,10] float32");
+  EXPECT_THAT(LoadError(ParamNode("w", {784, 10}) + OpNode("z", "CodedGather", {"w"},
+                                                          code + Attr("peers", IntsValue({1, 2, 3})) +
+                                                              Attr("cols", "i: 0"))),
+              HasSubstr("cols must be >= 1"));
+  EXPECT_THAT(LoadError(g + OpNode("s", "CodedSend", {"x"}, code + Attr("peer", "i: 0"))), HasSubstr("worker"));
+}
+
 TEST(RegistryTest, EveryOpHasShapeAndCostFunctionsAndATestHere) {
   for (const std::string& name : OpRegistry::Global().OpNames()) {
     const OpDef* def = OpRegistry::Global().Find(name);
