@@ -86,6 +86,10 @@ Json EpochJson(const EpochMetrics& m) {
   epoch["samples_per_second"] = m.samples_per_second;
   epoch["seconds"] = m.seconds;
   if (m.consensus_distance >= 0) epoch["consensus_distance"] = m.consensus_distance;
+  if (m.coded_present >= 0) {
+    epoch["coded_workers_present"] = m.coded_present;
+    epoch["coded_results_decoded"] = m.coded_used;
+  }
   return epoch;
 }
 
@@ -148,6 +152,10 @@ class Progress {
     if (out_ == nullptr) return;
     std::string consensus =
         m.consensus_distance >= 0 ? absl::StrFormat(", consensus distance %.2e", m.consensus_distance) : "";
+    if (m.coded_present >= 0) {
+      absl::StrAppendFormat(&consensus, ", %.1f workers present, decoded from %.1f", m.coded_present,
+                            m.coded_used);
+    }
     std::fprintf(out_, "%sepoch %lld: train loss %.4f, test accuracy %.2f%%, test loss %.4f%s, %.0f samples/s, %.1f s\n",
                  tty_ ? "\n" : "", static_cast<long long>(m.epoch + 1), m.train_loss, 100 * m.test_accuracy,
                  m.test_loss, consensus.c_str(), m.samples_per_second, m.seconds);
@@ -791,6 +799,15 @@ class TrainingRun {
     }
     EpochMetrics m;
     m.epoch = epoch;
+    if (coded_ && options_.rank == 0) {
+      const CodedRoundTotals now = CodedRoundStats::Global().totals();
+      const double gathers = static_cast<double>(now.gathers - coded_seen_.gathers);
+      if (gathers > 0) {
+        m.coded_present = static_cast<double>(now.present - coded_seen_.present) / gathers;
+        m.coded_used = static_cast<double>(now.answers_used - coded_seen_.answers_used) / gathers;
+      }
+      coded_seen_ = now;
+    }
     m.seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
     m.train_loss = sums.samples > 0 ? sums.loss / sums.samples : 0;
     m.samples_per_second = m.seconds > 0 ? sums.samples / m.seconds : 0;
@@ -1126,6 +1143,7 @@ class TrainingRun {
   std::optional<LinearCode> coded_code_;
   DeparturePlan coded_departures_;
   int64_t coded_resent_bytes_ = 0;  // this rank's sends to returning workers
+  CodedRoundTotals coded_seen_;     // the master's figures at the last epoch's end
   std::unique_ptr<Graph> coded_model_;          // coded plans: the model, for the master's evaluation
   std::unique_ptr<Executor> coded_evaluator_;
   std::unique_ptr<DataParallelGroup> group_;

@@ -84,6 +84,9 @@ struct EpochMetrics {
   // Gossip plans: the mean distance of the ranks' models from their average,
   // relative to the average's norm (-1: every rank holds the same model).
   double consensus_distance = -1;
+  // Coded plans, on the master: workers present per coded round and results
+  // each decode used, this epoch (-1: not a coded plan).
+  double coded_present = -1, coded_used = -1;
 };
 
 struct TrainResult {
