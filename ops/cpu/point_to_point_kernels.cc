@@ -22,10 +22,7 @@ namespace nereid {
 namespace {
 
 constexpr int kHeaderFloats = 8;  // rank, then up to 7 dims
-constexpr int64_t kMaxChannels = kMaxPointToPointChannels;
 constexpr int64_t kMaxExactDim = int64_t{1} << 24;  // dims travel as floats
-
-uint32_t TagOf(int64_t channel, const StepInfo& step, bool header) { return PointToPointTag(channel, step, header); }
 
 // The dims a header carries, or DataLoss if it is not a header (a corrupted
 // or mismatched message must not size an allocation).
@@ -51,8 +48,8 @@ class PointToPointKernel : public AsyncOpKernel {
     name_ = node.name();
     channel_ = attrs.at("channel")->i();
     peer_ = attrs.at("peer")->i();
-    if (peer_ >= 0 && (channel_ < 0 || channel_ >= kMaxChannels)) {
-      return absl::FailedPreconditionError(absl::StrCat("channel ", channel_, " is outside [0, ", kMaxChannels,
+    if (peer_ >= 0 && (channel_ < 0 || channel_ >= kMaxPointToPointChannels)) {
+      return absl::FailedPreconditionError(absl::StrCat("channel ", channel_, " is outside [0, ", kMaxPointToPointChannels,
                                                         ") (plans number their pairs when they are finished)"));
     }
     return absl::OkStatus();
@@ -71,8 +68,8 @@ class PointToPointKernel : public AsyncOpKernel {
   std::pair<CollectiveOptions, CollectiveOptions> TransferOptions(const OpKernelContext* ctx,
                                                                   PointToPointChannel& channel) const {
     CollectiveOptions head, body;
-    head.tag = TagOf(channel_, ctx->step(), true);
-    body.tag = TagOf(channel_, ctx->step(), false);
+    head.tag = PointToPointTag(channel_, ctx->step(), true);
+    body.tag = PointToPointTag(channel_, ctx->step(), false);
     head.timeout = body.timeout = channel.timeout();
     head.abort = body.abort = channel.abort_signal();
     return {head, body};
