@@ -15,6 +15,11 @@ Four tables, each run back to back on this machine:
   accuracy  full-batch gradient descent on the whole of Fashion-MNIST, logistic
             regression and the SVM, coded (RLNC, departures at random) and
             uncoded (one process), test accuracy after --epochs steps.
+  tolerance bytes at the same dropout tolerance: for each N, K and number of
+            random workers gone (1 .. N-K, which MDS always survives), the
+            smallest RLNC degree that decodes with probability >= --tolerance
+            (measured as in decode, with random departure sets), and RLNC's
+            total bytes at that degree against MDS's.
   decode    the probability that m coded partitions of RLNC (K partitions,
             degree d) are decodable: measured over random codes (supports
             uniform, Gaussian coefficients, numpy's rank) against the coverage
@@ -51,9 +56,9 @@ def run(args, model, ranks, passes, name, examples, steps, check=True):
              "--quiet", "--comm-timeout", "300", "--metrics-json", metrics, "--passes", passes]
     if args.rate and ranks > 1:
         cmd = [CLUSTER, "--workers", str(ranks), "--rate", args.rate, "--timeout", "3600", "--logs",
-               os.path.join(args.out, "logs_" + name), "--", NEREID, "run"] + flags
+               os.path.join(args.out, "logs_" + name), "--", args.nereid, "run"] + flags
     else:
-        cmd = [NEREID, "run"] + flags + ["--workers", str(ranks)]
+        cmd = [args.nereid, "run"] + flags + ["--workers", str(ranks)]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     done = subprocess.run(cmd, timeout=3700, capture_output=True, text=True)
     if done.returncode != 0:
@@ -169,6 +174,52 @@ def decode_table(args):
             print(f"| {k} | {d} | {m} | {ok / args.trials:.3f} | {coverage_bound(k, d, m):.3f} |", flush=True)
 
 
+def decodable_with_gone(rng, n, k, d, gone, trials):
+    """P(the coded partitions left decode) with `gone` random workers of n gone:
+    random RLNC codes (uniform supports of size d, Gaussian coefficients),
+    a random departure set per trial."""
+    import numpy as np
+    ok = 0
+    for _ in range(trials):
+        g = np.zeros((n, k))
+        for r in range(n):
+            g[r, rng.choice(k, size=d, replace=False)] = rng.standard_normal(d)
+        left = rng.permutation(n)[gone:]
+        ok += np.linalg.matrix_rank(g[left]) == k
+    return ok / trials
+
+
+def tolerance_table(args):
+    import numpy as np
+    rng = np.random.default_rng(args.seed)
+    target = args.tolerance
+    print(f"\n## Bytes at the same dropout tolerance (RLNC must decode with probability >= {target} "
+          f"when that many random workers are gone; MDS always does; {args.trials} random codes and "
+          f"departure sets per degree; bytes from real runs as in the bytes table)\n")
+    print("| N | K | workers gone | P(RLNC decodes) by degree | degree needed | RLNC / MDS total bytes at that degree |")
+    print("|---|---|---|---|---|---|")
+    measured = {}  # (scheme, n, k, degree) -> total bytes of one run
+
+    def total_bytes(scheme, n, k, d):
+        if (scheme, n, k, d) not in measured:
+            extra = f",degree={d}" if scheme == "rlnc" else ""
+            m, _ = run(args, args.model, n + 1, f"autodiff,sgd(lr=0.02),coded(scheme={scheme},k={k}{extra})",
+                       f"tolerance_{scheme}_n{n}_k{k}_d{d}", args.examples, args.steps)
+            measured[(scheme, n, k, d)] = m["coded"]["encoding_bytes"] + training_bytes(m)
+        return measured[(scheme, n, k, d)]
+
+    # N = 12, K = 4: a low-rate code, where MDS's tolerance (8) is far above
+    # the departures an edge round sees.
+    for n, k in [(6, 3), (6, 4), (8, 4), (8, 6), (12, 4)]:
+        for gone in range(1, min(n - k, 4) + 1):
+            p = {d: decodable_with_gone(rng, n, k, d, gone, args.trials) for d in range(2, k + 1)}
+            needed = next((d for d in range(2, k + 1) if p[d] >= target), k)
+            rows = {"mds": total_bytes("mds", n, k, 0), "rlnc": total_bytes("rlnc", n, k, needed)}
+            shown = ", ".join(f"d={d}: {p[d]:.3f}" for d in p)
+            print(f"| {n} | {k} | {gone} | {shown} | {needed}{' (= K)' if needed == k else ''} | "
+                  f"{rows['rlnc'] / rows['mds']:.2f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tables", default="bytes,rounds,accuracy,decode")
@@ -180,12 +231,18 @@ def main():
     ap.add_argument("--lr", type=float, default=0.02)
     ap.add_argument("--test-limit", type=int, default=0)
     ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--tolerance", type=float, default=0.99,
+                    help="tolerance table: the probability of decoding RLNC must reach")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 20mbit (default: loopback)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/coded"))
+    ap.add_argument("--nereid", default=NEREID,
+                    help="the binary (default: the opt build; the bytes and tolerance tables count bytes, "
+                         "which any build gives)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    tables = {"bytes": bytes_table, "rounds": rounds_table, "accuracy": accuracy_table, "decode": decode_table}
+    tables = {"bytes": bytes_table, "rounds": rounds_table, "accuracy": accuracy_table, "decode": decode_table,
+              "tolerance": tolerance_table}
     for name in args.tables.split(","):
         if name not in tables:
             sys.exit(f"coded: unknown table '{name}' (known: {', '.join(tables)})")

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "core/logging.h"
 
 namespace nereid {
 
@@ -24,15 +25,11 @@ FaultInjectingCommunicator::Decision FaultInjectingCommunicator::Before(const ch
         absl::SleepFor(f.delay);
         break;
       case Fault::Kind::kKill:
-        std::fprintf(stderr, "nereid fault injection: SIGKILL on rank %d at call %lld (%s)\n", r,
-                     static_cast<long long>(d.call), op);
-        std::fflush(stderr);
+        Log().warn("fault injection: SIGKILL on rank {} at call {} ({})", r, d.call, op);
         std::raise(SIGKILL);
         break;
       case Fault::Kind::kStop:
-        std::fprintf(stderr, "nereid fault injection: SIGSTOP on rank %d at call %lld (%s)\n", r,
-                     static_cast<long long>(d.call), op);
-        std::fflush(stderr);
+        Log().warn("fault injection: SIGSTOP on rank {} at call {} ({})", r, d.call, op);
         std::raise(SIGSTOP);
         break;
       case Fault::Kind::kDrop:

@@ -12,7 +12,7 @@
     m.save("mlp.pbtxt")                         # then: nereid check mlp.pbtxt
 
 A layer's input size (a dense layer's fan-in, a convolution's or batch norm's
-channels) is never written by hand: `shape(node)` runs `nereid check --json
+channels) is never written by hand: `shape(node)` runs `nereid check --json -
 --forward-only` on the graph built so far and reads the shape Nereid's own
 shape inference gives, so the builder and the engine cannot disagree. The
 binary is $NEREID_BIN, else bazel-bin/runtime/cli/nereid under the repository,
@@ -95,7 +95,7 @@ class Model:
                 f.write(self.render(training=False))
                 path = f.name
             try:
-                run = subprocess.run([nereid_binary(), "check", path, "--json", "--forward-only"],
+                run = subprocess.run([nereid_binary(), "check", path, "--json", "-", "--forward-only"],
                                      capture_output=True, text=True)
             finally:
                 os.unlink(path)

@@ -44,6 +44,14 @@ OpDefBuilder Binary(const char* name, const char* summary, GradFn grad) {
 
 NEREID_REGISTER_OP(Binary("Add", "a + b, elementwise, with broadcasting.", AddGradient));
 NEREID_REGISTER_OP(Binary("Mul", "a * b, elementwise, with broadcasting.", MulGradient));
+NEREID_REGISTER_OP(OpDefBuilder("Div")
+                       .Summary("a / b, elementwise, with broadcasting (no gradient: for passes after autodiff).")
+                       .Input("a", kFloatTypes)
+                       .Input("b", kFloatTypes)
+                       .Output("y")
+                       .SetShapeFn(BinaryShape)
+                       .SetCostFn(cost_fns::OneFlopPerOutput)
+                       .NoGradient("inserted after autodiff (gossip's de-biasing x / w)"));
 NEREID_REGISTER_OP(GradientOp("ReduceToShapeOf", "dy summed over the dimensions along which x was broadcast.",
                               {"dy", "x"}, 1));
 

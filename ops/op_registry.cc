@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/logging.h"
 
 namespace nereid {
 
@@ -89,8 +90,7 @@ const AttrValue& InferenceContext::GetAttr(absl::string_view name) const {
   if (it == attrs_.end()) {
     // Validation fills every declared attribute; reaching here is a bug in an
     // op's shape function (it asked for an attribute it did not declare).
-    std::fprintf(stderr, "nereid: op %s asked for undeclared attribute '%s'\n", node_->op().c_str(),
-                 std::string(name).c_str());
+    Log().critical("op {} asked for undeclared attribute '{}'", node_->op(), std::string(name));
     std::abort();
   }
   return *it->second;

@@ -9,10 +9,20 @@
 // GroupAllReduce scaled by 1/n): one step gives the allreduce average.
 //
 // Push-sum carries a weight beside the parameters (state "gossip/weight",
-// per rank, checkpointed): w' = (w + w_in) / 2. In the topologies built here
-// every rank receives exactly one message per step, so every weight stays
-// 1 and the de-biased model z / w is the parameters themselves; the weight is
-// still computed, so a topology where it does not stay 1 shows in it.
+// per rank, checkpointed): w' = (w + w_in) / 2. Without overlap every rank
+// receives exactly one message per step in the topologies built here, so
+// every weight stays 1 and the de-biased model x / w is the parameters
+// themselves.
+//
+// Overlap SGP (overlap=tau): what a rank receives at step t is mixed in at
+// step t+tau, through a delay line of zero-started per-rank state (as
+// pipeline's delayed gradients), so the push of step t is on the wire while
+// steps t+1..t+tau compute; the training loop's frontier bound becomes
+// tau+1 steps in flight, which the progress tracker enforces. Mass is
+// conserved counting what is in flight, but a rank's weight moves from 1
+// (its first tau steps receive nothing), so every reader of a parameter but
+// its optimizer update reads the de-biased x / w: the forward and backward
+// passes run at x / w and the update applies that gradient to x, as SGP does.
 //
 // Replaces data_parallel (it provides the gradient communication): the
 // ranks' parameters, optimizer state included, differ between ranks (per
@@ -54,6 +64,18 @@ absl::StatusOr<std::vector<int64_t>> TopologyOffsets(const std::string& name, in
   return offsets;
 }
 
+// Every reader of `parameter` but its optimizer `update` reads x / w.
+absl::Status ReadDebiased(Graph& graph, Node* parameter, const Node* update, Node* weight) {
+  ASSIGN_OR_RETURN(Node * debiased, AddOpNode(&graph, absl::StrCat(parameter->name(), "/gossip/debiased"), "Div",
+                                              {NodeOut{parameter, 0}, NodeOut{weight, 0}}));
+  std::vector<std::pair<Node*, int>> readers;
+  for (const Edge* e : parameter->out_edges()) {
+    if (e->dst != update && e->dst != debiased && !e->IsControl()) readers.emplace_back(e->dst, e->dst_port);
+  }
+  for (auto& [reader, port] : readers) RETURN_IF_ERROR(graph.ReplaceInput(reader, port, debiased, 0));
+  return absl::OkStatus();
+}
+
 class GossipPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
@@ -63,6 +85,15 @@ class GossipPass : public Pass {
           "gossip: the plan needs at least 2 workers (plan with --workers N, run with --workers N)");
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> offsets, TopologyOffsets(o.GetString("topology"), world));
+    const int64_t overlap = o.GetInt("overlap");
+    if (overlap < 0 || overlap > 16) {
+      return absl::InvalidArgumentError(absl::StrCat("gossip: overlap=", overlap, " must be in [0, 16]"));
+    }
+    if (overlap > 0 && offsets.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("gossip: overlap=", overlap, " delays pushes; topology ",
+                                                     o.GetString("topology"),
+                                                     " is an allreduce (use exponential or ring)"));
+    }
     const int64_t peers = o.GetInt("peers");
     if (peers < 1 || (offsets.empty() && peers != 1) || (!offsets.empty() && peers > static_cast<int64_t>(offsets.size()))) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -112,36 +143,72 @@ class GossipPass : public Pass {
     };
     // Keep a share, push one share to each peer, add what arrives:
     // (x + sum of x_in) / (peers + 1); complete: the sum of every rank's
-    // share, sum / n.
-    auto mixed = [&](const std::string& name, NodeOut value) -> absl::StatusOr<NodeOut> {
+    // share, sum / n. With overlap, what arrives is added `overlap` steps
+    // later.
+    auto mixed = [&](const std::string& name, NodeOut value, const std::vector<int64_t>& dims)
+        -> absl::StatusOr<NodeOut> {
       NodeOut sum_out = value;
       if (complete) {
         ASSIGN_OR_RETURN(Node * all, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupAllReduce", {value}, group));
         sum_out = NodeOut{all, 0};
       }
+      // Without overlap: ((x + in_0) + in_1) ...; with: x + delayed(in_0 + in_1 ...).
+      NodeOut incoming = value;
       for (int64_t j = 0; !complete && j < peers; ++j) {
         const std::string suffix = j == 0 ? "" : absl::StrCat("_", j);
         ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(name, "/gossip/push", suffix), "GroupSendRecv",
                                               {value}, peer_push(j)));
+        if (overlap > 0 && j == 0) {
+          incoming = NodeOut{in, 0};
+          continue;
+        }
+        NodeOut& into = overlap > 0 ? incoming : sum_out;
         ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum", suffix), "Add",
-                                               {sum_out, NodeOut{in, 0}}));
-        sum_out = NodeOut{sum, 0};
+                                               {into, NodeOut{in, 0}}));
+        into = NodeOut{sum, 0};
       }
-      ASSIGN_OR_RETURN(Node * out, AddOpNode(&graph, absl::StrCat(name, "/gossip/mixed"), "Mul",
-                                             {sum_out, NodeOut{mix, 0}}));
+      if (overlap == 0) {
+        ASSIGN_OR_RETURN(Node * out, AddOpNode(&graph, absl::StrCat(name, "/gossip/mixed"), "Mul",
+                                               {sum_out, NodeOut{mix, 0}}));
+        return NodeOut{out, 0};
+      }
+      // The shares are scaled as they arrive, so the delay line holds the
+      // mass in flight: x share + (the shares that arrived `overlap` steps ago).
+      ASSIGN_OR_RETURN(Node * arrived, AddOpNode(&graph, absl::StrCat(name, "/gossip/arrived"), "Mul",
+                                                 {incoming, NodeOut{mix, 0}}));
+      incoming = NodeOut{arrived, 0};
+      for (int64_t k = 1; k <= overlap; ++k) {
+        ASSIGN_OR_RETURN(Node * delayed, AddState(graph, absl::StrCat(name, "/gossip/in_flight_", k), dims,
+                                                  /*per_rank=*/true));
+        RETURN_IF_ERROR(CloseLoop(graph, delayed, incoming));
+        incoming = NodeOut{delayed, 0};
+      }
+      ASSIGN_OR_RETURN(Node * kept, AddOpNode(&graph, absl::StrCat(name, "/gossip/kept"), "Mul",
+                                              {value, NodeOut{mix, 0}}));
+      ASSIGN_OR_RETURN(Node * out, AddOpNode(&graph, absl::StrCat(name, "/gossip/mixed"), "Add",
+                                             {NodeOut{kept, 0}, incoming}));
       return NodeOut{out, 0};
     };
     int mixed_values = 0;
     for (auto& [parameter, feedback] : carried) {
       const Edge* in = feedback->input_edge(0);
-      ASSIGN_OR_RETURN(NodeOut next, mixed(parameter->name(), NodeOut{in->src, in->src_port}));
+      if (overlap > 0) RETURN_IF_ERROR(ReadDebiased(graph, parameter, in->src, weight));
+      ASSIGN_OR_RETURN(NodeOut next, mixed(parameter->name(), NodeOut{in->src, in->src_port},
+                                           parameter->outputs()[0].shape.dims()));
       RETURN_IF_ERROR(graph.ReplaceInput(feedback, 0, next.node, next.port));
       (*parameter->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
       ++mixed_values;
     }
-    ASSIGN_OR_RETURN(NodeOut next_weight, mixed("gossip/weight", NodeOut{weight, 0}));
+    ASSIGN_OR_RETURN(NodeOut next_weight, mixed("gossip/weight", NodeOut{weight, 0}, {1}));
     RETURN_IF_ERROR(CloseLoop(graph, weight, next_weight));
     (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr(o.GetString("topology"));
+    if (overlap > 0) {
+      (*graph.mutable_header()->mutable_attr())[kGossipOverlapAttr] = IntAttr(overlap);
+      TrainLoop(graph)->set_max_in_flight(static_cast<int32_t>(overlap + 1));
+      log->notes.push_back(absl::StrCat("overlap ", overlap, ": pushes mixed in ", overlap, " step",
+                                        overlap == 1 ? "" : "s", " later, ", overlap + 1,
+                                        " steps in flight; the model read is x / gossip/weight"));
+    }
     log->notes.push_back(absl::StrCat(mixed_values, " values mixed per step with ", complete ? world - 1 : peers,
                                       " peer(s) (", o.GetString("topology"),
                                       complete ? ": every rank" : absl::StrCat(": offsets ", absl::StrJoin(offsets, ",")),
@@ -159,7 +226,10 @@ PassInfo GossipInfo() {
                   "(i + 1), complete (every rank)"},
                  {"peers", OptionType::kInt, "1",
                   "out-neighbours per step: peer j takes the offset j steps ahead in the topology's cycle "
-                  "(exponential: up to log2 n); each keeps and sends 1/(peers+1)"}},
+                  "(exponential: up to log2 n); each keeps and sends 1/(peers+1)"},
+                 {"overlap", OptionType::kInt, "0",
+                  "tau: a push of step t is mixed in at step t+tau, so tau+1 steps run at once and the pushes "
+                  "overlap the next steps' compute; the model read is the de-biased x / w (0: plain SGP)"}},
                 [] { return std::make_unique<GossipPass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kGradientCommunicationProperty};

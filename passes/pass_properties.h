@@ -27,6 +27,8 @@ inline constexpr char kLookaheadProperty[] = "lookahead";
 
 // The graph attribute the pipeline pass sets to its width.
 inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
+// The graph attribute the gossip pass sets to its overlap (absent: 0).
+inline constexpr char kGossipOverlapAttr[] = "gossip_overlap";
 
 // Whether a graph planned earlier (a plan file given to another pipeline)
 // already has `property`, for the properties a pass may have to precede.

@@ -20,6 +20,8 @@
 // gradient and the current parameters. The delayed gradients are state: they
 // are checkpointed, checked identical across ranks at start-up, and resumed.
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "ops/gradient_builder.h"
@@ -58,7 +60,9 @@ class PipelinePass : public Pass {
       }
       if (width > 1) RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, previous.node, previous.port));
     }
-    TrainLoop(graph)->set_max_in_flight(static_cast<int32_t>(width));
+    // A bound set before (gossip's overlap) stays when it is the larger.
+    LoopScope* loop = TrainLoop(graph);
+    loop->set_max_in_flight(std::max(loop->max_in_flight(), static_cast<int32_t>(width)));
     (*graph.mutable_header()->mutable_attr())[kPipelineWidthAttr] = IntAttr(width);
     if (width == 1) {
       log->notes.push_back("width 1: synchronous, graph unchanged");

@@ -40,6 +40,7 @@
 #include "ops/placement_plan.h"
 #include "ops/rank_plan_file.h"
 #include "passes/pass_manager.h"
+#include "passes/pass_properties.h"
 #include "compress/departure_plan.h"
 #include "compress/linear_code.h"
 #include "ops/coded_round_stats.h"
@@ -51,6 +52,9 @@
 
 namespace nereid {
 namespace {
+
+// The gossip pass's push-sum weight (per rank, state).
+constexpr char kPushSumWeight[] = "gossip/weight";
 
 bool IsPlanned(const Graph& graph) {
   for (Node* n : graph.nodes()) {
@@ -487,6 +491,7 @@ class TrainingRun {
           options_.model_path, ": the graph attributes 'logits' and 'loss' must name the nodes to evaluate"));
     }
     gossip_ = !GraphAttr(*graph_, "gossip").empty();
+    gossip_overlap_ = GraphAttrInt(*graph_, kGossipOverlapAttr, 0);
     coded_ = !GraphAttr(*graph_, "coded").empty();
     ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
     if (coded_) shard_ = DataShard{};  // the master and the coded workers see the whole set, coded or not
@@ -713,6 +718,7 @@ class TrainingRun {
       ASSIGN_OR_RETURN(step_log_, StepLog::Open(options_.log_jsonl));
       Json start;
       start["version"] = kNereidVersion;
+      if (!options_.revision.empty()) start["revision"] = options_.revision;
       start["model"] = result_.model;
       start["workers"] = options_.workers;
       start["rank"] = options_.rank;
@@ -818,23 +824,63 @@ class TrainingRun {
 
   // Gossip plans: each rank's trained parameters (its own; optimizer state
   // and the push-sum weight aside), by name.
-  std::vector<std::pair<std::string, Tensor>> GossipedModel() const {
+  // With overlap the model is the de-biased x / w (what the forward pass
+  // reads), under the parameters' names.
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> GossipedModel() const {
     std::vector<std::pair<std::string, Tensor>> model;
+    float weight = 1;
+    for (auto& [name, value] : executor_->State()) {
+      if (name == kPushSumWeight) weight = value.data<float>()[0];
+    }
     for (auto& [name, value] : executor_->State()) {
       const Node* n = graph_->FindNode(name);
-      if (per_rank_.contains(name) && n != nullptr && NodeAttrBool(*n, "trainable", true)) model.emplace_back(name, value);
+      if (!per_rank_.contains(name) || n == nullptr || !NodeAttrBool(*n, "trainable", true)) continue;
+      if (gossip_overlap_ == 0) {
+        model.emplace_back(name, value);
+        continue;
+      }
+      ASSIGN_OR_RETURN(Tensor debiased, value.Clone());
+      float* v = debiased.data<float>();
+      for (int64_t i = 0; i < debiased.num_elements(); ++i) v[i] /= weight;
+      model.emplace_back(name, std::move(debiased));
     }
     return model;
+  }
+
+  // Push-sum's mass over the ranks: every weight plus the weight in flight
+  // (overlap's delayed pushes); the world size when nothing is lost.
+  absl::StatusOr<double> PushSumMass() {
+    std::vector<double> mass = {0};
+    for (const auto& [name, value] : executor_->State()) {
+      if (name == kPushSumWeight || absl::StartsWith(name, absl::StrCat(kPushSumWeight, "/gossip/in_flight_"))) {
+        mass[0] += value.data<float>()[0];
+      }
+    }
+    RETURN_IF_ERROR(group_->SumAcrossRanks(mass));
+    return mass[0];
   }
 
   // The average of the ranks' models (one allreduce); with `adopt`, every
   // rank takes it. Returns the mean distance of the ranks' models from it,
   // relative to its norm.
   absl::StatusOr<double> AverageGossipedModels(bool adopt) {
-    std::vector<std::pair<std::string, Tensor>> model = GossipedModel();
+    ASSIGN_OR_RETURN(result_.push_sum_weight_total, PushSumMass());
+    using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+    ASSIGN_OR_RETURN(NamedTensors model, GossipedModel());
     std::vector<double> mine;
     for (const auto& [name, t] : model) mine.insert(mine.end(), t.data<float>(), t.data<float>() + t.num_elements());
     ASSIGN_OR_RETURN(std::vector<double> mean, group_->AverageAcrossRanks(*executor_, model, adopt));
+    if (adopt && gossip_overlap_ > 0) {
+      // x is now the average of the de-biased models: its weight is 1, and
+      // the pushes still in flight (mixed into the average) are dropped.
+      for (const auto& [name, value] : executor_->State()) {
+        const bool weight = name == kPushSumWeight;
+        if (!weight && !absl::StrContains(name, "/gossip/in_flight_")) continue;
+        ASSIGN_OR_RETURN(Tensor reset, Tensor::Zeros(DT_FLOAT, value.dims()));
+        if (weight) reset.data<float>()[0] = 1;
+        RETURN_IF_ERROR(executor_->SetState(name, reset));
+      }
+    }
     double distance2 = 0, norm2 = 0;
     for (size_t i = 0; i < mean.size(); ++i) {
       distance2 += (mine[i] - mean[i]) * (mine[i] - mean[i]);
@@ -966,14 +1012,6 @@ class TrainingRun {
     for (const auto& [name, value] : executor_->State()) {
       result_.state_bytes += value.num_bytes();
       if (per_rank_.contains(name)) result_.per_rank_state_bytes += value.num_bytes();
-    }
-    if (group_ != nullptr && gossip_) {
-      std::vector<double> weight = {0};
-      for (const auto& [name, value] : executor_->State()) {
-        if (name == "gossip/weight") weight[0] = value.data<float>()[0];
-      }
-      RETURN_IF_ERROR(group_->SumAcrossRanks(weight));
-      result_.push_sum_weight_total = weight[0];
     }
     // Each rank's measured peak and state, for plans whose ranks differ.
     result_.rank_peak_tensor_bytes = {result_.peak_tensor_bytes};
@@ -1138,6 +1176,7 @@ class TrainingRun {
   int progress_rank_ = 0;  // the rank that prints progress (the first holding the loss)
   bool placed_ = false;    // the plan runs different nodes on different ranks
   bool gossip_ = false;    // ranks keep their own models (the gossip pass)
+  int64_t gossip_overlap_ = 0;  // > 0: pushes mixed in later; the model is x / gossip/weight
   bool coded_ = false;     // rank 0 decodes coded workers' results (the coded pass)
   FeedMap coded_feeds_;    // coded plans: what every step feeds this rank
   std::optional<LinearCode> coded_code_;
@@ -1214,6 +1253,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   Json j;
   j["model"] = r.model;
   j["version"] = kNereidVersion;
+  if (!options.revision.empty()) j["revision"] = options.revision;
   j["finished_unix_seconds"] = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
   j["workers"] = int64_t{options.workers};
   j["rank"] = int64_t{options.rank};

@@ -54,6 +54,7 @@ struct TrainOptions {
   int64_t check_every = 500;
   std::string metrics_json;     // "" = none
   std::string log_jsonl;        // "" = none: the per-step log (runtime/step_log.h)
+  std::string revision;         // the source revision the metrics name ("" = not said); set by the CLI
   // "" = none; else a Chrome trace-event timeline of the run (nodes,
   // collectives, waits, steps, evaluations): this path for one worker, with
   // ".rank<r>" before the extension for rank r of several (TracePathForRank).

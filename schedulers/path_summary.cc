@@ -5,12 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/logging.h"
 
 namespace nereid {
 namespace {
 
 [[noreturn]] void Die(const std::string& message) {
-  std::fprintf(stderr, "nereid: %s\n", message.c_str());
+  Log().critical("{}", message);
   std::abort();
 }
 

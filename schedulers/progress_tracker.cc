@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/logging.h"
 
 namespace nereid {
 namespace {
@@ -23,7 +24,7 @@ std::string PointstampToString(Timestamp time, int location) {
 
 ProgressTracker::ProgressTracker(int max_steps_in_flight) : max_steps_in_flight_(max_steps_in_flight) {
   if (max_steps_in_flight < 1) {
-    std::fprintf(stderr, "nereid: ProgressTracker needs max_steps_in_flight >= 1, got %d\n", max_steps_in_flight);
+    Log().critical("ProgressTracker needs max_steps_in_flight >= 1, got {}", max_steps_in_flight);
     std::abort();
   }
 }

@@ -1,4 +1,4 @@
-// Add and Mul with NumPy broadcasting, the reduction that undoes a broadcast
+// Add, Mul and Div with NumPy broadcasting, the reduction that undoes a broadcast
 // in the backward pass, and AddN (gradient accumulation).
 
 #include "absl/strings/str_cat.h"
@@ -61,6 +61,9 @@ struct AddOp {
 struct MulOp {
   static float Apply(float a, float b) { return a * b; }
 };
+struct DivOp {
+  static float Apply(float a, float b) { return a / b; }
+};
 
 // (dy, x) -> dy summed down to x's shape; dy itself when nothing was
 // broadcast.
@@ -107,6 +110,7 @@ class AddNKernel : public OpKernel {
 
 NEREID_REGISTER_KERNEL("Add", kCpu, DT_FLOAT, BinaryKernel<AddOp>);
 NEREID_REGISTER_KERNEL("Mul", kCpu, DT_FLOAT, BinaryKernel<MulOp>);
+NEREID_REGISTER_KERNEL("Div", kCpu, DT_FLOAT, BinaryKernel<DivOp>);
 NEREID_REGISTER_KERNEL("ReduceToShapeOf", kCpu, DT_FLOAT, ReduceToShapeOfKernel);
 NEREID_REGISTER_KERNEL("AddN", kCpu, DT_FLOAT, AddNKernel);
 

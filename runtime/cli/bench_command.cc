@@ -27,34 +27,43 @@
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid bench allreduce [flags]\n\n"
-    "Times allreduce through Nereid's Gloo communicator and through raw Gloo (alternating, in the\n"
-    "same processes), per size: time, algbw and busbw as nccl-tests define them, and the ratio to\n"
-    "the alpha-beta bound of the link measured between ranks 0 and 1; and the machine's busy CPU\n"
-    "time (/proc/stat) per byte a rank sends, which `nereid model` charges a pipelined step.\n\n"
-    "  --workers N        local worker processes (default 2)\n"
-    "  --sizes LIST       message sizes (default 4K,256K,4M,64M)\n"
-    "  --rounds R         alternations of ours and raw Gloo per size (default 3)\n"
-    "  --json PATH        write the results as JSON\n"
-    "  --no-link-probe    skip the link's latency and bandwidth probe (5 x 16 MiB one way, rank\n"
-    "                     0 to 1: about 11 s at 60mbit); rank 0 tells stderr when each\n"
-    "                     size's timed calls begin, so a script can keep the links busy with\n"
-    "                     many --rounds and know when the traffic flows\n"
-    "One worker per invocation: --rendezvous SPEC --rank R --world N [--bind ADDR] (as for\n"
-    "`nereid run`).\n\n"
-    "Usage: nereid bench compress MODEL --methods LIST [flags]\n\n"
-    "Aggregates one step's gradients of MODEL across the workers, back to back with no training\n"
-    "compute, uncompressed and with each method, alternating in rounds: the median of the slowest\n"
-    "rank's aggregation time, its encode+decode time, and the bytes sent (GradiVeQ's measure).\n\n"
-    "  --methods LIST     e.g. none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9),gradiveq: each a\n"
-    "                     codec with compress(...)'s options; 'none' is the baseline and is added\n"
-    "                     first if missing\n"
-    "  --workers N        local worker processes (default 2)\n"
-    "  --iterations I     timed steps per method and round (default 10)\n"
-    "  --rounds R         rounds (default 3)\n"
-    "  --warmup W         untimed first steps (default 25: GradiVeQ's first basis)\n"
-    "  --json PATH        write the results as JSON\n";
+Flags BenchFlags() {
+  Flags f("nereid bench allreduce [flags]\n       nereid bench compress MODEL --methods LIST [flags]",
+          "allreduce: times allreduce through Nereid's Gloo communicator and through raw Gloo\n"
+          "(alternating, in the same processes), per size: time, algbw and busbw as nccl-tests define\n"
+          "them, and the ratio to the alpha-beta bound of the link measured between ranks 0 and 1; and\n"
+          "the machine's busy CPU time (/proc/stat) per byte a rank sends, which `nereid model` charges\n"
+          "a pipelined step.\n\n"
+          "compress: aggregates one step's gradients of MODEL across the workers, back to back with no\n"
+          "training compute, uncompressed and with each method, alternating in rounds: the median of\n"
+          "the slowest rank's aggregation time, its encode+decode time, and the bytes sent (GradiVeQ's\n"
+          "measure).");
+  f.Value("workers", "N", "local worker processes (default 2)")
+      .Value("rounds", "R", "alternations (allreduce: of ours and raw Gloo per size; default 3)")
+      .Value("json", "PATH", "write the results as JSON");
+  f.Section("allreduce")
+      .Value("sizes", "LIST", "message sizes (default 4K,256K,4M,64M)")
+      .Switch("no-link-probe",
+              "skip the link's latency and bandwidth probe (5 x 16 MiB one way, rank\n"
+              "0 to 1: about 11 s at 60mbit); rank 0 tells stderr when each\n"
+              "size's timed calls begin, so a script can keep the links busy with\n"
+              "many --rounds and know when the traffic flows");
+  f.Section("compress")
+      .Value("methods", "LIST",
+             "e.g. none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9),gradiveq: each a\n"
+             "codec with compress(...)'s options; 'none' is the baseline and is added\n"
+             "first if missing")
+      .Value("iterations", "I", "timed steps per method and round (default 10)")
+      .Value("warmup", "W", "untimed first steps (default 25: GradiVeQ's first basis)");
+  f.Section("One worker per invocation (as for `nereid run`)")
+      .Value("rendezvous", "SPEC", "where the workers meet")
+      .Value("rank", "R", "this worker's rank")
+      .Value("world", "N", "the number of workers")
+      .Value("bind", "ADDR", "the address this worker listens on")
+      .Value("threads", "T", "cores per worker")
+      .Value("worker-timeout", "S", "seconds a local worker may go without progress (default 300)");
+  return f;
+}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
@@ -117,14 +126,14 @@ absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& mo
 }
 
 int Bench(const std::vector<std::string>& args) {
-  Flags flags({"workers", "sizes", "rounds", "json", "rendezvous", "rank", "world", "threads", "worker-timeout", "bind",
-               "methods", "iterations", "warmup"},
-              {"help", "no-link-probe"});
+  Flags flags = BenchFlags();
   absl::Status parsed = flags.Parse(args);
   const bool compress = parsed.ok() && flags.positional().size() == 2 && flags.positional()[0] == "compress";
-  if (!parsed.ok() || (!compress && (flags.positional().size() != 1 || flags.positional()[0] != "allreduce"))) {
-    if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
-    std::fputs(kHelp, stderr);
+  if (parsed.ok() && !compress && (flags.positional().size() != 1 || flags.positional()[0] != "allreduce")) {
+    parsed = absl::InvalidArgumentError("nereid bench allreduce, or nereid bench compress MODEL (see nereid bench --help)");
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
     return kExitUsage;
   }
   absl::StatusOr<int64_t> workers = flags.Int("workers", 2), rounds = flags.Int("rounds", 3),
@@ -212,6 +221,6 @@ int Bench(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"bench", "benchmarks: allreduce (ours vs raw Gloo vs the link's bound), compress (gradient aggregation time)", [] { return std::string(kHelp); }, Bench});
+NEREID_REGISTER_COMMAND(Command{"bench", "benchmarks: allreduce (ours vs raw Gloo vs the link's bound), compress (gradient aggregation time)", [] { return BenchFlags().Help(); }, Bench});
 
 }  // namespace nereid

@@ -27,25 +27,40 @@
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid check MODEL [--json] [--dot FILE] [--dataset NAME] [--forward-only]\n\n"
-    "Loads MODEL (protobuf text .pbtxt, binary .pb, or .onnx), validates it and infers\n"
-    "every node's output shape, and checks it can train as written: a scalar float\n"
-    "`loss`, every Input fed by the dataset (--dataset, else the graph's) in shapes it\n"
-    "gives (--forward-only skips this). Prints, per node: op, output shape and dtype,\n"
-    "parameter count, forward FLOPs and activation bytes per sample (the batch\n"
-    "dimension counted as 1); then the totals. On a bad model, prints the first\n"
-    "error (file:line:col: node 'NAME' (OP): what is wrong) and exits 1.\n"
-    "A plan made for N workers (nereid plan --workers N) is also checked as a\n"
-    "whole: every rank's part loads, every Send has its Recv on the peer rank\n"
-    "(same channel and shape), and every process group's members issue the same\n"
-    "collectives in the same order; an error names the ranks and nodes.\n"
-    "A per-rank plan (nereid plan --per-rank) is checked the same way, on the\n"
-    "graphs it holds, and each rank's part is summarised.\n\n"
-    "Options:\n"
-    "  --json       print the same report as JSON\n"
-    "  --dot FILE   also write the graph as Graphviz to FILE\n"
-    "  --help       this text\n";
+Flags CheckFlags() {
+  Flags f("nereid check MODEL [--json PATH] [--dot FILE] [--dataset NAME] [--forward-only]",
+          "Loads MODEL (protobuf text .pbtxt, binary .pb, or .onnx), validates it and infers\n"
+          "every node's output shape, and checks it can train as written: a scalar float\n"
+          "`loss`, every Input fed by the dataset (--dataset, else the graph's) in shapes it\n"
+          "gives (--forward-only skips this). Prints, per node: op, output shape and dtype,\n"
+          "parameter count, forward FLOPs and activation bytes per sample (the batch\n"
+          "dimension counted as 1); then the totals. On a bad model, prints the first\n"
+          "error (file:line:col: node 'NAME' (OP): what is wrong) and exits 1.\n"
+          "A plan made for N workers (nereid plan --workers N) is also checked as a\n"
+          "whole: every rank's part loads, every Send has its Recv on the peer rank\n"
+          "(same channel and shape), and every process group's members issue the same\n"
+          "collectives in the same order; an error names the ranks and nodes.\n"
+          "A per-rank plan (nereid plan --per-rank) is checked the same way, on the\n"
+          "graphs it holds, and each rank's part is summarised.");
+  f.Value("json", "PATH", "write the same report as JSON to PATH (- : to standard output, instead of the table)")
+      .Value("dot", "FILE", "also write the graph as Graphviz to FILE")
+      .Value("dataset", "NAME", "check the inputs against this dataset instead of the graph's")
+      .Switch("forward-only", "skip the training checks (loss, fed inputs)");
+  return f;
+}
+
+// The JSON report to `path`: "-" is standard output.
+int EmitJson(const std::string& path, const std::string& json) {
+  if (path == "-") {
+    std::fputs(json.c_str(), stdout);
+    return kExitOk;
+  }
+  if (absl::Status written = WriteFileAtomically(path, json); !written.ok()) {
+    std::fprintf(stderr, "error: --json: %s\n", std::string(written.message()).c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
 
 // 669706 -> "669,706"
 std::string Grouped(int64_t n) {
@@ -141,7 +156,8 @@ Json SummaryJson(const std::string& path, const ModelSummary& summary) {
 
 // A per-rank plan file: every rank's graph loads and the graphs fit together;
 // then what each rank holds and moves.
-int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, const std::string& dot_path) {
+int CheckPerRankPlan(const std::string& path, const PlanDef& plan, const std::string& json_path,
+                     const std::string& dot_path) {
   if (!dot_path.empty()) {
     std::fprintf(stderr, "error: --dot draws one graph; %s holds one per rank\n", path.c_str());
     return kExitUsage;
@@ -151,7 +167,7 @@ int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, co
     std::fprintf(stderr, "error: %s\n", std::string(parts.status().message()).c_str());
     return kExitFailure;
   }
-  if (json) {
+  if (!json_path.empty()) {
     Json j;
     j["model"] = path;
     Json ranks = Json::array();
@@ -159,8 +175,7 @@ int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, co
       ranks.push_back(SummaryJson(absl::StrCat(path, " rank ", r), SummarizeModel(*(*parts)[r])));
     }
     j["ranks"] = std::move(ranks);
-    std::fputs(JsonLine(j).c_str(), stdout);
-    return kExitOk;
+    if (int exit = EmitJson(json_path, JsonLine(j)); exit != kExitOk || json_path == "-") return exit;
   }
   std::printf("%s: one graph per rank, %zu ranks%s\n", path.c_str(), parts->size(),
               plan.config().passes().empty() ? "" : absl::StrCat(" (passes ", plan.config().passes(), ")").c_str());
@@ -171,12 +186,13 @@ int CheckPerRankPlan(const std::string& path, const PlanDef& plan, bool json, co
 }
 
 int RunCheck(const std::vector<std::string>& args) {
-  Flags flags({"dot", "dataset"}, {"json", "help", "forward-only"});
+  Flags flags = CheckFlags();
   if (absl::Status parsed = flags.Parse(args); !parsed.ok()) {
-    std::fprintf(stderr, "error: %s\n\n%s", std::string(parsed.message()).c_str(), kHelp);
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
     return kExitUsage;
   }
-  const bool json = flags.Has("json");
+  const std::string json_path = flags.String("json");
+  const bool json = json_path == "-";  // JSON instead of the table
   const std::string dot_path = flags.String("dot");
   if (flags.positional().size() > 1) {
     std::fprintf(stderr, "error: one model at a time (got '%s' and '%s')\n", flags.positional()[0].c_str(),
@@ -185,7 +201,7 @@ int RunCheck(const std::vector<std::string>& args) {
   }
   const std::string model = flags.positional().empty() ? "" : flags.positional()[0];
   if (model.empty()) {
-    std::fprintf(stderr, "error: no model given\n\n%s", kHelp);
+    std::fprintf(stderr, "error: no model given (see nereid check --help)\n");
     return kExitUsage;
   }
   absl::StatusOr<std::optional<PlanDef>> per_rank = ReadPlanFile(model);
@@ -193,7 +209,7 @@ int RunCheck(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: %s\n", std::string(per_rank.status().message()).c_str());
     return kExitFailure;
   }
-  if (per_rank->has_value()) return CheckPerRankPlan(model, **per_rank, json, dot_path);
+  if (per_rank->has_value()) return CheckPerRankPlan(model, **per_rank, json_path, dot_path);
   absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(model);
   if (!graph.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
@@ -222,8 +238,10 @@ int RunCheck(const std::vector<std::string>& args) {
     training = *trainable;
   }
   ModelSummary summary = SummarizeModel(**graph);
-  std::string report = json ? JsonLine(SummaryJson(model, summary)) : FormatTable(model, summary);
-  std::fwrite(report.data(), 1, report.size(), stdout);
+  if (!json_path.empty()) {
+    if (int exit = EmitJson(json_path, JsonLine(SummaryJson(model, summary))); exit != kExitOk) return exit;
+  }
+  if (!json) std::fputs(FormatTable(model, summary).c_str(), stdout);
   if (training && !json) {
     std::printf("training:              loss '%s'; fed %s and %s\n", training->loss.c_str(), training->images.c_str(),
                 training->labels.c_str());
@@ -248,6 +266,6 @@ int RunCheck(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"check", "validate a model; print shapes, parameters, FLOPs, memory", [] { return std::string(kHelp); }, RunCheck});
+NEREID_REGISTER_COMMAND(Command{"check", "validate a model; print shapes, parameters, FLOPs, memory", [] { return CheckFlags().Help(); }, RunCheck});
 
 }  // namespace nereid

@@ -26,16 +26,20 @@
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid export CHECKPOINT -o OUT.npz|OUT.onnx [--model MODEL] [--rank R]\n\n"
-    "Writes the values a checkpoint holds: CHECKPOINT is a --checkpoint directory (its newest\n"
-    "checkpoint) or one .ckpt file.\n\n"
-    "  -o, --output PATH      .npz: one array per parameter, named as in the graph\n"
-    "                         (numpy.load(PATH)['fc1/weight']); .onnx: MODEL (an .onnx file) with\n"
-    "                         the trained values as its initializers\n"
-    "  --model MODEL          keep only MODEL's parameters (weights and running statistics), not\n"
-    "                         the optimizer's state; required for .onnx output\n"
-    "  --rank R               whose per-rank state to take (default 0)\n";
+Flags ExportFlags() {
+  Flags f("nereid export CHECKPOINT -o OUT.npz|OUT.onnx [--model MODEL] [--rank R]",
+          "Writes the values a checkpoint holds: CHECKPOINT is a --checkpoint directory (its newest\n"
+          "checkpoint) or one .ckpt file.");
+  f.Value("o,output", "PATH",
+          ".npz: one array per parameter, named as in the graph\n"
+          "(numpy.load(PATH)['fc1/weight']); .onnx: MODEL (an .onnx file) with\n"
+          "the trained values as its initializers")
+      .Value("model", "MODEL",
+             "keep only MODEL's parameters (weights and running statistics), not\n"
+             "the optimizer's state; required for .onnx output")
+      .Value("rank", "R", "whose per-rank state to take (default 0)");
+  return f;
+}
 
 using Arrays = std::vector<std::pair<std::string, Tensor>>;
 
@@ -123,19 +127,17 @@ absl::Status WriteOnnx(const std::string& model, const Arrays& values, const std
   return WriteFileAtomically(out, serialized);
 }
 
-int Export(const std::vector<std::string>& raw_args) {
-  std::vector<std::string> args;
-  for (const std::string& a : raw_args) args.push_back(a == "-o" ? "--output" : a);
-  Flags flags({"output", "model", "rank"}, {"help"});
+int Export(const std::vector<std::string>& args) {
+  Flags flags = ExportFlags();
   if (absl::Status parsed = flags.Parse(args); !parsed.ok()) {
-    std::fprintf(stderr, "error: %s\n\n%s", std::string(parsed.message()).c_str(), kHelp);
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
     return kExitUsage;
   }
   const std::string out = flags.String("output");
   const std::string model = flags.String("model");
   absl::StatusOr<int64_t> rank = flags.Int("rank", 0);
   if (flags.positional().size() != 1 || out.empty() || !rank.ok() || *rank < 0) {
-    std::fprintf(stderr, "error: give one checkpoint, -o OUT and a --rank >= 0\n\n%s", kHelp);
+    std::fprintf(stderr, "error: give one checkpoint, -o OUT and a --rank >= 0 (see nereid export --help)\n");
     return kExitUsage;
   }
   const bool onnx_out = absl::EndsWith(out, ".onnx");
@@ -172,6 +174,6 @@ int Export(const std::vector<std::string>& raw_args) {
 }  // namespace
 
 NEREID_REGISTER_COMMAND(Command{"export", "write a checkpoint's trained values as .npz or ONNX",
-                                [] { return std::string(kHelp); }, Export});
+                                [] { return ExportFlags().Help(); }, Export});
 
 }  // namespace nereid

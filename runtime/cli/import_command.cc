@@ -20,32 +20,29 @@
 namespace nereid {
 namespace {
 
-std::string Help() {
-  return absl::StrCat(
-      "Usage: nereid import MODEL.onnx -o OUT.pbtxt [flags]\n\n"
-      "Converts an ONNX model into a Nereid graph: initializers become Parameters holding their\n"
-      "values, the one data input the Input the dataset's images feed (batch dimension -1), the\n"
-      "output the logits; a labels Input and the loss are added. An .onnx file can also be given\n"
-      "directly wherever a model is (nereid run, check, plan), with the defaults below.\n\n"
-      "  -o, --output PATH      where to write (.pbtxt text, .pb binary)\n"
-      "  --dataset NAME         the graph's dataset attribute (default fashion-mnist)\n"
-      "  --loss OP              SoftmaxCrossEntropy (default), HingeLoss or LogisticLoss\n"
-      "  --forward-only         every input an Input of its exact shape, no loss (inference)\n\n"
-      "ONNX ops converted: ",
-      absl::StrJoin(OnnxConverterRegistry::Global().OpTypes(), ", "),
-      ".\nAnything else, or an attribute Nereid cannot honour, is an error naming the node.\n");
+Flags ImportFlags() {
+  Flags f("nereid import MODEL.onnx -o OUT.pbtxt [flags]",
+          "Converts an ONNX model into a Nereid graph: initializers become Parameters holding their\n"
+          "values, the one data input the Input the dataset's images feed (batch dimension -1), the\n"
+          "output the logits; a labels Input and the loss are added. An .onnx file can also be given\n"
+          "directly wherever a model is (nereid run, check, plan), with the defaults below.");
+  f.Value("o,output", "PATH", "where to write (.pbtxt text, .pb binary)")
+      .Value("dataset", "NAME", "the graph's dataset attribute (default fashion-mnist)")
+      .Value("loss", "OP", "SoftmaxCrossEntropy (default), HingeLoss or LogisticLoss")
+      .Switch("forward-only", "every input an Input of its exact shape, no loss (inference)")
+      .Epilogue(absl::StrCat("ONNX ops converted: ", absl::StrJoin(OnnxConverterRegistry::Global().OpTypes(), ", "),
+                             ".\nAnything else, or an attribute Nereid cannot honour, is an error naming the node.\n"));
+  return f;
 }
 
-int Import(const std::vector<std::string>& raw_args) {
-  std::vector<std::string> args;
-  for (const std::string& a : raw_args) args.push_back(a == "-o" ? "--output" : a);
-  Flags flags({"output", "dataset", "loss"}, {"forward-only", "help"});
+int Import(const std::vector<std::string>& args) {
+  Flags flags = ImportFlags();
   if (absl::Status parsed = flags.Parse(args); !parsed.ok()) {
-    std::fprintf(stderr, "error: %s\n\n%s", std::string(parsed.message()).c_str(), Help().c_str());
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
     return kExitUsage;
   }
   if (flags.positional().size() != 1 || !flags.Has("output")) {
-    std::fprintf(stderr, "error: give one .onnx model and -o OUT\n\n%s", Help().c_str());
+    std::fprintf(stderr, "error: give one .onnx model and -o OUT (see nereid import --help)\n");
     return kExitUsage;
   }
   const std::string model = flags.positional()[0];
@@ -83,6 +80,6 @@ int Import(const std::vector<std::string>& raw_args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"import", "convert an ONNX model into a Nereid graph", Help, Import});
+NEREID_REGISTER_COMMAND(Command{"import", "convert an ONNX model into a Nereid graph", [] { return ImportFlags().Help(); }, Import});
 
 }  // namespace nereid

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/fault_plan.h"
+#include "core/logging.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cli/command.h"
 #include "runtime/launcher/launcher.h"
@@ -147,10 +148,10 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
       return kExitFailure;
     }
     resume = last.ok();
-    std::fprintf(stderr, "restart %d/%d: %s; every worker starts again %s\n", restart + 1, launch.max_restarts,
-                 std::string(status.message()).c_str(),
-                 resume ? absl::StrCat("from ", last->path, " (step ", last->step, ")").c_str()
-                        : "from the beginning (no checkpoint yet)");
+    Log().warn("restart {}/{}: {}; every worker starts again {}", restart + 1, launch.max_restarts,
+               std::string(status.message()),
+               resume ? absl::StrCat("from ", last->path, " (step ", last->step, ")")
+                      : "from the beginning (no checkpoint yet)");
   }
 }
 

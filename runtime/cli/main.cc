@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_revision.h"
 #include "core/version.h"
 #include "runtime/cli/command.h"
 
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
     return nereid::kExitOk;
   }
   if (name == "--version" || name == "version") {
-    std::printf("nereid %s\n", kNereidVersion);
+    std::printf("nereid %s (revision %s)\n", kNereidVersion, NereidRevision());
     return nereid::kExitOk;
   }
   for (const nereid::Command* c : Commands()) {

@@ -33,54 +33,62 @@ namespace {
 
 constexpr char kDefaultPasses[] = "autodiff,data_parallel,sgd(lr=0.01)";
 
-constexpr char kHelp[] =
-    "Usage: nereid model MODEL_OR_PLAN --workers N (--compute-ms X | --profile TRACE.json)\n"
-    "                   (--latency-us A --bandwidth-gbit G | --link BENCH.json) [flags]\n\n"
-    "Predicts the time per iteration of synchronous ring-allreduce SGD, a parameter server and\n"
-    "Pipe-SGD of width K (Li et al., NeurIPS 2018) on N workers, from one worker's compute time,\n"
-    "the plan's gradient buckets (its AllReduce nodes) and the link's latency and bandwidth.\n"
-    "docs/TIMING_MODEL.md gives the formulas.\n\n"
-    "  --workers N            cluster size (required, >= 2)\n"
-    "  --batch B              samples per worker per step (default 64)\n"
-    "  --width K              Pipe-SGD width (default 2; 1 is synchronous SGD)\n"
-    "  --passes PIPELINE      passes for a model that is not planned yet (default\n"
-    "                         autodiff,data_parallel,sgd(lr=0.01); data_parallel is added after\n"
-    "                         autodiff when missing)\n"
-    "Compute (one of):\n"
-    "  --compute-ms X         one worker's step, in milliseconds\n"
-    "  --profile TRACE.json[,TRACE.json...]  traces of 1-worker `nereid run --trace` runs (same\n"
-    "                         batch; several taken at once share the cores as the cluster's\n"
-    "                         ranks will): their steps after --warmup-steps (default 5) each,\n"
-    "                         pooled, and the first trace's slowest nodes; their end times say\n"
-    "                         when each bucket's gradients are ready, so synchronous SGD's\n"
-    "                         allreduces overlap the rest of the backward pass\n"
-    "  --compute-stat S       what one iteration's compute is, from the profiled steps:\n"
-    "                         slowest (default: the expected slowest of --workers draws, since\n"
-    "                         every rank waits for the last one's gradients) or median\n"
-    "  --top N                nodes to list from the profile (default 10)\n"
-    "  --busy-link-profile TRACE.json[,...]  with --profile: the same runs taken while allreduces\n"
-    "                         keep the workers' links busy (bench/pipe_sgd.py takes both); the\n"
-    "                         compute they lose sets how much communication that overlaps a\n"
-    "                         step slows it (default: the host CPU below)\n"
-    "Link (one of):\n"
-    "  --latency-us A --bandwidth-gbit G   given\n"
-    "  --link BENCH.json      alpha and beta of the link measured by `nereid bench allreduce --json`\n"
-    "  --link-fit             with --link: alpha and beta fitted to the allreduce times it measured\n"
-    "                         (Nereid's communicator, overheads included) instead of the link's\n"
-    "  --gamma-ns-per-byte Y  cost of summing one byte in a reduction (default 0)\n"
-    "Host (the CPU an overlapped allreduce takes from the compute it overlaps, without\n"
-    "--busy-link-profile; default: from --link's report when it measured them, else 0 = none):\n"
-    "  --comm-cpu-ns-per-byte K  the machine's CPU time per byte a worker sends\n"
-    "  --cores-per-worker C   cores each worker has (e.g. 0.5: 4 workers on 2 cores)\n"
-    "Variants:\n"
-    "  --servers S            parameter-server shards (default 1)\n"
-    "  --compression-ratio R  gradient bytes on the wire divided by R (default 1)\n"
-    "  --codec-ms C           encode + decode time per step, added to compute (default 0)\n"
-    "  --json PATH            write the prediction as JSON\n";
+Flags ModelFlags() {
+  Flags f("nereid model MODEL_OR_PLAN --workers N (--compute-ms X | --profile TRACE.json)\n"
+          "                   (--latency-us A --bandwidth-gbit G | --link BENCH.json) [flags]",
+          "Predicts the time per iteration of synchronous ring-allreduce SGD, a parameter server and\n"
+          "Pipe-SGD of width K (Li et al., NeurIPS 2018) on N workers, from one worker's compute time,\n"
+          "the plan's gradient buckets (its AllReduce nodes) and the link's latency and bandwidth.\n"
+          "docs/TIMING_MODEL.md gives the formulas.");
+  f.Value("workers", "N", "cluster size (required, >= 2)")
+      .Value("batch", "B", "samples per worker per step (default 64)")
+      .Value("width", "K", "Pipe-SGD width (default 2; 1 is synchronous SGD)")
+      .Value("passes", "PIPELINE",
+             "passes for a model that is not planned yet (default\n"
+             "autodiff,data_parallel,sgd(lr=0.01); data_parallel is added after\n"
+             "autodiff when missing)")
+      .Value("json", "PATH", "write the prediction as JSON");
+  f.Section("Compute (one of)")
+      .Value("compute-ms", "X", "one worker's step, in milliseconds")
+      .Value("profile", "TRACE.json[,...]",
+             "traces of 1-worker `nereid run --trace` runs (same\n"
+             "batch; several taken at once share the cores as the cluster's\n"
+             "ranks will): their steps after --warmup-steps (default 5) each,\n"
+             "pooled, and the first trace's slowest nodes; their end times say\n"
+             "when each bucket's gradients are ready, so synchronous SGD's\n"
+             "allreduces overlap the rest of the backward pass")
+      .Value("warmup-steps", "N", "profiled steps to skip in each trace (default 5)")
+      .Value("compute-stat", "S",
+             "what one iteration's compute is, from the profiled steps:\n"
+             "slowest (default: the expected slowest of --workers draws, since\n"
+             "every rank waits for the last one's gradients) or median")
+      .Value("top", "N", "nodes to list from the profile (default 10)")
+      .Value("busy-link-profile", "TRACE.json[,...]",
+             "with --profile: the same runs taken while allreduces\n"
+             "keep the workers' links busy (bench/pipe_sgd.py takes both); the\n"
+             "compute they lose sets how much communication that overlaps a\n"
+             "step slows it (default: the host CPU below)");
+  f.Section("Link (--latency-us and --bandwidth-gbit, or --link)")
+      .Value("latency-us", "A", "the link's latency in microseconds")
+      .Value("bandwidth-gbit", "G", "the link's bandwidth in Gbit/s")
+      .Value("link", "BENCH.json", "alpha and beta of the link measured by `nereid bench allreduce --json`")
+      .Switch("link-fit",
+              "with --link: alpha and beta fitted to the allreduce times it measured\n"
+              "(Nereid's communicator, overheads included) instead of the link's")
+      .Value("gamma-ns-per-byte", "Y", "cost of summing one byte in a reduction (default 0)");
+  f.Section("Host (the CPU an overlapped allreduce takes from the compute it overlaps, without\n"
+            "--busy-link-profile; default: from --link's report when it measured them, else 0 = none)")
+      .Value("comm-cpu-ns-per-byte", "K", "the machine's CPU time per byte a worker sends")
+      .Value("cores-per-worker", "C", "cores each worker has (e.g. 0.5: 4 workers on 2 cores)");
+  f.Section("Variants")
+      .Value("servers", "S", "parameter-server shards (default 1)")
+      .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
+      .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)");
+  return f;
+}
 
 int Usage(const std::string& error) {
-  if (!error.empty()) std::fprintf(stderr, "error: %s\n\n", error.c_str());
-  std::fputs(kHelp, stderr);
+  std::fprintf(stderr, "error: %s\n", error.c_str());
   return kExitUsage;
 }
 
@@ -428,13 +436,10 @@ std::string ReportJson(const Report& r) {
 }
 
 int Model(const std::vector<std::string>& args) {
-  Flags flags({"workers", "batch", "width", "passes", "compute-ms", "profile", "busy-link-profile", "compute-stat",
-               "warmup-steps", "top", "latency-us", "bandwidth-gbit", "link", "gamma-ns-per-byte",
-               "comm-cpu-ns-per-byte", "cores-per-worker", "servers", "compression-ratio", "codec-ms", "json"},
-              {"help", "link-fit"});
+  Flags flags = ModelFlags();
   absl::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return Usage(std::string(parsed.message()));
-  if (flags.positional().size() != 1) return Usage(flags.positional().empty() ? "no model given" : "one model only");
+  if (flags.positional().size() != 1) return Usage(flags.positional().empty() ? "no model given (see nereid model --help)" : "one model only");
   absl::StatusOr<int64_t> workers = flags.Int("workers", 0), batch = flags.Int("batch", 64),
                           width = flags.Int("width", 2), servers = flags.Int("servers", 1),
                           warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10);
@@ -563,6 +568,6 @@ int Model(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD", [] { return std::string(kHelp); }, Model});
+NEREID_REGISTER_COMMAND(Command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD", [] { return ModelFlags().Help(); }, Model});
 
 }  // namespace nereid

@@ -8,14 +8,16 @@
 #include "absl/strings/str_join.h"
 #include "ops/op_registry.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/flags.h"
 
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid ops [OP]\n\n"
-    "Without OP, lists every registered op with its summary. With OP, prints\n"
-    "its inputs, outputs and attributes (type, default).\n";
+Flags OpsFlags() {
+  return Flags("nereid ops [OP...]",
+               "Without OP, lists every registered op with its summary. With OP, prints\n"
+               "its inputs, outputs and attributes (type, default).");
+}
 
 std::string DefaultText(const AttrSpec& a) {
   if (!a.default_value) return "required";
@@ -33,7 +35,13 @@ std::string DefaultText(const AttrSpec& a) {
   }
 }
 
-int RunOps(const std::vector<std::string>& args) {
+int RunOps(const std::vector<std::string>& command_line) {
+  Flags flags = OpsFlags();
+  if (absl::Status parsed = flags.Parse(command_line); !parsed.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
+    return kExitUsage;
+  }
+  const std::vector<std::string>& args = flags.positional();
   const OpRegistry& registry = OpRegistry::Global();
   if (args.empty()) {
     for (const std::string& name : registry.OpNames()) {
@@ -63,6 +71,6 @@ int RunOps(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"ops", "list the registered ops and their signatures", [] { return std::string(kHelp); }, RunOps});
+NEREID_REGISTER_COMMAND(Command{"ops", "list the registered ops and their signatures", [] { return OpsFlags().Help(); }, RunOps});
 
 }  // namespace nereid

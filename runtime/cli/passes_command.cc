@@ -10,14 +10,16 @@
 #include "compress/codec.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
+#include "runtime/cli/flags.h"
 
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid passes\n\n"
-    "Lists every pass (for --passes and nereid plan) with its options and defaults, and every\n"
-    "gradient codec (compress(method=NAME, key=value...)).\n";
+Flags PassesFlags() {
+  return Flags("nereid passes",
+               "Lists every pass (for --passes and nereid plan) with its options and defaults, and every\n"
+               "gradient codec (compress(method=NAME, key=value...)).");
+}
 
 std::string Reference() {
   std::string out = "Passes (--passes 'autodiff,sgd(lr=0.05,momentum=0.9)'):\n";
@@ -45,8 +47,13 @@ std::string Reference() {
 }
 
 int Passes(const std::vector<std::string>& args) {
-  if (!args.empty()) {
-    std::fprintf(stderr, "error: nereid passes takes no arguments (got '%s')\n\n%s", args[0].c_str(), kHelp);
+  Flags flags = PassesFlags();
+  absl::Status parsed = flags.Parse(args);
+  if (parsed.ok() && !flags.positional().empty()) {
+    parsed = absl::InvalidArgumentError(absl::StrCat("nereid passes takes no arguments (got '", flags.positional()[0], "')"));
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
     return kExitUsage;
   }
   std::fputs(Reference().c_str(), stdout);
@@ -56,6 +63,6 @@ int Passes(const std::vector<std::string>& args) {
 }  // namespace
 
 NEREID_REGISTER_COMMAND(Command{"passes", "list the compiler passes and gradient codecs with their options",
-                                [] { return std::string(kHelp); }, Passes});
+                                [] { return PassesFlags().Help(); }, Passes});
 
 }  // namespace nereid

@@ -24,29 +24,34 @@
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid plan MODEL --passes=PIPELINE -o PLAN [--workers N] [--per-rank] [--dump-after=PASS[,PASS]]\n\n"
-    "Runs the passes in order (the graph is validated after each) and writes the planned graph.\n"
-    "With --per-rank, writes every rank's graph instead (a PlanDef; name binary ones *.plan.pb):\n"
-    "nereid run and nereid check read either kind.\n"
-    "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4); 'nereid passes' lists\n"
-    "every pass and gradient codec with its options and defaults.\n";
-
-std::string Help() { return kHelp; }
+Flags PlanFlags() {
+  Flags f("nereid plan MODEL --passes PIPELINE -o PLAN [--workers N] [--per-rank] [--dump-after PASS[,PASS]]",
+          "Runs the passes in order (the graph is validated after each) and writes the planned graph.\n"
+          "With --per-rank, writes every rank's graph instead (a PlanDef; name binary ones *.plan.pb):\n"
+          "nereid run and nereid check read either kind.\n"
+          "PIPELINE is e.g. autodiff,sgd(lr=0.05,momentum=0.9,weight_decay=5e-4); 'nereid passes' lists\n"
+          "every pass and gradient codec with its options and defaults.");
+  f.Value("passes", "PIPELINE", "the passes, in order")
+      .Value("o,output", "PLAN", "where to write the plan (.pbtxt text, .pb binary)")
+      .Value("workers", "N", "plan for N workers (default 1)")
+      .Switch("per-rank", "write one graph per rank (a PlanDef)")
+      .Value("dump-after", "PASS[,PASS]", "also write the graph after these passes (PLAN.after-PASS.pbtxt)");
+  return f;
+}
 
 GraphFormat FormatFor(const std::string& path) {
   return absl::EndsWith(path, ".pb") ? GraphFormat::kBinary : GraphFormat::kText;
 }
 
 int Plan(const std::vector<std::string>& args) {
-  std::vector<std::string> normalized;
-  for (const std::string& a : args) normalized.push_back(a == "-o" ? "--output" : a);
-  Flags flags({"passes", "output", "dump-after", "workers"}, {"help", "per-rank"});
-  absl::Status parsed = flags.Parse(normalized);
-  if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1 || !flags.Has("output")) {
-    if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
-    std::fputs(Help().c_str(), flags.Has("help") ? stdout : stderr);
-    return flags.Has("help") && parsed.ok() ? kExitOk : kExitUsage;
+  Flags flags = PlanFlags();
+  absl::Status parsed = flags.Parse(args);
+  if (parsed.ok() && (flags.positional().size() != 1 || !flags.Has("output"))) {
+    parsed = absl::InvalidArgumentError("nereid plan takes one model and -o PLAN (see nereid plan --help)");
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
+    return kExitUsage;
   }
   const std::string model = flags.positional()[0], output = flags.String("output");
   absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(flags.String("passes"));
@@ -121,6 +126,6 @@ int Plan(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"plan", "apply compiler passes to a model and write the plan", Help, Plan});
+NEREID_REGISTER_COMMAND(Command{"plan", "apply compiler passes to a model and write the plan", [] { return PlanFlags().Help(); }, Plan});
 
 }  // namespace nereid

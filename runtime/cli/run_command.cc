@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/launch_env.h"
+#include "core/build_revision.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 #include "data/normalize.h"
 #include "runtime/cli/command.h"
@@ -23,69 +25,93 @@
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid run MODEL_OR_PLAN [flags]\n\n"
-    "Trains on the model's dataset and evaluates on its test set after every epoch.\n\n"
-    "  --passes P          pass pipeline for a model (default autodiff,sgd(lr=0.01,momentum=0.9));\n"
-    "                      ignored for a plan written by `nereid plan`\n"
-    "  --workers N         data-parallel worker processes (default 1); N > 1 starts N local\n"
-    "                      workers over Gloo on loopback and adds data_parallel to the passes\n"
-    "  --threads T         cores per worker, every library included (default 1; with\n"
-    "                      --workers and no --threads, the machine's cores are split)\n"
-    "  --epochs N          (default 1)\n"
-    "  --batch B           batch size per worker (default 64)\n"
-    "  --seed S            data shuffling seed (default 0)\n"
-    "  --dataset NAME      override the model's dataset: fashion-mnist, cifar10, synthetic,\n"
-    "                      npy:DIR (DIR/train.npz, DIR/test.npz), csv:DIR (train.csv, test.csv)\n"
-    "  --data-dir DIR      where the dataset's files are\n"
-    "  --normalize SPEC    the inputs' standardisation: default (the dataset's own: Fashion-MNIST\n"
-    "                      (x - 0.2860) / 0.3530 after scaling to [0, 1]; none for npy:, csv:,\n"
-    "                      synthetic), none, MEAN/STD, or M1,M2,M3/S1,S2,S3 per channel\n"
-    "  --train-limit N     use the first N training examples (0: all)\n"
-    "  --test-limit N      use the first N test examples (0: all)\n"
-    "  --max-steps N       stop after N steps (benchmarks)\n"
-    "  --metrics-json PATH write the run's metrics as JSON\n"
-    "  --log-jsonl PATH    stream the run as it goes, a JSON line per step (loss, step time,\n"
-    "                      bytes sent) and per epoch, flushed as written\n"
-    "  --trace PATH        write a timeline (Chrome trace-event JSON, for Perfetto or\n"
-    "                      chrome://tracing): every node run, collective, wait, step and\n"
-    "                      evaluation; with several workers rank R writes PATH with .rankR\n"
-    "                      before the extension (trace.json -> trace.rank0.json, ...)\n"
-    "  --checkpoint DIR    save parameters and optimizer state after every epoch\n"
-    "  --checkpoint-every N  also save one every N steps within an epoch (keeping the newest)\n"
-    "  --resume            continue from the last complete checkpoint in DIR\n"
-    "  --quiet             no progress output\n"
-    "  --verify-messages   check every transfer (CRC, tag, order) and every collective's result\n"
-    "                      across ranks: a corrupted message is an error naming it (debugging)\n"
-    "  --config FILE       settings from a file (graph.proto's RunConfig in text form); flags\n"
-    "                      on the command line override it\n\n"
-    "Several machines, each running the local launcher:\n"
-    "  --nnodes M --node-rank K   this machine's --workers N are ranks K*N .. K*N+N-1 of M*N;\n"
-    "                      every machine names the same --rendezvous tcp://HOST:PORT (node 0's\n"
-    "                      address: rank 0 serves the store) and its own --bind ADDR\n\n"
-    "One worker per invocation (across machines, or under mpirun/Slurm/torchrun):\n"
-    "  --rendezvous SPEC   where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
-    "                      file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
-    "                      a launcher: tcp://MASTER_ADDR:MASTER_PORT (under torchrun the port\n"
-    "                      after MASTER_PORT, which torchrun's agent holds)\n"
-    "  --rank R            this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)\n"
-    "  --world N           the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
-    "                      WORLD_SIZE)\n"
-    "  --run-id ID         keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)\n"
-    "  --bind ADDR         the address this worker listens on and its peers reach it at\n"
-    "                      (default 127.0.0.1; on a cluster: this machine's address on the\n"
-    "                      training network)\n\n"
-    "Supervision:\n"
-    "  --comm-timeout S    seconds a collective waits for its peers (default 60)\n"
-    "  --worker-timeout S  seconds a local worker may go without progress before the run is\n"
-    "                      stopped (default 300)\n"
-    "  --max-restarts N    when a local worker dies, hangs or fails, restart every worker from\n"
-    "                      the last checkpoint (--checkpoint DIR), up to N times (default 0)\n"
-    "  --stall-check P     after P% of the steps, flag a loss not below its start (progress\n"
-    "                      and metrics: loss_not_improving; default 50, 0: off)\n"
-    "  --check-every N     compare the ranks' parameters every N steps, before every\n"
-    "                      checkpoint and at the end; ranks that drift apart are an error\n"
-    "                      (default 500; 0: checkpoints and the end only)\n";
+// Every flag of `nereid run`, with its help.
+Flags RunFlags() {
+  Flags f("nereid run MODEL_OR_PLAN [flags]",
+          "Trains on the model's dataset and evaluates on its test set after every epoch.");
+  f.Value("passes", "P",
+          "pass pipeline for a model (default autodiff,sgd(lr=0.01,momentum=0.9));\n"
+          "ignored for a plan written by `nereid plan`")
+      .Value("workers", "N",
+             "data-parallel worker processes (default 1); N > 1 starts N local\n"
+             "workers over Gloo on loopback and adds data_parallel to the passes")
+      .Value("threads", "T",
+             "cores per worker, every library included (default 1; with\n"
+             "--workers and no --threads, the machine's cores are split)")
+      .Value("epochs", "N", "(default 1)")
+      .Value("batch", "B", "batch size per worker (default 64)")
+      .Value("seed", "S", "data shuffling seed (default 0)")
+      .Value("dataset", "NAME",
+             "override the model's dataset: fashion-mnist, cifar10, synthetic,\n"
+             "npy:DIR (DIR/train.npz, DIR/test.npz), csv:DIR (train.csv, test.csv)")
+      .Value("data-dir", "DIR", "where the dataset's files are")
+      .Value("normalize", "SPEC",
+             "the inputs' standardisation: default (the dataset's own: Fashion-MNIST\n"
+             "(x - 0.2860) / 0.3530 after scaling to [0, 1]; none for npy:, csv:,\n"
+             "synthetic), none, MEAN/STD, or M1,M2,M3/S1,S2,S3 per channel")
+      .Value("train-limit", "N", "use the first N training examples (0: all)")
+      .Value("test-limit", "N", "use the first N test examples (0: all)")
+      .Value("max-steps", "N", "stop after N steps (benchmarks)")
+      .Value("metrics-json", "PATH", "write the run's metrics as JSON")
+      .Value("log-jsonl", "PATH",
+             "stream the run as it goes, a JSON line per step (loss, step time,\n"
+             "bytes sent) and per epoch, flushed as written")
+      .Value("trace", "PATH",
+             "write a timeline (Chrome trace-event JSON, for Perfetto or\n"
+             "chrome://tracing): every node run, collective, wait, step and\n"
+             "evaluation; with several workers rank R writes PATH with .rankR\n"
+             "before the extension (trace.json -> trace.rank0.json, ...)")
+      .Value("checkpoint", "DIR", "save parameters and optimizer state after every epoch")
+      .Value("checkpoint-every", "N", "also save one every N steps within an epoch (keeping the newest)")
+      .Switch("resume", "continue from the last complete checkpoint in DIR")
+      .Switch("quiet", "no progress output")
+      .Value("log-level", "LEVEL",
+             "what the log (stderr, timestamped) shows: trace, debug, info (default),\n"
+             "warn, error or off")
+      .Switch("verify-messages",
+              "check every transfer (CRC, tag, order) and every collective's result\n"
+              "across ranks: a corrupted message is an error naming it (debugging)")
+      .Value("config", "FILE",
+             "settings from a file (graph.proto's RunConfig in text form); flags\n"
+             "on the command line override it");
+  f.Section("Several machines, each running the local launcher")
+      .Value("nnodes", "M", "machines; with --node-rank K this machine's --workers N are ranks")
+      .Value("node-rank", "K",
+             "K*N .. K*N+N-1 of M*N; every machine names the same --rendezvous\n"
+             "tcp://HOST:PORT (node 0's address: rank 0 serves the store) and its\n"
+             "own --bind ADDR");
+  f.Section("One worker per invocation (across machines, or under mpirun/Slurm/torchrun)")
+      .Value("rendezvous", "SPEC",
+             "where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
+             "file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
+             "a launcher: tcp://MASTER_ADDR:MASTER_PORT (under torchrun the port\n"
+             "after MASTER_PORT, which torchrun's agent holds)")
+      .Value("rank", "R", "this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)")
+      .Value("world", "N",
+             "the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
+             "WORLD_SIZE)")
+      .Value("run-id", "ID", "keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)")
+      .Value("bind", "ADDR",
+             "the address this worker listens on and its peers reach it at\n"
+             "(default 127.0.0.1; on a cluster: this machine's address on the\n"
+             "training network)");
+  f.Section("Supervision")
+      .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
+      .Value("worker-timeout", "S",
+             "seconds a local worker may go without progress before the run is\n"
+             "stopped (default 300)")
+      .Value("max-restarts", "N",
+             "when a local worker dies, hangs or fails, restart every worker from\n"
+             "the last checkpoint (--checkpoint DIR), up to N times (default 0)")
+      .Value("stall-check", "P",
+             "after P% of the steps, flag a loss not below its start (progress\n"
+             "and metrics: loss_not_improving; default 50, 0: off)")
+      .Value("check-every", "N",
+             "compare the ranks' parameters every N steps, before every\n"
+             "checkpoint and at the end; ranks that drift apart are an error\n"
+             "(default 500; 0: checkpoints and the end only)");
+  return f;
+}
 
 // Local worker processes one machine may start: beyond this the launcher
 // would fork until the process limit (start workers by hand for more).
@@ -153,23 +179,24 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
 }
 
 int Run(const std::vector<std::string>& args) {
-  Flags flags({"passes", "workers", "threads", "epochs", "batch", "seed", "dataset", "data-dir", "train-limit",
-               "test-limit", "max-steps", "metrics-json", "log-jsonl", "checkpoint", "rendezvous", "rank", "world", "run-id",
-               "comm-timeout", "worker-timeout", "trace", "bind", "check-every", "max-restarts",
-               "checkpoint-every", "stall-check", "nnodes", "node-rank", "normalize"},
-              {"resume", "quiet", "verify-messages", "help"});
+  Flags flags = RunFlags();
   absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
   if (!expanded.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(expanded.status().message()).c_str());
     return kExitUsage;
   }
   absl::Status parsed = flags.Parse(*expanded);
-  if (!parsed.ok() || flags.Has("help") || flags.positional().size() != 1) {
-    if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
-    std::fputs(kHelp, flags.Has("help") ? stdout : stderr);
-    return flags.Has("help") && parsed.ok() ? kExitOk : kExitUsage;
+  if (!parsed.ok() || flags.positional().size() != 1) {
+    std::fprintf(stderr, "error: %s\n", parsed.ok() ? "nereid run takes one model or plan (see nereid run --help)"
+                                                    : std::string(parsed.message()).c_str());
+    return kExitUsage;
+  }
+  if (absl::Status s = ConfigureLogging(flags.String("log-level"), -1); !s.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
   }
   TrainOptions o;
+  o.revision = NereidRevision();
   o.model_path = flags.positional()[0];
   o.passes = flags.String("passes", o.passes);
   o.dataset = flags.String("dataset");
@@ -306,6 +333,8 @@ int Run(const std::vector<std::string>& args) {
     o.run_id = flags.String("run-id", launch->run_id);
     o.bind_address = flags.String("bind", o.bind_address);
     if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };
+    // The log names the rank, unless a local launcher's prefix does already.
+    if (!reporter.enabled()) (void)ConfigureLogging(flags.String("log-level"), o.rank);  // checked above
   } else {
     o.workers = 1;
   }
@@ -325,6 +354,6 @@ int Run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"run", "train a model and evaluate it every epoch", [] { return std::string(kHelp); }, Run});
+NEREID_REGISTER_COMMAND(Command{"run", "train a model and evaluate it every epoch", [] { return RunFlags().Help(); }, Run});
 
 }  // namespace nereid

@@ -21,15 +21,17 @@
 namespace nereid {
 namespace {
 
-constexpr char kHelp[] =
-    "Usage: nereid trace summary TRACE...\n"
-    "       nereid trace merge TRACE... -o OUT\n\n"
-    "Reads the traces `nereid run --trace PATH` wrote (one per rank: PATH.rank<r>.json).\n"
-    "summary: a row per rank: steps, the median step, and per step the time spent in\n"
-    "  node kernels (all threads), in collectives, waiting to issue a bucket in order,\n"
-    "  and with transfers in flight (asynchronous nodes pending), and in evaluation.\n"
-    "merge: one Chrome trace-event file holding every rank (a process per rank), each\n"
-    "  shifted onto the earliest file's clock (the ranks of one run share one already).\n";
+Flags TraceFlags() {
+  Flags f("nereid trace summary TRACE...\n       nereid trace merge TRACE... -o OUT",
+          "Reads the traces `nereid run --trace PATH` wrote (one per rank: PATH.rank<r>.json).\n"
+          "summary: a row per rank: steps, the median step, and per step the time spent in\n"
+          "  node kernels (all threads), in collectives, waiting to issue a bucket in order,\n"
+          "  and with transfers in flight (asynchronous nodes pending), and in evaluation.\n"
+          "merge: one Chrome trace-event file holding every rank (a process per rank), each\n"
+          "  shifted onto the earliest file's clock (the ranks of one run share one already).");
+  f.Value("o,output", "OUT", "merge: the file to write");
+  return f;
+}
 
 constexpr uintmax_t kMaxTraceBytes = uintmax_t{256} << 20;
 
@@ -144,16 +146,17 @@ int Merge(const std::vector<Trace>& traces, const std::string& out) {
 }
 
 int TraceCommand(const std::vector<std::string>& args) {
-  Flags flags({"output"}, {"help"});
-  std::vector<std::string> normalized;  // -o is --output, as in nereid plan
-  for (const std::string& a : args) normalized.push_back(a == "-o" ? "--output" : a);
-  absl::Status parsed = flags.Parse(normalized);
+  Flags flags = TraceFlags();
+  absl::Status parsed = flags.Parse(args);
   const std::vector<std::string>& positional = flags.positional();
   const std::string what = positional.empty() ? "" : positional[0];
-  if (!parsed.ok() || (what != "summary" && what != "merge") || positional.size() < 2 ||
-      (what == "merge") != flags.Has("output")) {
-    if (!parsed.ok()) std::fprintf(stderr, "error: %s\n\n", std::string(parsed.message()).c_str());
-    std::fputs(kHelp, stderr);
+  if (parsed.ok() && ((what != "summary" && what != "merge") || positional.size() < 2 ||
+                      (what == "merge") != flags.Has("output"))) {
+    parsed = absl::InvalidArgumentError(
+        "nereid trace summary TRACE..., or nereid trace merge TRACE... -o OUT (see nereid trace --help)");
+  }
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
     return kExitUsage;
   }
   std::vector<Trace> traces;
@@ -172,6 +175,6 @@ int TraceCommand(const std::vector<std::string>& args) {
 }  // namespace
 
 NEREID_REGISTER_COMMAND(Command{"trace", "summarise or merge the per-rank traces of a run",
-                                [] { return std::string(kHelp); }, TraceCommand});
+                                [] { return TraceFlags().Help(); }, TraceCommand});
 
 }  // namespace nereid

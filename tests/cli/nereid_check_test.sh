@@ -23,7 +23,7 @@ expect 2 "no model given" "$nereid" check
 expect 1 "cannot open graph file" "$nereid" check "$tmp/missing.pbtxt"
 
 # --json is valid JSON with the same totals.
-"$nereid" check models/lenet_fashion.pbtxt --json >"$tmp/lenet.json" || fail "check --json failed"
+"$nereid" check models/lenet_fashion.pbtxt --json - >"$tmp/lenet.json" || fail "check --json failed"
 python3 - "$tmp/lenet.json" <<'PY' || fail "JSON report is wrong"
 import json, sys
 report = json.load(open(sys.argv[1]))

@@ -111,7 +111,7 @@ merged = json.load(open(f"{d}/merged.json"))["traceEvents"]
 assert len(merged) == sum(len(ev) for ev in ranks), (len(merged), [len(ev) for ev in ranks])
 assert {e["pid"] for e in merged} == {0, 1}
 PY
-expect 2 "Usage: nereid trace summary" "$nereid" trace merge "$tmp/t.rank0.json"
+expect 2 "nereid trace merge TRACE... -o OUT" "$nereid" trace merge "$tmp/t.rank0.json"
 echo '{"x": 1}' > "$tmp/not_a_trace.json"
 expect 1 "not a trace-event file" "$nereid" trace summary "$tmp/not_a_trace.json"
 expect 1 "are both rank 0" "$nereid" trace merge "$tmp/t.rank0.json" "$tmp/t.rank0.json" -o "$tmp/twice.json"

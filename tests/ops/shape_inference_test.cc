@@ -164,10 +164,11 @@ TEST(ShapeTest, Losses) {
               HasSubstr("batch sizes disagree: input 'logits' [8,10] vs input 'labels' [4]"));
 }
 
-TEST(ShapeTest, AddAndMulBroadcast) {
+TEST(ShapeTest, AddMulAndDivBroadcast) {
   std::string g = kImage + ParamNode("c", {3, 1, 1});
   EXPECT_EQ(OutputOf(g + OpNode("y", "Add", {"x", "c"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "Mul", {"c", "x"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + ParamNode("w", {1}) + OpNode("y", "Div", {"c", "w"}), "y"), "[3,1,1] float32");
   std::string bad = kImage + ParamNode("c", {4, 1, 1});
   EXPECT_THAT(LoadError(bad + OpNode("y", "Add", {"x", "c"})),
               HasSubstr("shapes [?,3,32,32] and [4,1,1] do not broadcast"));

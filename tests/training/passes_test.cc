@@ -134,6 +134,44 @@ TEST(SgdTest, ClosesTheLoopThroughFeedback) {
   EXPECT_TRUE(LoadModel(*file).ok());
 }
 
+// Overlap SGP: pushes go through a delay line of per-rank state, the loop
+// keeps overlap+1 steps in flight, and every reader of a parameter but its
+// update reads the de-biased x / w.
+TEST(GossipTest, OverlapDelaysPushesAndReadsTheDebiasedModel) {
+  auto graph = LoadModel("models/mlp_fashion.pbtxt");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  auto pipeline = ParsePipeline("autodiff,sgd(lr=0.1,momentum=0.9),gossip(topology=ring,overlap=2)");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+  const Graph& g = **graph;
+  EXPECT_EQ(g.header().loop(0).max_in_flight(), 3);
+  for (const char* name : {"fc1/weight/gossip/in_flight_1", "fc1/weight/gossip/in_flight_2",
+                           "gossip/weight/gossip/in_flight_2"}) {
+    const Node* state = g.FindNode(name);
+    ASSERT_NE(state, nullptr) << name;
+    EXPECT_EQ(state->op(), "Parameter");
+    EXPECT_TRUE(NodeAttrBool(*state, "per_rank", false)) << name;
+  }
+  const Node* debiased = g.FindNode("fc1/weight/gossip/debiased");
+  ASSERT_NE(debiased, nullptr);
+  EXPECT_EQ(debiased->op(), "Div");
+  EXPECT_EQ(debiased->input_edge(1)->src->name(), "gossip/weight");
+  // The parameter's only reader besides the de-biasing is its update.
+  for (const Edge* e : g.FindNode("fc1/weight")->out_edges()) {
+    EXPECT_TRUE(e->dst == debiased || e->dst->op() == "ApplySgd") << e->dst->name();
+  }
+  EXPECT_EQ(g.FindNode("fc1/weight/gossip/mixed")->input_edge(1)->src->name(), "fc1/weight/gossip/in_flight_2");
+  // Refusals.
+  auto again = LoadModel("models/mlp_fashion.pbtxt");
+  ASSERT_TRUE(again.ok());
+  (*(*again)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  auto complete = ParsePipeline("autodiff,sgd(lr=0.1),gossip(topology=complete,overlap=1)");
+  ASSERT_TRUE(complete.ok());
+  EXPECT_THAT(std::string(RunPipeline(**again, *complete).status().message()),
+              HasSubstr("gossip: overlap=1 delays pushes; topology complete is an allreduce"));
+}
+
 TEST(SgdTest, BatchNormRunningStatisticsAreCarried) {
   auto graph = Planned("vgg11_bn_cifar", "autodiff,adam(lr=0.001)");
   ASSERT_TRUE(graph.ok()) << graph.status();
