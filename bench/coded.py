@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Coded computing (the coded pass): RLNC against MDS, with workers that leave.
 
-Four tables, each run back to back on this machine:
+Five tables, each run back to back on this machine:
 
   bytes     encoding and training bytes of RLNC and MDS over a grid of N, K and
             degree (the traffic counters of real runs: a few full-batch steps

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Stochastic Gradient Push (gossip) against AllReduce-SGD and Pipe-SGD.
+"""Stochastic Gradient Push (gossip, and overlap SGP: gossip(overlap=1)) against
+AllReduce-SGD and Pipe-SGD.
 
 lenet_fashion on Fashion-MNIST, W workers, E epochs each, the three
 strategies alternated for --rounds rounds (the machine's speed drifts, so
@@ -26,7 +27,8 @@ CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 OPT = "sgd(lr=0.02,momentum=0.9)"
 STRATEGIES = [("AllReduce-SGD", f"autodiff,{OPT}"),
               ("Pipe-SGD K=2", f"autodiff,data_parallel,pipeline(width=2),{OPT},lookahead"),
-              ("SGP (exponential)", f"autodiff,{OPT},gossip")]
+              ("SGP (exponential)", f"autodiff,{OPT},gossip"),
+              ("Overlap SGP (tau=1)", f"autodiff,{OPT},gossip(overlap=1)")]
 
 
 def train(args, passes, out, name):

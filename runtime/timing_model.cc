@@ -23,6 +23,11 @@ absl::Status Check(const TimingInputs& in) {
   for (int64_t b : in.bucket_bytes) {
     if (b <= 0) return bad("a bucket of ", b, " bytes");
   }
+  for (int64_t b : in.parameter_bytes) {
+    if (b <= 0) return bad("a parameter of ", b, " bytes");
+  }
+  if (in.gossip_peers < 1) return bad("SGP peers must be >= 1 (got ", in.gossip_peers, ")");
+  if (in.gossip_overlap < 1) return bad("overlap SGP's tau must be >= 1 (got ", in.gossip_overlap, ")");
   if (!FiniteAtLeast(in.link.alpha_seconds, 0)) return bad("latency must be >= 0 (got ", in.link.alpha_seconds, ")");
   if (!(std::isfinite(in.link.beta_bytes_per_second) && in.link.beta_bytes_per_second > 0)) {
     return bad("bandwidth must be > 0 (got ", in.link.beta_bytes_per_second, " bytes/s)");
@@ -203,6 +208,25 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
                 : sync.compute;
   add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), pipe_compute, p.ring_comm_seconds,
       p.wire_bytes_per_step, pipelined ? std::max(pipe_compute, p.ring_comm_seconds) : sync.total);
+  // SGP: a message per parameter to each peer; plain, after the update;
+  // overlapped, beside the next steps' compute (which it slows as Pipe-SGD's
+  // allreduce does).
+  const std::vector<int64_t>& messages = in.parameter_bytes.empty() ? in.bucket_bytes : in.parameter_bytes;
+  double gossip_bytes = 0, gossip_comm = 0;
+  for (int64_t b : messages) {
+    const double wire = in.gossip_peers * static_cast<double>(b) / in.compression_ratio;
+    gossip_bytes += wire;
+    gossip_comm += in.link.alpha_seconds + wire / in.link.beta_bytes_per_second;
+  }
+  double gossip_rho = cpu_per_byte * gossip_bytes / gossip_comm;
+  if (in.busy_link_compute_seconds > 0) gossip_rho = ring_rho;
+  const std::string peers = absl::StrCat(in.gossip_peers, in.gossip_peers == 1 ? " peer" : " peers");
+  add("sgp", absl::StrCat("SGP (", peers, ")"), p.compute_seconds, gossip_comm, gossip_bytes,
+      p.compute_seconds + gossip_comm);
+  const double gossip_compute = SlowedCompute(p.compute_seconds, gossip_rho, gossip_comm,
+                                              [&](double t) { return std::min(gossip_comm, t); });
+  add("sgp_overlap", absl::StrCat("overlap SGP (", peers, ", tau=", in.gossip_overlap, ")"), gossip_compute,
+      gossip_comm, gossip_bytes, std::max(gossip_compute, gossip_comm));
   for (StrategyTime& t : p.strategies) t.speedup = sync.total / t.seconds_per_iteration;
   return p;
 }

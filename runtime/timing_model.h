@@ -52,6 +52,14 @@
 //     seconds per byte sent (measured by `nereid bench allreduce`, the kernel's
 //     network stack included) and c the cores per worker; 0 unless both are
 //     given. For a pipelined step this charges T_cpu whole.
+//   SGP (P peers):      every rank pushes each parameter (one message of
+//                       M_p / R bytes) to each of its P out-neighbours and
+//                       receives as many: T_gossip = sum over parameters of
+//                       (alpha + P M_p / (R beta)). Plain SGP mixes after the
+//                       update: T_sgp = T_compute' + T_gossip (its pushes are
+//                       taken not to overlap the backward pass, an upper
+//                       bound). Overlap SGP (tau >= 1) mixes a push tau steps
+//                       later: T = max(T_compute'', T_gossip), as Pipe-SGD.
 //   parameter server:   as T_sync, with each bucket's push and pull taking
 //                         2 * (alpha + n * (M_b / R) / (S beta)) + (n-1)/S * (M_b / R) * gamma
 //
@@ -109,6 +117,12 @@ struct TimingInputs {
   int servers = 1;               // parameter-server shards, S >= 1
   double compression_ratio = 1;  // R >= 1: bytes on the wire = bytes / R
   double codec_seconds = 0;      // C: encode + decode per step
+  // SGP: the trained parameters' bytes, one message each as the gossip pass
+  // pushes them (empty: the buckets'), the out-neighbours per step and the
+  // overlap tau of the overlap SGP row (>= 1).
+  std::vector<int64_t> parameter_bytes;
+  int gossip_peers = 1;
+  int gossip_overlap = 1;
 };
 
 struct StrategyTime {
@@ -134,7 +148,7 @@ struct TimingPrediction {
   double comm_interference = 0;              // rho of the ring (seconds of compute lost per second of traffic)
   bool interference_from_busy_profile = false;  // rho from T_busy (else from T_cpu)
   double one_worker_samples_per_second = 0;  // batch / T_compute (no codec)
-  std::vector<StrategyTime> strategies;      // sync, parameter server, Pipe-SGD
+  std::vector<StrategyTime> strategies;      // sync, parameter server, Pipe-SGD, SGP, overlap SGP
 };
 
 // T_ring of one message of `bytes` bytes (already compressed) over n workers.

@@ -46,7 +46,7 @@ TEST(TimingModelTest, FormulasMatchHandComputedNumbers) {
   EXPECT_THAT(p.wire_bytes_per_step, DoubleNear(1.5e6, 1e-6));  // 2(n-1)/n * M
   EXPECT_THAT(p.one_worker_samples_per_second, DoubleNear(3200, 1e-9));
 
-  ASSERT_EQ(p.strategies.size(), 3u);
+  ASSERT_EQ(p.strategies.size(), 5u);
   const StrategyTime& sync = Find(p, "sync_allreduce");
   const StrategyTime& ps = Find(p, "parameter_server");
   const StrategyTime& pipe = Find(p, "pipe_sgd");
@@ -59,6 +59,27 @@ TEST(TimingModelTest, FormulasMatchHandComputedNumbers) {
   EXPECT_THAT(pipe.samples_per_second, DoubleNear(32 * 4 / 0.0126, 1e-6));
   EXPECT_THAT(ps.bytes_sent_per_worker, DoubleNear(1e6, 1e-6));
   EXPECT_EQ(pipe.description, "Pipe-SGD (K=2)");
+}
+
+// SGP: one message per parameter to each peer, alpha + P M_p / beta each;
+// plain after the compute, overlapped beside it.
+TEST(TimingModelTest, SgpPushesEachParameterToItsPeers) {
+  TimingInputs in = Base();
+  TimingPrediction p = PredictIteration(in).value();
+  // The bucket as the one message: 100 us + 1e6 / 125e6 s = 8.1 ms.
+  EXPECT_THAT(Find(p, "sgp").comm_seconds, DoubleNear(0.0081, kEps));
+  EXPECT_THAT(Find(p, "sgp").seconds_per_iteration, DoubleNear(0.0181, kEps));
+  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.010, kEps));  // max(10 ms, 8.1 ms)
+  EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(1e6, 1e-6));
+  EXPECT_EQ(Find(p, "sgp_overlap").description, "overlap SGP (1 peer, tau=1)");
+  in.parameter_bytes = {600000, 400000};
+  in.gossip_peers = 2;
+  p = PredictIteration(in).value();
+  // Two messages to each of two peers: 2 * 100 us + 2e6 / 125e6 s = 16.2 ms, longer than the compute.
+  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.0162, kEps));
+  EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(2e6, 1e-6));
+  in.gossip_overlap = 0;
+  EXPECT_THAT(std::string(PredictIteration(in).status().message()), ::testing::HasSubstr("tau must be >= 1"));
 }
 
 TEST(TimingModelTest, ReductionCostCompressionAndShards) {

@@ -36,9 +36,10 @@ constexpr char kDefaultPasses[] = "autodiff,data_parallel,sgd(lr=0.01)";
 Flags ModelFlags() {
   Flags f("nereid model MODEL_OR_PLAN --workers N (--compute-ms X | --profile TRACE.json)\n"
           "                   (--latency-us A --bandwidth-gbit G | --link BENCH.json) [flags]",
-          "Predicts the time per iteration of synchronous ring-allreduce SGD, a parameter server and\n"
-          "Pipe-SGD of width K (Li et al., NeurIPS 2018) on N workers, from one worker's compute time,\n"
-          "the plan's gradient buckets (its AllReduce nodes) and the link's latency and bandwidth.\n"
+          "Predicts the time per iteration of synchronous ring-allreduce SGD, a parameter server,\n"
+          "Pipe-SGD of width K (Li et al., NeurIPS 2018) and SGP, plain and overlapped (Assran et al.,\n"
+          "2019), on N workers, from one worker's compute time, the plan's gradient buckets (its\n"
+          "AllReduce nodes) and parameters, and the link's latency and bandwidth.\n"
           "docs/TIMING_MODEL.md gives the formulas.");
   f.Value("workers", "N", "cluster size (required, >= 2)")
       .Value("batch", "B", "samples per worker per step (default 64)")
@@ -83,7 +84,9 @@ Flags ModelFlags() {
   f.Section("Variants")
       .Value("servers", "S", "parameter-server shards (default 1)")
       .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
-      .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)");
+      .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)")
+      .Value("gossip-peers", "P", "SGP's out-neighbours per step (default 1)")
+      .Value("gossip-overlap", "T", "overlap SGP's tau (default 1)");
   return f;
 }
 
@@ -112,6 +115,7 @@ absl::StatusOr<double> Number(const Flags& flags, const std::string& name, doubl
 struct PlannedBuckets {
   std::vector<int64_t> bytes;
   std::vector<std::vector<std::string>> producers;
+  std::vector<int64_t> parameter_bytes;  // the trained parameters' (SGP's messages)
 };
 
 absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& path) {
@@ -140,6 +144,11 @@ absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& 
   }
   std::sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.order < b.order; });
   PlannedBuckets planned;
+  for (Node* n : graph.nodes()) {
+    if (n->op() == "Parameter" && NodeAttrBool(*n, "trainable", true) && n->outputs()[0].shape.IsFullyDefined()) {
+      planned.parameter_bytes.push_back(n->outputs()[0].shape.KnownElements() * 4);
+    }
+  }
   for (Bucket& b : buckets) {
     planned.bytes.push_back(b.bytes);
     planned.producers.push_back(std::move(b.producers));
@@ -380,6 +389,8 @@ std::string ReportJson(const Report& r) {
   j["unprofiled_producers"] = static_cast<int64_t>(r.unprofiled_producers.size());
   j["width"] = int64_t{in.pipe_width};
   j["servers"] = int64_t{in.servers};
+  j["gossip_peers"] = int64_t{in.gossip_peers};
+  j["gossip_overlap"] = int64_t{in.gossip_overlap};
   j["compression_ratio"] = in.compression_ratio;
   j["codec_seconds"] = in.codec_seconds;
   j["compute_source"] = r.compute_source;
@@ -442,8 +453,9 @@ int Model(const std::vector<std::string>& args) {
   if (flags.positional().size() != 1) return Usage(flags.positional().empty() ? "no model given (see nereid model --help)" : "one model only");
   absl::StatusOr<int64_t> workers = flags.Int("workers", 0), batch = flags.Int("batch", 64),
                           width = flags.Int("width", 2), servers = flags.Int("servers", 1),
-                          warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10);
-  for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top}) {
+                          warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10),
+                          gossip_peers = flags.Int("gossip-peers", 1), gossip_overlap = flags.Int("gossip-overlap", 1);
+  for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top, &gossip_peers, &gossip_overlap}) {
     if (!v->ok()) return Usage(std::string(v->status().message()));
   }
   absl::StatusOr<double> compute_ms = Number(flags, "compute-ms", 0), latency_us = Number(flags, "latency-us", 0),
@@ -459,6 +471,8 @@ int Model(const std::vector<std::string>& args) {
   if (*batch < 1) return Usage("--batch must be >= 1");
   if (*width < 1 || *width > 1000) return Usage("--width must be in [1, 1000]");
   if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
+  if (*gossip_peers < 1 || *gossip_peers >= *workers) return Usage("--gossip-peers must be in [1, workers)");
+  if (*gossip_overlap < 1 || *gossip_overlap > 16) return Usage("--gossip-overlap must be in [1, 16]");
   if (*warmup < 0 || *top < 0) return Usage("--warmup-steps and --top must be >= 0");
   if (flags.Has("compute-ms") == flags.Has("profile")) {
     return Usage("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
@@ -494,6 +508,9 @@ int Model(const std::vector<std::string>& args) {
   if (!buckets.ok()) return Fail(buckets.status());
   TimingInputs& in = r.in;
   in.bucket_bytes = buckets->bytes;
+  in.parameter_bytes = buckets->parameter_bytes;
+  in.gossip_peers = static_cast<int>(*gossip_peers);
+  in.gossip_overlap = static_cast<int>(*gossip_overlap);
   in.workers = static_cast<int>(*workers);
   in.batch_per_worker = *batch;
   in.pipe_width = static_cast<int>(*width);
@@ -568,6 +585,6 @@ int Model(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD", [] { return ModelFlags().Help(); }, Model});
+NEREID_REGISTER_COMMAND(Command{"model", "predict iteration time: sync allreduce vs parameter server vs Pipe-SGD vs SGP", [] { return ModelFlags().Help(); }, Model});
 
 }  // namespace nereid
