@@ -28,6 +28,7 @@ OPT = "sgd(lr=0.02,momentum=0.9)"
 STRATEGIES = [("AllReduce-SGD", f"autodiff,{OPT}"),
               ("Pipe-SGD K=2", f"autodiff,data_parallel,pipeline(width=2),{OPT},lookahead"),
               ("SGP (exponential)", f"autodiff,{OPT},gossip"),
+              ("SGP, a message per parameter", f"autodiff,{OPT},gossip(bucket_kb=0)"),
               ("Overlap SGP (tau=1)", f"autodiff,{OPT},gossip(overlap=1)")]
 
 

@@ -2,8 +2,8 @@
 // its own parameters; after each local optimizer step it keeps 1/(p+1) of
 // every updated value and pushes 1/(p+1) to each of its p out-neighbours of
 // the step (peers=p, default 1), adding what its in-neighbours pushed
-// (push-sum with uniform mixing). The push is a GroupSendRecv on a group of all ranks, whose
-// offsets change with the step: SGP's time-varying directed exponential
+// (push-sum with uniform mixing). The push is a GroupSendRecv on a group of all ranks (one
+// per bucket of values, bucket_kb, and peer), whose offsets change with the step: SGP's time-varying directed exponential
 // graph (at step t rank i sends to i + 2^(t mod log2 n)) or a ring (i + 1).
 // On the complete graph every rank sends 1/n to every other (a
 // GroupAllReduce scaled by 1/n): one step gives the allreduce average.
@@ -28,6 +28,7 @@
 // ranks' parameters, optimizer state included, differ between ranks (per
 // rank), and their average converges to the allreduce model's.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,71 @@ absl::Status ReadDebiased(Graph& graph, Node* parameter, const Node* update, Nod
   return absl::OkStatus();
 }
 
+struct PushedValue {
+  std::string name;
+  NodeOut value;
+  std::vector<int64_t> dims;
+};
+
+using PeerAttrs = std::function<std::vector<std::pair<std::string, AttrValue>>(int64_t)>;
+
+// Pushes every value to each peer, packed into buckets of consecutive values
+// of at most `bucket_bytes` (one message per bucket and peer instead of one
+// per value: each message costs a latency). A value alone in its bucket is
+// pushed as it is; a bucket of several is flattened and concatenated, pushed,
+// and sliced back into each value's shape (copies only: the arithmetic is
+// the unbucketed one's). Returns, per value, what arrived from each peer.
+absl::StatusOr<std::vector<std::vector<NodeOut>>> PushInBuckets(Graph& graph, const std::vector<PushedValue>& values,
+                                                                int64_t bucket_bytes, int64_t peers,
+                                                                const PeerAttrs& peer_push, int* buckets) {
+  std::vector<std::vector<NodeOut>> arrived(values.size());
+  auto elements = [&](size_t i) {
+    int64_t n = 1;
+    for (int64_t d : values[i].dims) n *= d;
+    return n;
+  };
+  for (size_t begin = 0; begin < values.size(); ++*buckets) {
+    size_t end = begin + 1;
+    int64_t bytes = elements(begin) * 4;
+    while (end < values.size() && bytes + elements(end) * 4 <= bucket_bytes) bytes += elements(end++) * 4;
+    auto suffix = [](int64_t j) { return j == 0 ? std::string() : absl::StrCat("_", j); };
+    if (end == begin + 1) {
+      for (int64_t j = 0; j < peers; ++j) {
+        ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(values[begin].name, "/gossip/push", suffix(j)),
+                                              "GroupSendRecv", {values[begin].value}, peer_push(j)));
+        arrived[begin].push_back(NodeOut{in, 0});
+      }
+      begin = end;
+      continue;
+    }
+    const std::string bucket = absl::StrCat("gossip/bucket_", *buckets);
+    std::vector<NodeOut> flat;
+    for (size_t i = begin; i < end; ++i) {
+      ASSIGN_OR_RETURN(Node * f, AddOpNode(&graph, absl::StrCat(values[i].name, "/gossip/flat"), "Reshape",
+                                           {values[i].value}, {{"shape", IntListAttr({elements(i)})}}));
+      flat.push_back(NodeOut{f, 0});
+    }
+    ASSIGN_OR_RETURN(Node * pack, AddOpNode(&graph, bucket + "/pack", "Concat", flat, {{"axis", IntAttr(0)}}));
+    for (int64_t j = 0; j < peers; ++j) {
+      ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(bucket, "/push", suffix(j)), "GroupSendRecv",
+                                            {NodeOut{pack, 0}}, peer_push(j)));
+      int64_t offset = 0;
+      for (size_t i = begin; i < end; ++i) {
+        const std::string name = absl::StrCat(values[i].name, "/gossip/unpacked", suffix(j));
+        ASSIGN_OR_RETURN(Node * piece, AddOpNode(&graph, name, "Slice", {NodeOut{in, 0}},
+                                                 {{"axis", IntAttr(0)}, {"begin", IntAttr(offset)},
+                                                  {"size", IntAttr(elements(i))}}));
+        ASSIGN_OR_RETURN(Node * shaped, AddOpNode(&graph, absl::StrCat(name, "/shaped"), "Reshape", {NodeOut{piece, 0}},
+                                                  {{"shape", IntListAttr(values[i].dims)}}));
+        arrived[i].push_back(NodeOut{shaped, 0});
+        offset += elements(i);
+      }
+    }
+    begin = end;
+  }
+  return arrived;
+}
+
 class GossipPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
@@ -86,6 +152,10 @@ class GossipPass : public Pass {
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> offsets, TopologyOffsets(o.GetString("topology"), world));
     const int64_t overlap = o.GetInt("overlap");
+    if (o.GetInt("bucket_kb") < 0 || o.GetInt("bucket_kb") > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat("gossip: bucket_kb=", o.GetInt("bucket_kb"),
+                                                     " must be in [0, 2^30]"));
+    }
     if (overlap < 0 || overlap > 16) {
       return absl::InvalidArgumentError(absl::StrCat("gossip: overlap=", overlap, " must be in [0, 16]"));
     }
@@ -145,8 +215,10 @@ class GossipPass : public Pass {
     // (x + sum of x_in) / (peers + 1); complete: the sum of every rank's
     // share, sum / n. With overlap, what arrives is added `overlap` steps
     // later.
-    auto mixed = [&](const std::string& name, NodeOut value, const std::vector<int64_t>& dims)
-        -> absl::StatusOr<NodeOut> {
+    // What arrived for each value, per peer (the pushes are bucketed; see
+    // PushInBuckets).
+    auto mixed = [&](const std::string& name, NodeOut value, const std::vector<int64_t>& dims,
+                     const std::vector<NodeOut>& arrived) -> absl::StatusOr<NodeOut> {
       NodeOut sum_out = value;
       if (complete) {
         ASSIGN_OR_RETURN(Node * all, AddOpNode(&graph, absl::StrCat(name, "/gossip/push"), "GroupAllReduce", {value}, group));
@@ -156,15 +228,13 @@ class GossipPass : public Pass {
       NodeOut incoming = value;
       for (int64_t j = 0; !complete && j < peers; ++j) {
         const std::string suffix = j == 0 ? "" : absl::StrCat("_", j);
-        ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(name, "/gossip/push", suffix), "GroupSendRecv",
-                                              {value}, peer_push(j)));
+        const NodeOut in = arrived[static_cast<size_t>(j)];
         if (overlap > 0 && j == 0) {
-          incoming = NodeOut{in, 0};
+          incoming = in;
           continue;
         }
         NodeOut& into = overlap > 0 ? incoming : sum_out;
-        ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum", suffix), "Add",
-                                               {into, NodeOut{in, 0}}));
+        ASSIGN_OR_RETURN(Node * sum, AddOpNode(&graph, absl::StrCat(name, "/gossip/sum", suffix), "Add", {into, in}));
         into = NodeOut{sum, 0};
       }
       if (overlap == 0) {
@@ -174,9 +244,9 @@ class GossipPass : public Pass {
       }
       // The shares are scaled as they arrive, so the delay line holds the
       // mass in flight: x share + (the shares that arrived `overlap` steps ago).
-      ASSIGN_OR_RETURN(Node * arrived, AddOpNode(&graph, absl::StrCat(name, "/gossip/arrived"), "Mul",
-                                                 {incoming, NodeOut{mix, 0}}));
-      incoming = NodeOut{arrived, 0};
+      ASSIGN_OR_RETURN(Node * shares, AddOpNode(&graph, absl::StrCat(name, "/gossip/arrived"), "Mul",
+                                                {incoming, NodeOut{mix, 0}}));
+      incoming = NodeOut{shares, 0};
       for (int64_t k = 1; k <= overlap; ++k) {
         ASSIGN_OR_RETURN(Node * delayed, AddState(graph, absl::StrCat(name, "/gossip/in_flight_", k), dims,
                                                   /*per_rank=*/true));
@@ -189,18 +259,29 @@ class GossipPass : public Pass {
                                              {NodeOut{kept, 0}, incoming}));
       return NodeOut{out, 0};
     };
-    int mixed_values = 0;
+    // The values pushed: every trained parameter's update, then the weight.
+    std::vector<PushedValue> pushed;
     for (auto& [parameter, feedback] : carried) {
       const Edge* in = feedback->input_edge(0);
       if (overlap > 0) RETURN_IF_ERROR(ReadDebiased(graph, parameter, in->src, weight));
-      ASSIGN_OR_RETURN(NodeOut next, mixed(parameter->name(), NodeOut{in->src, in->src_port},
-                                           parameter->outputs()[0].shape.dims()));
-      RETURN_IF_ERROR(graph.ReplaceInput(feedback, 0, next.node, next.port));
+      pushed.push_back({parameter->name(), NodeOut{in->src, in->src_port}, parameter->outputs()[0].shape.dims()});
       (*parameter->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
-      ++mixed_values;
     }
-    ASSIGN_OR_RETURN(NodeOut next_weight, mixed("gossip/weight", NodeOut{weight, 0}, {1}));
-    RETURN_IF_ERROR(CloseLoop(graph, weight, next_weight));
+    pushed.push_back({"gossip/weight", NodeOut{weight, 0}, {1}});
+    std::vector<std::vector<NodeOut>> arrived(pushed.size());
+    int buckets = 0;
+    if (!complete) {
+      ASSIGN_OR_RETURN(arrived, PushInBuckets(graph, pushed, o.GetInt("bucket_kb") * 1024, peers, peer_push, &buckets));
+    }
+    for (size_t i = 0; i < pushed.size(); ++i) {
+      ASSIGN_OR_RETURN(NodeOut next, mixed(pushed[i].name, pushed[i].value, pushed[i].dims, arrived[i]));
+      if (i + 1 == pushed.size()) {
+        RETURN_IF_ERROR(CloseLoop(graph, weight, next));
+      } else {
+        RETURN_IF_ERROR(graph.ReplaceInput(carried[i].second, 0, next.node, next.port));
+      }
+    }
+    const int mixed_values = static_cast<int>(carried.size());
     (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr(o.GetString("topology"));
     if (overlap > 0) {
       (*graph.mutable_header()->mutable_attr())[kGossipOverlapAttr] = IntAttr(overlap);
@@ -208,6 +289,10 @@ class GossipPass : public Pass {
       log->notes.push_back(absl::StrCat("overlap ", overlap, ": pushes mixed in ", overlap, " step",
                                         overlap == 1 ? "" : "s", " later, ", overlap + 1,
                                         " steps in flight; the model read is x / gossip/weight"));
+    }
+    if (!complete) {
+      log->notes.push_back(absl::StrCat(pushed.size(), " values pushed in ", buckets, " message", buckets == 1 ? "" : "s",
+                                        " per peer and step (bucket_kb=", o.GetInt("bucket_kb"), ")"));
     }
     log->notes.push_back(absl::StrCat(mixed_values, " values mixed per step with ", complete ? world - 1 : peers,
                                       " peer(s) (", o.GetString("topology"),
@@ -227,6 +312,9 @@ PassInfo GossipInfo() {
                  {"peers", OptionType::kInt, "1",
                   "out-neighbours per step: peer j takes the offset j steps ahead in the topology's cycle "
                   "(exponential: up to log2 n); each keeps and sends 1/(peers+1)"},
+                 {"bucket_kb", OptionType::kInt, "4096",
+                  "values pushed together in one message per peer, up to this many KiB (0: one message per "
+                  "parameter)"},
                  {"overlap", OptionType::kInt, "0",
                   "tau: a push of step t is mixed in at step t+tau, so tau+1 steps run at once and the pushes "
                   "overlap the next steps' compute; the model read is the de-biased x / w (0: plain SGP)"}},

@@ -211,7 +211,15 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   // SGP: a message per parameter to each peer; plain, after the update;
   // overlapped, beside the next steps' compute (which it slows as Pipe-SGD's
   // allreduce does).
-  const std::vector<int64_t>& messages = in.parameter_bytes.empty() ? in.bucket_bytes : in.parameter_bytes;
+  // Consecutive parameters packed up to the bucket size, as the gossip pass does.
+  std::vector<int64_t> messages;
+  for (int64_t b : in.parameter_bytes.empty() ? in.bucket_bytes : in.parameter_bytes) {
+    if (!messages.empty() && messages.back() + b <= in.gossip_bucket_bytes) {
+      messages.back() += b;
+    } else {
+      messages.push_back(b);
+    }
+  }
   double gossip_bytes = 0, gossip_comm = 0;
   for (int64_t b : messages) {
     const double wire = in.gossip_peers * static_cast<double>(b) / in.compression_ratio;

@@ -52,10 +52,10 @@
 //     seconds per byte sent (measured by `nereid bench allreduce`, the kernel's
 //     network stack included) and c the cores per worker; 0 unless both are
 //     given. For a pipelined step this charges T_cpu whole.
-//   SGP (P peers):      every rank pushes each parameter (one message of
-//                       M_p / R bytes) to each of its P out-neighbours and
-//                       receives as many: T_gossip = sum over parameters of
-//                       (alpha + P M_p / (R beta)). Plain SGP mixes after the
+//   SGP (P peers):      every rank pushes its parameters, packed into
+//                       messages of up to bucket_kb (M_m bytes each), to each
+//                       of its P out-neighbours and receives as many:
+//                       T_gossip = sum over messages of (alpha + P M_m / (R beta)). Plain SGP mixes after the
 //                       update: T_sgp = T_compute' + T_gossip (its pushes are
 //                       taken not to overlap the backward pass, an upper
 //                       bound). Overlap SGP (tau >= 1) mixes a push tau steps
@@ -121,6 +121,7 @@ struct TimingInputs {
   // pushes them (empty: the buckets'), the out-neighbours per step and the
   // overlap tau of the overlap SGP row (>= 1).
   std::vector<int64_t> parameter_bytes;
+  int64_t gossip_bucket_bytes = 4 << 20;  // consecutive parameters packed per message (0: one each)
   int gossip_peers = 1;
   int gossip_overlap = 1;
 };

@@ -75,8 +75,11 @@ TEST(TimingModelTest, SgpPushesEachParameterToItsPeers) {
   in.parameter_bytes = {600000, 400000};
   in.gossip_peers = 2;
   p = PredictIteration(in).value();
-  // Two messages to each of two peers: 2 * 100 us + 2e6 / 125e6 s = 16.2 ms, longer than the compute.
-  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.0162, kEps));
+  // One bucket to each of two peers: 100 us + 2e6 / 125e6 s = 16.1 ms, longer than the compute.
+  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.0161, kEps));
+  in.gossip_bucket_bytes = 0;  // a message per parameter: 2 * 100 us + 16 ms
+  EXPECT_THAT(Find(PredictIteration(in).value(), "sgp_overlap").seconds_per_iteration, DoubleNear(0.0162, kEps));
+  p = PredictIteration(in).value();
   EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(2e6, 1e-6));
   in.gossip_overlap = 0;
   EXPECT_THAT(std::string(PredictIteration(in).status().message()), ::testing::HasSubstr("tau must be >= 1"));

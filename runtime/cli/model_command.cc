@@ -86,7 +86,8 @@ Flags ModelFlags() {
       .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
       .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)")
       .Value("gossip-peers", "P", "SGP's out-neighbours per step (default 1)")
-      .Value("gossip-overlap", "T", "overlap SGP's tau (default 1)");
+      .Value("gossip-overlap", "T", "overlap SGP's tau (default 1)")
+      .Value("gossip-bucket-kb", "KB", "SGP's parameters packed per message, as gossip(bucket_kb) (default 4096)");
   return f;
 }
 
@@ -454,8 +455,10 @@ int Model(const std::vector<std::string>& args) {
   absl::StatusOr<int64_t> workers = flags.Int("workers", 0), batch = flags.Int("batch", 64),
                           width = flags.Int("width", 2), servers = flags.Int("servers", 1),
                           warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10),
-                          gossip_peers = flags.Int("gossip-peers", 1), gossip_overlap = flags.Int("gossip-overlap", 1);
-  for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top, &gossip_peers, &gossip_overlap}) {
+                          gossip_peers = flags.Int("gossip-peers", 1), gossip_overlap = flags.Int("gossip-overlap", 1),
+                          gossip_bucket_kb = flags.Int("gossip-bucket-kb", 4096);
+  for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top, &gossip_peers, &gossip_overlap,
+                        &gossip_bucket_kb}) {
     if (!v->ok()) return Usage(std::string(v->status().message()));
   }
   absl::StatusOr<double> compute_ms = Number(flags, "compute-ms", 0), latency_us = Number(flags, "latency-us", 0),
@@ -473,6 +476,9 @@ int Model(const std::vector<std::string>& args) {
   if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
   if (*gossip_peers < 1 || *gossip_peers >= *workers) return Usage("--gossip-peers must be in [1, workers)");
   if (*gossip_overlap < 1 || *gossip_overlap > 16) return Usage("--gossip-overlap must be in [1, 16]");
+  if (*gossip_bucket_kb < 0 || *gossip_bucket_kb > (int64_t{1} << 30)) {
+    return Usage("--gossip-bucket-kb must be in [0, 2^30]");
+  }
   if (*warmup < 0 || *top < 0) return Usage("--warmup-steps and --top must be >= 0");
   if (flags.Has("compute-ms") == flags.Has("profile")) {
     return Usage("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
@@ -511,6 +517,7 @@ int Model(const std::vector<std::string>& args) {
   in.parameter_bytes = buckets->parameter_bytes;
   in.gossip_peers = static_cast<int>(*gossip_peers);
   in.gossip_overlap = static_cast<int>(*gossip_overlap);
+  in.gossip_bucket_bytes = *gossip_bucket_kb * 1024;
   in.workers = static_cast<int>(*workers);
   in.batch_per_worker = *batch;
   in.pipe_width = static_cast<int>(*width);

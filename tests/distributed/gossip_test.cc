@@ -162,6 +162,17 @@ TEST_F(GossipTest, ADelayedRankNeitherDeadlocksNorLosesMass) {
   }
 }
 
+// The pushes packed into one message per peer and step (the default) move
+// the same values as one message per parameter: the same losses, bit for bit.
+TEST_F(GossipTest, BucketedPushesMoveTheSameValues) {
+  Json bucketed = Run(4, 20, "autodiff,sgd(lr=0.05),gossip(peers=2)");
+  Json apart = Run(4, 20, "autodiff,sgd(lr=0.05),gossip(peers=2,bucket_kb=0)");
+  ASSERT_FALSE(bucketed.is_null());
+  ASSERT_FALSE(apart.is_null());
+  EXPECT_EQ(bucketed["step_losses"].get<std::vector<double>>(), apart["step_losses"].get<std::vector<double>>());
+  EXPECT_EQ(bucketed["final_test_accuracy"].get<double>(), apart["final_test_accuracy"].get<double>());
+}
+
 TEST_F(GossipTest, MorePeersThanTheTopologyHasAreRefused) {
   Outcome o = Shell(absl::StrCat(kNereid, " plan models/mlp_fashion.pbtxt --workers 4 --passes "
                                           "\"autodiff,sgd(lr=0.05),gossip(topology=ring,peers=2)\" -o ",
