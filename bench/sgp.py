@@ -42,8 +42,14 @@ def train(args, passes, out, name):
                os.path.join(out, "logs_" + name), "--", NEREID, "run"] + flags
     else:
         cmd = [NEREID, "run"] + flags + ["--workers", str(args.workers)]
+    env = dict(os.environ)
+    if args.straggler_ms > 0:
+        # Rank 1 sleeps before every communicator call: one per step in each
+        # strategy here (one allreduce bucket, one bucketed push), so its
+        # steps take that much longer.
+        env["NEREID_FAULTS"] = f"rank=1:delay={args.straggler_ms}ms"
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    if subprocess.run(cmd, timeout=3700).returncode != 0:
+    if subprocess.run(cmd, timeout=3700, env=env).returncode != 0:
         sys.exit(f"sgp: failed: {' '.join(cmd)}")
     with open(metrics) as f:
         return json.load(f)
@@ -67,7 +73,13 @@ def main():
     ap.add_argument("--train-limit", type=int, default=60000)
     ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 45mbit (default: loopback)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/sgp"))
+    ap.add_argument("--straggler-ms", type=int, default=0,
+                    help="slow rank 1 by this many ms per communicator call (NEREID_FAULTS delay)")
+    ap.add_argument("--only", default="", help="comma-separated strategy numbers to run (0-based; default all)")
     args = ap.parse_args()
+    global STRATEGIES
+    if args.only:
+        STRATEGIES = [STRATEGIES[int(i)] for i in args.only.split(",")]
     os.makedirs(args.out, exist_ok=True)
     runs = {name: [] for name, _ in STRATEGIES}
     for rnd in range(args.rounds):
@@ -75,6 +87,8 @@ def main():
             runs[name].append(train(args, passes, args.out, f"r{rnd}_{i}"))
     base = STRATEGIES[0][0]
     where = f"{args.workers} workers, {args.rate or 'loopback'}"
+    if args.straggler_ms:
+        where += f", rank 1 +{args.straggler_ms} ms per call"
     lines = [f"| {where} | s/step (median) | speedup per step: median (min-max) | time to target (median) | "
              "vs AllReduce | final accuracy | MB sent per rank and step | consensus distance |",
              "|---|---|---|---|---|---|---|---|"]
