@@ -28,6 +28,7 @@
 // ranks' parameters, optimizer state included, differ between ranks (per
 // rank), and their average converges to the allreduce model's.
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -285,7 +286,9 @@ class GossipPass : public Pass {
     (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr(o.GetString("topology"));
     if (overlap > 0) {
       (*graph.mutable_header()->mutable_attr())[kGossipOverlapAttr] = IntAttr(overlap);
-      TrainLoop(graph)->set_max_in_flight(static_cast<int32_t>(overlap + 1));
+      // A bound set before (pipeline's width) stays when it is the larger.
+      LoopScope* loop = TrainLoop(graph);
+      loop->set_max_in_flight(std::max(loop->max_in_flight(), static_cast<int32_t>(overlap + 1)));
       log->notes.push_back(absl::StrCat("overlap ", overlap, ": pushes mixed in ", overlap, " step",
                                         overlap == 1 ? "" : "s", " later, ", overlap + 1,
                                         " steps in flight; the model read is x / gossip/weight"));

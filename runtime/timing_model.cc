@@ -211,9 +211,12 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   // SGP: a message per parameter to each peer; plain, after the update;
   // overlapped, beside the next steps' compute (which it slows as Pipe-SGD's
   // allreduce does).
-  // Consecutive parameters packed up to the bucket size, as the gossip pass does.
+  // Consecutive parameters, then the 4-byte push-sum weight, packed up to the
+  // bucket size, as the gossip pass does. Pushes are not compressed.
+  std::vector<int64_t> values = in.parameter_bytes.empty() ? in.bucket_bytes : in.parameter_bytes;
+  values.push_back(4);
   std::vector<int64_t> messages;
-  for (int64_t b : in.parameter_bytes.empty() ? in.bucket_bytes : in.parameter_bytes) {
+  for (int64_t b : values) {
     if (!messages.empty() && messages.back() + b <= in.gossip_bucket_bytes) {
       messages.back() += b;
     } else {
@@ -222,7 +225,7 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   }
   double gossip_bytes = 0, gossip_comm = 0;
   for (int64_t b : messages) {
-    const double wire = in.gossip_peers * static_cast<double>(b) / in.compression_ratio;
+    const double wire = in.gossip_peers * static_cast<double>(b);
     gossip_bytes += wire;
     gossip_comm += in.link.alpha_seconds + wire / in.link.beta_bytes_per_second;
   }

@@ -55,7 +55,9 @@
 //   SGP (P peers):      every rank pushes its parameters, packed into
 //                       messages of up to bucket_kb (M_m bytes each), to each
 //                       of its P out-neighbours and receives as many:
-//                       T_gossip = sum over messages of (alpha + P M_m / (R beta)). Plain SGP mixes after the
+//                       T_gossip = sum over messages of (alpha + P M_m / beta)
+//                       (the push-sum weight rides in the last; pushes are
+//                       not compressed). Plain SGP mixes after the
 //                       update: T_sgp = T_compute' + T_gossip (its pushes are
 //                       taken not to overlap the backward pass, an upper
 //                       bound). Overlap SGP (tau >= 1) mixes a push tau steps

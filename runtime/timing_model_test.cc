@@ -61,26 +61,30 @@ TEST(TimingModelTest, FormulasMatchHandComputedNumbers) {
   EXPECT_EQ(pipe.description, "Pipe-SGD (K=2)");
 }
 
-// SGP: one message per parameter to each peer, alpha + P M_p / beta each;
-// plain after the compute, overlapped beside it.
+// SGP: the parameters and the 4-byte weight packed into messages to each
+// peer, alpha + P M_m / beta each; plain after the compute, overlapped beside
+// it; never compressed.
 TEST(TimingModelTest, SgpPushesEachParameterToItsPeers) {
   TimingInputs in = Base();
   TimingPrediction p = PredictIteration(in).value();
-  // The bucket as the one message: 100 us + 1e6 / 125e6 s = 8.1 ms.
-  EXPECT_THAT(Find(p, "sgp").comm_seconds, DoubleNear(0.0081, kEps));
-  EXPECT_THAT(Find(p, "sgp").seconds_per_iteration, DoubleNear(0.0181, kEps));
+  constexpr double kWeight = 4 / 125e6;
+  // The bucket and the weight as one message: 100 us + (1e6 + 4) / 125e6 s = 8.1 ms.
+  EXPECT_THAT(Find(p, "sgp").comm_seconds, DoubleNear(0.0081 + kWeight, kEps));
+  EXPECT_THAT(Find(p, "sgp").seconds_per_iteration, DoubleNear(0.0181 + kWeight, kEps));
   EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.010, kEps));  // max(10 ms, 8.1 ms)
-  EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(1e6, 1e-6));
+  EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(1e6 + 4, 1e-6));
   EXPECT_EQ(Find(p, "sgp_overlap").description, "overlap SGP (1 peer, tau=1)");
   in.parameter_bytes = {600000, 400000};
   in.gossip_peers = 2;
   p = PredictIteration(in).value();
-  // One bucket to each of two peers: 100 us + 2e6 / 125e6 s = 16.1 ms, longer than the compute.
-  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.0161, kEps));
-  in.gossip_bucket_bytes = 0;  // a message per parameter: 2 * 100 us + 16 ms
-  EXPECT_THAT(Find(PredictIteration(in).value(), "sgp_overlap").seconds_per_iteration, DoubleNear(0.0162, kEps));
-  p = PredictIteration(in).value();
-  EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(2e6, 1e-6));
+  // One message to each of two peers: 100 us + 2 (1e6 + 4) / 125e6 s = 16.1 ms, longer than the compute.
+  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.0161 + 2 * kWeight, kEps));
+  EXPECT_THAT(Find(p, "sgp").bytes_sent_per_worker, DoubleNear(2e6 + 8, 1e-6));
+  in.gossip_bucket_bytes = 0;  // a message per parameter and the weight's: 3 * 100 us + 16 ms
+  EXPECT_THAT(Find(PredictIteration(in).value(), "sgp_overlap").seconds_per_iteration,
+              DoubleNear(0.0163 + 2 * kWeight, kEps));
+  in.compression_ratio = 4;  // pushes are not compressed
+  EXPECT_THAT(Find(PredictIteration(in).value(), "sgp").bytes_sent_per_worker, DoubleNear(2e6 + 8, 1e-6));
   in.gossip_overlap = 0;
   EXPECT_THAT(std::string(PredictIteration(in).status().message()), ::testing::HasSubstr("tau must be >= 1"));
 }

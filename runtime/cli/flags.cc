@@ -97,14 +97,22 @@ absl::Status Flags::UnknownFlag(const std::string& arg) const {
 }
 
 absl::Status Flags::Parse(const std::vector<std::string>& args) {
-  // Our rule for switches, stricter than CLI11's (which also takes yes/no/on/off).
   for (const std::string& arg : args) {
+    // CLI11 would read -output as -o with the value "utput": a single dash
+    // starts a one-letter flag or a number only.
+    double number;
+    if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-' && !absl::SimpleAtod(arg, &number)) return UnknownFlag(arg);
     const size_t eq = arg.find('=');
     if (!absl::StartsWith(arg, "--") || eq == std::string::npos) continue;
     const Declared* d = Find(arg.substr(2, eq - 2));
     const std::string value = arg.substr(eq + 1);
+    // Our rule for switches, stricter than CLI11's (which also takes yes/no/on/off).
     if (d != nullptr && d->value_name.empty() && value != "true" && value != "false") {
       return absl::InvalidArgumentError(absl::StrCat(arg, ": a switch is true or false"));
+    }
+    // CLI11 would take the next argument for an empty `--name=`.
+    if (d != nullptr && !d->value_name.empty() && value.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value after ="));
     }
   }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/build_revision.h"
+#include "core/logging.h"
 #include "core/version.h"
 #include "runtime/cli/command.h"
 
@@ -63,6 +64,11 @@ int main(int argc, char** argv) {
         std::printf("%s", c->help().c_str());
         return nereid::kExitOk;
       }
+    }
+    // NEREID_LOG_LEVEL for every command (nereid run's --log-level overrides it).
+    if (absl::Status s = nereid::ConfigureLogging("", -1); !s.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+      return nereid::kExitUsage;
     }
     return c->run(args);
   }

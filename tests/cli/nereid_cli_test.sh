@@ -48,6 +48,10 @@ one_line_error "give one .onnx model and -o OUT" "$nereid" import
 one_line_error "--workers is required" "$nereid" model $model --compute-ms 5 --latency-us 1 --bandwidth-gbit 1
 one_line_error "--log-level loud: expected trace, debug, info, warn, error or off" "$nereid" run $model --log-level loud
 one_line_error "NEREID_LOG_LEVEL=loud: expected" env NEREID_LOG_LEVEL=loud "$nereid" run $model
+one_line_error "NEREID_LOG_LEVEL=loud: expected" env NEREID_LOG_LEVEL=loud "$nereid" check $model
+# A single dash starts a one-letter flag or a number: -output is not -o "utput".
+one_line_error "unknown flag -output: flags start with -- (--output?)" "$nereid" plan $model --passes autodiff -output x.pbtxt
+one_line_error "--dump-after= needs a value after =" "$nereid" plan $model --passes autodiff --dump-after= -o x.pbtxt
 
 # A repeated flag: the last one wins (a --config file's flags come first).
 expect 0 "epoch 1/2 step 1/1" "$nereid" run $model --dataset synthetic --epochs 1 --epochs 2 --max-steps 1 \

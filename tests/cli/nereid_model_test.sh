@@ -49,7 +49,7 @@ assert abs(r["compute_seconds"] - 0.010) < 1e-9, r["compute_seconds"]
 assert r["bytes_per_step"] == 370236, r["bytes_per_step"]  # 2(n-1)/n * M
 s = {x["name"]: x for x in r["strategies"]}
 assert set(s) == {"sync_allreduce", "parameter_server", "pipe_sgd", "sgp", "sgp_overlap"}, s
-assert s["sgp"]["bytes_sent_per_worker"] == 246824, s["sgp"]  # one model's worth to one peer
+assert s["sgp"]["bytes_sent_per_worker"] == 246824 + 4, s["sgp"]  # one model's worth and the weight to one peer
 assert s["sgp_overlap"]["seconds_per_iteration"] <= s["sgp"]["seconds_per_iteration"], s
 assert abs(s["sync_allreduce"]["seconds_per_iteration"] - 0.0135617) < 1e-6, s
 assert s["sync_allreduce"]["speedup"] == 1
