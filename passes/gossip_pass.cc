@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "core/tensor_shape.h"
 #include "graph/process_groups.h"
 #include "ops/gradient_builder.h"
 #include "passes/gossip_topology.h"
@@ -96,11 +97,7 @@ absl::StatusOr<std::vector<std::vector<NodeOut>>> PushInBuckets(Graph& graph, co
                                                                 int64_t bucket_bytes, int64_t peers,
                                                                 const PeerAttrs& peer_push, int* buckets) {
   std::vector<std::vector<NodeOut>> arrived(values.size());
-  auto elements = [&](size_t i) {
-    int64_t n = 1;
-    for (int64_t d : values[i].dims) n *= d;
-    return n;
-  };
+  auto elements = [&](size_t i) { return TensorShape(values[i].dims).KnownElements(); };
   for (size_t begin = 0; begin < values.size(); ++*buckets) {
     size_t end = begin + 1;
     int64_t bytes = elements(begin) * 4;
@@ -214,10 +211,8 @@ class GossipPass : public Pass {
     };
     // Keep a share, push one share to each peer, add what arrives:
     // (x + sum of x_in) / (peers + 1); complete: the sum of every rank's
-    // share, sum / n. With overlap, what arrives is added `overlap` steps
-    // later.
-    // What arrived for each value, per peer (the pushes are bucketed; see
-    // PushInBuckets).
+    // share, sum / n. `arrived`: what each peer pushed (PushInBuckets);
+    // with overlap it is added `overlap` steps later.
     auto mixed = [&](const std::string& name, NodeOut value, const std::vector<int64_t>& dims,
                      const std::vector<NodeOut>& arrived) -> absl::StatusOr<NodeOut> {
       NodeOut sum_out = value;
