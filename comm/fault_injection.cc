@@ -38,6 +38,8 @@ FaultInjectingCommunicator::Decision FaultInjectingCommunicator::Before(const ch
       case Fault::Kind::kCorrupt:
         d.corrupt = true;
         break;
+      case Fault::Kind::kSlow:  // the executor's (ExecutorOptions::slow_step)
+        break;
     }
   }
   return d;

@@ -12,7 +12,7 @@ namespace nereid {
 namespace {
 
 constexpr absl::string_view kSyntax =
-    "expected delay=<duration>[@N], drop@N, kill@N, stop@N or corrupt@N, each optionally prefixed by "
+    "expected delay=<duration>[@N], slow=<duration>, drop@N, kill@N, stop@N or corrupt@N, each optionally prefixed by "
     "restart=A: and rank=R:";
 
 absl::StatusOr<int64_t> ParseCall(absl::string_view text, absl::string_view item) {
@@ -53,8 +53,9 @@ absl::StatusOr<Fault> ParseItem(absl::string_view item) {
     rest = rest.substr(0, at);
     has_at = true;
   }
-  if (absl::ConsumePrefix(&rest, "delay=")) {
-    fault.kind = Fault::Kind::kDelay;
+  const bool slow = absl::ConsumePrefix(&rest, "slow=");
+  if (slow || absl::ConsumePrefix(&rest, "delay=")) {
+    fault.kind = slow ? Fault::Kind::kSlow : Fault::Kind::kDelay;
     if (!absl::ParseDuration(rest, &fault.delay) || fault.delay < absl::ZeroDuration() ||
         fault.delay == absl::InfiniteDuration()) {
       return absl::InvalidArgumentError(
@@ -71,11 +72,14 @@ absl::StatusOr<Fault> ParseItem(absl::string_view item) {
   } else {
     return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': unknown fault '", rest, "' (", kSyntax, ")"));
   }
+  if (has_at && fault.kind == Fault::Kind::kSlow) {
+    return absl::InvalidArgumentError(absl::StrCat("fault '", item, "': slow applies to every step; it takes no @N"));
+  }
   if (has_at) {
     absl::StatusOr<int64_t> call = ParseCall(at_text, item);
     if (!call.ok()) return call.status();
     fault.call = *call;
-  } else if (fault.kind != Fault::Kind::kDelay) {
+  } else if (fault.kind != Fault::Kind::kDelay && fault.kind != Fault::Kind::kSlow) {
     return absl::InvalidArgumentError(
         absl::StrCat("fault '", item, "': '", rest, "' needs a call number, e.g. ", rest, "@3"));
   }
@@ -90,6 +94,14 @@ FaultPlan FaultPlan::ForRank(int rank) const {
     if (f.rank < 0 || f.rank == rank) out.faults.push_back(f);
   }
   return out;
+}
+
+absl::Duration FaultPlan::SlowStepFor(int rank) const {
+  absl::Duration total = absl::ZeroDuration();
+  for (const Fault& f : faults) {
+    if (f.kind == Fault::Kind::kSlow && (f.rank < 0 || f.rank == rank)) total += f.delay;
+  }
+  return total;
 }
 
 FaultPlan FaultPlan::ForRestart(int restart) const {
@@ -120,6 +132,9 @@ std::string FaultPlan::ToString() const {
         break;
       case Fault::Kind::kCorrupt:
         item += "corrupt";
+        break;
+      case Fault::Kind::kSlow:
+        absl::StrAppend(&item, "slow=", absl::FormatDuration(f.delay));
         break;
     }
     if (f.call > 0) absl::StrAppend(&item, "@", f.call);

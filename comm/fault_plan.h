@@ -23,6 +23,10 @@
 //   corrupt@2        after call 2 succeeds, change element 0 of its output
 //                    (x -> -x, 0 -> 1); no effect on Send and Barrier, which
 //                    have no output
+//   slow=30ms        not a communicator fault: every training step of this
+//                    rank computes 30 ms longer (the executor holds a core
+//                    that long at the step's first node), a slow machine
+//                    rather than a slow link (stragglers in benches and tests)
 // Example: NEREID_FAULTS="rank=1:kill@3,delay=50ms";
 // NEREID_FAULTS="restart=0:rank=1:kill@30" kills rank 1 in the first run only.
 
@@ -42,10 +46,10 @@ inline constexpr char kFaultsEnvVar[] = "NEREID_FAULTS";
 inline constexpr char kRestartEnvVar[] = "NEREID_RESTART";
 
 struct Fault {
-  enum class Kind { kDelay, kDrop, kKill, kStop, kCorrupt };
+  enum class Kind { kDelay, kDrop, kKill, kStop, kCorrupt, kSlow };
   Kind kind = Kind::kDelay;
   int64_t call = 0;  // 1-based; 0 means every call (delay only)
-  absl::Duration delay = absl::ZeroDuration();
+  absl::Duration delay = absl::ZeroDuration();  // kDelay, kSlow
   int rank = -1;     // -1: every rank
   int restart = -1;  // -1: every run (see "restart=A:")
 
@@ -62,6 +66,8 @@ struct FaultPlan {
   // The faults that apply in restart `restart`.
   FaultPlan ForRestart(int restart) const;
   bool empty() const { return faults.empty(); }
+  // The extra compute per training step the kSlow faults give `rank`.
+  absl::Duration SlowStepFor(int rank) const;
   // Parses back to the same plan.
   std::string ToString() const;
 };

@@ -37,6 +37,24 @@ TEST(FaultPlanTest, ParsesStop) {
   EXPECT_EQ(plan->ToString(), "rank=1:stop@7");
 }
 
+// A slow rank is the executor's business: every step, no call number; the
+// slowdowns that apply to a rank add up.
+TEST(FaultPlanTest, ParsesSlowSteps) {
+  auto plan = ParseFaultPlan("rank=1:slow=30ms,slow=5ms,rank=2:delay=1ms");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->faults.size(), 3u);
+  EXPECT_EQ(plan->faults[0].kind, Fault::Kind::kSlow);
+  EXPECT_EQ(plan->faults[0].call, 0);
+  EXPECT_EQ(plan->SlowStepFor(1), absl::Milliseconds(35));
+  EXPECT_EQ(plan->SlowStepFor(0), absl::Milliseconds(5));
+  EXPECT_EQ(plan->SlowStepFor(2), absl::Milliseconds(5));
+  EXPECT_EQ(plan->ToString(), "rank=1:slow=30ms,slow=5ms,rank=2:delay=1ms");
+  auto bad = ParseFaultPlan("slow=30ms@3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("takes no @N"), std::string::npos);
+  EXPECT_FALSE(ParseFaultPlan("slow=-1ms").ok());
+}
+
 TEST(FaultPlanTest, RankPrefixAndRoundTrip) {
   auto plan = ParseFaultPlan("rank=1:kill@3,delay=50ms,rank=0:corrupt@1");
   ASSERT_TRUE(plan.ok()) << plan.status();

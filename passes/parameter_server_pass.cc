@@ -39,6 +39,8 @@
 #include "graph/process_groups.h"
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
+#include "ops/shape_inference.h"
+#include "passes/gradient_delay.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
 #include "passes/pass_properties.h"
@@ -122,6 +124,14 @@ class ParameterServerPass : public Pass {
     const double chunk_kb = o.GetFloat("chunk_kb");
     if (!(chunk_kb >= 1)) return absl::InvalidArgumentError("parameter_server: chunk_kb must be >= 1");
     const int64_t chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(chunk_kb * 1024) / 4);
+    const std::string mode = o.GetString("mode");
+    if (mode != "sync" && mode != "ssp") {
+      return absl::InvalidArgumentError(absl::StrCat("parameter_server: mode=", mode, " is not sync or ssp"));
+    }
+    const int64_t staleness = mode == "ssp" ? o.GetInt("staleness") : 0;
+    if (staleness < 0 || staleness > 63) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter_server: staleness=", staleness, " must be in [0, 63]"));
+    }
     const int64_t workers = world - servers;
     for (const Node* n : graph.nodes()) {
       if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("parameter_server: the model is placed already");
@@ -322,6 +332,23 @@ class ParameterServerPass : public Pass {
       }
       for (auto& [reader, port] : readers) RETURN_IF_ERROR(graph.ReplaceInput(reader, port, copy, 0));
     }
+    // Stale-synchronous, with a fixed delay: the servers apply each step's
+    // mean gradient `staleness` steps late (the delay line of
+    // passes/gradient_delay.h, on their chunk gradients). The pull of step t
+    // then needs every worker's push of step t - staleness only, so a worker
+    // computes step u once every worker has pushed step u - 1 - staleness:
+    // it runs at most `staleness` steps ahead of the slowest, and keeps
+    // staleness + 1 steps in flight (the progress tracker's frontier bound).
+    // Ho et al.'s SSP reads fresher values when they happen to be there;
+    // this one always reads the same ones, so runs stay reproducible.
+    if (staleness > 0) {
+      RETURN_IF_ERROR(ValidateAndInferShapes(graph));  // the chunks' shapes, for their delay states
+      ASSIGN_OR_RETURN(DelayedGradients delayed, DelayGradients(graph, staleness + 1, "parameter_server"));
+      log->notes.push_back(absl::StrCat("mode=ssp: updates apply gradients ", staleness, " step",
+                                        staleness == 1 ? "" : "s", " old (", delayed.state_bytes,
+                                        " bytes of delay state on the servers); ", staleness + 1,
+                                        " steps in flight"));
+    }
     header["servers"] = IntAttr(servers);
     header["data_replicas"] = IntAttr(workers);
     std::string balance;
@@ -357,11 +384,15 @@ PassInfo ParameterServerInfo() {
                 "Synchronous parameter servers: the last `servers` ranks hold the parameters, their optimizer state "
                 "and updates; workers pull parameters and push gradients in chunks, which the servers average.",
                 {{"servers", OptionType::kInt, "1", "how many of the plan's ranks are servers (the last ones)"},
-                 {"chunk_kb", OptionType::kFloat, "256", "the largest message, in KiB: values move in chunks"}},
+                 {"chunk_kb", OptionType::kFloat, "256", "the largest message, in KiB: values move in chunks"},
+                 {"mode", OptionType::kString, "sync",
+                  "sync: every step's mean gradient applied at once; ssp: stale-synchronous, applied `staleness` "
+                  "steps late, so workers run up to `staleness` steps apart"},
+                 {"staleness", OptionType::kInt, "1", "with mode=ssp: how many steps a worker may run ahead (0: sync)"}},
                 [] { return std::make_unique<ParameterServerPass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kGradientCommunicationProperty};
-  info.precedes = {kPipelinedProperty};
+  info.precedes = {kPipelinedProperty};  // mode=ssp is the pipelined shape itself
   return info;
 }
 

@@ -7,25 +7,23 @@
 //
 //   w[t+1] = w[t] - lr * g(w[t-K+1])      (g of a negative iteration is 0)
 //
-// In the graph this is a delay line: each Gradient node's input (the averaged
-// gradient, when data_parallel ran first) is carried through K-1 zero-started
-// state Parameters, each fed by a Feedback from the one before, so the
-// optimizer at step t reads the gradient of step t-K+1. Nothing special is
-// asked of the executor: the training loop's max_in_flight becomes K, which
-// the progress tracker enforces as its frontier bound (step s may begin once
-// step s-K is complete, i.e. once its gradients were received and stored).
-// K=1 leaves the graph unchanged: synchronous training, bit for bit.
+// In the graph this is a delay line (passes/gradient_delay.h, shared with
+// the parameter server's stale-synchronous mode): each Gradient node's input
+// (the averaged gradient, when data_parallel ran first) is carried through
+// K-1 zero-started state Parameters, so the optimizer at step t reads the
+// gradient of step t-K+1. Nothing special is asked of the executor: the
+// training loop's max_in_flight becomes K, which the progress tracker
+// enforces as its frontier bound (step s may begin once step s-K is
+// complete, i.e. once its gradients were received and stored). K=1 leaves
+// the graph unchanged: synchronous training, bit for bit.
 //
 // Weight decay and momentum, which the optimizer computes, see the delayed
 // gradient and the current parameters. The delayed gradients are state: they
 // are checkpointed, checked identical across ranks at start-up, and resumed.
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "ops/gradient_builder.h"
-#include "passes/optimizer_common.h"
+#include "passes/gradient_delay.h"
 #include "passes/pass.h"
 #include "passes/pass_properties.h"
 
@@ -35,40 +33,13 @@ namespace {
 class PipelinePass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
-    int64_t width = o.GetInt("width");
-    if (width < 1 || width > 64) {
-      return absl::InvalidArgumentError(absl::StrCat("pipeline: width=", width, " must be in [1, 64]"));
-    }
-    if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
-      return absl::FailedPreconditionError("pipeline: the graph is already pipelined (applied twice?)");
-    }
-    std::vector<Node*> gradients;
-    int64_t bytes = 0;
-    for (Node* n : graph.nodes()) {
-      if (n->op() != "Gradient") continue;
-      gradients.push_back(n);
-      bytes += n->outputs()[0].shape.KnownElements() * 4;
-    }
-    if (gradients.empty()) return absl::FailedPreconditionError("pipeline: no Gradient nodes; run autodiff first");
-    for (Node* gradient : gradients) {
-      const Edge* in = gradient->input_edge(0);
-      NodeOut previous{in->src, in->src_port};
-      for (int64_t k = 1; k < width; ++k) {
-        ASSIGN_OR_RETURN(Node * delayed, AddStateLike(graph, *gradient, absl::StrCat("delay_", k)));
-        RETURN_IF_ERROR(CloseLoop(graph, delayed, previous));
-        previous = {delayed, 0};
-      }
-      if (width > 1) RETURN_IF_ERROR(graph.ReplaceInput(gradient, 0, previous.node, previous.port));
-    }
-    // A bound set before (gossip's overlap) stays when it is the larger.
-    LoopScope* loop = TrainLoop(graph);
-    loop->set_max_in_flight(std::max(loop->max_in_flight(), static_cast<int32_t>(width)));
-    (*graph.mutable_header()->mutable_attr())[kPipelineWidthAttr] = IntAttr(width);
+    const int64_t width = o.GetInt("width");
+    ASSIGN_OR_RETURN(DelayedGradients delayed, DelayGradients(graph, width, "pipeline"));
     if (width == 1) {
       log->notes.push_back("width 1: synchronous, graph unchanged");
     } else {
-      log->notes.push_back(absl::StrCat(width, " steps in flight; ", gradients.size(), " gradients delayed by ",
-                                        width - 1, " step", width == 2 ? "" : "s", " (", bytes * (width - 1),
+      log->notes.push_back(absl::StrCat(width, " steps in flight; ", delayed.gradients, " gradients delayed by ",
+                                        width - 1, " step", width == 2 ? "" : "s", " (", delayed.state_bytes,
                                         " bytes of state)"));
     }
     return absl::OkStatus();

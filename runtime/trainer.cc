@@ -24,6 +24,7 @@
 #include "core/json.h"
 #include "core/status_macros.h"
 #include "core/trace.h"
+#include "comm/fault_plan.h"
 #include "core/version.h"
 #include "data/batch_loader.h"
 #include "data/datasets.h"
@@ -637,6 +638,9 @@ class TrainingRun {
       eopts.compute_nice = kComputeNiceWithPeers;
     }
     eopts.trace = trace_;
+    // A straggler, when NEREID_FAULTS asks for one (slow=DURATION).
+    ASSIGN_OR_RETURN(FaultPlan faults, FaultPlanFromEnv(ProcessEnv()));
+    eopts.slow_step = faults.SlowStepFor(group_ != nullptr ? group_->rank() : 0);
     ASSIGN_OR_RETURN(executor_, Executor::Create(graph_.get(), eopts));
     // Error-feedback residuals: each rank checkpoints and keeps its own.
     per_rank_ = DataParallelGroup::PerRankState(*graph_);

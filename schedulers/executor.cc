@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,7 @@ struct Executor::StepRun {
   std::vector<Tensor> fetched;
   absl::flat_hash_map<int, Tensor> sources;  // Parameter values read at this step
   int nodes_left = 0;
+  std::atomic<bool> slowed{false};  // ExecutorOptions::slow_step taken
   bool done = false;
   absl::Status status;
 };
@@ -545,6 +547,7 @@ void Executor::Execute(StepRun* run, int node_id) {
   }
   OpKernel& kernel = *kernels_[node_id];
   if (!kernel.IsAsync()) {
+    if (options_.slow_step > absl::ZeroDuration() && !run->slowed.exchange(true)) absl::SleepFor(options_.slow_step);
     std::vector<Tensor> outputs;
     absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, budget_.get(), &outputs);
     Finish(run, node_id, std::move(status), std::move(outputs), /*holds_core=*/true);

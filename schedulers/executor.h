@@ -71,6 +71,10 @@ struct ExecutorOptions {
   // for a scheduler slot, and the allreduce overlapping the next step's
   // compute (Pipe-SGD) runs at a fraction of the link's speed.
   int compute_nice = 0;
+  // Fault injection (NEREID_FAULTS slow=30ms): every training step holds a
+  // core this much longer, at its first node to run, as a slower machine
+  // would. Zero: none.
+  absl::Duration slow_step = absl::ZeroDuration();
 };
 
 // Feed name ("images", "labels") -> the batch tensor.

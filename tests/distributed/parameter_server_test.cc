@@ -5,6 +5,8 @@
 // data_parallel computes on the same workers (same data, same initial
 // weights), and bad requests are refused before anything runs.
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -123,6 +125,58 @@ TEST_F(ParameterServerTest, AServerThatDiesOrStopsIsNamed) {
   o = Shell(absl::StrCat("NEREID_FAULTS=rank=2:stop@30 ", run), 120);
   EXPECT_NE(o.exit_code, 0);
   EXPECT_THAT(o.output, HasSubstr("error: rank 2 made no progress for 5s"));
+}
+
+// Rank `rank`'s trace (--trace PATH): when each training step's loss was
+// computed, in Unix microseconds, by step (the first `steps`: evaluation's
+// loss comes after them).
+std::map<int64_t, double> LossTimes(const std::string& trace_path, int rank, int64_t steps) {
+  std::string path = trace_path;
+  path.insert(path.size() - 5, absl::StrCat(".rank", rank));  // t.json -> t.rankR.json
+  const Json trace = Json::parse(testing::ReadFile(path));
+  double origin = 0;
+  std::map<int64_t, double> times;
+  for (const Json& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "process_name") origin = e["args"]["clock_origin_unix_us"].get<double>();
+  }
+  for (const Json& e : trace["traceEvents"]) {
+    if (e.value("name", "") == "loss" && e.value("ph", "") == "X" && e["args"]["step"].get<int64_t>() < steps) {
+      times.emplace(e["args"]["step"].get<int64_t>(), origin + e["ts"].get<double>());
+    }
+  }
+  return times;
+}
+
+// Stale-synchronous servers with one slow worker (NEREID_FAULTS slow=):
+// when worker 0 computes step u, the slow worker 1 has computed step
+// u - 1 - staleness at least (the pull worker 0 waits for needs that
+// step's push), and worker 0 does run ahead up to the bound: with
+// staleness 2 it is seen two steps ahead, which sync never allows.
+TEST_F(ParameterServerTest, StaleSynchronousWorkersRunAtMostStalenessStepsAhead) {
+  for (int staleness : {0, 2}) {
+    SCOPED_TRACE(staleness);
+    const std::string trace = absl::StrCat(dir_, "/ssp", staleness, ".json");
+    Outcome o = Shell(absl::StrCat(
+        "NEREID_FAULTS=rank=1:slow=40ms ", kNereid,
+        " run models/lenet_fashion.pbtxt --workers 3 --threads 1 --batch 32 --dataset synthetic ",
+        "--train-limit 1024 --test-limit 64 --epochs 1 --quiet --comm-timeout 60 --trace ", trace,
+        " --passes \"autodiff,sgd(lr=0.02),parameter_server(servers=1,mode=ssp,staleness=", staleness, ")\""),
+        120);
+    ASSERT_EQ(o.exit_code, 0) << o.output;
+    const std::map<int64_t, double> fast = LossTimes(trace, 0, 16), slow = LossTimes(trace, 1, 16);
+    ASSERT_EQ(fast.size(), 16u);
+    ASSERT_EQ(slow.size(), 16u);
+    int most_ahead = 0;
+    for (const auto& [step, at] : fast) {
+      int64_t slow_done = -1;  // the latest step whose loss the slow worker computed before
+      for (const auto& [s, t] : slow) {
+        if (t <= at) slow_done = std::max(slow_done, s);
+      }
+      EXPECT_GE(slow_done, step - 1 - staleness) << "worker 0 computed step " << step;
+      most_ahead = std::max(most_ahead, static_cast<int>(step - 1 - slow_done));
+    }
+    EXPECT_EQ(most_ahead, staleness);
+  }
 }
 
 // The servers' parameters and optimizer state are checkpointed (each rank

@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
+#include "graph/import_export.h"
 #include "graph/placement.h"
 #include "gtest/gtest.h"
 #include "ops/model_loader.h"
@@ -203,6 +204,57 @@ TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
   EXPECT_EQ(g.FindNode("linear/weight/adam/chunk1")->outputs()[0].shape.KnownElements(), 7840 - 4096);
   EXPECT_EQ(g.FindNode("linear/weight/adam/chunk2"), nullptr);
   EXPECT_TRUE(SplitPlanAcrossRanks(g, 3).ok());
+}
+
+// mode=ssp is Pipe-SGD's delay line on the servers' chunk gradients: each
+// update reads a gradient `staleness` steps old from state on the server,
+// and the workers keep staleness + 1 steps in flight; staleness=0 plans
+// exactly what sync plans.
+TEST(PlacementTest, StaleSynchronousServersDelayTheirChunkGradients) {
+  auto plan = [](const std::string& options) -> std::unique_ptr<Graph> {
+    auto graph = LoadModel("models/logreg_fashion.pbtxt");
+    EXPECT_TRUE(graph.ok()) << graph.status();
+    (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+    auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),parameter_server(servers=1,chunk_kb=16", options, ")"));
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status();
+    auto reports = RunPipeline(**graph, *pipeline);
+    EXPECT_TRUE(reports.ok()) << reports.status();
+    return std::move(*graph);
+  };
+  std::unique_ptr<Graph> ssp = plan(",mode=ssp,staleness=2");
+  const Graph& g = *ssp;
+  const Node* update = g.FindNode("linear/weight/sgd/chunk1");
+  ASSERT_NE(update, nullptr);
+  const Node* gradient = update->input_edge(1)->src;
+  EXPECT_EQ(gradient->op(), "Gradient");
+  // Gradient <- delay_2 <- (Feedback) delay_1 <- (Feedback) the mean chunk.
+  const Node* delayed = gradient->input_edge(0)->src;
+  EXPECT_EQ(delayed->name(), absl::StrCat(gradient->name(), "/delay_2"));
+  EXPECT_EQ(delayed->op(), "Parameter");
+  EXPECT_EQ(Where(g, delayed->name()), "rank 2");
+  EXPECT_NE(g.FindNode(absl::StrCat(gradient->name(), "/delay_1")), nullptr);
+  EXPECT_EQ(g.FindNode(absl::StrCat(gradient->name(), "/delay_3")), nullptr);
+  ASSERT_EQ(g.header().loop_size(), 1);
+  EXPECT_EQ(g.header().loop(0).max_in_flight(), 3);
+  auto parts = SplitPlanAcrossRanks(g, 3);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  // A worker holds no delay state; the server holds all of it.
+  EXPECT_EQ((*parts)[0]->FindNode(delayed->name()), nullptr);
+  EXPECT_NE((*parts)[2]->FindNode(delayed->name()), nullptr);
+
+  EXPECT_EQ(GraphDefToText(ExportGraph(*plan(",mode=ssp,staleness=0"))), GraphDefToText(ExportGraph(*plan(""))));
+  EXPECT_EQ(GraphDefToText(ExportGraph(*plan(",mode=sync,staleness=5"))), GraphDefToText(ExportGraph(*plan(""))));
+  auto graph = LoadModel("models/logreg_fashion.pbtxt");
+  ASSERT_TRUE(graph.ok());
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+  for (const char* bad : {"parameter_server(mode=async)", "parameter_server(mode=ssp,staleness=-1)",
+                          "parameter_server(mode=ssp),pipeline(width=2)"}) {
+    auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),", bad));
+    ASSERT_TRUE(pipeline.ok()) << bad;
+    auto copy = LoadModel("models/logreg_fashion.pbtxt");
+    (*(*copy)->mutable_header()->mutable_attr())["workers"].set_i(3);
+    EXPECT_FALSE(RunPipeline(**copy, *pipeline).ok()) << bad;
+  }
 }
 
 // A per-rank plan file holds each rank's part as the rank runs it; read back,
