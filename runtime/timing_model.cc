@@ -54,6 +54,16 @@ absl::Status Check(const TimingInputs& in) {
     }
   }
   if (in.pipe_width < 1) return bad("Pipe-SGD width must be >= 1 (got ", in.pipe_width, ")");
+  for (const ServerChunk& c : in.server_chunks) {
+    if (c.bytes <= 0 || c.server < 0 || c.server >= in.servers || !(c.ready_fraction >= 0 && c.ready_fraction <= 1)) {
+      return bad("a server chunk of ", c.bytes, " bytes on server ", c.server, " of ", in.servers, ", ready at ",
+                 c.ready_fraction);
+    }
+  }
+  if (!FiniteAtLeast(in.server_beta_bytes_per_second, 0)) {
+    return bad("the servers' bandwidth must be >= 0 (got ", in.server_beta_bytes_per_second, " bytes/s)");
+  }
+  if (in.ps_staleness < 1) return bad("the stale-synchronous row's staleness must be >= 1 (got ", in.ps_staleness, ")");
   if (in.servers < 1) return bad("servers must be >= 1 (got ", in.servers, ")");
   if (!FiniteAtLeast(in.compression_ratio, 1)) {
     return bad("compression ratio must be >= 1 (got ", in.compression_ratio, ")");
@@ -134,6 +144,37 @@ double ParameterServerSeconds(int workers, int servers, double bytes, const Link
          (n - 1) / s * bytes * link.gamma_seconds_per_byte;
 }
 
+ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<ServerChunk>& chunks, int workers,
+                                         int servers, const LinkModel& link, double server_beta) {
+  const double n = workers;
+  const double beta = link.beta_bytes_per_second, beta_s = server_beta > 0 ? server_beta : beta;
+  std::vector<size_t> order(chunks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return chunks[a].ready_fraction < chunks[b].ready_fraction; });
+  double uplink = 0, downlink = 0;
+  std::vector<double> ingress(static_cast<size_t>(servers), 0), egress(static_cast<size_t>(servers), 0);
+  ServerChunkSchedule s;
+  auto during = [&](double start, double end) { return std::min(end, compute) - std::min(start, compute); };
+  for (size_t i : order) {
+    const ServerChunk& c = chunks[i];
+    const double m = static_cast<double>(c.bytes);
+    const double transfer = link.alpha_seconds + std::max(m / beta, n * m / beta_s);
+    const size_t server = static_cast<size_t>(c.server);
+    const double push_start = std::max({c.ready_fraction * compute, uplink, ingress[server]});
+    const double push_end = push_start + transfer + (n - 1) * m * link.gamma_seconds_per_byte;
+    uplink = ingress[server] = push_end;
+    const double pull_start = std::max({push_end, downlink, egress[server]});
+    const double pull_end = pull_start + transfer;
+    downlink = egress[server] = pull_end;
+    s.last_pull_end = std::max(s.last_pull_end, pull_end);
+    s.busy_during_compute += during(push_start, push_end) + during(pull_start, pull_end);
+    s.push_seconds += push_end - push_start;
+    s.pull_seconds += transfer;
+  }
+  return s;
+}
+
 absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   if (absl::Status s = Check(in); !s.ok()) return s;
   TimingPrediction p;
@@ -178,7 +219,24 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     return t;
   };
   const Synchronous sync = synchronous(ring, p.ring_comm_seconds, ring_rho);
-  const Synchronous server = synchronous(ps, p.ps_comm_seconds, ps_rho);
+  Synchronous server = synchronous(ps, p.ps_comm_seconds, ps_rho);
+  const bool chunked = !in.server_chunks.empty();
+  const ServerChunkSchedule chunk_comm = ScheduleServerChunks(p.compute_seconds, in.server_chunks, in.workers,
+                                                              in.servers, in.link, in.server_beta_bytes_per_second);
+  if (chunked) {
+    // The chunked server's own schedule replaces the bucket formula.
+    const double comm = chunk_comm.push_seconds + chunk_comm.pull_seconds;
+    if (!p.interference_from_busy_profile) ps_rho = cpu_per_byte * ps_bytes / comm;
+    server.compute = SlowedCompute(p.compute_seconds, ps_rho, comm, [&](double c) {
+      return ScheduleServerChunks(c, in.server_chunks, in.workers, in.servers, in.link, in.server_beta_bytes_per_second)
+          .busy_during_compute;
+    });
+    const ServerChunkSchedule at = ScheduleServerChunks(server.compute, in.server_chunks, in.workers, in.servers,
+                                                        in.link, in.server_beta_bytes_per_second);
+    p.ps_comm_seconds = comm;
+    server.total = std::max(server.compute, at.last_pull_end);
+    server.hidden = server.compute + comm - server.total;
+  }
   p.ring_hidden_seconds = sync.hidden;
   p.ps_hidden_seconds = server.hidden;
 
@@ -199,6 +257,14 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   add("parameter_server",
       in.servers == 1 ? std::string("parameter server") : absl::StrCat("parameter server (", in.servers, " shards)"),
       server.compute, p.ps_comm_seconds, ps_bytes, server.total);
+  if (chunked) {
+    // Stale-synchronous: the pushes and pulls of step t beside the compute
+    // of the next ones; each link's work per step bounds the step.
+    const double links = std::max(chunk_comm.push_seconds, chunk_comm.pull_seconds);
+    const double ssp_compute = SlowedCompute(p.compute_seconds, ps_rho, links, [&](double t) { return std::min(links, t); });
+    add("parameter_server_ssp", absl::StrCat("parameter server, SSP (s=", in.ps_staleness, ")"),
+        ssp_compute, links, ps_bytes, std::max(ssp_compute, links));
+  }
   // Pipelined, the allreduce runs while the next step computes, for as long as
   // it lasts or the step does, and slows that computation.
   const bool pipelined = in.pipe_width >= 2;

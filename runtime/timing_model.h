@@ -78,6 +78,23 @@
 // when latency dominates (small messages, few workers): 2 alpha per bucket
 // against the ring's 2(n-1) alpha.
 //
+// The chunked parameter server (the parameter_server pass's plan: each
+// parameter on one of S servers, cut into chunks of chunk_kb, each chunk
+// pushed as soon as its gradient is ready and pulled back as soon as the
+// server has every worker's piece and updated it). The servers' links may
+// be faster than the workers' (beta_s). A chunk of m bytes on server s:
+//     push: alpha + max(m / beta, n m / beta_s) + (n-1) m gamma
+//           (n workers' pieces through the server's one link at once)
+//     pull: alpha + max(m / beta, n m / beta_s)
+// Pushes share the worker's uplink and server s's ingress, pulls the
+// worker's downlink and server s's egress; chunks go in the order their
+// gradients are ready (f_c T'', as the buckets above), a pull after its
+// push. Synchronous: T_ps = max(T'', the last pull's end). Stale-
+// synchronous (mode=ssp, staleness >= 1) pipelines steps as Pipe-SGD does:
+// T_ssp = max(T'', sum of pushes, sum of pulls), each link's work per step.
+// The server's update of a chunk is taken to be free (it is elementwise and
+// small beside a chunk's transfer).
+//
 // What the model leaves out: the optimizer's update after the last bucket
 // arrives (it is in T_compute', where a one-worker profile runs it), the
 // pipeline's own coupling of the ranks beyond the expected slowest step, a
@@ -100,6 +117,13 @@ struct LinkModel {
   // worker sends (its network stack included), and the cores each worker has.
   double cpu_seconds_per_byte_sent = 0;
   double cores_per_worker = 0;
+};
+
+// One chunk of the chunked parameter server, in the plan's order.
+struct ServerChunk {
+  int64_t bytes = 0;
+  int server = 0;               // 0 .. servers-1
+  double ready_fraction = 1;    // when its gradient is ready, as f_b
 };
 
 struct TimingInputs {
@@ -126,6 +150,12 @@ struct TimingInputs {
   int64_t gossip_bucket_bytes = 4 << 20;  // consecutive parameters packed per message (0: one each)
   int gossip_peers = 1;
   int gossip_overlap = 1;
+  // The chunked parameter server's chunks (empty: the parameter-server row
+  // uses the bucket formula), the servers' bandwidth (0: the link's) and the
+  // staleness of its stale-synchronous row (>= 1).
+  std::vector<ServerChunk> server_chunks;
+  double server_beta_bytes_per_second = 0;
+  int ps_staleness = 1;
 };
 
 struct StrategyTime {
@@ -151,7 +181,8 @@ struct TimingPrediction {
   double comm_interference = 0;              // rho of the ring (seconds of compute lost per second of traffic)
   bool interference_from_busy_profile = false;  // rho from T_busy (else from T_cpu)
   double one_worker_samples_per_second = 0;  // batch / T_compute (no codec)
-  std::vector<StrategyTime> strategies;      // sync, parameter server, Pipe-SGD, SGP, overlap SGP
+  // sync, parameter server (and its stale-synchronous row with chunks), Pipe-SGD, SGP, overlap SGP
+  std::vector<StrategyTime> strategies;
 };
 
 // T_ring of one message of `bytes` bytes (already compressed) over n workers.
@@ -181,6 +212,18 @@ double CommBusyDuring(double compute, const std::vector<double>& ready_fraction,
 double SlowedCompute(double compute, double interference, double max_busy, const std::function<double(double)>& busy);
 // Push and pull of one message through S server links.
 double ParameterServerSeconds(int workers, int servers, double bytes, const LinkModel& link);
+
+// The chunked server's synchronous step of `compute` seconds (see above):
+// when the last pull ends, and how long pushes and pulls run inside
+// [0, compute].
+struct ServerChunkSchedule {
+  double last_pull_end = 0;
+  double busy_during_compute = 0;
+  double push_seconds = 0;  // the sum of the pushes, and of the pulls
+  double pull_seconds = 0;
+};
+ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<ServerChunk>& chunks, int workers,
+                                         int servers, const LinkModel& link, double server_beta);
 
 // Checks the inputs (InvalidArgument naming the field) and applies the model.
 absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in);

@@ -347,5 +347,25 @@ TEST(TimingModelTest, RejectsBadInputs) {
               HasSubstr("bucket 0 ready fraction must be in [0, 1]"));
 }
 
+// Chunks on two servers behind fast links: pushes share the worker's uplink
+// (B waits for A), pulls its downlink; each transfer is the worker's link's
+// 10 ms (the servers' 2 x 1 MB / 1 GB/s = 2 ms is shorter).
+TEST(ServerChunkScheduleTest, PushesAndPullsShareTheWorkersLinks) {
+  LinkModel link;
+  link.beta_bytes_per_second = 1e8;
+  const std::vector<ServerChunk> chunks = {{1000000, 0, 0.5}, {1000000, 1, 0.5}};
+  const ServerChunkSchedule s = ScheduleServerChunks(0.1, chunks, 2, 2, link, 1e9);
+  EXPECT_NEAR(s.last_pull_end, 0.080, 1e-12);  // push A 50-60, B 60-70; pull A 60-70, B 70-80 ms
+  EXPECT_NEAR(s.busy_during_compute, 0.040, 1e-12);
+  EXPECT_NEAR(s.push_seconds, 0.020, 1e-12);
+  EXPECT_NEAR(s.pull_seconds, 0.020, 1e-12);
+  // Behind the workers' own links, one server takes both chunks' pieces from
+  // 2 workers through its link: 2 MB / 1e8 = 20 ms a transfer.
+  const std::vector<ServerChunk> one = {{1000000, 0, 0.5}, {1000000, 0, 0.5}};
+  const ServerChunkSchedule slow = ScheduleServerChunks(0.1, one, 2, 1, link, 0);
+  EXPECT_NEAR(slow.last_pull_end, 0.050 + 4 * 0.020 - 0.020, 1e-12);  // pushes 50-70, 70-90; pulls 70-90, 90-110
+  EXPECT_NEAR(slow.push_seconds, 0.040, 1e-12);
+}
+
 }  // namespace
 }  // namespace nereid

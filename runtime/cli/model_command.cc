@@ -83,6 +83,11 @@ Flags ModelFlags() {
       .Value("cores-per-worker", "C", "cores each worker has (e.g. 0.5: 4 workers on 2 cores)");
   f.Section("Variants")
       .Value("servers", "S", "parameter-server shards (default 1)")
+      .Value("chunk-kb", "KB",
+             "the parameter server's chunks, as parameter_server(chunk_kb) (default\n"
+             "256); a model (not a plan) is planned with the pass to find them")
+      .Value("server-bandwidth-gbit", "G", "the servers' links (default: the workers')")
+      .Value("staleness", "S", "the stale-synchronous server's staleness (default 1)")
       .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
       .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)")
       .Value("gossip-peers", "P", "SGP's out-neighbours per step (default 1)")
@@ -180,6 +185,41 @@ struct Report {
   std::vector<std::string> unprofiled_producers;  // bucket inputs the profile has not timed
 };
 
+// The chunks the parameter_server pass cuts the model's parameters into for
+// `servers` servers, in plan order, with the node producing each one's
+// gradient (for its ready time); none for a graph planned already.
+struct PlannedChunk {
+  ServerChunk chunk;
+  std::string producer;
+};
+
+absl::StatusOr<std::vector<PlannedChunk>> PlanServerChunks(const std::string& path, int workers, int servers,
+                                                           double chunk_kb) {
+  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
+  if (!graph.ok()) return graph.status();
+  for (Node* n : (*graph)->nodes()) {
+    if (n->op() == "Feedback") return std::vector<PlannedChunk>{};  // a plan: its own strategy
+  }
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(workers + servers);
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(
+      absl::StrCat("autodiff,sgd(lr=0.01),parameter_server(servers=", servers, ",chunk_kb=", chunk_kb, ")"));
+  if (!pipeline.ok()) return pipeline.status();
+  absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, *pipeline);
+  if (!reports.ok()) return reports.status();
+  std::vector<PlannedChunk> chunks;
+  for (Node* n : (*graph)->nodes()) {
+    // A worker's push: Send <- Slice (the chunk) <- Reshape (the flat gradient) <- the gradient.
+    if (n->op() != "Send" || !absl::EndsWith(n->name(), "/push")) continue;
+    const Node* flat = n->input_edge(0)->src->input_edge(0)->src;
+    PlannedChunk c;
+    c.chunk.bytes = n->input_edge(0)->src->outputs()[0].shape.KnownElements() * 4;
+    c.chunk.server = static_cast<int>(NodeAttrInt(*n, "peer", workers) - workers);
+    c.producer = flat->input_edge(0)->src->name();
+    chunks.push_back(std::move(c));
+  }
+  return chunks;
+}
+
 // The plan's gradient buckets: the model's AllReduce nodes, after planning it
 // with `passes` if it is not planned yet.
 absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::vector<PipelineStage>& pipeline,
@@ -276,6 +316,12 @@ std::string FormatReport(const Report& r) {
   absl::StrAppend(&out, ")");
   if (in.compression_ratio != 1) absl::StrAppendFormat(&out, ", compressed %gx", in.compression_ratio);
   absl::StrAppendFormat(&out, "; ring allreduce sends %s per worker per step\n", Bytes(p.wire_bytes_per_step));
+  if (!in.server_chunks.empty()) {
+    absl::StrAppendFormat(&out, "parameter server: %d chunks on %d server%s, whose links carry %.3f Gbit/s\n",
+                          in.server_chunks.size(), in.servers, in.servers == 1 ? "" : "s",
+                          (in.server_beta_bytes_per_second > 0 ? in.server_beta_bytes_per_second
+                                                               : in.link.beta_bytes_per_second) * 8e-9);
+  }
   absl::StrAppendFormat(&out, "link (%s): alpha %.1f us, beta %.3f Gbit/s (%.1f MB/s)", r.link_source,
                         in.link.alpha_seconds * 1e6, in.link.beta_bytes_per_second * 8e-9,
                         in.link.beta_bytes_per_second * 1e-6);
@@ -390,6 +436,10 @@ std::string ReportJson(const Report& r) {
   j["unprofiled_producers"] = static_cast<int64_t>(r.unprofiled_producers.size());
   j["width"] = int64_t{in.pipe_width};
   j["servers"] = int64_t{in.servers};
+  j["server_chunks"] = static_cast<int64_t>(in.server_chunks.size());
+  j["server_bandwidth_bytes_per_second"] =
+      in.server_beta_bytes_per_second > 0 ? in.server_beta_bytes_per_second : in.link.beta_bytes_per_second;
+  j["ps_staleness"] = int64_t{in.ps_staleness};
   j["gossip_peers"] = int64_t{in.gossip_peers};
   j["gossip_overlap"] = int64_t{in.gossip_overlap};
   j["compression_ratio"] = in.compression_ratio;
@@ -456,17 +506,20 @@ int Model(const std::vector<std::string>& args) {
                           width = flags.Int("width", 2), servers = flags.Int("servers", 1),
                           warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10),
                           gossip_peers = flags.Int("gossip-peers", 1), gossip_overlap = flags.Int("gossip-overlap", 1),
-                          gossip_bucket_kb = flags.Int("gossip-bucket-kb", 4096);
+                          gossip_bucket_kb = flags.Int("gossip-bucket-kb", 4096),
+                          staleness = flags.Int("staleness", 1);
   for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top, &gossip_peers, &gossip_overlap,
-                        &gossip_bucket_kb}) {
+                        &gossip_bucket_kb, &staleness}) {
     if (!v->ok()) return Usage(std::string(v->status().message()));
   }
   absl::StatusOr<double> compute_ms = Number(flags, "compute-ms", 0), latency_us = Number(flags, "latency-us", 0),
                          bandwidth = Number(flags, "bandwidth-gbit", 0), gamma = Number(flags, "gamma-ns-per-byte", 0),
                          ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0),
                          comm_cpu_ns = Number(flags, "comm-cpu-ns-per-byte", 0),
-                         cores = Number(flags, "cores-per-worker", 0);
-  for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms, &comm_cpu_ns, &cores}) {
+                         cores = Number(flags, "cores-per-worker", 0), chunk_kb = Number(flags, "chunk-kb", 256),
+                         server_bandwidth = Number(flags, "server-bandwidth-gbit", 0);
+  for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms, &comm_cpu_ns, &cores,
+                        &chunk_kb, &server_bandwidth}) {
     if (!v->ok()) return Usage(std::string(v->status().message()));
   }
   if (!flags.Has("workers")) return Usage("--workers is required");
@@ -474,6 +527,9 @@ int Model(const std::vector<std::string>& args) {
   if (*batch < 1) return Usage("--batch must be >= 1");
   if (*width < 1 || *width > 1000) return Usage("--width must be in [1, 1000]");
   if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
+  if (!(*chunk_kb >= 1)) return Usage("--chunk-kb must be >= 1");
+  if (flags.Has("server-bandwidth-gbit") && !(*server_bandwidth > 0)) return Usage("--server-bandwidth-gbit must be > 0");
+  if (*staleness < 1 || *staleness > 63) return Usage("--staleness must be in [1, 63]");
   if (*gossip_peers < 1 || *gossip_peers >= *workers) return Usage("--gossip-peers must be in [1, workers)");
   if (*gossip_overlap < 1 || *gossip_overlap > 16) return Usage("--gossip-overlap must be in [1, 16]");
   if (*gossip_bucket_kb < 0 || *gossip_bucket_kb > (int64_t{1} << 30)) {
@@ -524,6 +580,16 @@ int Model(const std::vector<std::string>& args) {
   in.servers = static_cast<int>(*servers);
   in.compression_ratio = *ratio;
   in.codec_seconds = *codec_ms * 1e-3;
+  in.ps_staleness = static_cast<int>(*staleness);
+  in.server_beta_bytes_per_second = *server_bandwidth * 1e9 / 8;
+  absl::StatusOr<std::vector<PlannedChunk>> chunks =
+      PlanServerChunks(flags.positional()[0], in.workers, in.servers, *chunk_kb);
+  if (!chunks.ok()) return Fail(chunks.status());
+  std::vector<std::vector<std::string>> chunk_producers;
+  for (const PlannedChunk& c : *chunks) {
+    in.server_chunks.push_back(c.chunk);
+    chunk_producers.push_back({c.producer});
+  }
 
   if (flags.Has("profile")) {
     const std::string path = flags.String("profile");
@@ -545,6 +611,11 @@ int Model(const std::vector<std::string>& args) {
     // When each bucket can start: its gradients' producers, timed in the
     // profile (a profile of another graph has none of them: no overlap).
     in.bucket_ready_fraction = BucketReadyFractions(*profile, buckets->producers, &r.unprofiled_producers);
+    std::vector<std::string> unprofiled_chunks;  // the same producers as the buckets'
+    const std::vector<double> chunk_ready = BucketReadyFractions(*profile, chunk_producers, &unprofiled_chunks);
+    for (size_t c = 0; c < chunk_ready.size() && c < in.server_chunks.size(); ++c) {
+      in.server_chunks[c].ready_fraction = chunk_ready[c];
+    }
     r.compute_stat = stat == "median" ? "the median" : absl::StrCat("the expected slowest of ", in.workers);
     r.profile = std::make_unique<TraceProfile>(*std::move(profile));
     r.compute_source = absl::StrCat("profile ", path);

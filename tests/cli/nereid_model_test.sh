@@ -48,7 +48,14 @@ assert r["bucket_bytes"] == [246824], r["bucket_bytes"]
 assert abs(r["compute_seconds"] - 0.010) < 1e-9, r["compute_seconds"]
 assert r["bytes_per_step"] == 370236, r["bytes_per_step"]  # 2(n-1)/n * M
 s = {x["name"]: x for x in r["strategies"]}
-assert set(s) == {"sync_allreduce", "parameter_server", "pipe_sgd", "sgp", "sgp_overlap"}, s
+assert set(s) == {"sync_allreduce", "parameter_server", "parameter_server_ssp", "pipe_sgd", "sgp", "sgp_overlap"}, s
+# The chunked server: lenet's 10 parameters, each one chunk of at most 256 KiB, ready when the step ends (the
+# profile has not timed their producers). Each push and pull: 100 us + 4 m / 1.25e8 s (4 workers through the
+# server's link); pushes sum to 10 x 100 us + 4 x 246824 / 1.25e8 s = 8.898 ms, and the last pull (fc1's
+# weight, 192000 bytes: 6.244 ms) ends 8.898 + 6.244 ms after the 10 ms compute. SSP: max(10, 8.898) ms.
+assert r["server_chunks"] == 10 and r["ps_staleness"] == 1, r
+assert abs(s["parameter_server"]["seconds_per_iteration"] - 0.0251424) < 1e-6, s["parameter_server"]
+assert abs(s["parameter_server_ssp"]["seconds_per_iteration"] - 0.010) < 1e-9, s["parameter_server_ssp"]
 assert s["sgp"]["bytes_sent_per_worker"] == 246824 + 4, s["sgp"]  # one model's worth and the weight to one peer
 assert s["sgp_overlap"]["seconds_per_iteration"] <= s["sgp"]["seconds_per_iteration"], s
 assert abs(s["sync_allreduce"]["seconds_per_iteration"] - 0.0135617) < 1e-6, s
@@ -71,6 +78,13 @@ expect 0 "in 3 buckets" "$nereid" model "$tmp/plan.pbtxt" --workers 2 --compute-
 "$nereid" plan models/lenet_fashion.pbtxt --passes 'autodiff,sgd(lr=0.01)' -o "$tmp/plan1.pbtxt" >/dev/null
 expect 1 "plan without gradient communication" "$nereid" model "$tmp/plan1.pbtxt" --workers 2 --compute-ms 5 \
   --link "$tmp/bench.json"
+# Servers behind 10 Gbit/s links: a chunk's transfer is the worker's link's.
+expect 0 "10 chunks on 1 server, whose links carry 10.000 Gbit/s" "$nereid" model models/lenet_fashion.pbtxt \
+  --workers 4 --compute-ms 10 --link "$tmp/bench.json" --server-bandwidth-gbit 10
+expect 0 "parameter server, SSP (s=3)" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
+  --link "$tmp/bench.json" --staleness 3 --chunk-kb 16
+expect 2 "--chunk-kb must be >= 1" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
+  --link "$tmp/bench.json" --chunk-kb 0.5
 expect 0 "parameter server (2 shards)" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
   --link "$tmp/bench.json" --servers 2 --compression-ratio 4 --codec-ms 1
 expect 0 "Usage: nereid model" "$nereid" model --help
