@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""Synchronous parameter servers against data parallelism (ring allreduce).
+"""Parameter servers against data parallelism (ring allreduce).
 
 A model on Fashion-MNIST (or synthetic CIFAR-shaped data for vgg11_cifar),
 W workers, the strategies alternated for --rounds rounds (the machine's speed
 drifts, so ratios are taken within a round): data parallel on W ranks; a
 plain parameter server (one server, each tensor one message); and the
 chunked server (chunks of --chunk-kb) on each server count of --servers.
-Prints s/step, the speedup against data parallel, bytes sent per rank and
-step (servers included in the average) and the final loss. On loopback (the
-launcher) or, with --rate, on an emulated cluster where every rank has the
-same link and the servers --server-rate (bench/netem/cluster.sh, needs root).
+--ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
+first server count); --slow-ms slows rank 1's every step (NEREID_FAULTS
+slow=, a straggler) in every run. Prints s/step, the speedup against data
+parallel, bytes sent per rank and step (servers included in the average),
+the final loss and test accuracy and, with --rate, `nereid model`'s
+prediction of each row (compute profiled from --workers one-worker runs
+taken at once, sharing the cores as the cluster's ranks do). On loopback
+(the launcher) or, with --rate, on an emulated cluster where every rank has
+the same link and the servers --server-rate (bench/netem/cluster.sh, needs
+root).
 
 Example (a few minutes on 2 cores):
   bench/parameter_server.py --model mlp_fashion --workers 2 --servers 1,2 --steps 40
   bench/parameter_server.py --model mlp_fashion --workers 4 --servers 1,2 --steps 12 --rate 45mbit
+  bench/parameter_server.py --model lenet_fashion --workers 4 --servers 1 --ssp 1,2 --slow-ms 30 --rate 45mbit
 """
 
 import argparse
@@ -26,13 +33,13 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
 CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
-OPT = "sgd(lr=0.02,momentum=0.9)"
 
 
 def train(args, ranks, passes, out, name, servers=0):
     metrics = os.path.join(out, name + ".json")
     flags = [os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch), "--threads", "1",
-             "--epochs", "1", "--train-limit", str(args.steps * args.batch * args.workers), "--test-limit", "256",
+             "--epochs", str(args.epochs), "--train-limit", str(args.steps * args.batch * args.workers),
+             "--test-limit", str(args.test_limit),
              "--quiet", "--comm-timeout", "300", "--metrics-json", metrics, "--passes", passes]
     if args.model == "vgg11_cifar":
         flags += ["--dataset", "synthetic"]
@@ -44,11 +51,46 @@ def train(args, ranks, passes, out, name, servers=0):
         cmd += ["--", NEREID, "run"] + flags
     else:
         cmd = [NEREID, "run"] + flags + ["--workers", str(ranks)]
+    env = dict(os.environ)
+    if args.slow_ms > 0:
+        env["NEREID_FAULTS"] = f"rank=1:slow={args.slow_ms}ms"
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    if subprocess.run(cmd, timeout=3700).returncode != 0:
+    if subprocess.run(cmd, timeout=3700, env=env).returncode != 0:
         sys.exit(f"parameter_server: failed: {' '.join(cmd)}")
     with open(metrics) as f:
         return json.load(f)
+
+
+def profile(args, out):
+    """Traces of --workers one-worker runs taken at once (the cores shared as in the cluster)."""
+    traces, procs = [], []
+    for w in range(args.workers):
+        trace = os.path.join(out, f"profile_{args.model}_{w}.json")
+        cmd = [NEREID, "run", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch),
+               "--threads", "1", "--epochs", "1", "--train-limit", str(30 * args.batch), "--test-limit", "64",
+               "--quiet", "--trace", trace, "--passes", f"autodiff,{args.optimizer}"]
+        if args.model == "vgg11_cifar":
+            cmd += ["--dataset", "synthetic"]
+        procs.append(subprocess.Popen(cmd))
+        traces.append(trace)
+    for p in procs:
+        if p.wait(timeout=3600) != 0:
+            sys.exit("parameter_server: a profiling run failed")
+    return ",".join(traces)
+
+
+def predict(args, traces, servers, chunk_kb, staleness, out):
+    """`nereid model`'s rows for these settings, by name."""
+    path = os.path.join(out, f"model_{servers}_{chunk_kb:g}_{staleness}.json")
+    gbit = lambda rate: float(rate[:-4]) / 1000 if rate.endswith("mbit") else float(rate[:-4])
+    cmd = [NEREID, "model", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--workers", str(args.workers),
+           "--batch", str(args.batch), "--profile", traces, "--latency-us", str(args.model_latency_us),
+           "--bandwidth-gbit", str(gbit(args.rate)), "--server-bandwidth-gbit", str(gbit(args.server_rate)),
+           "--servers", str(servers), "--chunk-kb", f"{chunk_kb:g}", "--staleness", str(max(staleness, 1)),
+           "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(path) as f:
+        return {s["name"]: s["seconds_per_iteration"] for s in json.load(f)["strategies"]}
 
 
 def main():
@@ -62,36 +104,67 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 45mbit (default: loopback)")
     ap.add_argument("--server-rate", default="1gbit", help="with --rate: the servers' links")
+    ap.add_argument("--only", default="", help="row numbers to run (0-based), e.g. 2,3; data parallel always")
+    ap.add_argument("--optimizer", default="sgd(lr=0.02,momentum=0.9)")
+    ap.add_argument("--epochs", type=int, default=1, help="each of --steps steps")
+    ap.add_argument("--ssp", default="", help="staleness values of stale-synchronous rows, e.g. 1,2")
+    ap.add_argument("--slow-ms", type=int, default=0, help="rank 1 computes this much longer each step")
+    ap.add_argument("--test-limit", type=int, default=256)
+    ap.add_argument("--model-latency-us", type=float, default=200, help="with --rate: the link latency modelled")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/parameter_server"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    strategies = [("data parallel (ring allreduce)", args.workers, 0, f"autodiff,{OPT},data_parallel"),
+    # (name, ranks, servers, passes, the model's row: (name, servers, chunk_kb, staleness))
+    strategies = [("data parallel (ring allreduce)", args.workers, 0, f"autodiff,{args.optimizer},data_parallel",
+                   ("sync_allreduce", 1, args.chunk_kb, 0)),
                   ("plain server (1 server, a message per tensor)", args.workers + 1, 1,
-                   f"autodiff,{OPT},parameter_server(servers=1,chunk_kb=1000000)")]
+                   f"autodiff,{args.optimizer},parameter_server(servers=1,chunk_kb=1000000)",
+                   ("parameter_server", 1, 1000000, 0))]
     for s in args.servers.split(","):
         strategies.append((f"chunked server ({s} server{'s' if s != '1' else ''}, {args.chunk_kb:g} KiB chunks)",
                            args.workers + int(s), int(s),
-                           f"autodiff,{OPT},parameter_server(servers={s},chunk_kb={args.chunk_kb:g})"))
-    runs = {name: [] for name, _, _, _ in strategies}
+                           f"autodiff,{args.optimizer},parameter_server(servers={s},chunk_kb={args.chunk_kb:g})",
+                           ("parameter_server", int(s), args.chunk_kb, 0)))
+    first = int(args.servers.split(",")[0])
+    for st in [int(x) for x in args.ssp.split(",") if x]:
+        strategies.append((f"stale-synchronous server (staleness {st}, {first} server{'s' if first != 1 else ''})",
+                           args.workers + first, first,
+                           f"autodiff,{args.optimizer},parameter_server(servers={first},chunk_kb={args.chunk_kb:g},"
+                           f"mode=ssp,staleness={st})",
+                           ("parameter_server_ssp", first, args.chunk_kb, st)))
+    if args.only:  # the first row stays: the ratios are against it
+        strategies = [strategies[0]] + [strategies[int(i)] for i in args.only.split(",") if int(i) != 0]
+    runs = {name: [] for name, _, _, _, _ in strategies}
     for rnd in range(args.rounds):
-        for i, (name, ranks, servers, passes) in enumerate(strategies):
+        for i, (name, ranks, servers, passes, _) in enumerate(strategies):
             runs[name].append(train(args, ranks, passes, args.out,
                                     f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers))
     per_step = lambda m: sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
     base = [per_step(m) for m in runs[strategies[0][0]]]
     where = f"{args.rate} workers, {args.server_rate} servers" if args.rate else "loopback"
+    if args.slow_ms:
+        where += f", rank 1 +{args.slow_ms} ms per step"
+    predicted = {}
+    if args.rate:
+        traces = profile(args, args.out)
+        for name, _, _, _, (row, servers, chunk_kb, staleness) in strategies:
+            predicted[name] = predict(args, traces, servers, chunk_kb, staleness, args.out)[row]
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step (median) | "
-             "vs data parallel: median (min-max) | MB sent per rank and step | final train loss |",
-             "|---|---|---|---|---|"]
-    for name, _, _, _ in strategies:
+             "vs data parallel: median (min-max) | MB sent per rank and step | final train loss | test accuracy | "
+             "nereid model: s/step (model / measured) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, _, _, _, _ in strategies:
         ms = runs[name]
         step = [per_step(m) for m in ms]
         speed = [b / s for b, s in zip(base, step)]
+        model = (f"{predicted[name]:.3f} ({predicted[name] / statistics.median(step):.2f})" if name in predicted
+                 else "-")
         lines.append(f"| {name} | {statistics.median(step):.3f} | {statistics.median(speed):.2f}x "
                      f"({min(speed):.2f}-{max(speed):.2f}) | {ms[-1]['bytes_sent_per_step'] / 1e6:.2f} | "
-                     f"{ms[-1]['final_train_loss']:.4f} |")
+                     f"{ms[-1]['final_train_loss']:.4f} | {100 * ms[-1]['final_test_accuracy']:.2f}% | {model} |")
     print("\n".join(lines))
-    with open(os.path.join(args.out, f"table_{args.model}_{args.rate or 'loopback'}.md"), "w") as f:
+    suffix = f"_slow{args.slow_ms}" if args.slow_ms else ""
+    with open(os.path.join(args.out, f"table_{args.model}_{args.rate or 'loopback'}{suffix}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 

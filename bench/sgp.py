@@ -48,6 +48,9 @@ def train(args, passes, out, name):
         # strategy here (one allreduce bucket, one bucketed push), so its
         # steps take that much longer.
         env["NEREID_FAULTS"] = f"rank=1:delay={args.straggler_ms}ms"
+    if args.slow_ms > 0:
+        # Rank 1 computes that much longer every step (a slow machine).
+        env["NEREID_FAULTS"] = f"rank=1:slow={args.slow_ms}ms"
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     if subprocess.run(cmd, timeout=3700, env=env).returncode != 0:
         sys.exit(f"sgp: failed: {' '.join(cmd)}")
@@ -75,6 +78,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/sgp"))
     ap.add_argument("--straggler-ms", type=int, default=0,
                     help="slow rank 1 by this many ms per communicator call (NEREID_FAULTS delay)")
+    ap.add_argument("--slow-ms", type=int, default=0,
+                    help="rank 1 computes this many ms longer each step (NEREID_FAULTS slow)")
     ap.add_argument("--only", default="", help="comma-separated strategy numbers to run (0-based; default all)")
     args = ap.parse_args()
     global STRATEGIES
@@ -89,6 +94,8 @@ def main():
     where = f"{args.workers} workers, {args.rate or 'loopback'}"
     if args.straggler_ms:
         where += f", rank 1 +{args.straggler_ms} ms per call"
+    if args.slow_ms:
+        where += f", rank 1 +{args.slow_ms} ms compute per step"
     lines = [f"| {where} | s/step (median) | speedup per step: median (min-max) | time to target (median) | "
              "vs AllReduce | final accuracy | MB sent per rank and step | consensus distance |",
              "|---|---|---|---|---|---|---|---|"]

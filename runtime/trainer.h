@@ -30,6 +30,9 @@ struct TrainOptions {
   // launcher (runtime/launcher/) starts local workers with these set.
   int workers = 1;
   int rank = 0;
+  // `nereid run --servers S`: the plan must have S parameter servers (its
+  // last S ranks, included in `workers`); -1: not asked.
+  int servers = -1;
   std::string rendezvous;
   std::string run_id = "default";
   // The address this worker's Gloo device listens on and peers connect to

@@ -35,6 +35,10 @@ Flags RunFlags() {
       .Value("workers", "N",
              "data-parallel worker processes (default 1); N > 1 starts N local\n"
              "workers over Gloo on loopback and adds data_parallel to the passes")
+      .Value("servers", "S",
+             "parameter servers beside the --workers N (N + S processes, the\n"
+             "servers the last S ranks); without --passes, the default passes end\n"
+             "with parameter_server(servers=S); the plan's count must be S")
       .Value("threads", "T",
              "cores per worker, every library included (default 1; with\n"
              "--workers and no --threads, the machine's cores are split)")
@@ -199,6 +203,16 @@ int Run(const std::vector<std::string>& args) {
   o.revision = NereidRevision();
   o.model_path = flags.positional()[0];
   o.passes = flags.String("passes", o.passes);
+  absl::StatusOr<int64_t> servers = flags.Int("servers", 0);
+  if (!servers.ok() || *servers < 0 || *servers > 1024) {
+    std::fprintf(stderr, "error: --servers must be in [0, 1024]%s\n",
+                 servers.ok() ? "" : absl::StrCat(" (", servers.status().message(), ")").c_str());
+    return kExitUsage;
+  }
+  if (flags.Has("servers")) {
+    o.servers = static_cast<int>(*servers);
+    if (!flags.Has("passes") && *servers > 0) absl::StrAppend(&o.passes, ",parameter_server(servers=", *servers, ")");
+  }
   o.dataset = flags.String("dataset");
   o.data_dir = flags.String("data-dir");
   o.normalize = flags.String("normalize", "default");
@@ -238,6 +252,7 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
     return kExitUsage;
   }
+  if (o.servers > 0 && !flags.Has("rank") && !flags.Has("world")) workers += o.servers;  // the local launcher starts both
   if (o.stall_check_percent < 0 || o.stall_check_percent > 100) {
     std::fprintf(stderr, "error: --stall-check must be a percent in [0, 100] (got %lld)\n",
                  static_cast<long long>(o.stall_check_percent));
