@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "comm/fault_injection.h"
 #include "comm/message_verification.h"
+#include "comm/self_delivery.h"
 #include "comm/fault_plan.h"
 #include "core/fingerprint.h"
 #include "core/status_macros.h"
@@ -55,12 +56,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> ApplyFaults(std::unique_ptr<Commun
   return WithFaults(std::move(inner), faults);
 }
 
-// The wrappers every communicator gets: faults, then (outside them, so that
+// The wrappers every communicator gets: transfers to its own rank
+// (self_delivery.h), faults, then (outside them, so that
 // it sees what they do) the message verifier when asked.
 absl::StatusOr<std::unique_ptr<Communicator>> Wrap(std::unique_ptr<Communicator> inner,
                                                    const CommunicatorSpec& world_spec) {
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> wrapped,
-                   ApplyFaults(std::move(inner), world_spec.rank, world_spec.env));
+                   ApplyFaults(WithSelfDelivery(std::move(inner)), world_spec.rank, world_spec.env));
   if (!world_spec.verify_messages) return wrapped;
   return WithMessageVerification(std::move(wrapped));
 }

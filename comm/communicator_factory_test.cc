@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "comm/communicator.h"
 #include "comm/fault_injection.h"
+#include "comm/self_delivery.h"
 #include "comm/gloo_test_world.h"
 #include "comm/launch_env.h"
 #include "comm/rendezvous_spec.h"
@@ -96,6 +97,7 @@ CommunicatorSpec Spec(const std::string& backend, const RendezvousSpec& rendezvo
 // The fake under a possible fault wrapper.
 const FakeCommunicator& Fake(Communicator& c) {
   if (auto* fault = dynamic_cast<FaultInjectingCommunicator*>(&c)) return Fake(fault->inner());
+  if (auto* self = dynamic_cast<SelfDeliveringCommunicator*>(&c)) return Fake(self->inner());
   return dynamic_cast<const FakeCommunicator&>(c);
 }
 

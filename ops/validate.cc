@@ -181,7 +181,7 @@ constexpr GraphAttrSpec kGraphAttrs[] = {
     {"logits", AttrValue::kS},      {"groups", AttrValue::kS},         {"compression", AttrValue::kS},
     {"gossip", AttrValue::kS},      {"workers", AttrValue::kI, 1},     {"num_classes", AttrValue::kI, 1},
     {"servers", AttrValue::kI, 1},  {"model_parallel", AttrValue::kI, 1}, {"data_replicas", AttrValue::kI, 1},
-    {"pipeline_width", AttrValue::kI, 1},
+    {"pipeline_width", AttrValue::kI, 1}, {"parameter_server", AttrValue::kS},
 };
 
 const char* TypeName(AttrValue::ValueCase c) {

@@ -114,9 +114,13 @@ class ParameterServerPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
     const int64_t world = GraphAttrInt(graph, "workers", 0);
-    const int64_t servers = o.GetInt("servers");
+    // Colocated: every rank is a worker and serves a shard (server s on rank
+    // s), the reduce-scatter / update / all-gather shape; a rank's pushes
+    // to its own shard go through its communicator's self-delivery.
+    const bool colocated = o.GetBool("colocated");
+    const int64_t servers = colocated ? world : o.GetInt("servers");
     if (servers < 1) return absl::InvalidArgumentError("parameter_server: servers must be >= 1");
-    if (world < servers + 1) {
+    if (!colocated && world < servers + 1) {
       return absl::FailedPreconditionError(absl::StrCat(
           "parameter_server: ", servers, " servers need at least ", servers + 1,
           " ranks (workers and servers together: run with --workers ", servers + 1, " or more), the plan has ", world));
@@ -132,7 +136,8 @@ class ParameterServerPass : public Pass {
     if (staleness < 0 || staleness > 63) {
       return absl::InvalidArgumentError(absl::StrCat("parameter_server: staleness=", staleness, " must be in [0, 63]"));
     }
-    const int64_t workers = world - servers;
+    const int64_t workers = colocated ? world : world - servers;
+    const int64_t first_server = colocated ? 0 : workers;  // the rank of server 0
     for (const Node* n : graph.nodes()) {
       if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("parameter_server: the model is placed already");
     }
@@ -174,7 +179,7 @@ class ParameterServerPass : public Pass {
       Node* gradient = trained[i].gradient;
       const std::vector<int64_t> dims = p->outputs()[0].shape.dims();
       const int64_t n = p->outputs()[0].shape.KnownElements();
-      const int server = static_cast<int>(workers) + server_of[i];
+      const int server = static_cast<int>(first_server) + server_of[i];
       Placement on_server;
       on_server.worker = server;
       SetPlacement(*p, on_server);
@@ -182,7 +187,10 @@ class ParameterServerPass : public Pass {
       const std::string base = absl::StrCat("ps/", p->name());
       const std::vector<std::pair<int64_t, int64_t>> chunks = Chunks(n, chunk_elements);
       chunks_total += static_cast<int64_t>(chunks.size());
-      if (channel + static_cast<int64_t>(chunks.size()) > kMaxChannels) {
+      // Colocated, a rank's push and pull of a chunk both go to itself: two
+      // channels, so that their messages stay apart.
+      const int64_t channels_per_chunk = colocated ? 2 : 1;
+      if (channel + channels_per_chunk * static_cast<int64_t>(chunks.size()) > kMaxChannels) {
         return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels,
                                                        " chunks; raise chunk_kb (", chunk_kb, ")"));
       }
@@ -213,15 +221,17 @@ class ParameterServerPass : public Pass {
                                                 {{"shape", IntListAttr({n})}}));
       SetPlacement(*flat_g, on_workers);
       std::vector<NodeOut> pulled, pushed;
-      for (size_t k = 0; k < chunks.size(); ++k, ++channel) {
+      for (size_t k = 0; k < chunks.size(); ++k, channel += channels_per_chunk) {
         const auto [begin, size] = chunks[k];
         const std::string c = absl::StrCat(base, "/chunk", k);
         std::vector<std::pair<std::string, AttrValue>> slice = {{"begin", IntAttr(begin)}, {"size", IntAttr(size)}};
-        auto end = [&](int64_t peer) -> std::vector<std::pair<std::string, AttrValue>> {
-          return {{"peer", IntAttr(peer)}, {"channel", IntAttr(channel)}, {"eval", BoolAttr(false)}};
+        auto end = [&](int64_t peer, bool pull = false) -> std::vector<std::pair<std::string, AttrValue>> {
+          return {{"peer", IntAttr(peer)},
+                  {"channel", IntAttr(channel + (pull ? channels_per_chunk - 1 : 0))},
+                  {"eval", BoolAttr(false)}};
         };
-        auto received = [&](int64_t peer) {
-          std::vector<std::pair<std::string, AttrValue>> attrs = end(peer);
+        auto received = [&](int64_t peer, bool pull = false) {
+          std::vector<std::pair<std::string, AttrValue>> attrs = end(peer, pull);
           attrs.emplace_back("shape", ShapeAttr({size}));
           return attrs;
         };
@@ -282,10 +292,10 @@ class ParameterServerPass : public Pass {
         }
         // Pull: the server sends the updated chunk to every worker.
         for (int64_t w = 0; w < workers; ++w) {
-          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {value}, end(w)));
+          ASSIGN_OR_RETURN(Node * send, AddOpNode(&graph, absl::StrCat(c, "/pull/to", w), "Send", {value}, end(w, /*pull=*/true)));
           SetPlacement(*send, on_server);
         }
-        ASSIGN_OR_RETURN(Node * recv, AddOpNode(&graph, c + "/pull", "Recv", {}, received(server)));
+        ASSIGN_OR_RETURN(Node * recv, AddOpNode(&graph, c + "/pull", "Recv", {}, received(server, /*pull=*/true)));
         SetPlacement(*recv, on_workers);
         pulled.push_back({recv, 0});
       }
@@ -349,11 +359,15 @@ class ParameterServerPass : public Pass {
                                         " bytes of delay state on the servers); ", staleness + 1,
                                         " steps in flight"));
     }
-    header["servers"] = IntAttr(servers);
+    if (colocated) {
+      header["parameter_server"] = StringAttr("colocated");  // no rank is a server only
+    } else {
+      header["servers"] = IntAttr(servers);
+    }
     header["data_replicas"] = IntAttr(workers);
     std::string balance;
     for (int64_t s = 0; s < servers; ++s) {
-      absl::StrAppend(&balance, s ? ", " : "", "rank ", workers + s, ": ", load[static_cast<size_t>(s)] * 4 / 1024,
+      absl::StrAppend(&balance, s ? ", " : "", "rank ", first_server + s, ": ", load[static_cast<size_t>(s)] * 4 / 1024,
                       " KiB");
     }
     log->notes.push_back(absl::StrCat(trained.size(), " parameters on ", servers, " servers (", balance, ") for ",
@@ -388,7 +402,9 @@ PassInfo ParameterServerInfo() {
                  {"mode", OptionType::kString, "sync",
                   "sync: every step's mean gradient applied at once; ssp: stale-synchronous, applied `staleness` "
                   "steps late, so workers run up to `staleness` steps apart"},
-                 {"staleness", OptionType::kInt, "1", "with mode=ssp: how many steps a worker may run ahead (0: sync)"}},
+                 {"staleness", OptionType::kInt, "1", "with mode=ssp: how many steps a worker may run ahead (0: sync)"},
+                 {"colocated", OptionType::kBool, "false",
+                  "every rank a worker and a server of 1/world of the parameters (servers is then ignored)"}},
                 [] { return std::make_unique<ParameterServerPass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kGradientCommunicationProperty};

@@ -566,7 +566,7 @@ class TrainingRun {
     result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
     if (result_.model_parallel > 1) result_.strategy = "hybrid";
     if (gossip_) result_.strategy = "gossip";
-    if (placed_ && GraphAttrInt(*graph_, "servers", 0) > 0) {
+    if (placed_ && (GraphAttrInt(*graph_, "servers", 0) > 0 || !GraphAttr(*graph_, "parameter_server").empty())) {
       result_.strategy = "parameter_server";
     } else if (coded_) {
       result_.strategy = "coded";

@@ -99,6 +99,29 @@ TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
   }
 }
 
+// Colocated: both ranks train and each serves half of the parameters (the
+// shards balanced by size), pushing to and pulling from itself through its
+// communicator's self-delivery: still data_parallel's arithmetic, and each
+// rank holds its copy plus its shard with that shard's momentum.
+TEST_F(ParameterServerTest, ColocatedServersComputeWhatDataParallelComputes) {
+  const int examples = 50 * 32 * 2;
+  Metrics dp, ps;
+  Outcome o = Run("lenet_fashion", 2, "autodiff,sgd(lr=0.05,momentum=0.9),data_parallel", &dp, examples);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  o = Run("lenet_fashion", 2, "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,chunk_kb=16)", &ps,
+          examples);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(ps.strategy, "parameter_server");
+  ASSERT_EQ(ps.losses.size(), 50u);
+  EXPECT_LE(testing::WorstRelativeDifference(ps.losses, dp.losses), 1e-5);
+  ASSERT_EQ(ps.rank_state_bytes.size(), 2u);
+  // Copies (a third of a data-parallel rank's state: parameters, momentum)
+  // twice, and the shards (the whole model and momentum) between them.
+  EXPECT_EQ(ps.rank_state_bytes[0] + ps.rank_state_bytes[1], dp.state_bytes + 2 * (dp.state_bytes / 2));
+  EXPECT_GT(ps.rank_state_bytes[0], dp.state_bytes / 2);
+  EXPECT_GT(ps.rank_state_bytes[1], dp.state_bytes / 2);
+}
+
 TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   Outcome o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(servers=2)", nullptr, 256);
   EXPECT_NE(o.exit_code, 0);
