@@ -22,6 +22,13 @@ absl::StatusOr<std::vector<ShapeAndType>> InputShape(const InferenceContext& c) 
   return shape_fns::Single(*shape, c.GetType("dtype"));
 }
 
+// A shape attribute's default that is set (a rank-0 shape), unlike ShapeAttr({}).
+AttrValue NoShape() {
+  AttrValue a;
+  a.mutable_shape();
+  return a;
+}
+
 absl::StatusOr<std::vector<ShapeAndType>> ParameterShape(const InferenceContext& c) {
   auto shape = TensorShape::FromProto(c.GetShape("shape"));
   if (!shape.ok()) return shape.status();
@@ -45,6 +52,18 @@ absl::StatusOr<std::vector<ShapeAndType>> ParameterShape(const InferenceContext&
     std::vector<int64_t> dims = shape->dims();
     dims[axis] *= shards;
     full = TensorShape(dims);
+  }
+  // A piece (a parameter server's chunk): elements [init_offset, + size) of
+  // the flattened initial value of a tensor shaped init_of_shape.
+  if (const int64_t offset = c.GetInt("init_offset"); offset >= 0) {
+    auto of = TensorShape::FromProto(c.GetShape("init_of_shape"));
+    if (!of.ok() || !of->IsFullyDefined()) return absl::InvalidArgumentError("init_of_shape must be fully known");
+    if (shards > 1 || offset + shape->KnownElements() > of->KnownElements()) {
+      return absl::InvalidArgumentError(absl::StrCat("a piece of ", shape->KnownElements(), " elements at init_offset ",
+                                                     offset, " does not fit in init_of_shape ", of->ToString(),
+                                                     shards > 1 ? " (or is a shard too)" : ""));
+    }
+    full = *of;
   }
   auto checked = ValidateTensorProto(c.GetTensor("init"), &full);
   if (!checked.ok()) return absl::InvalidArgumentError(absl::StrCat("attribute 'init': ", checked.status().message()));
@@ -92,6 +111,11 @@ NEREID_REGISTER_OP(OpDefBuilder("Parameter")
                              "(`shape` is the shard's)")
                        .Attr("shard_axis", AttrType::kInt, IntAttr(0), "the axis the full tensor is cut along")
                        .Attr("shard_count", AttrType::kInt, IntAttr(1), "how many shards the full tensor has")
+                       .Attr("init_offset", AttrType::kInt, IntAttr(-1),
+                             "set (>= 0) for a piece of a larger tensor (a parameter server's chunk): the "
+                             "initial value is that tensor's flattened elements from here on")
+                       .Attr("init_of_shape", AttrType::kShape, NoShape(),
+                             "with init_offset: the larger tensor's shape, which `init` is for")
                        .Attr("replica_group", AttrType::kString, StringAttr(""),
                              "a shard's gradient is averaged over this group (the ranks holding the same "
                              "shard); empty: no rank holds the same shard, nothing is averaged")

@@ -123,6 +123,31 @@ absl::Status CloseLoop(Graph& graph, Node* parameter, NodeOut next) {
   return absl::OkStatus();
 }
 
+absl::Status RemoveState(Graph& graph, Node* parameter) {
+  if (parameter->op() != "Parameter") {
+    return absl::InternalError(absl::StrCat("RemoveState: '", parameter->name(), "' is not a Parameter"));
+  }
+  LoopScope* scope = TrainLoop(graph);
+  auto erase = [](google::protobuf::RepeatedPtrField<std::string>* names, const std::string& name) {
+    for (int i = 0; i < names->size(); ++i) {
+      if (names->Get(i) == name) {
+        names->erase(names->begin() + i);
+        return;
+      }
+    }
+  };
+  if (parameter->num_inputs() > 0 && parameter->input_edge(0) != nullptr) {
+    Node* feedback = parameter->input_edge(0)->src;
+    if (feedback->op() == "Feedback") {
+      erase(scope->mutable_feedback(), feedback->name());
+      graph.RemoveNode(feedback);
+    }
+  }
+  erase(scope->mutable_ingress(), parameter->name());
+  graph.RemoveNode(parameter);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> CloseStateUpdates(Graph& graph) {
   int closed = 0;
   for (Node* n : graph.nodes()) {

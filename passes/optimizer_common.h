@@ -61,6 +61,10 @@ absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std:
 // input, and records both in the training loop scope.
 absl::Status CloseLoop(Graph& graph, Node* parameter, NodeOut next);
 
+// Removes state `parameter`, the Feedback carrying it (if any) and both
+// from the training loop scope: the inverse of CloseLoop.
+absl::Status RemoveState(Graph& graph, Node* parameter);
+
 // Wires the state updates ops declare (batch norm's running statistics)
 // through Feedback nodes, for every state Parameter not yet carried.
 absl::StatusOr<int> CloseStateUpdates(Graph& graph);

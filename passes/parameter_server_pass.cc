@@ -94,6 +94,32 @@ Node* ChunkableUpdate(const Node& p, const Node& gradient) {
   return update;
 }
 
+// Whether every input of `update` shaped like its parameter, but the
+// gradient, is a Parameter (the parameter itself, its optimizer state), so
+// the update can run on state kept chunk by chunk.
+bool StateInputsOnly(const Node& update, const Node& gradient) {
+  for (int i = 0; i < update.num_inputs(); ++i) {
+    const Edge* e = update.input_edge(i);
+    if (e->src == &gradient || e->src->outputs()[static_cast<size_t>(e->src_port)].shape.rank() == 0) continue;
+    if (e->src->op() != "Parameter" || !e->src->control_inputs().empty()) return false;
+  }
+  return true;
+}
+
+// Chunk k of state `whole` ([begin, begin + size) of its flattened value),
+// a Parameter of its own that starts from those elements of whole's
+// initial value.
+absl::StatusOr<Node*> AddPiece(Graph& graph, const Node& whole, size_t k, int64_t begin, int64_t size) {
+  NodeDef def = whole.def();
+  def.set_name(absl::StrCat(whole.name(), "/chunk", k));
+  def.clear_input();
+  auto& attrs = *def.mutable_attr();
+  attrs["init_of_shape"] = attrs["shape"];
+  attrs["init_offset"] = IntAttr(begin);
+  attrs["shape"] = ShapeAttr({size});
+  return graph.AddNode(def, 0);
+}
+
 // [begin, size) of each chunk of n elements.
 std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t n, int64_t chunk_elements) {
   std::vector<std::pair<int64_t, int64_t>> chunks;
@@ -144,17 +170,45 @@ class ParameterServerPass : public Pass {
     ASSIGN_OR_RETURN(std::vector<GradientOfParameter> trained, FindGradientsUpdated(graph));
     const absl::flat_hash_set<const Node*> worker_nodes = WorkerNodes(graph, trained);
 
-    // Parameters to servers, largest first onto the least loaded.
-    std::vector<size_t> by_size(trained.size());
-    std::iota(by_size.begin(), by_size.end(), 0);
-    auto elements = [&](size_t i) { return trained[i].parameter->outputs()[0].shape.KnownElements(); };
-    std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return elements(a) > elements(b); });
+    // What each parameter's update is (ChunkableUpdate), and whether its
+    // chunks may go to different servers (split=true: every P-shaped input
+    // of the update is state, which is then kept chunk by chunk).
+    const bool split = o.GetBool("split");
+    std::vector<Node*> updates(trained.size());
+    std::vector<bool> splits(trained.size());
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> chunks_of(trained.size());
+    for (size_t i = 0; i < trained.size(); ++i) {
+      updates[i] = ChunkableUpdate(*trained[i].parameter, *trained[i].gradient);
+      splits[i] = split && updates[i] != nullptr && StateInputsOnly(*updates[i], *trained[i].gradient);
+      chunks_of[i] = Chunks(trained[i].parameter->outputs()[0].shape.KnownElements(), chunk_elements);
+    }
+    // Parameters (or, split, their chunks) to servers, largest first onto
+    // the least loaded.
+    struct Item {
+      size_t parameter;
+      int chunk;  // -1: the whole parameter
+      int64_t elements;
+    };
+    std::vector<Item> items;
+    for (size_t i = 0; i < trained.size(); ++i) {
+      if (splits[i]) {
+        for (size_t k = 0; k < chunks_of[i].size(); ++k) items.push_back({i, static_cast<int>(k), chunks_of[i][k].second});
+      } else {
+        items.push_back({i, -1, trained[i].parameter->outputs()[0].shape.KnownElements()});
+      }
+    }
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.elements > b.elements; });
     std::vector<int64_t> load(static_cast<size_t>(servers), 0);
-    std::vector<int> server_of(trained.size());
-    for (size_t i : by_size) {
+    std::vector<std::vector<int>> server_of(trained.size());  // by parameter, by chunk
+    for (size_t i = 0; i < trained.size(); ++i) server_of[i].resize(chunks_of[i].size());
+    for (const Item& item : items) {
       const int s = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-      server_of[i] = s;
-      load[static_cast<size_t>(s)] += elements(i);
+      if (item.chunk < 0) {
+        std::fill(server_of[item.parameter].begin(), server_of[item.parameter].end(), s);
+      } else {
+        server_of[item.parameter][static_cast<size_t>(item.chunk)] = s;
+      }
+      load[static_cast<size_t>(s)] += item.elements;
     }
 
     // The worker role, then every worker node on it (nodes without inputs
@@ -171,7 +225,7 @@ class ParameterServerPass : public Pass {
       }
     }
 
-    int64_t channel = 0, chunks_total = 0, chunked_updates = 0;
+    int64_t channel = 0, chunks_total = 0, chunked_updates = 0, split_parameters = 0;
     const AttrValue scale = ConstScalar(1.0f / static_cast<float>(workers));
     ASSIGN_OR_RETURN(Node * mean, AddOpNode(&graph, "ps/mean_scale", "Const", {}, {{"value", scale}}));
     for (size_t i = 0; i < trained.size(); ++i) {
@@ -179,13 +233,15 @@ class ParameterServerPass : public Pass {
       Node* gradient = trained[i].gradient;
       const std::vector<int64_t> dims = p->outputs()[0].shape.dims();
       const int64_t n = p->outputs()[0].shape.KnownElements();
-      const int server = static_cast<int>(first_server) + server_of[i];
+      const int server = static_cast<int>(first_server) + server_of[i][0];  // the whole parameter's
       Placement on_server;
       on_server.worker = server;
       SetPlacement(*p, on_server);
       SetPlacement(*gradient, on_server);
       const std::string base = absl::StrCat("ps/", p->name());
-      const std::vector<std::pair<int64_t, int64_t>> chunks = Chunks(n, chunk_elements);
+      const std::vector<std::pair<int64_t, int64_t>>& chunks = chunks_of[i];
+      const bool split_here = splits[i];
+      split_parameters += split_here ? 1 : 0;
       chunks_total += static_cast<int64_t>(chunks.size());
       // Colocated, a rank's push and pull of a chunk both go to itself: two
       // channels, so that their messages stay apart.
@@ -197,9 +253,19 @@ class ParameterServerPass : public Pass {
       // The update, chunk by chunk when it can be (see ChunkableUpdate); else
       // whole, once every chunk's gradient arrived: P's next value, which its
       // Feedback carries into the next step, is cut into chunks to pull.
-      Node* update = ChunkableUpdate(*p, *gradient);
+      Node* update = updates[i];
       if (update != nullptr) ++chunked_updates;
-      std::vector<NodeOut> flat_inputs(update != nullptr ? static_cast<size_t>(update->num_inputs()) : 0);
+      // Split, each P-shaped state input is kept chunk by chunk on the
+      // chunk's server: which update output carries it to the next step.
+      absl::flat_hash_map<const Node*, int> next_output;
+      if (split_here) {
+        for (const Edge* e : update->out_edges()) {
+          if (e->dst->op() == "Feedback" && !e->dst->out_edges().empty()) {
+            next_output[e->dst->out_edges()[0]->dst] = e->src_port;
+          }
+        }
+      }
+      std::vector<NodeOut> flat_inputs(update != nullptr && !split_here ? static_cast<size_t>(update->num_inputs()) : 0);
       for (size_t i = 0; i < flat_inputs.size(); ++i) {
         const Edge* e = update->input_edge(static_cast<int>(i));
         if (e->src == gradient || e->src->outputs()[static_cast<size_t>(e->src_port)].shape.rank() == 0) continue;
@@ -224,6 +290,9 @@ class ParameterServerPass : public Pass {
       for (size_t k = 0; k < chunks.size(); ++k, channel += channels_per_chunk) {
         const auto [begin, size] = chunks[k];
         const std::string c = absl::StrCat(base, "/chunk", k);
+        const int server = static_cast<int>(first_server) + server_of[i][k];
+        Placement on_server;
+        on_server.worker = server;
         std::vector<std::pair<std::string, AttrValue>> slice = {{"begin", IntAttr(begin)}, {"size", IntAttr(size)}};
         auto end = [&](int64_t peer, bool pull = false) -> std::vector<std::pair<std::string, AttrValue>> {
           return {{"peer", IntAttr(peer)},
@@ -275,7 +344,15 @@ class ParameterServerPass : public Pass {
             NodeOut in{e->src, e->src_port};
             if (e->src == gradient) {
               in = {chunk_gradient, 0};
-            } else if (flat_inputs[static_cast<size_t>(i)].node != nullptr) {
+            } else if (split_here && e->src->outputs()[static_cast<size_t>(e->src_port)].shape.rank() != 0) {
+              // This chunk's piece of the state, kept on the chunk's server.
+              ASSIGN_OR_RETURN(Node * piece, AddPiece(graph, *e->src, k, begin, size));
+              SetPlacement(*piece, on_server);
+              if (auto q = next_output.find(e->src); q != next_output.end()) {
+                RETURN_IF_ERROR(CloseLoop(graph, piece, {chunk_update, q->second}));
+              }
+              in = {piece, 0};
+            } else if (!split_here && flat_inputs[static_cast<size_t>(i)].node != nullptr) {
               ASSIGN_OR_RETURN(Node * piece, AddOpNode(&graph, absl::StrCat(chunk_update->name(), "/in", i), "Slice",
                                                        {flat_inputs[static_cast<size_t>(i)]}, slice));
               SetPlacement(*piece, on_server);
@@ -312,7 +389,19 @@ class ParameterServerPass : public Pass {
         SetPlacement(*shaped, at);
         return shaped;
       };
-      if (update != nullptr) {
+      if (split_here) {
+        // The whole parameter and its state are gone: their chunks replace them.
+        std::vector<Node*> states;
+        for (int q = 0; q < update->num_inputs(); ++q) {
+          Node* in = update->input_edge(q)->src;
+          if (in != gradient && in->op() == "Parameter" && in->outputs()[0].shape.rank() != 0) states.push_back(in);
+        }
+        graph.RemoveNode(update);
+        graph.RemoveNode(gradient);
+        for (Node* state : states) {
+          if (state != p) RETURN_IF_ERROR(RemoveState(graph, state));
+        }
+      } else if (update != nullptr) {
         // The chunks' next values (P's, its state's) joined for the Feedbacks.
         for (size_t q = 0; q < updated.size(); ++q) {
           const auto& outs = update->out_edges();
@@ -341,6 +430,7 @@ class ParameterServerPass : public Pass {
         if (!e->IsControl() && worker_nodes.contains(e->dst)) readers.emplace_back(e->dst, e->dst_port);
       }
       for (auto& [reader, port] : readers) RETURN_IF_ERROR(graph.ReplaceInput(reader, port, copy, 0));
+      if (split_here) RETURN_IF_ERROR(RemoveState(graph, p));
     }
     // Stale-synchronous, with a fixed delay: the servers apply each step's
     // mean gradient `staleness` steps late (the delay line of
@@ -372,7 +462,8 @@ class ParameterServerPass : public Pass {
     }
     log->notes.push_back(absl::StrCat(trained.size(), " parameters on ", servers, " servers (", balance, ") for ",
                                       workers, " workers, ", chunks_total, " chunks of at most ", chunk_kb, " KiB; ",
-                                      chunked_updates, " of ", trained.size(), " updated chunk by chunk"));
+                                      chunked_updates, " of ", trained.size(), " updated chunk by chunk",
+                                      split ? absl::StrCat(", ", split_parameters, " split over the servers") : ""));
     return absl::OkStatus();
   }
 
@@ -403,6 +494,9 @@ PassInfo ParameterServerInfo() {
                   "sync: every step's mean gradient applied at once; ssp: stale-synchronous, applied `staleness` "
                   "steps late, so workers run up to `staleness` steps apart"},
                  {"staleness", OptionType::kInt, "1", "with mode=ssp: how many steps a worker may run ahead (0: sync)"},
+                 {"split", OptionType::kBool, "false",
+                  "balance chunks, not whole parameters, over the servers: a parameter's chunks, with their "
+                  "optimizer state, may live on different servers"},
                  {"colocated", OptionType::kBool, "false",
                   "every rank a worker and a server of 1/world of the parameters (servers is then ignored)"}},
                 [] { return std::make_unique<ParameterServerPass>(); }};

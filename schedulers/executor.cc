@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -145,6 +146,16 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, E
 }
 
 absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const TensorProto& init) const {
+  if (const int64_t offset = NodeAttrInt(parameter, "init_offset", -1); offset >= 0) {
+    // A piece: its elements of the larger tensor's initial value.
+    ASSIGN_OR_RETURN(TensorShape of, TensorShape::FromProto(parameter.def().attr().at("init_of_shape").shape()));
+    ASSIGN_OR_RETURN(Tensor full, MaterializeTensor(init, of));
+    const TensorShape& shape = parameter.outputs()[0].shape;
+    ASSIGN_OR_RETURN(Tensor piece, Tensor::Allocate(full.dtype(), shape.dims()));
+    const int64_t element = full.num_elements() > 0 ? full.num_bytes() / full.num_elements() : 0;
+    std::memcpy(piece.raw(), static_cast<const char*>(full.raw()) + offset * element, piece.num_bytes());
+    return piece;
+  }
   const int64_t count = NodeAttrInt(parameter, "shard_count", 1);
   if (count <= 1) return MaterializeTensor(init, parameter.outputs()[0].shape);
   // A shard: its block of the full tensor the unsharded model starts from.

@@ -6,6 +6,7 @@
 // weights), and bad requests are refused before anything runs.
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,14 +58,17 @@ struct Case {
   const char* optimizer;
   const char* chunk_kb;
   int state_per_parameter;  // a data-parallel rank's state (parameters and optimizer state) over its parameters
+  const char* extra = "";    // more options of the pass
 };
 
 // mlp: 2 workers, 1 server, chunks smaller than the first layer's weight,
 // Adam (its moments updated chunk by chunk on the server); lenet: 2 workers,
-// 2 servers (parameters balanced over both), momentum.
+// 2 servers (parameters balanced over both), momentum; mlp split: 2 servers
+// sharing the first layer's weight chunk by chunk, with its Adam moments.
 TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
   for (const Case& c : {Case{"mlp_fashion", 2, 1, "adam(lr=0.001)", "64", 3},
-                        Case{"lenet_fashion", 2, 2, "sgd(lr=0.05,momentum=0.9)", "16", 2}}) {
+                        Case{"lenet_fashion", 2, 2, "sgd(lr=0.05,momentum=0.9)", "16", 2},
+                        Case{"mlp_fashion", 2, 2, "adam(lr=0.001)", "64", 3, ",split=true"}}) {
     SCOPED_TRACE(c.model);
     const int examples = 50 * 32 * c.workers;
     Metrics dp, ps;
@@ -72,7 +76,7 @@ TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
     ASSERT_EQ(o.exit_code, 0) << o.output;
     o = Run(c.model, c.workers + c.servers,
             absl::StrCat("autodiff,", c.optimizer, ",parameter_server(servers=", c.servers, ",chunk_kb=", c.chunk_kb,
-                         ")"),
+                         c.extra, ")"),
             &ps, examples);
     ASSERT_EQ(o.exit_code, 0) << o.output;
     EXPECT_EQ(ps.strategy, "parameter_server");
@@ -92,6 +96,11 @@ TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
     EXPECT_EQ(on_servers, dp.state_bytes);
     for (int r = 0; r < c.workers; ++r) {
       EXPECT_EQ(ps.rank_state_bytes[r], ps.rank_state_bytes[0]) << "rank " << r;
+    }
+    if (std::string(c.extra).find("split=true") != std::string::npos) {
+      // Split chunk by chunk, the two servers' shares are within a chunk
+      // (64 KiB, with its two Adam moments) of each other.
+      EXPECT_LE(std::abs(ps.rank_state_bytes[2] - ps.rank_state_bytes[3]), 3 * 64 * 1024);
     }
     // The copy is the parameters alone, without the optimizer's state.
     EXPECT_EQ(c.state_per_parameter * ps.rank_state_bytes[0], dp.state_bytes);

@@ -338,6 +338,16 @@ TEST(ShapeTest, ShardedParameterValidatesItsInitAgainstTheFullShape) {
               HasSubstr("shard_axis 2 is outside"));
 }
 
+// A piece of a larger tensor (a parameter server's chunk): `init` is the
+// larger tensor's, and the piece must fit in it.
+TEST(ShapeTest, APieceOfAParameterValidatesItsInitAgainstTheLargerShape) {
+  const std::string piece = Attr("init_offset", "i: 8") + Attr("init_of_shape", ShapeValue({4, 3}));
+  const std::string init = Attr("init", "tensor { dtype: DT_FLOAT shape { dim: 4 dim: 3 } init { kind: \"zeros\" } }");
+  EXPECT_EQ(OutputOf(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4})) + piece + init), "w"), "[4] float32");
+  EXPECT_THAT(LoadError(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({5})) + piece + init)),
+              HasSubstr("does not fit in init_of_shape [4,3]"));
+}
+
 TEST(ShapeTest, CodedSendAndGather) {
   const std::string code = Attr("n", "i: 3") + Attr("k", "i: 2") + Attr("channel", "i: 2");
   std::string g = InputNode("x", {-1, 6});

@@ -257,6 +257,36 @@ TEST(PlacementTest, StaleSynchronousServersDelayTheirChunkGradients) {
   }
 }
 
+// split=true balances chunks, not parameters: logreg's weight (7840
+// floats, two chunks of 4096 and 3744) goes half to each of 2 servers, each
+// chunk with its own piece of the weight and of Adam's moments, and the
+// whole weight is gone from the servers.
+TEST(PlacementTest, ASplitParameterKeepsEachChunkOnItsOwnServer) {
+  auto graph = LoadModel("models/logreg_fashion.pbtxt");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  auto pipeline = ParsePipeline("autodiff,adam(lr=0.001),parameter_server(servers=2,chunk_kb=16,split=true)");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+  const Graph& g = **graph;
+  EXPECT_EQ(g.FindNode("linear/weight"), nullptr);
+  const std::string first = Where(g, "linear/weight/adam/chunk0"), second = Where(g, "linear/weight/adam/chunk1");
+  EXPECT_NE(first, second);
+  for (int k : {0, 1}) {
+    const Node* piece = g.FindNode(absl::StrCat("linear/weight/chunk", k));
+    ASSERT_NE(piece, nullptr) << k;
+    EXPECT_EQ(piece->op(), "Parameter");
+    EXPECT_EQ(NodeAttrInt(*piece, "init_offset", -1), k * 4096);
+    EXPECT_EQ(Where(g, piece->name()), k == 0 ? first : second);
+    EXPECT_EQ(g.FindNode(absl::StrCat("linear/weight/adam/chunk", k))->input_edge(0)->src, piece);
+    ASSERT_EQ(piece->num_inputs(), 1);
+    EXPECT_EQ(piece->input_edge(0)->src->op(), "Feedback");
+  }
+  EXPECT_EQ(g.FindNode("linear/weight/chunk1")->outputs()[0].shape.KnownElements(), 7840 - 4096);
+  auto parts = SplitPlanAcrossRanks(g, 4);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+}
+
 // A per-rank plan file holds each rank's part as the rank runs it; read back,
 // the parts are the same graphs, checked together.
 TEST(PlacementTest, APerRankPlanRoundTripsAndIsCheckedOnItsOwnGraphs) {
