@@ -6,7 +6,8 @@ W workers, the strategies alternated for --rounds rounds (the machine's speed
 drifts, so ratios are taken within a round): data parallel on W ranks; a
 plain parameter server (one server, each tensor one message); and the
 chunked server (chunks of --chunk-kb) on each server count of --servers.
---ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
+--split adds rows with split=true (chunks, not parameters, balanced over
+the servers); --ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
 first server count); --slow-ms slows rank 1's every step (NEREID_FAULTS
 slow=, a straggler) in every run. Prints s/step, the speedup against data
 parallel, bytes sent per rank and step (servers included in the average),
@@ -79,15 +80,15 @@ def profile(args, out):
     return ",".join(traces)
 
 
-def predict(args, traces, servers, chunk_kb, staleness, out):
+def predict(args, traces, servers, chunk_kb, staleness, out, split=False):
     """`nereid model`'s rows for these settings, by name."""
-    path = os.path.join(out, f"model_{servers}_{chunk_kb:g}_{staleness}.json")
+    path = os.path.join(out, f"model_{servers}_{chunk_kb:g}_{staleness}{'_split' if split else ''}.json")
     gbit = lambda rate: float(rate[:-4]) / 1000 if rate.endswith("mbit") else float(rate[:-4])
     cmd = [NEREID, "model", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--workers", str(args.workers),
            "--batch", str(args.batch), "--profile", traces, "--latency-us", str(args.model_latency_us),
            "--bandwidth-gbit", str(gbit(args.rate)), "--server-bandwidth-gbit", str(gbit(args.server_rate)),
            "--servers", str(servers), "--chunk-kb", f"{chunk_kb:g}", "--staleness", str(max(staleness, 1)),
-           "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path]
+           "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path] + (["--split"] if split else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(path) as f:
         return {s["name"]: s["seconds_per_iteration"] for s in json.load(f)["strategies"]}
@@ -107,6 +108,7 @@ def main():
     ap.add_argument("--only", default="", help="row numbers to run (0-based), e.g. 2,3; data parallel always")
     ap.add_argument("--optimizer", default="sgd(lr=0.02,momentum=0.9)")
     ap.add_argument("--epochs", type=int, default=1, help="each of --steps steps")
+    ap.add_argument("--split", action="store_true", help="add split=true rows (chunks balanced over servers)")
     ap.add_argument("--ssp", default="", help="staleness values of stale-synchronous rows, e.g. 1,2")
     ap.add_argument("--slow-ms", type=int, default=0, help="rank 1 computes this much longer each step")
     ap.add_argument("--test-limit", type=int, default=256)
@@ -125,6 +127,12 @@ def main():
                            args.workers + int(s), int(s),
                            f"autodiff,{args.optimizer},parameter_server(servers={s},chunk_kb={args.chunk_kb:g})",
                            ("parameter_server", int(s), args.chunk_kb, 0)))
+        if args.split and s != "1":
+            strategies.append((f"chunked server, split ({s} servers, {args.chunk_kb:g} KiB chunks balanced)",
+                               args.workers + int(s), int(s),
+                               f"autodiff,{args.optimizer},parameter_server(servers={s},chunk_kb={args.chunk_kb:g},"
+                               "split=true)",
+                               ("parameter_server", int(s), args.chunk_kb, 0, True)))
     first = int(args.servers.split(",")[0])
     for st in [int(x) for x in args.ssp.split(",") if x]:
         strategies.append((f"stale-synchronous server (staleness {st}, {first} server{'s' if first != 1 else ''})",
@@ -147,8 +155,8 @@ def main():
     predicted = {}
     if args.rate:
         traces = profile(args, args.out)
-        for name, _, _, _, (row, servers, chunk_kb, staleness) in strategies:
-            predicted[name] = predict(args, traces, servers, chunk_kb, staleness, args.out)[row]
+        for name, _, _, _, (row, servers, chunk_kb, staleness, *split) in strategies:
+            predicted[name] = predict(args, traces, servers, chunk_kb, staleness, args.out, bool(split))[row]
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step (median) | "
              "vs data parallel: median (min-max) | MB sent per rank and step | final train loss | test accuracy | "
              "nereid model: s/step (model / measured) |",

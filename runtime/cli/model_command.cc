@@ -86,6 +86,7 @@ Flags ModelFlags() {
       .Value("chunk-kb", "KB",
              "the parameter server's chunks, as parameter_server(chunk_kb) (default\n"
              "256); a model (not a plan) is planned with the pass to find them")
+      .Switch("split", "the parameter server's chunks balanced over the servers, as parameter_server(split=true)")
       .Value("server-bandwidth-gbit", "G", "the servers' links (default: the workers')")
       .Value("staleness", "S", "the stale-synchronous server's staleness (default 1)")
       .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
@@ -194,7 +195,7 @@ struct PlannedChunk {
 };
 
 absl::StatusOr<std::vector<PlannedChunk>> PlanServerChunks(const std::string& path, int workers, int servers,
-                                                           double chunk_kb) {
+                                                           double chunk_kb, bool split) {
   absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
   if (!graph.ok()) return graph.status();
   for (Node* n : (*graph)->nodes()) {
@@ -202,7 +203,8 @@ absl::StatusOr<std::vector<PlannedChunk>> PlanServerChunks(const std::string& pa
   }
   (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(workers + servers);
   absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(
-      absl::StrCat("autodiff,sgd(lr=0.01),parameter_server(servers=", servers, ",chunk_kb=", chunk_kb, ")"));
+      absl::StrCat("autodiff,sgd(lr=0.01),parameter_server(servers=", servers, ",chunk_kb=", chunk_kb,
+                   split ? ",split=true" : "", ")"));
   if (!pipeline.ok()) return pipeline.status();
   absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, *pipeline);
   if (!reports.ok()) return reports.status();
@@ -583,7 +585,7 @@ int Model(const std::vector<std::string>& args) {
   in.ps_staleness = static_cast<int>(*staleness);
   in.server_beta_bytes_per_second = *server_bandwidth * 1e9 / 8;
   absl::StatusOr<std::vector<PlannedChunk>> chunks =
-      PlanServerChunks(flags.positional()[0], in.workers, in.servers, *chunk_kb);
+      PlanServerChunks(flags.positional()[0], in.workers, in.servers, *chunk_kb, flags.Has("split"));
   if (!chunks.ok()) return Fail(chunks.status());
   std::vector<std::vector<std::string>> chunk_producers;
   for (const PlannedChunk& c : *chunks) {
