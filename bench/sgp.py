@@ -50,7 +50,8 @@ def train(args, passes, out, name):
         env["NEREID_FAULTS"] = f"rank=1:delay={args.straggler_ms}ms"
     if args.slow_ms > 0:
         # Rank 1 computes that much longer every step (a slow machine).
-        env["NEREID_FAULTS"] = f"rank=1:slow={args.slow_ms}ms"
+        slow = f"rank=1:slow={args.slow_ms}ms"
+        env["NEREID_FAULTS"] = env["NEREID_FAULTS"] + "," + slow if args.straggler_ms > 0 else slow
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     if subprocess.run(cmd, timeout=3700, env=env).returncode != 0:
         sys.exit(f"sgp: failed: {' '.join(cmd)}")

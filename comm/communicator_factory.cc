@@ -1,5 +1,6 @@
 #include "comm/communicator_factory.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <utility>
@@ -49,6 +50,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> ApplyFaults(std::unique_ptr<Commun
                                                           const EnvGetter& env) {
   ASSIGN_OR_RETURN(FaultPlan faults, FaultPlanFromEnv(env ? env : ProcessEnv()));
   faults = faults.ForRank(world_rank);
+  // A slow machine is the executor's (slow=): not a communicator fault.
+  faults.faults.erase(std::remove_if(faults.faults.begin(), faults.faults.end(),
+                                     [](const Fault& f) { return f.kind == Fault::Kind::kSlow; }),
+                      faults.faults.end());
   if (faults.empty()) return inner;
   // The wrapper selects faults by inner->rank(), a group rank on a group
   // communicator: the selection by world rank is done, so keep them all.

@@ -25,8 +25,9 @@
 //                    have no output
 //   slow=30ms        not a communicator fault: every training step of this
 //                    rank computes 30 ms longer (the executor holds a core
-//                    that long at the step's first node), a slow machine
-//                    rather than a slow link (stragglers in benches and tests)
+//                    that long at the step's first node: exactly so with
+//                    --threads 1), a slow machine rather than a slow link
+//                    (stragglers in benches and tests)
 // Example: NEREID_FAULTS="rank=1:kill@3,delay=50ms";
 // NEREID_FAULTS="restart=0:rank=1:kill@30" kills rank 1 in the first run only.
 

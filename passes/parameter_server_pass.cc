@@ -94,16 +94,23 @@ Node* ChunkableUpdate(const Node& p, const Node& gradient) {
   return update;
 }
 
-// Whether every input of `update` shaped like its parameter, but the
-// gradient, is a Parameter (the parameter itself, its optimizer state), so
-// the update can run on state kept chunk by chunk.
-bool StateInputsOnly(const Node& update, const Node& gradient) {
+// Whether `p`'s update can run on state kept chunk by chunk: every input
+// shaped like the parameter, but the gradient, is a Parameter read once by
+// the update (the parameter itself, its optimizer state), which nothing
+// else reads but the workers (the parameter, through their copy).
+bool StateInputsOnly(const Node& p, const Node& update, const Node& gradient,
+                     const absl::flat_hash_set<const Node*>& worker_nodes) {
+  absl::flat_hash_set<const Node*> seen;
   for (int i = 0; i < update.num_inputs(); ++i) {
     const Edge* e = update.input_edge(i);
     if (e->src == &gradient || e->src->outputs()[static_cast<size_t>(e->src_port)].shape.rank() == 0) continue;
-    if (e->src->op() != "Parameter" || !e->src->control_inputs().empty()) return false;
+    const Node* state = e->src;
+    if (state->op() != "Parameter" || !state->control_inputs().empty() || !seen.insert(state).second) return false;
+    for (const Edge* out : state->out_edges()) {
+      if (out->IsControl() || (out->dst != &update && !(state == &p && worker_nodes.contains(out->dst)))) return false;
+    }
   }
-  return true;
+  return seen.contains(&p);
 }
 
 // Chunk k of state `whole` ([begin, begin + size) of its flattened value),
@@ -144,6 +151,11 @@ class ParameterServerPass : public Pass {
     // s), the reduce-scatter / update / all-gather shape; a rank's pushes
     // to its own shard go through its communicator's self-delivery.
     const bool colocated = o.GetBool("colocated");
+    if (colocated && world < 2) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "parameter_server: colocated servers need at least 2 ranks (run with --workers 2 or more), the plan has ",
+          std::max<int64_t>(world, 1)));
+    }
     const int64_t servers = colocated ? world : o.GetInt("servers");
     if (servers < 1) return absl::InvalidArgumentError("parameter_server: servers must be >= 1");
     if (!colocated && world < servers + 1) {
@@ -179,7 +191,8 @@ class ParameterServerPass : public Pass {
     std::vector<std::vector<std::pair<int64_t, int64_t>>> chunks_of(trained.size());
     for (size_t i = 0; i < trained.size(); ++i) {
       updates[i] = ChunkableUpdate(*trained[i].parameter, *trained[i].gradient);
-      splits[i] = split && updates[i] != nullptr && StateInputsOnly(*updates[i], *trained[i].gradient);
+      splits[i] = split && updates[i] != nullptr &&
+                  StateInputsOnly(*trained[i].parameter, *updates[i], *trained[i].gradient, worker_nodes);
       chunks_of[i] = Chunks(trained[i].parameter->outputs()[0].shape.KnownElements(), chunk_elements);
     }
     // Parameters (or, split, their chunks) to servers, largest first onto
@@ -233,7 +246,7 @@ class ParameterServerPass : public Pass {
       Node* gradient = trained[i].gradient;
       const std::vector<int64_t> dims = p->outputs()[0].shape.dims();
       const int64_t n = p->outputs()[0].shape.KnownElements();
-      const int server = static_cast<int>(first_server) + server_of[i][0];  // the whole parameter's
+      const int server = static_cast<int>(first_server) + (server_of[i].empty() ? 0 : server_of[i][0]);  // the whole parameter's
       Placement on_server;
       on_server.worker = server;
       SetPlacement(*p, on_server);
@@ -247,7 +260,7 @@ class ParameterServerPass : public Pass {
       // channels, so that their messages stay apart.
       const int64_t channels_per_chunk = colocated ? 2 : 1;
       if (channel + channels_per_chunk * static_cast<int64_t>(chunks.size()) > kMaxChannels) {
-        return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels,
+        return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels / channels_per_chunk,
                                                        " chunks; raise chunk_kb (", chunk_kb, ")"));
       }
       // The update, chunk by chunk when it can be (see ChunkableUpdate); else
@@ -348,6 +361,10 @@ class ParameterServerPass : public Pass {
               // This chunk's piece of the state, kept on the chunk's server.
               ASSIGN_OR_RETURN(Node * piece, AddPiece(graph, *e->src, k, begin, size));
               SetPlacement(*piece, on_server);
+              if (e->src == p) {
+                // The chunk's gradient is the gradient of this piece: P is gone.
+                (*chunk_gradient->mutable_def()->mutable_attr())["parameter"] = StringAttr(piece->name());
+              }
               if (auto q = next_output.find(e->src); q != next_output.end()) {
                 RETURN_IF_ERROR(CloseLoop(graph, piece, {chunk_update, q->second}));
               }

@@ -495,10 +495,13 @@ class TrainingRun {
     gossip_overlap_ = GraphAttrInt(*graph_, kGossipOverlapAttr, 0);
     coded_ = !GraphAttr(*graph_, "coded").empty();
     if (const int64_t planned = GraphAttrInt(*graph_, "servers", 0); options_.servers >= 0 && planned != options_.servers) {
+      const bool colocated = GraphAttr(*graph_, "parameter_server") == "colocated";
       return absl::InvalidArgumentError(absl::StrCat(
           "--servers ", options_.servers, ", but the plan has ", planned, " parameter server", planned == 1 ? "" : "s",
-          planned > 0 ? absl::StrCat(" (parameter_server(servers=", planned, "))") : std::string(" (no parameter_server pass)"),
-          ": give the same count"));
+          planned > 0   ? absl::StrCat(" (parameter_server(servers=", planned, "))")
+          : colocated ? std::string(" of its own (colocated: every worker serves; leave --servers out)")
+                      : std::string(" (no parameter_server pass)"),
+          colocated ? "" : ": give the same count"));
     }
     ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
     if (coded_) shard_ = DataShard{};  // the master and the coded workers see the whole set, coded or not

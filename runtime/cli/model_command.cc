@@ -586,7 +586,12 @@ int Model(const std::vector<std::string>& args) {
   in.server_beta_bytes_per_second = *server_bandwidth * 1e9 / 8;
   absl::StatusOr<std::vector<PlannedChunk>> chunks =
       PlanServerChunks(flags.positional()[0], in.workers, in.servers, *chunk_kb, flags.Has("split"));
-  if (!chunks.ok()) return Fail(chunks.status());
+  if (!chunks.ok()) {
+    // The other rows do not need it: the parameter server's row falls back to the bucket formula.
+    std::fprintf(stderr, "warning: no chunked parameter server (%s): its row uses the bucket formula\n",
+                 std::string(chunks.status().message()).c_str());
+    chunks = std::vector<PlannedChunk>{};
+  }
   std::vector<std::vector<std::string>> chunk_producers;
   for (const PlannedChunk& c : *chunks) {
     in.server_chunks.push_back(c.chunk);

@@ -252,6 +252,11 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
     return kExitUsage;
   }
+  if (o.servers > 0 && nnodes > 1) {
+    std::fprintf(stderr, "error: --servers starts local servers; across machines (--nnodes) the servers are ranks "
+                         "like the workers, the last S of the world: count them in every node's --workers\n");
+    return kExitUsage;
+  }
   if (o.servers > 0 && !flags.Has("rank") && !flags.Has("world")) workers += o.servers;  // the local launcher starts both
   if (o.stall_check_percent < 0 || o.stall_check_percent > 100) {
     std::fprintf(stderr, "error: --stall-check must be a percent in [0, 100] (got %lld)\n",

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/json.h"
 #include "gmock/gmock.h"
@@ -141,6 +142,9 @@ TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   o = Run("mlp_fashion", 3, "autodiff,sgd(lr=0.05),parameter_server(servers=1,chunk_kb=0.5)", nullptr, 256);
   EXPECT_NE(o.exit_code, 0);
   EXPECT_THAT(o.output, HasSubstr("chunk_kb must be >= 1"));
+  o = Run("mlp_fashion", 1, "autodiff,sgd(lr=0.05),parameter_server(colocated=true)", nullptr, 256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("colocated servers need at least 2 ranks"));
 }
 
 // A server that dies or stops is named, and every process stops: killed, the
@@ -159,10 +163,10 @@ TEST_F(ParameterServerTest, AServerThatDiesOrStopsIsNamed) {
   EXPECT_THAT(o.output, HasSubstr("error: rank 2 made no progress for 5s"));
 }
 
-// Rank `rank`'s trace (--trace PATH): when each training step's loss was
-// computed, in Unix microseconds, by step (the first `steps`: evaluation's
-// loss comes after them).
-std::map<int64_t, double> LossTimes(const std::string& trace_path, int rank, int64_t steps) {
+// Rank `rank`'s trace (--trace PATH): by step, when the first node of the
+// step named `name` (or, with a leading '*', ending in the rest) started, in
+// Unix microseconds; the first `steps` steps (evaluation's come after).
+std::map<int64_t, double> NodeTimes(const std::string& trace_path, int rank, int64_t steps, const std::string& name) {
   std::string path = trace_path;
   path.insert(path.size() - 5, absl::StrCat(".rank", rank));  // t.json -> t.rankR.json
   const Json trace = Json::parse(testing::ReadFile(path));
@@ -172,17 +176,22 @@ std::map<int64_t, double> LossTimes(const std::string& trace_path, int rank, int
     if (e.value("name", "") == "process_name") origin = e["args"]["clock_origin_unix_us"].get<double>();
   }
   for (const Json& e : trace["traceEvents"]) {
-    if (e.value("name", "") == "loss" && e.value("ph", "") == "X" && e["args"]["step"].get<int64_t>() < steps) {
-      times.emplace(e["args"]["step"].get<int64_t>(), origin + e["ts"].get<double>());
-    }
+    const std::string n = e.value("name", "");
+    const bool named = name[0] == '*' ? absl::EndsWith(n, name.substr(1)) : n == name;
+    if (!named || e.value("ph", "") != "X" || !e.contains("args") || !e["args"].contains("step")) continue;
+    const int64_t step = e["args"]["step"].get<int64_t>();
+    const double at = origin + e["ts"].get<double>();
+    if (step >= steps) continue;
+    auto [it, inserted] = times.emplace(step, at);
+    if (!inserted) it->second = std::min(it->second, at);
   }
   return times;
 }
 
 // Stale-synchronous servers with one slow worker (NEREID_FAULTS slow=):
-// when worker 0 computes step u, the slow worker 1 has computed step
-// u - 1 - staleness at least (the pull worker 0 waits for needs that
-// step's push), and worker 0 does run ahead up to the bound: with
+// when worker 0 computes step u's loss, the slow worker 1 has pushed step
+// u - 1 - staleness at least (the pull worker 0's forward waits for needs
+// that step's pushes), and worker 0 does run ahead up to the bound: with
 // staleness 2 it is seen two steps ahead, which sync never allows.
 TEST_F(ParameterServerTest, StaleSynchronousWorkersRunAtMostStalenessStepsAhead) {
   for (int staleness : {0, 2}) {
@@ -195,12 +204,12 @@ TEST_F(ParameterServerTest, StaleSynchronousWorkersRunAtMostStalenessStepsAhead)
         " --passes \"autodiff,sgd(lr=0.02),parameter_server(servers=1,mode=ssp,staleness=", staleness, ")\""),
         120);
     ASSERT_EQ(o.exit_code, 0) << o.output;
-    const std::map<int64_t, double> fast = LossTimes(trace, 0, 16), slow = LossTimes(trace, 1, 16);
+    const std::map<int64_t, double> fast = NodeTimes(trace, 0, 16, "loss"), slow = NodeTimes(trace, 1, 16, "*/push");
     ASSERT_EQ(fast.size(), 16u);
     ASSERT_EQ(slow.size(), 16u);
     int most_ahead = 0;
     for (const auto& [step, at] : fast) {
-      int64_t slow_done = -1;  // the latest step whose loss the slow worker computed before
+      int64_t slow_done = -1;  // the latest step the slow worker had started pushing before
       for (const auto& [s, t] : slow) {
         if (t <= at) slow_done = std::max(slow_done, s);
       }
