@@ -10,13 +10,13 @@ source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
 out=$("$nereid" bench allreduce --workers 2 --sizes 4K --rounds 1 --json "$tmp/probed.json" 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] || fail "bench allreduce exited $rc: $out"
-echo "$out" | grep -q "link: alpha" || fail "the probed link is not reported: $out"
-echo "$out" | grep -q "bench allreduce: timing 4096 bytes: 1 rounds of" || fail "no progress line: $out"
+grep -q "link: alpha" <<<"$out" || fail "the probed link is not reported: $out"
+grep -q "bench allreduce: timing 4096 bytes: 1 rounds of" <<<"$out" || fail "no progress line: $out"
 
 out=$("$nereid" bench allreduce --workers 2 --sizes 4K,8K --rounds 2 --no-link-probe --json "$tmp/unprobed.json" 2>&1)
 rc=$?
 [ "$rc" -eq 0 ] || fail "bench allreduce --no-link-probe exited $rc: $out"
-echo "$out" | grep -q "link not probed" || fail "--no-link-probe: the table does not say so: $out"
+grep -q "link not probed" <<<"$out" || fail "--no-link-probe: the table does not say so: $out"
 [ "$(echo "$out" | grep -c "bench allreduce: timing")" -eq 2 ] || fail "one progress line per size expected: $out"
 python3 - "$tmp/probed.json" "$tmp/unprobed.json" <<'PY' || fail "bench allreduce JSON: $out"
 import json, sys

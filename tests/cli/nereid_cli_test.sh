@@ -24,7 +24,7 @@ one_line_error() {  # pattern, command...
   rc=$?
   [ "$rc" -eq 2 ] || fail "'$*' exited $rc, expected 2"
   [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "'$*' printed more than one line on stderr:\n$err"
-  printf '%s\n' "$err" | grep -qF -- "$pattern" || fail "'$*': '$err' lacks '$pattern'"
+  [[ "$err" == *"$pattern"* ]] || fail "'$*': '$err' lacks '$pattern'"
 }
 model=models/logreg_fashion.pbtxt
 one_line_error "unknown flag --epoch (did you mean --epochs?)" "$nereid" run $model --epoch 2
@@ -70,6 +70,6 @@ echo "$out" | grep -Eq "^\[rank 1\] \[[0-9-]+ [0-9:.]+\] \[warning\] fault injec
   || fail "the injected fault is not logged with its time, rank and level:\n$out"
 out=$(NEREID_FAULTS=rank=1:kill@3 "$nereid" run $model --dataset synthetic --max-steps 4 --test-limit 32 \
   --quiet --workers 2 --log-level error 2>&1)
-echo "$out" | grep -q "was killed by signal 9" || fail "the killed worker is not reported:\n$out"
-echo "$out" | grep -q "fault injection" && fail "--log-level error still shows a warning:\n$out"
+grep -q "was killed by signal 9" <<<"$out" || fail "the killed worker is not reported:\n$out"
+grep -q "fault injection" <<<"$out" && fail "--log-level error still shows a warning:\n$out"
 finish "CLI checks"

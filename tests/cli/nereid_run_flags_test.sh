@@ -53,8 +53,8 @@ expect 0 "1 epochs" "$nereid" run $model --dataset synthetic --threads 1 --max-s
 # lines; progress shows the same total and an ETA.
 out=$("$nereid" run $model --dataset synthetic --workers 2 --max-steps 12 --batch 16 --test-limit 64 \
   --log-jsonl "$tmp/run.jsonl" 2>&1) || fail "the --log-jsonl run failed: $out"
-echo "$out" | grep -q "step 12/12" || fail "progress does not show --max-steps as the total: $out"
-echo "$out" | grep -q "ETA [0-9]" || fail "progress shows no ETA: $out"
+grep -q "step 12/12" <<<"$out" || fail "progress does not show --max-steps as the total: $out"
+grep -q "ETA [0-9]" <<<"$out" || fail "progress shows no ETA: $out"
 python3 - "$tmp/run.jsonl" <<'PY' || fail "--log-jsonl is wrong"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
