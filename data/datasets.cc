@@ -76,7 +76,7 @@ absl::StatusOr<Dataset> LoadFashionMnist(Split split, const DatasetOptions& opts
   const std::string images = absl::StrCat(dir, "/", prefix, "-images-idx3-ubyte.gz");
   const std::string labels = absl::StrCat(dir, "/", prefix, "-labels-idx1-ubyte.gz");
   RETURN_IF_ERROR(CheckFilesExist(kFashionMnist, {images, labels}, kFashionMnistSource));
-  ASSIGN_OR_RETURN(Dataset ds, LoadIdx(images, labels, /*num_classes=*/10));
+  ASSIGN_OR_RETURN(Dataset ds, LoadIdx(images, labels, /*num_classes=*/10, IdxLimits{opts.limit}));
   ds.Truncate(opts.limit);
   ds.name = absl::StrCat(kFashionMnist, "/", SplitName(split));
   RETURN_IF_ERROR(ApplyNormalization(&ds, opts.normalize, {0.2860f}, {0.3530f}));

@@ -37,11 +37,12 @@ absl::Status CheckNoTrailingData(GzFile& file, int64_t expected_bytes, const cha
   return absl::OkStatus();
 }
 
-// Reads the `n` bytes of payload the header declared. The buffer grows with
-// the data actually present, so a corrupt header declaring a huge size costs
-// no more memory than the file really holds. A short file is reported in the
-// header's terms via `describe`.
-absl::StatusOr<std::vector<uint8_t>> ReadPayload(GzFile& file, int64_t n,
+// Reads the first `n` bytes of payload; `whole` says whether that is all the
+// header declared (then nothing may follow). The buffer grows with the data
+// actually present, so a corrupt header declaring a huge size costs no more
+// memory than the file really holds. A short file is reported in the header's
+// terms via `describe`.
+absl::StatusOr<std::vector<uint8_t>> ReadPayload(GzFile& file, int64_t n, bool whole,
                                                  const std::string& describe, const char* unit) {
   constexpr int64_t kChunk = int64_t{4} << 20;
   std::vector<uint8_t> out;
@@ -56,19 +57,15 @@ absl::StatusOr<std::vector<uint8_t>> ReadPayload(GzFile& file, int64_t n,
                                                 " but the file holds ", have, " bytes of ", unit));
     }
   }
-  RETURN_IF_ERROR(CheckNoTrailingData(file, n, unit));
+  if (whole) RETURN_IF_ERROR(CheckNoTrailingData(file, n, unit));
   return out;
 }
 
 }  // namespace
 
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path,
-                                int num_classes) {
-  return LoadIdx(images_path, labels_path, num_classes, kMaxDataFileBytes);
-}
-
-absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path,
-                                int num_classes, int64_t max_pixel_bytes) {
+                                int num_classes, const IdxLimits& limits) {
+  const int64_t max_pixel_bytes = limits.max_pixel_bytes;
   if (num_classes <= 0 || num_classes > 256) {
     return absl::InvalidArgumentError(absl::StrCat(
         images_path, ": num_classes must be in [1, 256] for uint8 labels, got ", num_classes));
@@ -93,7 +90,6 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
         absl::StrCat(images_path, ": header declares ", count, " images of ", rows, "x", cols,
                      ", more than the ", max_pixel_bytes, "-byte limit on pixel data"));
   }
-  const int64_t pixel_bytes = count * image_bytes;
 
   // Labels header, checked before the big allocation so a mismatch fails fast.
   ASSIGN_OR_RETURN(std::unique_ptr<GzFile> labels_file, GzFile::Open(labels_path));
@@ -108,11 +104,13 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
                                                    " images"));
   }
 
+  const int64_t kept = limits.max_examples > 0 ? std::min(count, limits.max_examples) : count;
+  const bool whole = kept == count;
   ASSIGN_OR_RETURN(std::vector<uint8_t> raw_labels,
-                   ReadPayload(*labels_file, count, absl::StrCat(count, " labels"), "labels"));
+                   ReadPayload(*labels_file, kept, whole, absl::StrCat(count, " labels"), "labels"));
   Dataset ds;
-  ds.labels.resize(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
+  ds.labels.resize(static_cast<size_t>(kept));
+  for (int64_t i = 0; i < kept; ++i) {
     if (raw_labels[i] >= num_classes) {
       return absl::InvalidArgumentError(absl::StrCat(labels_path, ": label ", int{raw_labels[i]},
                                                      " of example ", i, " is out of range [0, ",
@@ -121,12 +119,13 @@ absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::strin
     ds.labels[i] = raw_labels[i];
   }
 
+  const int64_t pixel_bytes = kept * image_bytes;
   ASSIGN_OR_RETURN(std::vector<uint8_t> pixels,
-                   ReadPayload(*images, pixel_bytes,
+                   ReadPayload(*images, pixel_bytes, whole,
                                absl::StrCat(count, " images of ", rows, "x", cols), "pixels"));
 
   ds.name = images_path.substr(images_path.find_last_of('/') + 1);
-  ds.num_examples = count;
+  ds.num_examples = kept;
   ds.channels = 1;
   ds.height = rows;
   ds.width = cols;

@@ -15,7 +15,9 @@
 // cannot make a small file allocate much. The data must be exactly as long as
 // the header says (no truncation, no trailing bytes), both files must agree on
 // the count, and every label must be below `num_classes`. Errors name the
-// offending file.
+// offending file. With `max_examples` > 0 only the first that many examples
+// are read (and checked): a run on a few thousand examples does not pay to
+// decompress and convert all of them.
 
 #include <string>
 
@@ -29,12 +31,13 @@ namespace data {
 inline constexpr uint32_t kIdxUint8ImagesMagic = 0x00000803;
 inline constexpr uint32_t kIdxUint8LabelsMagic = 0x00000801;
 
-absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path,
-                                int num_classes);
+struct IdxLimits {
+  int64_t max_examples = 0;                     // 0: every example in the file
+  int64_t max_pixel_bytes = kMaxDataFileBytes;  // the cap on what a header may declare
+};
 
-// As above with a smaller cap on the pixel bytes (tests use it).
 absl::StatusOr<Dataset> LoadIdx(const std::string& images_path, const std::string& labels_path,
-                                int num_classes, int64_t max_pixel_bytes);
+                                int num_classes, const IdxLimits& limits = {});
 
 }  // namespace data
 }  // namespace nereid

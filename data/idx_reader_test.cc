@@ -234,9 +234,34 @@ TEST(IdxReaderTest, HugeDeclaredSizeFailsWithoutAllocating) {
 
   // A caller-supplied cap applies too.
   WriteGz(images, SmallImages());
-  ds = LoadIdx(images, labels, 10, /*max_pixel_bytes=*/17);
+  ds = LoadIdx(images, labels, 10, IdxLimits{0, 17});
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A limit reads the first examples only: what lies past them (here a
+// truncated tail and a label out of range) is neither read nor checked.
+TEST(IdxReaderTest, ALimitReadsTheFirstExamplesOnly) {
+  const std::string images = TempPath("limit-images.gz"), labels = TempPath("limit-labels.gz");
+  std::string px = SmallImages();
+  px.resize(px.size() - 4);  // the third image is cut short
+  WriteGz(images, px);
+  WriteGz(labels, Idx(kIdxUint8LabelsMagic, {3}, Bytes({2, 0, 77})));
+  absl::StatusOr<Dataset> ds = LoadIdx(images, labels, 10, IdxLimits{2});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->num_examples, 2);
+  EXPECT_EQ(ds->labels, (std::vector<int32_t>{2, 0}));
+  ASSERT_EQ(ds->images.size(), 12u);
+  EXPECT_FLOAT_EQ(ds->images[11], 11 / 255.0f);
+  EXPECT_TRUE(ds->Validate().ok()) << ds->Validate();
+  // Without the limit, the same files are refused.
+  EXPECT_FALSE(LoadIdx(images, labels, 10).ok());
+  // A limit past the count reads everything, with every check.
+  WriteGz(images, SmallImages());
+  WriteGz(labels, SmallLabels());
+  ds = LoadIdx(images, labels, 10, IdxLimits{10});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ExpectSmall(*ds);
 }
 
 TEST(IdxReaderTest, ZeroDimensionsRejected) {
