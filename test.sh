@@ -4,22 +4,26 @@
 #   1. bazel test //...                  (all suites)
 #   2. bazel test --config=cuda //...    (adds the CUDA/NCCL targets: built with
 #                                         nvcc, their tests skip without a GPU)
-#   3. bazel test --config=asan on every C++ suite
-#                                        (AddressSanitizer + UBSan)
 # and prints one closing line: "nereid: N passed, N failed".
-# Options: --quick skips the sanitizer pass; --tsan adds a ThreadSanitizer pass.
+# Options (CI adds the AddressSanitizer pass: .ci/run):
+#   --asan       then every C++ suite under AddressSanitizer + UBSan
+#   --tsan       then every C++ suite under ThreadSanitizer
+#   --no-suites  skip 0-2 (with --asan or --tsan: the sanitizer passes alone)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$root"
 "$root/setup.sh" || { echo "test.sh: setup failed"; exit 1; }
 
-quick=0
+suites=1
+asan=0
 tsan=0
 for arg in "$@"; do
   case "$arg" in
-    --quick) quick=1 ;;
+    --asan) asan=1 ;;
     --tsan) tsan=1 ;;
-    *) echo "test.sh: unknown option $arg (known: --quick, --tsan)"; exit 2 ;;
+    --no-suites) suites=0 ;;
+    --quick) ;;  # the default now: the sanitizer passes are opt-in
+    *) echo "test.sh: unknown option $arg (known: --asan, --tsan, --no-suites)"; exit 2 ;;
   esac
 done
 
@@ -50,21 +54,23 @@ run_pass() {  # name, bazel args...
 CPP_PACKAGES=(//core/... //graph/... //comm/... //data/... //compress/... //ops/... //passes/...
               //schedulers/... //runtime/... //tests/...)
 
-echo "== layering: tests/check_layers.py"
-if python3 tests/check_layers.py --self-test && python3 tests/check_layers.py; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1))
-  overall=1
-fi
+if [ "$suites" -eq 1 ]; then
+  echo "== layering: tests/check_layers.py"
+  if python3 tests/check_layers.py --self-test && python3 tests/check_layers.py; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    overall=1
+  fi
 
-run_pass "all suites" //...
-if [ -x /usr/local/cuda/bin/nvcc ]; then
-  run_pass "CUDA targets" --config=cuda //ops/cuda/... //comm:nccl_communicator_test
-else
-  echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
+  run_pass "all suites" //...
+  if [ -x /usr/local/cuda/bin/nvcc ]; then
+    run_pass "CUDA targets" --config=cuda //ops/cuda/... //comm:nccl_communicator_test
+  else
+    echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
+  fi
 fi
-if [ "$quick" -eq 0 ]; then
+if [ "$asan" -eq 1 ]; then
   run_pass "AddressSanitizer + UBSan" --config=asan "${CPP_PACKAGES[@]}"
 fi
 if [ "$tsan" -eq 1 ]; then
