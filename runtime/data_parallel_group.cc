@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
   group->timeout_ = options.timeout;
   CommunicatorSpec spec;
-  spec.backend = "gloo";
+  spec.backend = options.backend;
   ASSIGN_OR_RETURN(spec.rendezvous, ParseRendezvousSpec(options.rendezvous, options.run_id));
   spec.rank = options.rank;
   spec.world = options.world;

@@ -42,6 +42,8 @@ struct GroupOptions {
   std::string settings;
   // Every communicator wrapped in the message verifier.
   bool verify_messages = false;
+  // The communicator backend (comm/communicator_factory.h): "gloo" or "shm".
+  std::string backend = "gloo";
 };
 
 class DataParallelGroup {

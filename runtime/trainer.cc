@@ -350,7 +350,7 @@ std::string RunSettings(const TrainOptions& options) {
                       ";normalize=", options.normalize, ";train_limit=", options.train_limit,
                       ";test_limit=", options.test_limit, ";max_steps=", options.max_steps,
                       ";eval_batch=", options.eval_batch, ";check_every=", options.check_every,
-                      ";verify_messages=", options.verify_messages ? 1 : 0);
+                      ";verify_messages=", options.verify_messages ? 1 : 0, ";transport=", options.transport);
 }
 
 // The first parameter (or optimizer state) holding a NaN or an infinity, if
@@ -563,6 +563,7 @@ class TrainingRun {
     g.plan_fingerprint = plan_fingerprint_;
     g.settings = RunSettings(options_);
     g.verify_messages = options_.verify_messages;
+    g.backend = options_.transport;
     if (options_.report) options_.report("phase=startup stage=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";

@@ -39,6 +39,8 @@ struct TrainOptions {
   // (an interface's address on a real cluster or an emulated one).
   std::string bind_address = "127.0.0.1";
   absl::Duration comm_timeout = absl::Seconds(60);
+  // The communicator backend: "gloo" (TCP) or "shm" (every rank on one host).
+  std::string transport = "gloo";
   int threads = 1;
   int64_t epochs = 1;
   int64_t batch = 64;

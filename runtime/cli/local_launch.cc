@@ -126,6 +126,7 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
                                    absl::StrCat(threads[r])}) {
         argv.push_back(a);
       }
+      argv.insert(argv.end(), launch.worker_args.begin(), launch.worker_args.end());
       if (resume) argv.push_back("--resume");
       if (first_rank + r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
       options.workers.push_back({argv, {{kRestartEnvVar, absl::StrCat(restart)}}});

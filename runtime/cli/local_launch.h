@@ -23,6 +23,7 @@ struct LocalLaunch {
   int64_t threads = 0;                  // per worker; 0 = split this machine's cores
   absl::Duration worker_timeout = absl::Minutes(5);
   std::vector<std::string> rank0_args;  // extra arguments for rank 0 only
+  std::vector<std::string> worker_args; // extra arguments for every worker
   // Elastic restarts: when a worker dies, hangs or fails, every worker is
   // stopped and the run started again, up to `max_restarts` times, from the
   // last checkpoint in `checkpoint_dir` (`--resume` added), or from the start

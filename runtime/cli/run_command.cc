@@ -98,7 +98,11 @@ Flags RunFlags() {
       .Value("bind", "ADDR",
              "the address this worker listens on and its peers reach it at\n"
              "(default 127.0.0.1; on a cluster: this machine's address on the\n"
-             "training network)");
+             "training network)")
+      .Value("transport", "T",
+             "how the workers talk: shm (shared memory, every worker on this\n"
+             "machine), gloo (TCP) or auto (default: shm for the local launcher's\n"
+             "workers, gloo across machines and for workers started one by one)");
   f.Section("Supervision")
       .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
       .Value("worker-timeout", "S",
@@ -252,6 +256,11 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
     return kExitUsage;
   }
+  const std::string transport = flags.String("transport", "auto");
+  if (transport != "auto" && transport != "shm" && transport != "gloo") {
+    std::fprintf(stderr, "error: --transport must be shm, gloo or auto (got '%s')\n", transport.c_str());
+    return kExitUsage;
+  }
   if (o.servers > 0 && nnodes > 1) {
     std::fprintf(stderr, "error: --servers starts local servers; across machines (--nnodes) the servers are ranks "
                          "like the workers, the last S of the world: count them in every node's --workers\n");
@@ -316,7 +325,9 @@ int Run(const std::vector<std::string>& args) {
     launch.command = "run";
     launch.args = *expanded;  // a --config file's flags, so not_passed applies to them too
     launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
-                         "--nnodes",  "--node-rank", "--rendezvous"};
+                         "--nnodes",  "--node-rank", "--rendezvous", "--transport"};
+    // Workers of one machine share memory; across machines they need TCP.
+    launch.worker_args = {"--transport", transport != "auto" ? transport : nnodes == 1 ? "shm" : "gloo"};
     launch.nnodes = static_cast<int>(nnodes);
     launch.node_rank = static_cast<int>(node_rank);
     if (nnodes > 1) launch.rendezvous = rendezvous;
@@ -333,6 +344,7 @@ int Run(const std::vector<std::string>& args) {
   o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);
   o.comm_timeout = absl::Seconds(comm_timeout);
+  o.transport = transport == "auto" ? "gloo" : transport;  // a worker started on its own may have peers anywhere
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   if (one_of_many) {
     if (rendezvous.empty()) {

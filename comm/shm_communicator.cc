@@ -1,0 +1,308 @@
+#include "comm/shm_communicator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "comm/ring_collectives.h"
+#include "core/status_macros.h"
+
+namespace nereid {
+namespace {
+
+// The operation, in a key's high 32 bits.
+enum class Op : uint64_t { kPointToPoint = 1, kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+
+uint64_t Key(Op op, uint32_t tag) { return (static_cast<uint64_t>(op) << 32) | tag; }
+
+constexpr int64_t kFloatBytes = sizeof(float);
+
+void Scale(absl::Span<float> data, int world) {
+  const float scale = 1.0f / static_cast<float>(world);
+  for (float& x : data) x *= scale;
+}
+
+ShmTransport::Produce CopyFrom(const float* from) {
+  return [from](uint8_t* dst, size_t offset, size_t length) {
+    std::memcpy(dst, reinterpret_cast<const uint8_t*>(from) + offset, length);
+  };
+}
+ShmTransport::Consume CopyInto(float* into) {
+  return [into](const uint8_t* src, size_t offset, size_t length) {
+    std::memcpy(reinterpret_cast<uint8_t*>(into) + offset, src, length);
+  };
+}
+
+}  // namespace
+
+ShmCommunicator::ShmCommunicator(std::unique_ptr<ShmSegment> segment, std::unique_ptr<ShmTransport> transport)
+    : segment_(std::move(segment)), transport_(std::move(transport)) {}
+
+std::string ShmCommunicator::Where(const char* op, uint32_t tag, const std::string& peers) const {
+  std::string where = absl::StrCat("shm ", op, " (tag ", tag, ", rank ", rank(), " of ", world());
+  if (!peers.empty()) absl::StrAppend(&where, ", ", peers);
+  return where + ")";
+}
+
+absl::StatusOr<absl::Time> ShmCommunicator::Begin(const char* op, const CollectiveOptions& options) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(op, options.tag, ""), ": communicator unusable after an earlier failure: ", broken_.message()));
+    }
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(op, options.tag, ""), ": timeout must be positive, got ",
+                                                   absl::FormatDuration(options.timeout)));
+  }
+  return absl::Now() + options.timeout;
+}
+
+absl::Status ShmCommunicator::Finish(absl::Status status) {
+  if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable ||
+      status.code() == absl::StatusCode::kCancelled || status.code() == absl::StatusCode::kInvalidArgument) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok()) broken_ = status;
+  }
+  return status;
+}
+
+absl::Status ShmCommunicator::Move(uint64_t key, absl::Span<const float> send, int to, absl::Span<float> recv,
+                                   int from, absl::Time deadline, AbortSignal* abort, const std::string& where) {
+  ShmTransport::Transfer out{to, send.size() * sizeof(float)};
+  ShmTransport::Transfer in{from, recv.size() * sizeof(float)};
+  return transport_->Exchange(key, out, CopyFrom(send.data()), in, CopyInto(recv.data()), deadline, abort, where);
+}
+
+absl::Status ShmCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("allreduce", options));
+  const int n = world();
+  if (data.empty() || n == 1) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where =
+      Where("allreduce", options.tag, absl::StrCat("ring neighbours ", (rank() + n - 1) % n, " and ", (rank() + 1) % n));
+  const uint64_t key = Key(Op::kAllReduce, options.tag);
+  RETURN_IF_ERROR(Finish(RingAllReduce(data, rank(), n, options.wire, [&](const RingStep& step) {
+    return transport_->Exchange(key, {(rank() + 1) % n, step.send_bytes}, step.produce,
+                                {(rank() + n - 1) % n, step.recv_bytes}, step.consume, deadline, options.abort,
+                                where);
+  })));
+  if (op == ReduceOp::kAvg) Scale(data, n);
+  meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(data.size()) * WireBytesPerElement(options.wire)));
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                            const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("reduce_scatter", options));
+  const int n = world();
+  if (data.size() != out.size() * n) {
+    return absl::InvalidArgumentError(absl::StrCat(Where("reduce_scatter", options.tag, ""), ": input has ",
+                                                   data.size(), " elements, expected world (", n, ") x output (",
+                                                   out.size(), ") = ", out.size() * n));
+  }
+  if (out.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  if (n == 1) {
+    std::copy(data.begin(), data.end(), out.begin());
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where = Where("reduce_scatter", options.tag,
+                                  absl::StrCat("ring neighbours ", (rank() + n - 1) % n, " and ", (rank() + 1) % n));
+  const uint64_t key = Key(Op::kReduceScatter, options.tag);
+  RETURN_IF_ERROR(Finish(RingReduceScatter(data, out, rank(), n, [&](const RingStep& step) {
+    return transport_->Exchange(key, {(rank() + 1) % n, step.send_bytes}, step.produce,
+                                {(rank() + n - 1) % n, step.recv_bytes}, step.consume, deadline, options.abort,
+                                where);
+  })));
+  if (op == ReduceOp::kAvg) Scale(out, n);
+  meter_.RecordCall(RingReduceScatterTraffic(n, static_cast<int64_t>(data.size()) * kFloatBytes));
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out,
+                                        const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("allgather", options));
+  const int n = world();
+  if (out.size() != in.size() * n) {
+    return absl::InvalidArgumentError(absl::StrCat(Where("allgather", options.tag, ""), ": output has ", out.size(),
+                                                   " elements, expected world (", n, ") x input (", in.size(),
+                                                   ") = ", in.size() * n));
+  }
+  if (in.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  if (n == 1) {
+    std::copy(in.begin(), in.end(), out.begin());
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where = Where("allgather", options.tag,
+                                  absl::StrCat("ring neighbours ", (rank() + n - 1) % n, " and ", (rank() + 1) % n));
+  const uint64_t key = Key(Op::kAllGather, options.tag);
+  RETURN_IF_ERROR(Finish(RingAllGather(in, out, rank(), n, [&](const RingStep& step) {
+    return transport_->Exchange(key, {(rank() + 1) % n, step.send_bytes}, step.produce,
+                                {(rank() + n - 1) % n, step.recv_bytes}, step.consume, deadline, options.abort,
+                                where);
+  })));
+  meter_.RecordCall(RingAllGatherTraffic(n, static_cast<int64_t>(out.size()) * kFloatBytes));
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("broadcast", options));
+  const int n = world();
+  if (root < 0 || root >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where("broadcast", options.tag, ""), ": root ", root, " is not a rank of world ", n));
+  }
+  if (data.empty() || n == 1) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where = Where("broadcast", options.tag, absl::StrCat("root ", root));
+  const uint64_t key = Key(Op::kBroadcast, options.tag);
+  // Binomial tree over virtual ranks v = (rank - root) mod n: v receives from
+  // v without its highest set bit, then sends to v + 2^i for every 2^i above it.
+  const int v = (rank() - root + n) % n;
+  int high = 0;  // v's highest set bit as a power of two (0 for the root)
+  for (int b = 1; b <= v; b <<= 1) {
+    if (v & b) high = b;
+  }
+  if (v != 0) {
+    const int parent = ((v - high) + root) % n;
+    RETURN_IF_ERROR(Finish(Move(key, {}, -1, data, parent, deadline, options.abort, where)));
+  }
+  for (int step = v == 0 ? 1 : high << 1; v + step < n; step <<= 1) {
+    const int child = (v + step + root) % n;
+    RETURN_IF_ERROR(Finish(Move(key, data, child, {}, -1, deadline, options.abort, where)));
+  }
+  meter_.RecordCall(BinomialBroadcastTraffic(n, rank(), root, static_cast<int64_t>(data.size()) * kFloatBytes));
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("send", options));
+  if (peer < 0 || peer >= world() || peer == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat(Where("send", options.tag, ""), ": peer ", peer,
+                                                   " is not another rank of world ", world()));
+  }
+  if (data.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Finish(Move(Key(Op::kPointToPoint, options.tag), data, peer, {}, -1, deadline, options.abort,
+                              Where("send", options.tag, absl::StrCat("peer ", peer)))));
+  meter_.RecordCall({static_cast<int64_t>(data.size()) * kFloatBytes, 0});
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("recv", options));
+  if (peer < 0 || peer >= world() || peer == rank()) {
+    return absl::InvalidArgumentError(absl::StrCat(Where("recv", options.tag, ""), ": peer ", peer,
+                                                   " is not another rank of world ", world()));
+  }
+  if (data.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Finish(Move(Key(Op::kPointToPoint, options.tag), {}, -1, data, peer, deadline, options.abort,
+                              Where("recv", options.tag, absl::StrCat("peer ", peer)))));
+  meter_.RecordCall({0, static_cast<int64_t>(data.size()) * kFloatBytes});
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                       const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("sendrecv", options));
+  const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
+  if ((to == rank()) != (from == rank()) || to < 0 || to >= world() || from < 0 || from >= world()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ranks ", to, " and ", from,
+                                                   " must both be this rank or both other ranks of world ", world()));
+  }
+  if (to == rank()) {
+    if (send.size() != recv.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", send.size(), " elements sent to itself, ", recv.size(), " received"));
+    }
+    std::copy(send.begin(), send.end(), recv.begin());
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Finish(Move(Key(Op::kPointToPoint, options.tag), send, to, recv, from, deadline, options.abort,
+                              where)));
+  meter_.RecordCall({static_cast<int64_t>(send.size()) * kFloatBytes, static_cast<int64_t>(recv.size()) * kFloatBytes});
+  return absl::OkStatus();
+}
+
+absl::Status ShmCommunicator::Barrier(const CollectiveOptions& options) {
+  ASSIGN_OR_RETURN(const absl::Time deadline, Begin("barrier", options));
+  const int n = world();
+  if (n == 1) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where = Where("barrier", options.tag, "dissemination peers");
+  const uint64_t key = Key(Op::kBarrier, options.tag);
+  float token = 0, got = 0;
+  for (int distance = 1; distance < n; distance <<= 1) {
+    RETURN_IF_ERROR(Finish(Move(key, absl::MakeConstSpan(&token, 1), (rank() + distance) % n,
+                                absl::MakeSpan(&got, 1), (rank() - distance + n) % n, deadline, options.abort, where)));
+  }
+  meter_.RecordCall();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectShm(RendezvousStore& store, int rank, int world,
+                                                         absl::Duration timeout) {
+  const std::string where = absl::StrCat("shm connect (rank ", rank, " of ", world, ", ", store.name(), ")");
+  if (world < 1 || world > ShmTransport::kMaxWorld || rank < 0 || rank >= world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": need 0 <= rank < world <= ", ShmTransport::kMaxWorld));
+  }
+  const size_t bytes = ShmTransport::SegmentBytes(world);
+  const absl::Time deadline = absl::Now() + timeout;
+  std::unique_ptr<ShmSegment> segment;
+  if (rank == 0) {
+    std::random_device random;
+    const std::string name =
+        absl::StrFormat("/nereid-%d-%08x%08x", static_cast<int>(::getpid()), random(), random());
+    ASSIGN_OR_RETURN(segment, ShmSegment::Create(name, bytes));
+    ShmTransport::Format(segment->base(), world);
+    RETURN_IF_ERROR(store.Set("shm/segment", name));
+  } else {
+    ASSIGN_OR_RETURN(const std::string name, store.WaitAndGet("shm/segment", timeout));
+    absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(name, bytes);
+    if (!opened.ok()) return absl::Status(opened.status().code(), absl::StrCat(where, ": ", opened.status().message()));
+    segment = std::move(*opened);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> transport, ShmTransport::Attach(segment->base(), world, rank));
+  if (rank == 0) {
+    // Every rank has mapped the segment: its name is no longer needed.
+    while (ShmTransport::Attached(segment->base()) < world) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(where, ": only ", ShmTransport::Attached(segment->base()),
+                                                        " of ", world, " ranks attached to ", segment->name(),
+                                                        " within ", absl::FormatDuration(timeout)));
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    segment->Unlink();
+  }
+  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(segment), std::move(transport)));
+}
+
+}  // namespace nereid

@@ -1,0 +1,92 @@
+#ifndef NEREID_COMM_SHM_COMMUNICATOR_H_
+#define NEREID_COMM_SHM_COMMUNICATOR_H_
+
+// The shm backend: Communicator for ranks on one host, through a shared-memory
+// segment (shm_transport.h) instead of TCP over loopback.
+//
+// Algorithms (all over the transport's streaming exchange):
+//   AllReduce      ring reduce-scatter then ring all-gather
+//                  (ring_collectives.h); 16-bit wire formats are encoded into
+//                  the shared buffer and added out of it in float32, each
+//                  chunk rounded once by its owner: every rank ends bitwise
+//                  equal, as with Gloo.
+//   ReduceScatter  ring, adding straight out of the shared buffer.
+//   AllGather      ring.
+//   Broadcast      binomial tree from `root` (Gloo's, so the traffic formula
+//                  is the same).
+//   Send / Recv    one message; Send returns once the receiver has posted
+//                  its Recv and every piece is in the shared buffer.
+//   SendRecv       both at once (a ring of ranks that all send cannot
+//                  deadlock).
+//   Barrier        dissemination (log2 n rounds of 4-byte tokens).
+// Keys: the operation in the high 32 bits, the tag in the low, so the same
+// tag on different operations never meets.
+//
+// Errors and thread-safety are Gloo's (gloo_communicator.h): calls with
+// distinct tags may run at once from different threads; a timeout, an exited
+// peer (Unavailable, noticed within 50 ms rather than at the timeout) or an
+// abort leaves the communicator unusable, later calls FailedPrecondition
+// quoting the first error. Zero-element calls and world 1 move nothing.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "comm/rendezvous.h"
+#include "comm/shm_segment.h"
+#include "comm/shm_transport.h"
+#include "comm/traffic_accounting.h"
+
+namespace nereid {
+
+class ShmCommunicator final : public Communicator {
+ public:
+  ShmCommunicator(std::unique_ptr<ShmSegment> segment, std::unique_ptr<ShmTransport> transport);
+
+  int rank() const override { return transport_->rank(); }
+  int world() const override { return transport_->world(); }
+  std::string backend() const override { return "shm"; }
+
+  absl::Status AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) override;
+  absl::Status ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                             const CollectiveOptions& options) override;
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out, const CollectiveOptions& options) override;
+  absl::Status Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) override;
+  absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override;
+  absl::Status Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) override;
+  absl::Status SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                        const CollectiveOptions& options) override;
+  absl::Status Barrier(const CollectiveOptions& options) override;
+  TrafficCounters traffic() const override { return meter_.Snapshot(); }
+
+ private:
+  std::string Where(const char* op, uint32_t tag, const std::string& peers) const;
+  // The deadline of a call, or why it cannot start (an earlier failure, a
+  // timeout that is not positive).
+  absl::StatusOr<absl::Time> Begin(const char* op, const CollectiveOptions& options) const;
+  // Remembers a failure that leaves the communicator unusable.
+  absl::Status Finish(absl::Status status);
+  // Moves float spans whole (memcpy in, memcpy out).
+  absl::Status Move(uint64_t key, absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                    absl::Time deadline, AbortSignal* abort, const std::string& where);
+
+  std::unique_ptr<ShmSegment> segment_;
+  std::unique_ptr<ShmTransport> transport_;
+  TrafficMeter meter_;
+  mutable std::mutex mu_;
+  absl::Status broken_;  // guarded by mu_
+};
+
+// Joins `world` ranks of one host: rank 0 creates the segment and publishes
+// its name in `store` ("shm/segment"), the others open it; rank 0 removes the
+// name once every rank has attached. Bounded by `timeout`.
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectShm(RendezvousStore& store, int rank, int world,
+                                                         absl::Duration timeout);
+
+}  // namespace nereid
+
+#endif  // NEREID_COMM_SHM_COMMUNICATOR_H_

@@ -1,0 +1,314 @@
+// The shm backend: ranks as threads of one process (each with its own
+// communicator and mapping of the segment), and a forked process for a peer
+// that exits.
+
+#include "comm/shm_communicator.h"
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/abort_signal.h"
+#include "comm/communicator_factory.h"
+#include "comm/gloo_test_world.h"
+#include "comm/shm_segment.h"
+#include "comm/shm_transport.h"
+#include "comm/wire_format.h"
+#include "core/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace nereid {
+namespace {
+
+using ::nereid::testing::AllOk;
+using ::nereid::testing::LocalFileSpec;
+using ::nereid::testing::RunOnRanks;
+using ::testing::HasSubstr;
+
+CollectiveOptions Options(uint32_t tag, absl::Duration timeout = absl::Seconds(30)) {
+  CollectiveOptions o;
+  o.tag = tag;
+  o.timeout = timeout;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Connect(const RendezvousSpec& rendezvous, int rank, int world) {
+  CommunicatorSpec spec;
+  spec.backend = "shm";
+  spec.rendezvous = rendezvous;
+  spec.rank = rank;
+  spec.world = world;
+  spec.identity = WorkerIdentity{"test", "plan", world};
+  spec.connect_timeout = absl::Seconds(30);
+  spec.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  return CreateCommunicator(spec);
+}
+
+// Runs fn(rank, communicator) on every rank of a fresh shm world.
+absl::Status OnShmWorld(int world, const std::function<absl::Status(int, Communicator&)>& fn) {
+  const RendezvousSpec rendezvous = LocalFileSpec("shm");
+  return AllOk(RunOnRanks(world, [&](int rank) -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c, Connect(rendezvous, rank, world));
+    return fn(rank, *c);
+  }));
+}
+
+absl::Status Expect(bool ok, const std::string& what) { return ok ? absl::OkStatus() : absl::InternalError(what); }
+
+// Integer values, so every order of summation gives the exact sum.
+float Value(int rank, size_t i) { return static_cast<float>((rank + 1) * 1000 + static_cast<int>(i % 977)); }
+
+TEST(ShmCommunicatorTest, AllReduceSumsExactlyAtEverySizeAndWorld) {
+  // 0, 1 and 3 elements (empty chunks), and 700k floats: many pieces per ring step.
+  for (int world : {2, 3, 4}) {
+    for (size_t size : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, size_t{700000}}) {
+      SCOPED_TRACE(absl::StrCat("world ", world, ", ", size, " elements"));
+      const absl::Status status = OnShmWorld(world, [&](int rank, Communicator& c) -> absl::Status {
+        std::vector<float> data(size);
+        for (size_t i = 0; i < size; ++i) data[i] = Value(rank, i);
+        RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, Options(5)));
+        for (size_t i = 0; i < size; ++i) {
+          float want = 0;
+          for (int r = 0; r < world; ++r) want += Value(r, i);
+          RETURN_IF_ERROR(Expect(data[i] == want, absl::StrCat("rank ", rank, " element ", i, " is ", data[i],
+                                                               ", want ", want)));
+        }
+        RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kAvg, Options(6)));
+        const float sum = Value(0, 0) * static_cast<float>(world * (world + 1) / 2);
+        if (size > 0) RETURN_IF_ERROR(Expect(std::abs(data[0] - sum) < 1e-3f * sum, "average"));
+        return Expect(absl::StrContains(c.backend(), "shm"), c.backend());
+      });
+      EXPECT_TRUE(status.ok()) << status;
+    }
+  }
+}
+
+// A 16-bit wire: every rank ends with the same bits, within fp16's rounding
+// of the exact sum, and half the bytes are counted.
+TEST(ShmCommunicatorTest, SixteenBitWireAgreesOnEveryRank) {
+  constexpr size_t kSize = 100001;
+  std::vector<std::vector<float>> results(3);
+  std::vector<TrafficCounters> traffic(3);
+  const absl::Status status = OnShmWorld(3, [&](int rank, Communicator& c) -> absl::Status {
+    std::vector<float> data(kSize);
+    for (size_t i = 0; i < kSize; ++i) data[i] = 0.001f * static_cast<float>(i % 101) + 0.25f * rank;
+    CollectiveOptions o = Options(9);
+    o.wire = WireType::kFloat16;
+    RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, o));
+    results[rank] = data;
+    traffic[rank] = c.traffic();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  for (size_t i = 0; i < kSize; i += 997) {
+    const float exact = 3 * 0.001f * static_cast<float>(i % 101) + 0.75f;
+    EXPECT_NEAR(results[0][i], exact, 2e-3f) << i;
+  }
+  // 2(n-1)/n of S = 2 bytes per element.
+  EXPECT_EQ(traffic[0].bytes_sent, 2 * 2 * (2 * static_cast<int64_t>(kSize)) / 3);
+}
+
+TEST(ShmCommunicatorTest, ReduceScatterAllGatherBroadcastAndBarrier) {
+  const absl::Status status = OnShmWorld(4, [&](int rank, Communicator& c) -> absl::Status {
+    constexpr size_t kChunk = 50000;
+    std::vector<float> data(4 * kChunk), out(kChunk);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = Value(rank, i);
+    RETURN_IF_ERROR(c.ReduceScatter(data, absl::MakeSpan(out), ReduceOp::kSum, Options(1)));
+    for (size_t i = 0; i < kChunk; ++i) {
+      const size_t at = rank * kChunk + i;
+      const float want = Value(0, at) + Value(1, at) + Value(2, at) + Value(3, at);
+      RETURN_IF_ERROR(Expect(out[i] == want, absl::StrCat("reduce_scatter rank ", rank, " element ", i)));
+    }
+    std::vector<float> block(kChunk, static_cast<float>(rank)), all(4 * kChunk);
+    RETURN_IF_ERROR(c.AllGather(block, absl::MakeSpan(all), Options(2)));
+    for (size_t i = 0; i < all.size(); ++i) {
+      RETURN_IF_ERROR(Expect(all[i] == static_cast<float>(i / kChunk), absl::StrCat("allgather element ", i)));
+    }
+    for (int root = 0; root < 4; ++root) {
+      std::vector<float> b(300000, rank == root ? 7.0f + root : -1.0f);
+      RETURN_IF_ERROR(c.Broadcast(absl::MakeSpan(b), root, Options(3)));
+      RETURN_IF_ERROR(Expect(b.front() == 7.0f + root && b.back() == 7.0f + root,
+                             absl::StrCat("broadcast from ", root, " on rank ", rank)));
+    }
+    return c.Barrier(Options(4));
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Every rank sends a message larger than the shared ring to its right
+// neighbour before receiving: SendRecv streams both ways at once, so the ring
+// of sends cannot deadlock. Point-to-point Send/Recv moves the bytes exactly.
+TEST(ShmCommunicatorTest, RingShiftOfLargeMessagesAndPointToPoint) {
+  const absl::Status status = OnShmWorld(3, [&](int rank, Communicator& c) -> absl::Status {
+    constexpr size_t kSize = 1 << 20;  // 4 MB, 8x the ring of one slot
+    std::vector<float> send(kSize), recv(kSize);
+    for (size_t i = 0; i < kSize; ++i) send[i] = Value(rank, i);
+    const int left = (rank + 2) % 3, right = (rank + 1) % 3;
+    RETURN_IF_ERROR(c.SendRecv(send, right, absl::MakeSpan(recv), left, Options(8)));
+    for (size_t i = 0; i < kSize; i += 4099) {
+      RETURN_IF_ERROR(Expect(recv[i] == Value(left, i), absl::StrCat("sendrecv element ", i)));
+    }
+    if (rank == 0) RETURN_IF_ERROR(c.Send(send, 2, Options(11)));
+    if (rank == 2) {
+      RETURN_IF_ERROR(c.Recv(absl::MakeSpan(recv), 0, Options(11)));
+      RETURN_IF_ERROR(Expect(recv[12345] == Value(0, 12345) && recv.back() == Value(0, kSize - 1), "recv"));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// More transfers between one pair at once than a channel has slots, with
+// distinct tags, posted in opposite orders on the two sides: each meets its
+// own partner.
+TEST(ShmCommunicatorTest, ConcurrentTransfersWithDistinctTagsMeetTheirPartners) {
+  constexpr int kTransfers = 3 * ShmTransport::kSlots;
+  const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    std::vector<absl::Status> statuses(kTransfers);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kTransfers; ++t) {
+      const int tag = rank == 0 ? t : kTransfers - 1 - t;
+      threads.emplace_back([&, tag] {
+        std::vector<float> data(60000 + tag, static_cast<float>(tag));
+        if (rank == 0) {
+          statuses[tag] = c.Send(data, 1, Options(tag));
+        } else {
+          std::vector<float> got(data.size());
+          statuses[tag] = c.Recv(absl::MakeSpan(got), 0, Options(tag));
+          if (statuses[tag].ok() && got != data) statuses[tag] = absl::InternalError(absl::StrCat("tag ", tag));
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(ShmCommunicatorTest, SizesThatDisagreeFailBothSides) {
+  std::vector<absl::Status> results(2);
+  const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    std::vector<float> data(rank == 0 ? 10 : 12);
+    results[rank] = rank == 0 ? c.Send(data, 1, Options(3)) : c.Recv(absl::MakeSpan(data), 0, Options(3));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(results[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(results[0].message()), HasSubstr("sending 40 bytes but rank 1 expects 48"));
+  EXPECT_EQ(results[1].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(results[1].message()), HasSubstr("48 bytes expected"));
+}
+
+// A receive nobody sends to ends at its timeout naming the peer; the
+// communicator is unusable afterwards. An abort ends a wait at once.
+TEST(ShmCommunicatorTest, TimeoutsAndAbortsEndWaits) {
+  const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    if (rank == 1) return absl::OkStatus();
+    std::vector<float> data(5);
+    const absl::Time start = absl::Now();
+    absl::Status late = c.Recv(absl::MakeSpan(data), 1, Options(1, absl::Milliseconds(300)));
+    RETURN_IF_ERROR(Expect(late.code() == absl::StatusCode::kDeadlineExceeded, late.ToString()));
+    RETURN_IF_ERROR(Expect(absl::StrContains(late.message(), "shm recv (tag 1, rank 0 of 2, peer 1)") &&
+                               absl::StrContains(late.message(), "rank 1"),
+                           late.ToString()));
+    RETURN_IF_ERROR(Expect(absl::Now() - start < absl::Seconds(10), "the timeout was not kept"));
+    absl::Status after = c.Send(data, 1, Options(2));
+    return Expect(after.code() == absl::StatusCode::kFailedPrecondition &&
+                      absl::StrContains(after.message(), "unusable after an earlier failure"),
+                  after.ToString());
+  });
+  EXPECT_TRUE(status.ok()) << status;
+
+  const absl::Status aborted = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    if (rank == 1) return absl::OkStatus();
+    AbortSignal abort;
+    std::thread firing([&] {
+      absl::SleepFor(absl::Milliseconds(100));
+      abort.Fire();
+    });
+    std::vector<float> data(5);
+    CollectiveOptions o = Options(1, absl::Seconds(60));
+    o.abort = &abort;
+    const absl::Time start = absl::Now();
+    absl::Status s = c.Recv(absl::MakeSpan(data), 1, o);
+    firing.join();
+    RETURN_IF_ERROR(Expect(s.code() == absl::StatusCode::kCancelled, s.ToString()));
+    return Expect(absl::Now() - start < absl::Seconds(10), "the abort did not end the wait");
+  });
+  EXPECT_TRUE(aborted.ok()) << aborted;
+}
+
+// The segment's name is gone once the ranks have met: nothing is left in
+// /dev/shm, however the run ends.
+TEST(ShmCommunicatorTest, NothingIsLeftInDevShm) {
+  const std::string prefix = absl::StrCat("nereid-", ::getpid(), "-");
+  const absl::Status status = OnShmWorld(2, [&](int, Communicator& c) { return c.Barrier(Options(1)); });
+  ASSERT_TRUE(status.ok()) << status;
+  DIR* dir = ::opendir("/dev/shm");
+  ASSERT_NE(dir, nullptr);
+  while (struct dirent* entry = ::readdir(dir)) EXPECT_FALSE(absl::StartsWith(entry->d_name, prefix)) << entry->d_name;
+  ::closedir(dir);
+}
+
+// A peer process that has exited is Unavailable within moments, not at the
+// timeout (it will never post or drain anything).
+TEST(ShmTransportTest, APeerThatExitedIsUnavailable) {
+  const std::string name = absl::StrCat("/nereid-test-", ::getpid());
+  absl::StatusOr<std::unique_ptr<ShmSegment>> segment = ShmSegment::Create(name, ShmTransport::SegmentBytes(2));
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  ShmTransport::Format((*segment)->base(), 2);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    absl::StatusOr<std::unique_ptr<ShmTransport>> t = ShmTransport::Attach((*segment)->base(), 2, 1);
+    ::_exit(t.ok() ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  absl::StatusOr<std::unique_ptr<ShmTransport>> t = ShmTransport::Attach((*segment)->base(), 2, 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<uint8_t> buffer(16);
+  const absl::Time start = absl::Now();
+  const absl::Status s = (*t)->Exchange(
+      1, {}, nullptr, {1, buffer.size()},
+      [&](const uint8_t* src, size_t offset, size_t length) { std::memcpy(buffer.data() + offset, src, length); },
+      absl::Now() + absl::Seconds(60), nullptr, "test recv");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("rank 1 (pid ", child, ") has exited")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(ShmSegmentTest, BadNamesAndSizesAreRefused) {
+  EXPECT_EQ(ShmSegment::Create("no-slash", 4096).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShmSegment::Create("/a/b", 4096).status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string name = absl::StrCat("/nereid-test-size-", ::getpid());
+  absl::StatusOr<std::unique_ptr<ShmSegment>> s = ShmSegment::Create(name, 8192);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<std::unique_ptr<ShmSegment>> wrong = ShmSegment::Open(name, 4096);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.status().message()), HasSubstr("holds 8192 bytes, expected 4096"));
+  (*s)->Unlink();
+  EXPECT_EQ(ShmSegment::Open(name, 8192).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace nereid

@@ -1,0 +1,98 @@
+#include "comm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace nereid {
+namespace {
+
+std::string Errno(int error) { return std::strerror(error); }
+
+absl::Status CheckName(const std::string& name) {
+  if (name.size() < 2 || name.size() > 255 || name[0] != '/' || name.find('/', 1) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory segment name '", name,
+                                                   "' must be '/' and 1 to 254 characters without '/'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> Map(int fd, size_t bytes, const std::string& name) {
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("mapping shared-memory segment ", name, " (", bytes,
+                                                     " bytes): ", Errno(errno)));
+  }
+  return base;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string& name, size_t bytes) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("creating shared-memory segment ", name, ": ", Errno(errno)));
+  }
+  auto fail = [&](absl::Status status) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return status;
+  };
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return fail(absl::ResourceExhaustedError(
+        absl::StrCat("sizing shared-memory segment ", name, " to ", bytes, " bytes: ", Errno(errno))));
+  }
+  // Reserve the pages now: touching a page /dev/shm has no room for is a SIGBUS.
+  if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); error != 0) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat("reserving ", bytes, " bytes of /dev/shm for segment ",
+                                                          name, ": ", Errno(error),
+                                                          " (free space in /dev/shm, or use --transport gloo)")));
+  }
+  absl::StatusOr<void*> base = Map(fd, bytes, name);
+  ::close(fd);
+  if (!base.ok()) {
+    ::shm_unlink(name.c_str());
+    return base.status();
+  }
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, *base, bytes, /*owner=*/true));
+}
+
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, size_t bytes) {
+  if (absl::Status s = CheckName(name); !s.ok()) return s;
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("opening shared-memory segment ", name, ": ", Errno(errno),
+                                               " (the shm transport needs every rank on one host)"));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat("shared-memory segment ", name, " holds ",
+                                                      static_cast<int64_t>(st.st_size), " bytes, expected ", bytes));
+  }
+  absl::StatusOr<void*> base = Map(fd, bytes, name);
+  ::close(fd);
+  if (!base.ok()) return base.status();
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, *base, bytes, /*owner=*/false));
+}
+
+void ShmSegment::Unlink() {
+  if (unlinked_) return;
+  unlinked_ = true;
+  ::shm_unlink(name_.c_str());
+}
+
+ShmSegment::~ShmSegment() {
+  if (owner_) Unlink();
+  ::munmap(base_, size_);
+}
+
+}  // namespace nereid

@@ -1,0 +1,50 @@
+#ifndef NEREID_COMM_SHM_SEGMENT_H_
+#define NEREID_COMM_SHM_SEGMENT_H_
+
+// A POSIX shared-memory segment (/dev/shm) that the ranks of one host map at
+// once: one rank creates it under a fresh name and tells the others the name,
+// they open it, and once every rank has it mapped the creator unlinks the
+// name, so nothing is left in /dev/shm however the run ends later.
+//
+// Create reserves the pages (posix_fallocate): a full /dev/shm is an error
+// naming the segment and the size here, not a SIGBUS in the middle of a run.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace nereid {
+
+class ShmSegment {
+ public:
+  // `name`: "/nereid-...", at most 255 characters, one slash (the first).
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(const std::string& name, size_t bytes);
+  // Fails unless the segment exists and holds exactly `bytes`.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Open(const std::string& name, size_t bytes);
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  // Removes the name (the mapping stays); idempotent.
+  void Unlink();
+
+  void* base() const { return base_; }
+  size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  ShmSegment(std::string name, void* base, size_t size, bool owner)
+      : name_(std::move(name)), base_(base), size_(size), owner_(owner) {}
+
+  std::string name_;
+  void* base_;
+  size_t size_;
+  bool owner_;  // the creator unlinks on destruction if nobody did
+  bool unlinked_ = false;
+};
+
+}  // namespace nereid
+
+#endif  // NEREID_COMM_SHM_SEGMENT_H_

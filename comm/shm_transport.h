@@ -1,0 +1,109 @@
+#ifndef NEREID_COMM_SHM_TRANSPORT_H_
+#define NEREID_COMM_SHM_TRANSPORT_H_
+
+// Point-to-point transfers between the processes of one host through a
+// shared-memory segment (shm_segment.h): what the shm communicator builds its
+// collectives on.
+//
+// Layout: a header (each rank's pid and doorbell), then one channel per
+// ordered pair of ranks (src -> dst). A channel has kSlots slots; a slot is a
+// receive the destination has posted (key, size) and a ring of kRing pieces
+// of kPieceBytes through which the source streams the message while the
+// destination drains it, so a message of any size moves with two copies
+// (into the ring, out of it) that overlap.
+//
+// Matching: the receiver posts first (claims a free slot, writes the key and
+// size, marks it posted); the sender streams only into a slot posted with its
+// key (the oldest, if several), as Gloo's TCP transport moves data only once
+// the receiver has posted. So a message never waits in the channel for a
+// receive that may not come, and concurrent transfers with distinct keys on
+// one channel never block each other (one slot each). Sizes must agree; a
+// disagreement fails both sides naming both sizes.
+//
+// Waiting: every event a rank may wait for (a receive posted to it, a piece
+// written for it, a piece of its own drained, a slot freed) rings that rank's
+// doorbell, a futex word in the segment; a waiter sleeps on its doorbell only
+// when no progress is possible, and wakes at least every 50 ms to check its
+// deadline and whether its peers' processes are still alive (a peer that
+// exited is Unavailable at once, not at the timeout). The abort signal rings
+// the doorbell, so an abort ends the wait immediately.
+//
+// A failed transfer leaves its slot out of use; like a Gloo communicator
+// after a timeout, the caller treats the transport as broken.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/abort_signal.h"
+
+namespace nereid {
+
+class ShmTransport {
+ public:
+  static constexpr int kMaxWorld = 64;
+  static constexpr int kSlots = 4;
+  static constexpr int kRing = 4;
+  static constexpr size_t kPieceBytes = size_t{128} << 10;
+
+  // Bytes of a segment for `world` ranks.
+  static size_t SegmentBytes(int world);
+  // Written once, by the segment's creator, before any rank attaches.
+  static void Format(void* base, int world);
+  // Checks the header the creator wrote and publishes this rank's pid.
+  static absl::StatusOr<std::unique_ptr<ShmTransport>> Attach(void* base, int world, int rank);
+  // Ranks that have attached so far.
+  static int Attached(const void* base);
+
+  // Fills bytes [offset, offset + length) of the message into `dst`.
+  using Produce = std::function<void(uint8_t* dst, size_t offset, size_t length)>;
+  // Takes bytes [offset, offset + length) of the message from `src`.
+  using Consume = std::function<void(const uint8_t* src, size_t offset, size_t length)>;
+
+  struct Transfer {
+    int peer = -1;  // -1 or no bytes: nothing to move on this side
+    size_t bytes = 0;
+  };
+
+  // Sends `send.bytes` to `send.peer` (produced piece by piece) and receives
+  // `recv.bytes` from `recv.peer`, both at once, under `key`; returns when
+  // both are done. `where` prefixes errors ("shm allreduce (tag 3, rank 0 of
+  // 2)"). DeadlineExceeded at `deadline` naming the peer waited for,
+  // Unavailable if that peer's process has exited, Cancelled if `abort`
+  // fires, InvalidArgument if the sizes disagree.
+  absl::Status Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv, const Consume& consume,
+                        absl::Time deadline, AbortSignal* abort, const std::string& where);
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+  // The segment's layout (shm_transport.cc).
+  struct Header;
+  struct Slot;
+  struct Channel;
+
+ private:
+  ShmTransport(void* base, int world, int rank) : base_(static_cast<uint8_t*>(base)), world_(world), rank_(rank) {}
+
+  Header& header() const;
+  Channel& channel(int src, int dst) const;
+  uint8_t* ring(int src, int dst, int slot) const;
+  void Ring(int rank) const;
+  // Sleeps on this rank's doorbell while it still reads `seen` (at most `limit`).
+  void Sleep(uint32_t seen, absl::Duration limit) const;
+  // OK while `peer`'s process lives.
+  absl::Status PeerAlive(int peer, const std::string& where) const;
+
+  uint8_t* base_;
+  int world_;
+  int rank_;
+};
+
+}  // namespace nereid
+
+#endif  // NEREID_COMM_SHM_TRANSPORT_H_
