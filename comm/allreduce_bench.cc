@@ -1,6 +1,7 @@
 #include "comm/allreduce_bench.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -23,7 +24,19 @@ namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(60);
 // Tags: ours and raw Gloo's allreduces, the link probe, and coordination.
-constexpr uint32_t kOursTag = 100, kRawTag = 200, kProbeTag = 300, kControlTag = 400;
+constexpr uint32_t kOursTag = 100, kRawTag = 200, kProbeTag = 300, kControlTag = 400, kShmTag = 500;
+
+// One thread's memcpy bandwidth over `bytes` (median of 5 copies).
+double MemcpyBytesPerSecond(int64_t bytes) {
+  std::vector<char> from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes), 0);
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time start = absl::Now();
+    std::memcpy(to.data(), from.data(), to.size());
+    times.push_back(absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return static_cast<double>(bytes) / std::max(Median(times), 1e-9);
+}
 
 void SumFloats(void* c, const void* a, const void* b, size_t n) {
   float* out = static_cast<float*>(c);
@@ -179,18 +192,22 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0;
   auto ours = [&](std::vector<float>& d) { return bench.Ours(d); };
   auto raw = [&](std::vector<float>& d) { return bench.Raw(d); };
+  auto shm = [&](std::vector<float>& d) {
+    return options.shm->AllReduce(absl::MakeSpan(d), ReduceOp::kSum, {kShmTag, kTimeout});
+  };
   for (int64_t bytes : options.sizes_bytes) {
     std::vector<float> data(bytes / sizeof(float), 1.0f);
     // Warm up both, then size the rounds from one timed call (rank 0's).
     RETURN_IF_ERROR(bench.Ours(data));
     RETURN_IF_ERROR(bench.Raw(data));
+    if (options.shm != nullptr) RETURN_IF_ERROR(shm(data));
     absl::Time start = absl::Now();
     RETURN_IF_ERROR(bench.Ours(data));
     double once = absl::ToDoubleSeconds(absl::Now() - start);
     ASSIGN_OR_RETURN(double planned,
                      bench.FromRoot(absl::ToDoubleSeconds(options.time_per_round) / std::max(once, 1e-6)));
     int iterations = std::clamp(static_cast<int>(planned), 3, options.max_iterations);
-    std::vector<double> ours_times, raw_times;
+    std::vector<double> ours_times, raw_times, shm_times;
     double cpu_seconds = 0;
     if (options.progress) {
       options.progress(absl::StrCat("timing ", bytes, " bytes: ", options.rounds, " rounds of ", iterations,
@@ -205,6 +222,10 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
       ASSIGN_OR_RETURN(std::vector<double> b, bench.Time(iterations, data, raw));
       ours_times.insert(ours_times.end(), a.begin(), a.end());
       raw_times.insert(raw_times.end(), b.begin(), b.end());
+      if (options.shm != nullptr) {
+        ASSIGN_OR_RETURN(std::vector<double> c, bench.Time(iterations, data, shm));
+        shm_times.insert(shm_times.end(), c.begin(), c.end());
+      }
     }
     AllReduceBenchRow row;
     row.bytes = bytes;
@@ -221,11 +242,21 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
       row.ratio_to_bound = row.bound_seconds / row.seconds;
     }
     row.ratio_to_raw = row.raw_seconds / row.seconds;
+    if (!shm_times.empty()) {
+      row.shm_seconds = Median(shm_times);
+      row.shm_busbw = bytes / row.shm_seconds * bus;
+      row.shm_ratio_to_raw = row.raw_seconds / row.shm_seconds;
+    }
     ASSIGN_OR_RETURN(double calls_cpu, bench.FromRoot(cpu_seconds));
     row.host_cpu_seconds = calls_cpu / (options.rounds * iterations);
     cpu_seconds_all += row.host_cpu_seconds;
     bytes_sent_all += bus * bytes;
     result.rows.push_back(row);
+  }
+  if (comm.rank() == 0 && !options.sizes_bytes.empty()) {
+    result.memcpy_bytes_per_second =
+        MemcpyBytesPerSecond(std::max<int64_t>(*std::max_element(options.sizes_bytes.begin(), options.sizes_bytes.end()),
+                                               int64_t{16} << 20));
   }
   ASSIGN_OR_RETURN(double all_measured, bench.FromRoot(cpu_measured ? 1 : 0));
   if (all_measured > 0 && bytes_sent_all > 0) {
@@ -249,6 +280,19 @@ std::string FormatBenchTable(const AllReduceBenchResult& r) {
                                           row.iterations, row.seconds * 1e6, row.algbw / 1e9, row.busbw / 1e9,
                                           row.raw_seconds * 1e6, row.raw_busbw / 1e9, row.ratio_to_raw, vs_bound));
   }
+  const bool shm = !r.rows.empty() && r.rows.front().shm_seconds > 0;
+  if (shm) {
+    absl::StrAppend(&out, absl::StrFormat("%10s | %11s %10s %8s   (shared memory)\n", "size", "shm(us)", "shm busbw",
+                                          "vs raw"));
+    for (const AllReduceBenchRow& row : r.rows) {
+      absl::StrAppend(&out, absl::StrFormat("%10d | %11.1f %10.3f %7.2fx\n", row.bytes, row.shm_seconds * 1e6,
+                                            row.shm_busbw / 1e9, row.shm_ratio_to_raw));
+    }
+  }
+  if (r.memcpy_bytes_per_second > 0) {
+    absl::StrAppend(&out, absl::StrFormat("memcpy on rank 0's machine: %.2f GB/s (one thread)\n",
+                                          r.memcpy_bytes_per_second / 1e9));
+  }
   absl::StrAppend(&out, "(bandwidths in GB/s; time is the median of the slowest rank's per-call times)\n");
   if (r.comm_cpu_seconds_per_byte > 0) {
     absl::StrAppend(&out, absl::StrFormat("host CPU: %.1f ns per byte a rank sends (%d of the ranks share %d cores)\n",
@@ -265,6 +309,7 @@ std::string BenchJson(const AllReduceBenchResult& r) {
   j["ranks_on_host"] = int64_t{r.ranks_on_host};
   j["host_cores"] = int64_t{r.host_cores};
   j["comm_cpu_seconds_per_byte"] = r.comm_cpu_seconds_per_byte;
+  j["memcpy_bytes_per_second"] = r.memcpy_bytes_per_second;
   if (r.ranks_on_host > 0) j["cores_per_rank"] = static_cast<double>(r.host_cores) / r.ranks_on_host;
   Json sizes = Json::array();
   for (const AllReduceBenchRow& row : r.rows) {
@@ -280,6 +325,11 @@ std::string BenchJson(const AllReduceBenchResult& r) {
     size["bound_seconds"] = row.bound_seconds;
     size["ratio_to_bound"] = row.ratio_to_bound;
     size["host_cpu_seconds"] = row.host_cpu_seconds;
+    if (row.shm_seconds > 0) {
+      size["shm_seconds"] = row.shm_seconds;
+      size["shm_busbw"] = row.shm_busbw;
+      size["shm_ratio_to_raw_gloo"] = row.shm_ratio_to_raw;
+    }
     sizes.push_back(std::move(size));
   }
   j["sizes"] = std::move(sizes);

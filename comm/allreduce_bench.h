@@ -16,6 +16,10 @@
 // take less than T = 2(n-1) * (alpha + S / (n * beta)); ratio_to_bound is
 // T / t (1.0 would be perfect).
 //
+// With options.shm, the same allreduce through the shared-memory transport is
+// timed too (a third alternation), with its ratio to raw Gloo, beside the
+// memcpy bandwidth of rank 0's machine.
+//
 // The CPU communication costs: the machine's busy CPU time (/proc/stat,
 // core/host_cpu.h) around our timed calls, per byte a rank sends, what the
 // timing model charges a pipelined step's compute for the allreduce it overlaps.
@@ -41,6 +45,9 @@ struct AllReduceBenchOptions {
   bool probe_link = true;
   // Told, on every rank, when each size's timed calls begin (null: silent).
   std::function<void(const std::string&)> progress;
+  // Also timed, alternating with the other two: the same world's ranks over
+  // shared memory (shm_communicator.h); null: not timed.
+  Communicator* shm = nullptr;
 };
 
 struct LinkEstimate {
@@ -53,6 +60,8 @@ struct AllReduceBenchRow {
   int iterations = 0;  // per round and implementation
   double seconds = 0, algbw = 0, busbw = 0;              // Nereid's communicator
   double raw_seconds = 0, raw_algbw = 0, raw_busbw = 0;  // raw Gloo
+  double shm_seconds = 0, shm_busbw = 0;  // the shm communicator (0: not timed)
+  double shm_ratio_to_raw = 0;            // raw_seconds / shm_seconds
   double bound_seconds = 0;
   double ratio_to_raw = 0;    // raw_seconds / seconds: busbw ratio, ours over raw
   double ratio_to_bound = 0;  // bound_seconds / seconds
@@ -68,6 +77,9 @@ struct AllReduceBenchResult {
   // rank sends: sum over sizes of host_cpu_seconds / (ranks_on_host * sum of
   // the bytes a rank sends per call). 0 when /proc/stat is unreadable.
   double comm_cpu_seconds_per_byte = 0;
+  // memcpy on rank 0, one thread, of the largest size (at least 16 MiB): the
+  // bound of any transport that moves bytes through memory.
+  double memcpy_bytes_per_second = 0;
   std::vector<AllReduceBenchRow> rows;
 };
 

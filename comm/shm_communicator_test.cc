@@ -175,11 +175,11 @@ TEST(ShmCommunicatorTest, RingShiftOfLargeMessagesAndPointToPoint) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
-// More transfers between one pair at once than a channel has slots, with
+// More transfers between one pair at once than a channel has rings, with
 // distinct tags, posted in opposite orders on the two sides: each meets its
 // own partner.
 TEST(ShmCommunicatorTest, ConcurrentTransfersWithDistinctTagsMeetTheirPartners) {
-  constexpr int kTransfers = 3 * ShmTransport::kSlots;
+  constexpr int kTransfers = 6 * ShmTransport::kRings;
   const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
     std::vector<absl::Status> statuses(kTransfers);
     std::vector<std::thread> threads;
@@ -266,6 +266,37 @@ TEST(ShmCommunicatorTest, NothingIsLeftInDevShm) {
   ASSERT_NE(dir, nullptr);
   while (struct dirent* entry = ::readdir(dir)) EXPECT_FALSE(absl::StartsWith(entry->d_name, prefix)) << entry->d_name;
   ::closedir(dir);
+}
+
+// Receives posted long before their sends (a server's pulls for later
+// steps) do not hold up a send that is due now: many receives wait on one
+// channel while the message the receiver needs first still gets through.
+TEST(ShmCommunicatorTest, EarlyReceivesDoNotBlockTheSendDueNow) {
+  constexpr int kEarly = 40;  // more than kRings
+  const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    std::vector<float> now(1000, 3.0f);
+    if (rank == 0) {
+      // Tag 0 first; the later tags only once rank 1 has answered on tag 0.
+      RETURN_IF_ERROR(c.Send(now, 1, Options(0)));
+      RETURN_IF_ERROR(c.Recv(absl::MakeSpan(now), 1, Options(1000)));
+      for (int t = 1; t <= kEarly; ++t) RETURN_IF_ERROR(c.Send(now, 1, Options(t)));
+      return absl::OkStatus();
+    }
+    std::vector<absl::Status> statuses(kEarly + 1);
+    std::vector<std::thread> early;
+    std::vector<std::vector<float>> got(kEarly + 1, std::vector<float>(1000));
+    for (int t = 1; t <= kEarly; ++t) {
+      early.emplace_back([&, t] { statuses[t] = c.Recv(absl::MakeSpan(got[t]), 0, Options(t)); });
+    }
+    absl::SleepFor(absl::Milliseconds(50));  // the early receives are posted
+    statuses[0] = c.Recv(absl::MakeSpan(got[0]), 0, Options(0));
+    if (statuses[0].ok()) statuses[0] = c.Send(got[0], 0, Options(1000));
+    for (std::thread& t : early) t.join();
+    for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+    for (const std::vector<float>& g : got) RETURN_IF_ERROR(Expect(g == now, "a message's values"));
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 // A peer process that has exited is Unavailable within moments, not at the

@@ -49,6 +49,7 @@ struct alignas(64) ShmTransport::Slot {
   std::atomic<uint32_t> state;
   std::atomic<uint32_t> produced;  // pieces the sender has written
   std::atomic<uint32_t> consumed;  // pieces the receiver has taken
+  std::atomic<int32_t> ring;       // the ring the sender streams through
   std::atomic<uint64_t> key;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> seq;  // posting order: the oldest matching slot is served first
@@ -56,6 +57,7 @@ struct alignas(64) ShmTransport::Slot {
 
 struct alignas(64) ShmTransport::Channel {
   std::atomic<uint64_t> next_seq;
+  std::atomic<uint32_t> ring_busy[kRings];  // 1 while a message streams through it
   Slot slots[kSlots];
 };
 
@@ -84,7 +86,7 @@ size_t RingBytes() { return ShmTransport::kRing * ShmTransport::kPieceBytes; }
 }  // namespace
 
 size_t ShmTransport::SegmentBytes(int world) {
-  return ControlBytes(world) + ChannelCount(world) * kSlots * RingBytes();
+  return ControlBytes(world) + ChannelCount(world) * kRings * RingBytes();
 }
 
 void ShmTransport::Format(void* base, int world) {
@@ -123,9 +125,9 @@ ShmTransport::Channel& ShmTransport::channel(int src, int dst) const {
   return first[index];
 }
 
-uint8_t* ShmTransport::ring(int src, int dst, int slot) const {
+uint8_t* ShmTransport::ring(int src, int dst, int ring) const {
   const size_t index = static_cast<size_t>(src) * (world_ - 1) + (dst < src ? dst : dst - 1);
-  return base_ + ControlBytes(world_) + (index * kSlots + slot) * RingBytes();
+  return base_ + ControlBytes(world_) + (index * kRings + ring) * RingBytes();
 }
 
 void ShmTransport::Ring(int rank) const {
@@ -173,6 +175,7 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
   const uint32_t send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
   const uint32_t recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
   int send_slot = -1, recv_slot = -1;  // matched / posted
+  int send_ring = -1;                  // the ring the send streams through
   uint32_t sent = 0, received = 0;
   bool send_done = !sending, recv_done = !receiving;
   Channel* out = sending ? &channel(rank_, send.peer) : nullptr;
@@ -202,6 +205,7 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
         if (slot.state.compare_exchange_strong(expected, kClaimed, std::memory_order_acq_rel)) {
           slot.produced.store(0, std::memory_order_relaxed);
           slot.consumed.store(0, std::memory_order_relaxed);
+          slot.ring.store(-1, std::memory_order_relaxed);
           slot.key.store(key, std::memory_order_relaxed);
           slot.bytes.store(recv.bytes, std::memory_order_relaxed);
           slot.seq.store(in->next_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
@@ -230,7 +234,8 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
       while (received < ready) {
         const size_t offset = static_cast<size_t>(received) * kPieceBytes;
         const size_t length = std::min(kPieceBytes, recv.bytes - offset);
-        consume(ring(recv.peer, rank_, recv_slot) + (received % kRing) * kPieceBytes, offset, length);
+        const int r = slot.ring.load(std::memory_order_relaxed);  // written before the first piece
+        consume(ring(recv.peer, rank_, r) + (received % kRing) * kPieceBytes, offset, length);
         ++received;
         slot.consumed.store(received, std::memory_order_release);
         Ring(recv.peer);
@@ -238,8 +243,10 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
       }
       if (received == recv_pieces) {
         recv_done = true;
+        in->ring_busy[slot.ring.load(std::memory_order_relaxed)].store(0, std::memory_order_release);
         slot.state.store(kFree, std::memory_order_release);
-        Ring(rank_);  // this rank's other receives may be waiting for a slot
+        Ring(recv.peer);  // its other sends may be waiting for the ring
+        Ring(rank_);      // this rank's other receives may be waiting for a slot
       }
     }
 
@@ -268,7 +275,17 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
         progressed = true;
       }
     }
-    if (!send_done && send_slot >= 0) {  // stream while the ring has room
+    if (!send_done && send_slot >= 0 && send_ring < 0) {  // take a free ring of the channel
+      for (int r = 0; r < kRings && send_ring < 0; ++r) {
+        uint32_t idle = 0;
+        if (out->ring_busy[r].compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+          send_ring = r;
+          out->slots[send_slot].ring.store(r, std::memory_order_relaxed);  // published by the first piece
+          progressed = true;
+        }
+      }
+    }
+    if (!send_done && send_ring >= 0) {  // stream while the ring has room
       Slot& slot = out->slots[send_slot];
       if (slot.state.load(std::memory_order_acquire) == kAbandoned) {
         send_done = true;  // nothing more to tell the receiver
@@ -278,7 +295,7 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
       while (sent < send_pieces && sent - drained < static_cast<uint32_t>(kRing)) {
         const size_t offset = static_cast<size_t>(sent) * kPieceBytes;
         const size_t length = std::min(kPieceBytes, send.bytes - offset);
-        produce(ring(rank_, send.peer, send_slot) + (sent % kRing) * kPieceBytes, offset, length);
+        produce(ring(rank_, send.peer, send_ring) + (sent % kRing) * kPieceBytes, offset, length);
         ++sent;
         slot.produced.store(sent, std::memory_order_release);
         Ring(send.peer);
@@ -296,7 +313,8 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       const char* what = !recv_done ? (recv_slot < 0 ? "a free receive slot from" : "data from")
-                                    : (send_slot < 0 ? "a posted receive on" : "room on");
+                                    : (send_slot < 0 ? "a posted receive on"
+                                                     : send_ring < 0 ? "a free ring to" : "room on");
       return fail(absl::DeadlineExceededError(absl::StrCat(where, ": timed out waiting for ", what, " rank ",
                                                            waiting_for)));
     }

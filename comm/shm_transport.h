@@ -6,19 +6,21 @@
 // collectives on.
 //
 // Layout: a header (each rank's pid and doorbell), then one channel per
-// ordered pair of ranks (src -> dst). A channel has kSlots slots; a slot is a
-// receive the destination has posted (key, size) and a ring of kRing pieces
-// of kPieceBytes through which the source streams the message while the
+// ordered pair of ranks (src -> dst). A channel has kSlots slots, each a
+// receive the destination has posted (key, size), and kRings rings of kRing
+// pieces of kPieceBytes through which the source streams a message while the
 // destination drains it, so a message of any size moves with two copies
 // (into the ring, out of it) that overlap.
 //
 // Matching: the receiver posts first (claims a free slot, writes the key and
-// size, marks it posted); the sender streams only into a slot posted with its
+// size, marks it posted); the sender streams only to a slot posted with its
 // key (the oldest, if several), as Gloo's TCP transport moves data only once
-// the receiver has posted. So a message never waits in the channel for a
-// receive that may not come, and concurrent transfers with distinct keys on
-// one channel never block each other (one slot each). Sizes must agree; a
-// disagreement fails both sides naming both sizes.
+// the receiver has posted, taking a free ring of the channel for the
+// message's time. So a message never waits in the channel for a receive that
+// may not come; receives posted long before their sends (a server's pulls
+// for later steps) hold a slot each, not a ring, and a ring is held only by a
+// message whose receiver is draining it, so waiting for one always ends.
+// Sizes must agree; a disagreement fails both sides naming both sizes.
 //
 // Waiting: every event a rank may wait for (a receive posted to it, a piece
 // written for it, a piece of its own drained, a slot freed) rings that rank's
@@ -47,8 +49,9 @@ namespace nereid {
 class ShmTransport {
  public:
   static constexpr int kMaxWorld = 64;
-  static constexpr int kSlots = 4;
-  static constexpr int kRing = 4;
+  static constexpr int kSlots = 512;  // receives posted at once per channel
+  static constexpr int kRings = 4;    // messages streaming at once per channel
+  static constexpr int kRing = 4;     // pieces per ring
   static constexpr size_t kPieceBytes = size_t{128} << 10;
 
   // Bytes of a segment for `world` ranks.
@@ -92,7 +95,7 @@ class ShmTransport {
 
   Header& header() const;
   Channel& channel(int src, int dst) const;
-  uint8_t* ring(int src, int dst, int slot) const;
+  uint8_t* ring(int src, int dst, int ring) const;
   void Ring(int rank) const;
   // Sleeps on this rank's doorbell while it still reads `seen` (at most `limit`).
   void Sleep(uint32_t seen, absl::Duration limit) const;

@@ -13,6 +13,7 @@
 #include "comm/allreduce_bench.h"
 #include "comm/launch_env.h"
 #include "comm/rendezvous.h"
+#include "comm/shm_communicator.h"
 #include "compress/aggregation_bench.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
@@ -47,7 +48,8 @@ Flags BenchFlags() {
               "skip the link's latency and bandwidth probe (5 x 16 MiB one way, rank\n"
               "0 to 1: about 11 s at 60mbit); rank 0 tells stderr when each\n"
               "size's timed calls begin, so a script can keep the links busy with\n"
-              "many --rounds and know when the traffic flows");
+              "many --rounds and know when the traffic flows")
+      .Switch("shm", "also time allreduce through shared memory (every rank on this machine)");
   f.Section("compress")
       .Value("methods", "LIST",
              "e.g. none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9),gradiveq: each a\n"
@@ -165,6 +167,7 @@ int Bench(const std::vector<std::string>& args) {
     launch.command = "bench";
     launch.args = args;
     launch.not_passed = {"--workers", "--json", "--threads"};
+    launch.bool_flags = {"--shm", "--no-link-probe"};
     launch.workers = static_cast<int>(*workers);
     launch.threads = 1;
     if (flags.Has("json")) launch.rank0_args = {"--json", flags.String("json")};
@@ -188,6 +191,18 @@ int Bench(const std::vector<std::string>& args) {
   if (!comm.ok()) return Fail(comm.status());
   auto* gloo = dynamic_cast<GlooCommunicator*>(comm->get());
   if (gloo == nullptr) return Fail(absl::InternalError("the allreduce benchmark needs the Gloo communicator"));
+  std::unique_ptr<Communicator> shm;
+  if (flags.Has("shm") && !compress) {
+    RendezvousSpec shm_spec = *spec;
+    shm_spec.run_id += "-shm";  // its own keys in the same store
+    absl::StatusOr<std::unique_ptr<RendezvousStore>> store =
+        OpenRendezvous(shm_spec, info->rank, info->world, identity, connect.connect_timeout);
+    if (!store.ok()) return Fail(store.status());
+    absl::StatusOr<std::unique_ptr<Communicator>> connected =
+        ConnectShm(**store, info->rank, info->world, connect.connect_timeout);
+    if (!connected.ok()) return Fail(connected.status());
+    shm = *std::move(connected);
+  }
   reporter.Report("phase=bench");
   if (compress) {
     AggregationBenchOptions o;
@@ -205,6 +220,7 @@ int Bench(const std::vector<std::string>& args) {
     return kExitOk;
   }
   options.probe_link = !flags.Has("no-link-probe");
+  options.shm = shm.get();
   if (info->rank == 0) {
     options.progress = [](const std::string& line) { std::fprintf(stderr, "bench allreduce: %s\n", line.c_str()); };
   }
