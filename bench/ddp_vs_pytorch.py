@@ -12,7 +12,7 @@ nereid/pytorch and each framework's scaling efficiency.
 
     /usr/bin/python3 bench/ddp_vs_pytorch.py [--models mlp_fashion,lenet_fashion]
         [--workers-list 2,4] [--threads 1] [--batch 64] [--max-steps 200]
-        [--repeats 3] [--json PATH]
+        [--repeats 3] [--transport gloo|shm] [--json PATH]
 
 Throughput is global (all workers' samples) per second of training steps:
 - Nereid: samples summed over the ranks / rank 0's wall time of the epoch's
@@ -124,6 +124,8 @@ def run_nereid(args, model, workers, out):
     cmd = [args.nereid, "run", f"models/{model}.pbtxt", "--workers", str(workers), "--threads", str(args.threads),
            "--batch", str(args.batch), "--max-steps", str(args.max_steps), "--epochs", "1",
            "--test-limit", "1000", "--quiet", "--metrics-json", out]
+    if workers > 1:
+        cmd += ["--transport", args.transport]
     if model.endswith("_cifar"):
         cmd += ["--dataset", "synthetic"]
     rc, tail, seconds = run_command(cmd, dict(os.environ), args.timeout)
@@ -194,6 +196,8 @@ def main():
     p.add_argument("--batch", type=int, default=64, help="batch per worker (default 64)")
     p.add_argument("--max-steps", type=int, default=200, help="timed steps per worker (default 200)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--transport", default="gloo", choices=("gloo", "shm"),
+                   help="Nereid's workers talk over gloo (TCP, like PyTorch's) or shm (shared memory)")
     p.add_argument("--pytorch-warmup", type=int, default=3,
                    help="untimed PyTorch steps run before the --max-steps timed ones (default 3)")
     p.add_argument("--timeout", type=int, default=600, help="seconds one run may take before it is killed")

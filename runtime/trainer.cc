@@ -567,6 +567,7 @@ class TrainingRun {
     if (options_.report) options_.report("phase=startup stage=rendezvous");
     ASSIGN_OR_RETURN(group_, DataParallelGroup::Join(*graph_, g));
     result_.strategy = "data_parallel";
+    result_.transport = options_.transport;
     result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
     if (result_.model_parallel > 1) result_.strategy = "hybrid";
     if (gossip_) result_.strategy = "gossip";
@@ -1273,6 +1274,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["rank"] = int64_t{options.rank};
   j["threads"] = int64_t{options.threads};
   j["strategy"] = r.strategy;
+  if (!r.transport.empty()) j["transport"] = r.transport;
   if (r.strategy == "coded") {
     Json coded;
     coded["encoding_bytes"] = r.coded_encoding_bytes;

@@ -106,6 +106,7 @@ struct TrainResult {
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
   std::string strategy = "single";
+  std::string transport;  // the communicator backend of a multi-rank run ("gloo", "shm"); "" for one worker
   // Coded plans (the coded pass): the encoding phase's bytes (every rank's
   // sends) and seconds, and what the master's decodes saw: per gather (two
   // a step), the workers present and gone, the results a decode used, the

@@ -100,8 +100,8 @@ Flags RunFlags() {
              "(default 127.0.0.1; on a cluster: this machine's address on the\n"
              "training network)")
       .Value("transport", "T",
-             "how the workers talk: shm (shared memory, every worker on this\n"
-             "machine), gloo (TCP) or auto (default: shm for the local launcher's\n"
+             "how the workers talk: gloo (TCP, the default), shm (shared memory,\n"
+             "every worker on this machine) or auto (shm for the local launcher's\n"
              "workers, gloo across machines and for workers started one by one)");
   f.Section("Supervision")
       .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
@@ -256,7 +256,7 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
     return kExitUsage;
   }
-  const std::string transport = flags.String("transport", "auto");
+  const std::string transport = flags.String("transport", "gloo");
   if (transport != "auto" && transport != "shm" && transport != "gloo") {
     std::fprintf(stderr, "error: --transport must be shm, gloo or auto (got '%s')\n", transport.c_str());
     return kExitUsage;

@@ -200,6 +200,32 @@ TEST_F(DataParallelTest, LauncherRunsWorkersAndReportsTheRun) {
   EXPECT_THAT(o.output, HasSubstr("[rank 0]"));
 }
 
+// --transport shm (ranks of one host through shared memory) computes what
+// Gloo computes. On 2 ranks every sum has two terms, so the parameters are
+// bitwise those of Gloo's run; on 4 both rings add in their own orders
+// (equal to rounding). auto picks shm for the launcher's workers. Gossip's
+// point-to-point pushes keep push-sum's mass over shm too.
+TEST_F(DataParallelTest, SharedMemoryTransportComputesWhatGlooComputes) {
+  auto run = [&](int workers, const std::string& transport, const std::string& extra) {
+    const std::string json = absl::StrCat(dir_, "/", transport, workers, ".json");
+    Outcome o = Shell(absl::StrCat(kNereid, " run ", kSmallRun, " --workers ", workers, " --threads 1 --batch 32",
+                                   " --transport ", transport, extra, " --metrics-json ", json));
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    return ReadFile(json);
+  };
+  const std::string gloo2 = run(2, "gloo", ""), shm2 = run(2, "shm", "");
+  EXPECT_EQ(JsonField(gloo2, "transport"), "gloo");
+  EXPECT_EQ(JsonField(shm2, "transport"), "shm");
+  EXPECT_EQ(JsonField(shm2, "parameter_fingerprint"), JsonField(gloo2, "parameter_fingerprint"));
+  EXPECT_EQ(JsonField(shm2, "bytes_sent_per_step"), JsonField(gloo2, "bytes_sent_per_step"));
+  const std::string gloo4 = run(4, "gloo", ""), auto4 = run(4, "auto", "");
+  EXPECT_EQ(JsonField(auto4, "transport"), "shm");
+  const double a = std::stod(JsonField(gloo4, "final_train_loss")), b = std::stod(JsonField(auto4, "final_train_loss"));
+  EXPECT_NEAR(a, b, 1e-5 * std::fabs(a));
+  const std::string gossip = run(4, "shm", " --passes \"autodiff,sgd(lr=0.05),gossip(peers=2,overlap=1)\"");
+  EXPECT_NEAR(std::stod(JsonField(gossip, "push_sum_weight_total")), 4.0, 1e-5);
+}
+
 // With --trace, every rank writes its own timeline (trace.rank<r>.json),
 // with its collectives on the engine's track and its steps.
 // compress(method=fp16) with Pipe-SGD: gradients travel as 16-bit floats
