@@ -7,12 +7,31 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace nereid {
+
+struct ShmSegment::Mapping {
+  void* base;
+  size_t size;
+  ~Mapping() { ::munmap(base, size); }
+};
+
 namespace {
+
+// The segments this process maps, by name.
+std::mutex& MappedMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::weak_ptr<ShmSegment::Mapping>>& Mapped() {
+  static auto* mapped = new std::map<std::string, std::weak_ptr<ShmSegment::Mapping>>();
+  return *mapped;
+}
 
 std::string Errno(int error) { return std::strerror(error); }
 
@@ -62,11 +81,26 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string
     ::shm_unlink(name.c_str());
     return base.status();
   }
-  return std::unique_ptr<ShmSegment>(new ShmSegment(name, *base, bytes, /*owner=*/true));
+  auto mapping = std::shared_ptr<Mapping>(new Mapping{*base, bytes});
+  {
+    std::lock_guard<std::mutex> lock(MappedMutex());
+    Mapped()[name] = mapping;
+  }
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*owner=*/true));
 }
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, size_t bytes) {
   if (absl::Status s = CheckName(name); !s.ok()) return s;
+  std::lock_guard<std::mutex> lock(MappedMutex());
+  if (auto it = Mapped().find(name); it != Mapped().end()) {
+    if (std::shared_ptr<Mapping> mapping = it->second.lock()) {
+      if (mapping->size != bytes) {
+        return absl::FailedPreconditionError(absl::StrCat("shared-memory segment ", name, " holds ", mapping->size,
+                                                          " bytes, expected ", bytes));
+      }
+      return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*owner=*/false));
+    }
+  }
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("opening shared-memory segment ", name, ": ", Errno(errno),
@@ -81,18 +115,27 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& 
   absl::StatusOr<void*> base = Map(fd, bytes, name);
   ::close(fd);
   if (!base.ok()) return base.status();
-  return std::unique_ptr<ShmSegment>(new ShmSegment(name, *base, bytes, /*owner=*/false));
+  auto mapping = std::shared_ptr<Mapping>(new Mapping{*base, bytes});
+  Mapped()[name] = mapping;
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*owner=*/false));
 }
+
+void* ShmSegment::base() const { return mapping_->base; }
+size_t ShmSegment::size() const { return mapping_->size; }
 
 void ShmSegment::Unlink() {
   if (unlinked_) return;
   unlinked_ = true;
   ::shm_unlink(name_.c_str());
+  std::lock_guard<std::mutex> lock(MappedMutex());
+  Mapped().erase(name_);  // the name is gone for this process too
 }
 
 ShmSegment::~ShmSegment() {
   if (owner_) Unlink();
-  ::munmap(base_, size_);
+  std::lock_guard<std::mutex> lock(MappedMutex());
+  mapping_.reset();  // unmaps if this was the last handle
+  if (auto it = Mapped().find(name_); it != Mapped().end() && it->second.expired()) Mapped().erase(it);
 }
 
 }  // namespace nereid

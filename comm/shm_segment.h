@@ -8,6 +8,11 @@
 //
 // Create reserves the pages (posix_fallocate): a full /dev/shm is an error
 // naming the segment and the size here, not a SIGBUS in the middle of a run.
+//
+// Within one process a segment is mapped once: opening a name this process
+// already maps shares that mapping (ranks run as threads in tests), so every
+// thread sees one address for each byte, as ThreadSanitizer needs to follow
+// the synchronisation through it.
 
 #include <cstddef>
 #include <memory>
@@ -30,17 +35,18 @@ class ShmSegment {
   // Removes the name (the mapping stays); idempotent.
   void Unlink();
 
-  void* base() const { return base_; }
-  size_t size() const { return size_; }
+  void* base() const;
+  size_t size() const;
   const std::string& name() const { return name_; }
 
+  struct Mapping;  // shm_segment.cc
+
  private:
-  ShmSegment(std::string name, void* base, size_t size, bool owner)
-      : name_(std::move(name)), base_(base), size_(size), owner_(owner) {}
+  ShmSegment(std::string name, std::shared_ptr<Mapping> mapping, bool owner)
+      : name_(std::move(name)), mapping_(std::move(mapping)), owner_(owner) {}
 
   std::string name_;
-  void* base_;
-  size_t size_;
+  std::shared_ptr<Mapping> mapping_;
   bool owner_;  // the creator unlinks on destruction if nobody did
   bool unlinked_ = false;
 };
