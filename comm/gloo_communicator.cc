@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_checks.h"
 #include "comm/gloo_status.h"
 #include "core/status_macros.h"
 #include "gloo/allgather.h"
@@ -188,11 +189,7 @@ absl::Status GlooCommunicator::ReduceScatter(absl::Span<const float> data, absl:
   const int n = world();
   const int r = rank();
   const size_t chunk = out.size();
-  if (data.size() != chunk * n) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("reduce_scatter", options.tag, ""), ": input has ",
-                                                   data.size(), " elements, expected world (", n,
-                                                   ") x output (", chunk, ") = ", chunk * n));
-  }
+  RETURN_IF_ERROR(CheckReduceScatterSizes(Where("reduce_scatter", options.tag, ""), data.size(), chunk, n));
   if (chunk == 0) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -235,11 +232,7 @@ absl::Status GlooCommunicator::AllGather(absl::Span<const float> in, absl::Span<
                                          const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("allgather", options));
   const int n = world();
-  if (out.size() != in.size() * n) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("allgather", options.tag, ""), ": output has ",
-                                                   out.size(), " elements, expected world (", n,
-                                                   ") x input (", in.size(), ") = ", in.size() * n));
-  }
+  RETURN_IF_ERROR(CheckAllGatherSizes(Where("allgather", options.tag, ""), in.size(), out.size(), n));
   if (in.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -264,10 +257,7 @@ absl::Status GlooCommunicator::AllGather(absl::Span<const float> in, absl::Span<
 absl::Status GlooCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("broadcast", options));
   const int n = world();
-  if (root < 0 || root >= n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where("broadcast", options.tag, ""), ": root ", root, " is not a rank of world ", n));
-  }
+  RETURN_IF_ERROR(CheckRoot(Where("broadcast", options.tag, ""), root, n));
   if (data.empty() || n == 1) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -286,10 +276,7 @@ absl::Status GlooCommunicator::Broadcast(absl::Span<float> data, int root, const
 
 absl::Status GlooCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("send", options));
-  if (peer < 0 || peer >= world() || peer == rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("send", options.tag, ""), ": peer ", peer,
-                                                   " is not another rank of world ", world()));
-  }
+  RETURN_IF_ERROR(CheckPeer(Where("send", options.tag, ""), peer, rank(), world()));
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -307,10 +294,7 @@ absl::Status GlooCommunicator::Send(absl::Span<const float> data, int peer, cons
 
 absl::Status GlooCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("recv", options));
-  if (peer < 0 || peer >= world() || peer == rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("recv", options.tag, ""), ": peer ", peer,
-                                                   " is not another rank of world ", world()));
-  }
+  RETURN_IF_ERROR(CheckPeer(Where("recv", options.tag, ""), peer, rank(), world()));
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -330,10 +314,7 @@ absl::Status GlooCommunicator::SendRecv(absl::Span<const float> send, int to, ab
                                         const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("sendrecv", options));
   const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
-  if ((to == rank()) != (from == rank()) || to < 0 || to >= world() || from < 0 || from >= world()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ranks ", to, " and ", from,
-                                                   " must both be this rank or both other ranks of world ", world()));
-  }
+  RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank(), world()));
   if (to == rank()) {
     if (send.size() != recv.size()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", send.size(), " elements sent to itself, ",

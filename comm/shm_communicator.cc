@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_checks.h"
 #include "absl/strings/str_format.h"
 #include "comm/ring_collectives.h"
 #include "core/status_macros.h"
@@ -80,6 +81,16 @@ absl::Status ShmCommunicator::Move(uint64_t key, absl::Span<const float> send, i
   return transport_->Exchange(key, out, CopyFrom(send.data()), in, CopyInto(recv.data()), deadline, abort, where);
 }
 
+RingExchange ShmCommunicator::Ring(const char* op_name, uint64_t key, absl::Time deadline,
+                                   const CollectiveOptions& options) {
+  const int n = world(), right = (rank() + 1) % n, left = (rank() + n - 1) % n;
+  std::string where = Where(op_name, options.tag, absl::StrCat("ring neighbours ", left, " and ", right));
+  return [this, key, right, left, deadline, abort = options.abort, where = std::move(where)](const RingStep& step) {
+    return transport_->Exchange(key, {right, step.send_bytes}, step.produce, {left, step.recv_bytes}, step.consume,
+                                deadline, abort, where);
+  };
+}
+
 absl::Status ShmCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("allreduce", options));
   const int n = world();
@@ -87,14 +98,8 @@ absl::Status ShmCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, con
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  const std::string where =
-      Where("allreduce", options.tag, absl::StrCat("ring neighbours ", (rank() + n - 1) % n, " and ", (rank() + 1) % n));
-  const uint64_t key = Key(Op::kAllReduce, options.tag);
-  RETURN_IF_ERROR(Finish(RingAllReduce(data, rank(), n, options.wire, [&](const RingStep& step) {
-    return transport_->Exchange(key, {(rank() + 1) % n, step.send_bytes}, step.produce,
-                                {(rank() + n - 1) % n, step.recv_bytes}, step.consume, deadline, options.abort,
-                                where);
-  })));
+  const RingExchange ring = Ring("allreduce", Key(Op::kAllReduce, options.tag), deadline, options);
+  RETURN_IF_ERROR(Finish(RingAllReduce(data, rank(), n, options.wire, ring)));
   if (op == ReduceOp::kAvg) Scale(data, n);
   meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(data.size()) * WireBytesPerElement(options.wire)));
   return absl::OkStatus();
@@ -104,11 +109,7 @@ absl::Status ShmCommunicator::ReduceScatter(absl::Span<const float> data, absl::
                                             const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("reduce_scatter", options));
   const int n = world();
-  if (data.size() != out.size() * n) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("reduce_scatter", options.tag, ""), ": input has ",
-                                                   data.size(), " elements, expected world (", n, ") x output (",
-                                                   out.size(), ") = ", out.size() * n));
-  }
+  RETURN_IF_ERROR(CheckReduceScatterSizes(Where("reduce_scatter", options.tag, ""), data.size(), out.size(), n));
   if (out.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -118,14 +119,8 @@ absl::Status ShmCommunicator::ReduceScatter(absl::Span<const float> data, absl::
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  const std::string where = Where("reduce_scatter", options.tag,
-                                  absl::StrCat("ring neighbours ", (rank() + n - 1) % n, " and ", (rank() + 1) % n));
-  const uint64_t key = Key(Op::kReduceScatter, options.tag);
-  RETURN_IF_ERROR(Finish(RingReduceScatter(data, out, rank(), n, [&](const RingStep& step) {
-    return transport_->Exchange(key, {(rank() + 1) % n, step.send_bytes}, step.produce,
-                                {(rank() + n - 1) % n, step.recv_bytes}, step.consume, deadline, options.abort,
-                                where);
-  })));
+  const RingExchange ring = Ring("reduce_scatter", Key(Op::kReduceScatter, options.tag), deadline, options);
+  RETURN_IF_ERROR(Finish(RingReduceScatter(data, out, rank(), n, ring)));
   if (op == ReduceOp::kAvg) Scale(out, n);
   meter_.RecordCall(RingReduceScatterTraffic(n, static_cast<int64_t>(data.size()) * kFloatBytes));
   return absl::OkStatus();
@@ -135,11 +130,7 @@ absl::Status ShmCommunicator::AllGather(absl::Span<const float> in, absl::Span<f
                                         const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("allgather", options));
   const int n = world();
-  if (out.size() != in.size() * n) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("allgather", options.tag, ""), ": output has ", out.size(),
-                                                   " elements, expected world (", n, ") x input (", in.size(),
-                                                   ") = ", in.size() * n));
-  }
+  RETURN_IF_ERROR(CheckAllGatherSizes(Where("allgather", options.tag, ""), in.size(), out.size(), n));
   if (in.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -149,14 +140,8 @@ absl::Status ShmCommunicator::AllGather(absl::Span<const float> in, absl::Span<f
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  const std::string where = Where("allgather", options.tag,
-                                  absl::StrCat("ring neighbours ", (rank() + n - 1) % n, " and ", (rank() + 1) % n));
-  const uint64_t key = Key(Op::kAllGather, options.tag);
-  RETURN_IF_ERROR(Finish(RingAllGather(in, out, rank(), n, [&](const RingStep& step) {
-    return transport_->Exchange(key, {(rank() + 1) % n, step.send_bytes}, step.produce,
-                                {(rank() + n - 1) % n, step.recv_bytes}, step.consume, deadline, options.abort,
-                                where);
-  })));
+  const RingExchange ring = Ring("allgather", Key(Op::kAllGather, options.tag), deadline, options);
+  RETURN_IF_ERROR(Finish(RingAllGather(in, out, rank(), n, ring)));
   meter_.RecordCall(RingAllGatherTraffic(n, static_cast<int64_t>(out.size()) * kFloatBytes));
   return absl::OkStatus();
 }
@@ -164,10 +149,7 @@ absl::Status ShmCommunicator::AllGather(absl::Span<const float> in, absl::Span<f
 absl::Status ShmCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("broadcast", options));
   const int n = world();
-  if (root < 0 || root >= n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where("broadcast", options.tag, ""), ": root ", root, " is not a rank of world ", n));
-  }
+  RETURN_IF_ERROR(CheckRoot(Where("broadcast", options.tag, ""), root, n));
   if (data.empty() || n == 1) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -195,10 +177,7 @@ absl::Status ShmCommunicator::Broadcast(absl::Span<float> data, int root, const 
 
 absl::Status ShmCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("send", options));
-  if (peer < 0 || peer >= world() || peer == rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("send", options.tag, ""), ": peer ", peer,
-                                                   " is not another rank of world ", world()));
-  }
+  RETURN_IF_ERROR(CheckPeer(Where("send", options.tag, ""), peer, rank(), world()));
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -211,10 +190,7 @@ absl::Status ShmCommunicator::Send(absl::Span<const float> data, int peer, const
 
 absl::Status ShmCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("recv", options));
-  if (peer < 0 || peer >= world() || peer == rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(Where("recv", options.tag, ""), ": peer ", peer,
-                                                   " is not another rank of world ", world()));
-  }
+  RETURN_IF_ERROR(CheckPeer(Where("recv", options.tag, ""), peer, rank(), world()));
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -229,10 +205,7 @@ absl::Status ShmCommunicator::SendRecv(absl::Span<const float> send, int to, abs
                                        const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("sendrecv", options));
   const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
-  if ((to == rank()) != (from == rank()) || to < 0 || to >= world() || from < 0 || from >= world()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ranks ", to, " and ", from,
-                                                   " must both be this rank or both other ranks of world ", world()));
-  }
+  RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank(), world()));
   if (to == rank()) {
     if (send.size() != recv.size()) {
       return absl::InvalidArgumentError(

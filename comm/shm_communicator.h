@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
+#include "comm/ring_collectives.h"
 #include "comm/shm_segment.h"
 #include "comm/shm_transport.h"
 #include "comm/traffic_accounting.h"
@@ -70,6 +71,8 @@ class ShmCommunicator final : public Communicator {
   absl::StatusOr<absl::Time> Begin(const char* op, const CollectiveOptions& options) const;
   // Remembers a failure that leaves the communicator unusable.
   absl::Status Finish(absl::Status status);
+  // One ring step's exchange with this rank's neighbours under `key`.
+  RingExchange Ring(const char* op_name, uint64_t key, absl::Time deadline, const CollectiveOptions& options);
   // Moves float spans whole (memcpy in, memcpy out).
   absl::Status Move(uint64_t key, absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                     absl::Time deadline, AbortSignal* abort, const std::string& where);

@@ -1,0 +1,35 @@
+#include "comm/collective_checks.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace nereid {
+
+absl::Status CheckReduceScatterSizes(const std::string& where, size_t input, size_t output, int world) {
+  if (input == output * world) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(where, ": input has ", input, " elements, expected world (", world,
+                                                 ") x output (", output, ") = ", output * world));
+}
+
+absl::Status CheckAllGatherSizes(const std::string& where, size_t input, size_t output, int world) {
+  if (output == input * world) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(where, ": output has ", output, " elements, expected world (", world,
+                                                 ") x input (", input, ") = ", input * world));
+}
+
+absl::Status CheckRoot(const std::string& where, int root, int world) {
+  if (root >= 0 && root < world) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(where, ": root ", root, " is not a rank of world ", world));
+}
+
+absl::Status CheckPeer(const std::string& where, int peer, int rank, int world) {
+  if (peer >= 0 && peer < world && peer != rank) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(where, ": peer ", peer, " is not another rank of world ", world));
+}
+
+absl::Status CheckSendRecvPeers(const std::string& where, int to, int from, int rank, int world) {
+  if ((to == rank) == (from == rank) && to >= 0 && to < world && from >= 0 && from < world) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ranks ", to, " and ", from,
+                                                 " must both be this rank or both other ranks of world ", world));
+}
+
+}  // namespace nereid
