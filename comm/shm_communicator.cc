@@ -1,5 +1,6 @@
 #include "comm/shm_communicator.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,7 +68,7 @@ absl::StatusOr<absl::Time> ShmCommunicator::Begin(const char* op, const Collecti
 
 absl::Status ShmCommunicator::Finish(absl::Status status) {
   if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable ||
-      status.code() == absl::StatusCode::kCancelled || status.code() == absl::StatusCode::kInvalidArgument) {
+      status.code() == absl::StatusCode::kCancelled) {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.ok()) broken_ = status;
   }
@@ -239,9 +240,29 @@ absl::Status ShmCommunicator::Barrier(const CollectiveOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status ShmFits(int world) {
+  if (world > ShmTransport::kMaxWorld) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the shm transport takes at most ", ShmTransport::kMaxWorld, " ranks, not ", world));
+  }
+  const size_t bytes = ShmTransport::SegmentBytes(world);
+  struct statvfs fs;
+  if (::statvfs("/dev/shm", &fs) != 0) return absl::UnavailableError("no /dev/shm on this machine");
+  const double free_bytes = static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize);
+  if (free_bytes < static_cast<double>(bytes)) {
+    return absl::ResourceExhaustedError(absl::StrFormat("the shm transport needs %.0f MiB of /dev/shm for %d ranks; "
+                                                        "%.0f MiB are free",
+                                                        bytes / 1048576.0, world, free_bytes / 1048576.0));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectShm(RendezvousStore& store, int rank, int world,
                                                          absl::Duration timeout) {
   const std::string where = absl::StrCat("shm connect (rank ", rank, " of ", world, ", ", store.name(), ")");
+  auto here = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+  };
   if (world < 1 || world > ShmTransport::kMaxWorld || rank < 0 || rank >= world) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": need 0 <= rank < world <= ", ShmTransport::kMaxWorld));
@@ -250,19 +271,24 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectShm(RendezvousStore& store,
   const absl::Time deadline = absl::Now() + timeout;
   std::unique_ptr<ShmSegment> segment;
   if (rank == 0) {
+    ShmSegment::RemoveAbandoned("nereid-");  // left by runs killed while they connected
     std::random_device random;
     const std::string name =
         absl::StrFormat("/nereid-%d-%08x%08x", static_cast<int>(::getpid()), random(), random());
-    ASSIGN_OR_RETURN(segment, ShmSegment::Create(name, bytes));
+    absl::StatusOr<std::unique_ptr<ShmSegment>> created = ShmSegment::Create(name, bytes);
+    if (!created.ok()) return here(created.status());
+    segment = std::move(*created);
     ShmTransport::Format(segment->base(), world);
-    RETURN_IF_ERROR(store.Set("shm/segment", name));
+    if (absl::Status s = store.Set("shm/segment", name); !s.ok()) return here(s);
   } else {
-    ASSIGN_OR_RETURN(const std::string name, store.WaitAndGet("shm/segment", timeout));
-    absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(name, bytes);
-    if (!opened.ok()) return absl::Status(opened.status().code(), absl::StrCat(where, ": ", opened.status().message()));
+    absl::StatusOr<std::string> name = store.WaitAndGet("shm/segment", timeout);
+    if (!name.ok()) return here(name.status());
+    absl::StatusOr<std::unique_ptr<ShmSegment>> opened = ShmSegment::Open(*name, bytes);
+    if (!opened.ok()) return here(opened.status());
     segment = std::move(*opened);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> transport, ShmTransport::Attach(segment->base(), world, rank));
+  absl::StatusOr<std::unique_ptr<ShmTransport>> transport = ShmTransport::Attach(segment->base(), world, rank);
+  if (!transport.ok()) return here(transport.status());
   if (rank == 0) {
     // Every rank has mapped the segment: its name is no longer needed.
     while (ShmTransport::Attached(segment->base()) < world) {
@@ -275,7 +301,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectShm(RendezvousStore& store,
     }
     segment->Unlink();
   }
-  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(segment), std::move(transport)));
+  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(segment), *std::move(transport)));
 }
 
 }  // namespace nereid

@@ -84,6 +84,10 @@ class ShmCommunicator final : public Communicator {
   absl::Status broken_;  // guarded by mu_
 };
 
+// OK if `world` ranks can use the shm transport here: at most kMaxWorld, and
+// /dev/shm has room for the segment (about 2 MiB per ordered pair of ranks).
+absl::Status ShmFits(int world);
+
 // Joins `world` ranks of one host: rank 0 creates the segment and publishes
 // its name in `store` ("shm/segment"), the others open it; rank 0 removes the
 // name once every rank has attached. Bounded by `timeout`.

@@ -5,6 +5,8 @@
 #include "comm/shm_communicator.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,7 +103,7 @@ TEST(ShmCommunicatorTest, AllReduceSumsExactlyAtEverySizeAndWorld) {
 // A 16-bit wire: every rank ends with the same bits, within fp16's rounding
 // of the exact sum, and half the bytes are counted.
 TEST(ShmCommunicatorTest, SixteenBitWireAgreesOnEveryRank) {
-  constexpr size_t kSize = 100001;
+  constexpr size_t kSize = 400001;  // 267 KB a step: several pieces of 16-bit values
   std::vector<std::vector<float>> results(3);
   std::vector<TrafficCounters> traffic(3);
   const absl::Status status = OnShmWorld(3, [&](int rank, Communicator& c) -> absl::Status {
@@ -297,6 +299,54 @@ TEST(ShmCommunicatorTest, EarlyReceivesDoNotBlockTheSendDueNow) {
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// A rank 0 whose peer never comes ends at its timeout, and leaves no name
+// in /dev/shm either.
+TEST(ShmCommunicatorTest, AConnectThatTimesOutLeavesNothingInDevShm) {
+  const std::string prefix = absl::StrCat("nereid-", ::getpid(), "-");
+  const RendezvousSpec rendezvous = LocalFileSpec("shm-alone");
+  CommunicatorSpec spec;
+  spec.backend = "shm";
+  spec.rendezvous = rendezvous;
+  spec.rank = 0;
+  spec.world = 2;
+  spec.identity = WorkerIdentity{"test", "plan", 2};
+  spec.connect_timeout = absl::Milliseconds(500);
+  spec.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  absl::StatusOr<std::unique_ptr<Communicator>> c = CreateCommunicator(spec);
+  EXPECT_FALSE(c.ok());
+  DIR* dir = ::opendir("/dev/shm");
+  ASSERT_NE(dir, nullptr);
+  while (struct dirent* entry = ::readdir(dir)) EXPECT_FALSE(absl::StartsWith(entry->d_name, prefix)) << entry->d_name;
+  ::closedir(dir);
+}
+
+// A name whose creator died before the ranks met (killed at start-up) is
+// removed by the next sweep; one whose creator lives is kept.
+TEST(ShmSegmentTest, AbandonedNamesAreRemovedAndLiveOnesKept) {
+  const std::string dead = absl::StrCat("/nereid-sweep-dead-", ::getpid());
+  const std::string live = absl::StrCat("/nereid-sweep-live-", ::getpid());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    absl::StatusOr<std::unique_ptr<ShmSegment>> s = ShmSegment::Create(dead, 4096);
+    ::_exit(s.ok() ? 0 : 1);  // no destructor: the name stays, the lock goes with the process
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  absl::StatusOr<std::unique_ptr<ShmSegment>> held = ShmSegment::Create(live, 4096);
+  ASSERT_TRUE(held.ok()) << held.status();
+  // Both are younger than the sweep's 10 s: age them.
+  for (const std::string& name : {dead, live}) {
+    const std::string path = "/dev/shm" + name;
+    struct timespec old[2] = {{::time(nullptr) - 60, 0}, {::time(nullptr) - 60, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), old, 0), 0) << path;
+  }
+  EXPECT_EQ(ShmSegment::RemoveAbandoned(absl::StrCat("nereid-sweep-")), 1);
+  EXPECT_EQ(::access(("/dev/shm" + dead).c_str(), F_OK), -1);
+  EXPECT_EQ(::access(("/dev/shm" + live).c_str(), F_OK), 0);
 }
 
 // A peer process that has exited is Unavailable within moments, not at the

@@ -1,11 +1,14 @@
 #include "comm/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -60,9 +63,11 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat("creating shared-memory segment ", name, ": ", Errno(errno)));
   }
+  // Held until the name is removed: RemoveAbandoned leaves it alone meanwhile.
+  ::flock(fd, LOCK_EX);
   auto fail = [&](absl::Status status) {
-    ::close(fd);
     ::shm_unlink(name.c_str());
+    ::close(fd);
     return status;
   };
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
@@ -76,17 +81,13 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(const std::string
                                                           " (free space in /dev/shm, or use --transport gloo)")));
   }
   absl::StatusOr<void*> base = Map(fd, bytes, name);
-  ::close(fd);
-  if (!base.ok()) {
-    ::shm_unlink(name.c_str());
-    return base.status();
-  }
+  if (!base.ok()) return fail(base.status());
   auto mapping = std::shared_ptr<Mapping>(new Mapping{*base, bytes});
   {
     std::lock_guard<std::mutex> lock(MappedMutex());
     Mapped()[name] = mapping;
   }
-  return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*owner=*/true));
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*lock_fd=*/fd));
 }
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, size_t bytes) {
@@ -98,7 +99,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& 
         return absl::FailedPreconditionError(absl::StrCat("shared-memory segment ", name, " holds ", mapping->size,
                                                           " bytes, expected ", bytes));
       }
-      return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*owner=*/false));
+      return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*lock_fd=*/-1));
     }
   }
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
@@ -107,7 +108,12 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& 
                                                " (the shm transport needs every rank on one host)"));
   }
   struct stat st;
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("reading shared-memory segment ", name, ": ", Errno(error)));
+  }
+  if (static_cast<size_t>(st.st_size) != bytes) {
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat("shared-memory segment ", name, " holds ",
                                                       static_cast<int64_t>(st.st_size), " bytes, expected ", bytes));
@@ -117,7 +123,31 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& 
   if (!base.ok()) return base.status();
   auto mapping = std::shared_ptr<Mapping>(new Mapping{*base, bytes});
   Mapped()[name] = mapping;
-  return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*owner=*/false));
+  return std::unique_ptr<ShmSegment>(new ShmSegment(name, std::move(mapping), /*lock_fd=*/-1));
+}
+
+int ShmSegment::RemoveAbandoned(const std::string& prefix) {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  const time_t now = ::time(nullptr);
+  while (const struct dirent* entry = ::readdir(dir)) {
+    const std::string file = entry->d_name;
+    if (file.rfind(prefix, 0) != 0) continue;
+    const std::string name = "/" + file;
+    const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
+    if (fd < 0) continue;
+    struct stat st;
+    // Untouched for 10 s: not one whose creator is between shm_open and flock.
+    const bool settled = ::fstat(fd, &st) == 0 && now - st.st_mtime > 10;
+    if (settled && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ::shm_unlink(name.c_str());
+      ++removed;
+    }
+    ::close(fd);
+  }
+  ::closedir(dir);
+  return removed;
 }
 
 void* ShmSegment::base() const { return mapping_->base; }
@@ -127,6 +157,8 @@ void ShmSegment::Unlink() {
   if (unlinked_) return;
   unlinked_ = true;
   ::shm_unlink(name_.c_str());
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  lock_fd_ = -1;
   std::lock_guard<std::mutex> lock(MappedMutex());
   Mapped().erase(name_);  // the name is gone for this process too
 }

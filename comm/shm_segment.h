@@ -4,7 +4,11 @@
 // A POSIX shared-memory segment (/dev/shm) that the ranks of one host map at
 // once: one rank creates it under a fresh name and tells the others the name,
 // they open it, and once every rank has it mapped the creator unlinks the
-// name, so nothing is left in /dev/shm however the run ends later.
+// name, so nothing is left in /dev/shm however the run ends later. Until
+// then the creator holds an flock on it; a name whose creator died in that
+// window (killed at start-up) is found by RemoveAbandoned, which takes the
+// lock (flock, not pids: pids mean nothing across PID namespaces sharing
+// /dev/shm) and removes it.
 //
 // Create reserves the pages (posix_fallocate): a full /dev/shm is an error
 // naming the segment and the size here, not a SIGBUS in the middle of a run.
@@ -32,8 +36,13 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  // Removes the name (the mapping stays); idempotent.
+  // Removes the name (the mapping stays) and drops the creator's lock;
+  // idempotent.
   void Unlink();
+
+  // Removes the names under /dev/shm starting with `prefix` whose creator is
+  // gone (no lock held, untouched for 10 s); returns how many.
+  static int RemoveAbandoned(const std::string& prefix);
 
   void* base() const;
   size_t size() const;
@@ -42,12 +51,13 @@ class ShmSegment {
   struct Mapping;  // shm_segment.cc
 
  private:
-  ShmSegment(std::string name, std::shared_ptr<Mapping> mapping, bool owner)
-      : name_(std::move(name)), mapping_(std::move(mapping)), owner_(owner) {}
+  ShmSegment(std::string name, std::shared_ptr<Mapping> mapping, int lock_fd)
+      : name_(std::move(name)), mapping_(std::move(mapping)), owner_(lock_fd >= 0), lock_fd_(lock_fd) {}
 
   std::string name_;
   std::shared_ptr<Mapping> mapping_;
-  bool owner_;  // the creator unlinks on destruction if nobody did
+  bool owner_;    // the creator unlinks on destruction if nobody did
+  int lock_fd_;   // the creator's: holds the flock until the name is gone
   bool unlinked_ = false;
 };
 

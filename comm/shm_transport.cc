@@ -176,6 +176,7 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
   const uint32_t recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
   int send_slot = -1, recv_slot = -1;  // matched / posted
   int send_ring = -1;                  // the ring the send streams through
+  absl::Status gone;                   // a peer found exited, pending one more pass
   uint32_t sent = 0, received = 0;
   bool send_done = !sending, recv_done = !receiving;
   Channel* out = sending ? &channel(rank_, send.peer) : nullptr;
@@ -305,20 +306,32 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
       if (sent == send_pieces) send_done = true;
     }
 
-    if (progressed || (send_done && recv_done)) continue;
+    if (progressed || (send_done && recv_done)) {
+      gone = absl::OkStatus();
+      continue;
+    }
+    if (!gone.ok()) return fail(gone);  // a whole pass after the exit was seen moved nothing
     if (abort != nullptr && abort->fired()) {
       return fail(absl::CancelledError(absl::StrCat(where, ": aborted (this rank is failing)")));
     }
     const int waiting_for = !recv_done ? recv.peer : send.peer;
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      const char* what = !recv_done ? (recv_slot < 0 ? "a free receive slot from" : "data from")
+      const char* what = !recv_done ? (recv_slot < 0 ? "one of this rank's receive slots (all in use) for"
+                                                     : "data from")
                                     : (send_slot < 0 ? "a posted receive on"
                                                      : send_ring < 0 ? "a free ring to" : "room on");
       return fail(absl::DeadlineExceededError(absl::StrCat(where, ": timed out waiting for ", what, " rank ",
                                                            waiting_for)));
     }
-    if (absl::Status alive = PeerAlive(waiting_for, where); !alive.ok()) return fail(alive);
+    // Both peers of a ring step: the one that exited may be the one not waited for.
+    for (int peer : {!recv_done ? recv.peer : -1, !send_done ? send.peer : -1}) {
+      if (peer < 0 || !gone.ok()) continue;
+      gone = PeerAlive(peer, where);
+    }
+    // An exited peer may have left all it sent in the rings: one more pass
+    // takes it before the exit counts.
+    if (!gone.ok()) continue;
     Sleep(seen, std::min(deadline - now, absl::Milliseconds(50)));
   }
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/fault_plan.h"
+#include "comm/shm_segment.h"
 #include "core/logging.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cli/command.h"
@@ -133,6 +134,7 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
     }
     absl::Status status = launcher::RunWorkers(std::move(options));
     std::filesystem::remove_all(store, ec);
+    ShmSegment::RemoveAbandoned("nereid-");  // a worker killed while connecting leaves its segment's name
     close(store_lock);
     if (status.ok()) return kExitOk;
     if (restart == launch.max_restarts) {

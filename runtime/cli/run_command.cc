@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/launch_env.h"
+#include "comm/shm_communicator.h"
 #include "core/build_revision.h"
 #include "core/logging.h"
 #include "core/status_macros.h"
@@ -326,8 +327,19 @@ int Run(const std::vector<std::string>& args) {
     launch.args = *expanded;  // a --config file's flags, so not_passed applies to them too
     launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
                          "--nnodes",  "--node-rank", "--rendezvous", "--transport"};
-    // Workers of one machine share memory; across machines they need TCP.
-    launch.worker_args = {"--transport", transport != "auto" ? transport : nnodes == 1 ? "shm" : "gloo"};
+    // Workers of one machine share memory (when /dev/shm has room for them);
+    // across machines they need TCP.
+    const int ranks = static_cast<int>(workers * nnodes);
+    std::string chosen = transport;
+    if (transport == "auto") chosen = nnodes == 1 && ShmFits(ranks).ok() ? "shm" : "gloo";
+    if (chosen == "shm") {
+      if (absl::Status fits = ShmFits(ranks); !fits.ok()) {
+        std::fprintf(stderr, "error: --transport shm: %s (use --transport gloo)\n",
+                     std::string(fits.message()).c_str());
+        return kExitUsage;
+      }
+    }
+    launch.worker_args = {"--transport", chosen};
     launch.nnodes = static_cast<int>(nnodes);
     launch.node_rank = static_cast<int>(node_rank);
     if (nnodes > 1) launch.rendezvous = rendezvous;
