@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "comm/collective_checks.h"
 #include "comm/gloo_status.h"
+#include "comm/ring_collectives.h"
 #include "core/status_macros.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
@@ -38,11 +39,6 @@ void SumFloats(void* out, const void* a, const void* b, size_t n) {
   const float* x = static_cast<const float*>(a);
   const float* y = static_cast<const float*>(b);
   for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
-}
-
-void Scale(absl::Span<float> data, int world) {
-  const float scale = 1.0f / static_cast<float>(world);
-  for (float& x : data) x *= scale;
 }
 
 // waitSend/waitRecv return false when another thread aborted the wait
@@ -116,7 +112,15 @@ absl::Status GlooCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, co
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  if (options.wire != WireType::kFloat32) return RingAllReduce16(data, op, options, timeout);
+  if (options.wire != WireType::kFloat32) {
+    // Our own ring: Gloo's sends float32 only.
+    const std::string where = Where("allreduce", options.tag, RingPeers());
+    const RingExchange ring = Ring(kAllReduce16SlotPrefix, options.tag, timeout, where);
+    RETURN_IF_ERROR(Finish(RingAllReduce(data, rank(), n, options.wire, ring)));
+    if (op == ReduceOp::kAvg) ScaleToAverage(data, n);
+    meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(data.size()) * WireBytesPerElement(options.wire)));
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(Finish(CallGloo(Where("allreduce", options.tag, RingPeers()), [&] {
     gloo::AllreduceOptions o(context_);
     o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -126,68 +130,43 @@ absl::Status GlooCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, co
     o.setTimeout(timeout);
     gloo::allreduce(o);
   })));
-  if (op == ReduceOp::kAvg) Scale(data, n);
+  if (op == ReduceOp::kAvg) ScaleToAverage(data, n);
   meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(data.size()) * kBytesPerElement));
   return absl::OkStatus();
 }
 
-absl::Status GlooCommunicator::RingAllReduce16(absl::Span<float> data, ReduceOp op,
-                                               const CollectiveOptions& options, std::chrono::milliseconds timeout) {
-  const int n = world();
-  const int r = rank();
-  const WireType wire = options.wire;
-  // Chunk c is [begin(c), begin(c + 1)); sizes differ by at most one.
-  const size_t total = data.size();
-  auto begin = [&](int c) { return total * static_cast<size_t>(c) / static_cast<size_t>(n); };
-  auto chunk = [&](int c) { return absl::MakeSpan(data.data() + begin(c), begin(c + 1) - begin(c)); };
-  auto mod = [n](int x) { return ((x % n) + n) % n; };
-  std::vector<uint16_t> staging(total);
-  const std::string where = Where("allreduce", options.tag, RingPeers());
-  RETURN_IF_ERROR(Finish(CallGloo(where, [&] {
-    auto buf = context_->createUnboundBuffer(staging.data(), total * sizeof(uint16_t));
-    const uint64_t slot = gloo::Slot::build(kAllReduce16SlotPrefix, options.tag);
-    const int right = (r + 1) % n, left = (r + n - 1) % n;
-    // One ring step: send chunk `out` (already encoded in staging) right,
-    // receive chunk `in` from the left into staging. Empty chunks are skipped
-    // on both sides alike (every rank knows every chunk's size).
-    auto exchange = [&](int out, int in) {
-      const size_t in_bytes = chunk(in).size() * sizeof(uint16_t);
-      const size_t out_bytes = chunk(out).size() * sizeof(uint16_t);
-      if (in_bytes > 0) buf->recv(left, slot, begin(in) * sizeof(uint16_t), in_bytes);
-      if (out_bytes > 0) buf->send(right, slot, begin(out) * sizeof(uint16_t), out_bytes);
-      if (in_bytes > 0) Completed(buf->waitRecv(timeout), "receive");
-      if (out_bytes > 0) Completed(buf->waitSend(timeout), "send");
-    };
-    // Reduce-scatter: at step s send the partial sum of chunk r-s, add the
-    // left neighbour's partial sum of chunk r-s-1. Rank r ends owning chunk
-    // r+1 with all n terms.
-    for (int s = 0; s < n - 1; ++s) {
-      const int out = mod(r - s), in = mod(r - s - 1);
-      EncodeWire(wire, chunk(out), staging.data() + begin(out));
-      exchange(out, in);
-      DecodeWireAdd(wire, staging.data() + begin(in), chunk(in));
-    }
-    // The owner rounds its chunk once, as everyone else will receive it.
-    const int owned = mod(r + 1);
-    EncodeWire(wire, chunk(owned), staging.data() + begin(owned));
-    DecodeWire(wire, staging.data() + begin(owned), chunk(owned));
-    // Allgather: pass the rounded chunks around the ring unchanged.
-    for (int s = 0; s < n - 1; ++s) {
-      const int out = mod(r + 1 - s), in = mod(r - s);
-      exchange(out, in);
-      DecodeWire(wire, staging.data() + begin(in), chunk(in));
-    }
-  })));
-  if (op == ReduceOp::kAvg) Scale(data, n);
-  meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(total) * WireBytesPerElement(wire)));
-  return absl::OkStatus();
+RingExchange GlooCommunicator::Ring(uint8_t slot_prefix, uint32_t tag, std::chrono::milliseconds timeout,
+                                    const std::string& where) {
+  const int n = world(), right = (rank() + 1) % n, left = (rank() + n - 1) % n;
+  const gloo::Slot slot = gloo::Slot::build(slot_prefix, tag);
+  // Each step's message whole, through two staging buffers reused across steps.
+  auto out = std::make_shared<std::vector<uint8_t>>(), in = std::make_shared<std::vector<uint8_t>>();
+  return [this, right, left, slot, timeout, where, out, in](const RingStep& step) -> absl::Status {
+    out->resize(step.send_bytes);
+    in->resize(step.recv_bytes);
+    if (step.send_bytes > 0) step.produce(out->data(), 0, step.send_bytes);
+    RETURN_IF_ERROR(CallGloo(where, [&] {
+      std::unique_ptr<gloo::transport::UnboundBuffer> receiving, sending;
+      if (step.recv_bytes > 0) {
+        receiving = context_->createUnboundBuffer(in->data(), in->size());
+        receiving->recv(left, slot);
+      }
+      if (step.send_bytes > 0) {
+        sending = context_->createUnboundBuffer(out->data(), out->size());
+        sending->send(right, slot);
+      }
+      if (receiving != nullptr) Completed(receiving->waitRecv(timeout), "receive");
+      if (sending != nullptr) Completed(sending->waitSend(timeout), "send");
+    }));
+    if (step.recv_bytes > 0) step.consume(in->data(), 0, step.recv_bytes);
+    return absl::OkStatus();
+  };
 }
 
 absl::Status GlooCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
                                              const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("reduce_scatter", options));
   const int n = world();
-  const int r = rank();
   const size_t chunk = out.size();
   RETURN_IF_ERROR(CheckReduceScatterSizes(Where("reduce_scatter", options.tag, ""), data.size(), chunk, n));
   if (chunk == 0) {
@@ -199,31 +178,10 @@ absl::Status GlooCommunicator::ReduceScatter(absl::Span<const float> data, absl:
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  // acc starts as this rank's input; at step s this rank sends its partial
-  // sum of chunk (r-s-1) to the right and adds the left neighbour's partial
-  // sum of chunk (r-s-2) into acc. After n-1 steps chunk r holds all n terms.
-  std::vector<float> acc(data.begin(), data.end());
-  std::vector<float> incoming(chunk);
-  const int right = (r + 1) % n;
-  const int left = (r + n - 1) % n;
-  const size_t chunk_bytes = chunk * sizeof(float);
-  RETURN_IF_ERROR(Finish(CallGloo(Where("reduce_scatter", options.tag, RingPeers()), [&] {
-    auto acc_buf = context_->createUnboundBuffer(acc.data(), acc.size() * sizeof(float));
-    auto in_buf = context_->createUnboundBuffer(incoming.data(), chunk_bytes);
-    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, options.tag);
-    for (int step = 0; step < n - 1; ++step) {
-      const size_t send_chunk = static_cast<size_t>((r - step - 1 + 2 * n) % n);
-      const size_t recv_chunk = static_cast<size_t>((r - step - 2 + 2 * n) % n);
-      in_buf->recv(left, slot, 0, chunk_bytes);
-      acc_buf->send(right, slot, send_chunk * chunk_bytes, chunk_bytes);
-      Completed(in_buf->waitRecv(timeout), "receive");
-      float* target = acc.data() + recv_chunk * chunk;
-      for (size_t i = 0; i < chunk; ++i) target[i] += incoming[i];
-      Completed(acc_buf->waitSend(timeout), "send");
-    }
-  })));
-  std::copy(acc.begin() + r * chunk, acc.begin() + (r + 1) * chunk, out.begin());
-  if (op == ReduceOp::kAvg) Scale(out, n);
+  const std::string where = Where("reduce_scatter", options.tag, RingPeers());
+  const RingExchange ring = Ring(kReduceScatterSlotPrefix, options.tag, timeout, where);
+  RETURN_IF_ERROR(Finish(RingReduceScatter(data, out, rank(), n, ring)));
+  if (op == ReduceOp::kAvg) ScaleToAverage(out, n);
   meter_.RecordCall(RingReduceScatterTraffic(n, static_cast<int64_t>(data.size()) * kBytesPerElement));
   return absl::OkStatus();
 }

@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "comm/ring_collectives.h"
 #include "comm/traffic_accounting.h"
 
 namespace gloo {
@@ -112,9 +113,9 @@ class GlooCommunicator final : public Communicator {
   // Remembers the first error that left the context unusable.
   absl::Status Finish(absl::Status status);
   std::string RingPeers() const;
-  // AllReduce with a 16-bit wire format (see the header comment).
-  absl::Status RingAllReduce16(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
-                               std::chrono::milliseconds timeout);
+  // One step of our own rings (ring_collectives.h) over unbound buffers, in
+  // slot (`slot_prefix`, `tag`): each message whole through a staging buffer.
+  RingExchange Ring(uint8_t slot_prefix, uint32_t tag, std::chrono::milliseconds timeout, const std::string& where);
 
   const std::shared_ptr<gloo::Context> context_;
   TrafficMeter meter_;

@@ -61,6 +61,11 @@ RingStep Step(Wire wire, const float* send_from, size_t send_count, float* recv_
 
 }  // namespace
 
+void ScaleToAverage(absl::Span<float> data, int world) {
+  const float scale = 1.0f / static_cast<float>(world);
+  for (float& x : data) x *= scale;
+}
+
 absl::Status RingAllReduce(absl::Span<float> data, int rank, int world, WireType wire_type,
                            const RingExchange& exchange) {
   const int n = world, r = rank;

@@ -34,7 +34,10 @@ struct RingStep {
 };
 using RingExchange = std::function<absl::Status(const RingStep& step)>;
 
-// In place; `world` >= 2. kAvg is the caller's (scale after).
+// ReduceOp::kAvg as every backend finishes it: the sum times 1/world.
+void ScaleToAverage(absl::Span<float> data, int world);
+
+// In place; `world` >= 2. kAvg is the caller's (ScaleToAverage after).
 absl::Status RingAllReduce(absl::Span<float> data, int rank, int world, WireType wire, const RingExchange& exchange);
 // `data` holds world * out.size(); `out` ends with the sum of chunk `rank`.
 absl::Status RingReduceScatter(absl::Span<const float> data, absl::Span<float> out, int rank, int world,

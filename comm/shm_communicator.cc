@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "comm/collective_checks.h"
 #include "absl/strings/str_format.h"
+#include "comm/collective_checks.h"
 #include "comm/ring_collectives.h"
 #include "core/status_macros.h"
 
@@ -23,11 +23,6 @@ enum class Op : uint64_t { kPointToPoint = 1, kAllReduce, kReduceScatter, kAllGa
 uint64_t Key(Op op, uint32_t tag) { return (static_cast<uint64_t>(op) << 32) | tag; }
 
 constexpr int64_t kFloatBytes = sizeof(float);
-
-void Scale(absl::Span<float> data, int world) {
-  const float scale = 1.0f / static_cast<float>(world);
-  for (float& x : data) x *= scale;
-}
 
 ShmTransport::Produce CopyFrom(const float* from) {
   return [from](uint8_t* dst, size_t offset, size_t length) {
@@ -101,7 +96,7 @@ absl::Status ShmCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, con
   }
   const RingExchange ring = Ring("allreduce", Key(Op::kAllReduce, options.tag), deadline, options);
   RETURN_IF_ERROR(Finish(RingAllReduce(data, rank(), n, options.wire, ring)));
-  if (op == ReduceOp::kAvg) Scale(data, n);
+  if (op == ReduceOp::kAvg) ScaleToAverage(data, n);
   meter_.RecordCall(RingAllReduceTraffic(n, static_cast<int64_t>(data.size()) * WireBytesPerElement(options.wire)));
   return absl::OkStatus();
 }
@@ -122,7 +117,7 @@ absl::Status ShmCommunicator::ReduceScatter(absl::Span<const float> data, absl::
   }
   const RingExchange ring = Ring("reduce_scatter", Key(Op::kReduceScatter, options.tag), deadline, options);
   RETURN_IF_ERROR(Finish(RingReduceScatter(data, out, rank(), n, ring)));
-  if (op == ReduceOp::kAvg) Scale(out, n);
+  if (op == ReduceOp::kAvg) ScaleToAverage(out, n);
   meter_.RecordCall(RingReduceScatterTraffic(n, static_cast<int64_t>(data.size()) * kFloatBytes));
   return absl::OkStatus();
 }

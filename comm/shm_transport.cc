@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "comm/collective_checks.h"
+#include "core/status_macros.h"
 
 namespace nereid {
 
@@ -21,6 +23,9 @@ namespace {
 
 constexpr uint64_t kMagic = 0x6e65726569647368;  // "nereidsh"
 constexpr uint32_t kLayoutVersion = 1;
+// How often a waiting rank checks that its peers' processes live (and the
+// longest it sleeps between checks of its deadline).
+constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
 
 // Slot states. Posted and streaming slots belong to one transfer; mismatched,
 // abandoned and failed ones are never reused (the communicator is broken).
@@ -164,12 +169,8 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
                                     const std::string& where) {
   const bool sending = send.peer >= 0 && send.bytes > 0;
   const bool receiving = recv.peer >= 0 && recv.bytes > 0;
-  for (const Transfer* t : {&send, &recv}) {
-    if (t->peer >= 0 && t->bytes > 0 && (t->peer >= world_ || t->peer == rank_)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": peer ", t->peer, " is not another rank of world ",
-                                                     world_));
-    }
-  }
+  if (sending) RETURN_IF_ERROR(CheckPeer(where, send.peer, rank_, world_));
+  if (receiving) RETURN_IF_ERROR(CheckPeer(where, recv.peer, rank_, world_));
   AbortRegistration registration(abort, [this] { Ring(rank_); });
 
   const uint32_t send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
@@ -177,6 +178,7 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
   int send_slot = -1, recv_slot = -1;  // matched / posted
   int send_ring = -1;                  // the ring the send streams through
   absl::Status gone;                   // a peer found exited, pending one more pass
+  absl::Time next_liveness_check = absl::Now() + kLivenessEvery;  // kill(2) only this often
   uint32_t sent = 0, received = 0;
   bool send_done = !sending, recv_done = !receiving;
   Channel* out = sending ? &channel(rank_, send.peer) : nullptr;
@@ -324,15 +326,18 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
       return fail(absl::DeadlineExceededError(absl::StrCat(where, ": timed out waiting for ", what, " rank ",
                                                            waiting_for)));
     }
-    // Both peers of a ring step: the one that exited may be the one not waited for.
-    for (int peer : {!recv_done ? recv.peer : -1, !send_done ? send.peer : -1}) {
-      if (peer < 0 || !gone.ok()) continue;
-      gone = PeerAlive(peer, where);
+    // Both peers of a ring step (the one that exited may be the one not
+    // waited for), every kLivenessEvery: not a system call per short wait.
+    if (now >= next_liveness_check) {
+      next_liveness_check = now + kLivenessEvery;
+      for (int peer : {!recv_done ? recv.peer : -1, !send_done ? send.peer : -1}) {
+        if (peer >= 0 && gone.ok()) gone = PeerAlive(peer, where);
+      }
+      // An exited peer may have left all it sent in the rings: one more pass
+      // takes it before the exit counts.
+      if (!gone.ok()) continue;
     }
-    // An exited peer may have left all it sent in the rings: one more pass
-    // takes it before the exit counts.
-    if (!gone.ok()) continue;
-    Sleep(seen, std::min(deadline - now, absl::Milliseconds(50)));
+    Sleep(seen, std::min(deadline - now, kLivenessEvery));
   }
   return absl::OkStatus();
 }

@@ -329,15 +329,12 @@ int Run(const std::vector<std::string>& args) {
                          "--nnodes",  "--node-rank", "--rendezvous", "--transport"};
     // Workers of one machine share memory (when /dev/shm has room for them);
     // across machines they need TCP.
-    const int ranks = static_cast<int>(workers * nnodes);
-    std::string chosen = transport;
-    if (transport == "auto") chosen = nnodes == 1 && ShmFits(ranks).ok() ? "shm" : "gloo";
-    if (chosen == "shm") {
-      if (absl::Status fits = ShmFits(ranks); !fits.ok()) {
-        std::fprintf(stderr, "error: --transport shm: %s (use --transport gloo)\n",
-                     std::string(fits.message()).c_str());
-        return kExitUsage;
-      }
+    const absl::Status shm_fits = nnodes == 1 ? ShmFits(static_cast<int>(workers))
+                                              : absl::FailedPreconditionError("the workers span --nnodes machines");
+    const std::string chosen = transport != "auto" ? transport : shm_fits.ok() ? "shm" : "gloo";
+    if (chosen == "shm" && !shm_fits.ok()) {
+      std::fprintf(stderr, "error: --transport shm: %s (use --transport gloo)\n", std::string(shm_fits.message()).c_str());
+      return kExitUsage;
     }
     launch.worker_args = {"--transport", chosen};
     launch.nnodes = static_cast<int>(nnodes);
