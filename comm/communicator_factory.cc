@@ -167,6 +167,21 @@ std::string GroupFingerprint(const std::string& world_plan, const std::string& g
   return absl::StrCat(world_plan, " | group ", group_name, " members ", list);
 }
 
+CommunicatorSpec GroupSpec(const CommunicatorSpec& parent, const std::string& group_name,
+                           const std::vector<int>& members, int index) {
+  CommunicatorSpec spec = parent;
+  spec.group = parent.group.empty() ? group_name : absl::StrCat(parent.group, "/", group_name);
+  spec.rank = index;
+  spec.world = static_cast<int>(members.size());
+  // Nested under the run's prefix: "nereid/<run>/group/<name>/...".
+  spec.rendezvous.run_id = absl::StrCat(parent.rendezvous.run_id, "/group/", group_name);
+  spec.identity.plan_fingerprint = GroupFingerprint(parent.identity.plan_fingerprint, group_name, members);
+  spec.identity.world_size = spec.world;
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectBackend(const CommunicatorSpec& spec) { return Connect(spec); }
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(const CommunicatorSpec& world_spec,
                                                                       const std::string& group_name,
                                                                       const std::vector<int>& members) {
@@ -187,16 +202,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(const Comm
                                                    " but world is ", world_spec.world));
   }
 
-  CommunicatorSpec spec = world_spec;
-  spec.group = group_name;
-  spec.rank = index;
-  spec.world = static_cast<int>(members.size());
-  // Nested under the run's prefix: "nereid/<run>/group/<name>/...".
-  spec.rendezvous.run_id = absl::StrCat(world_spec.rendezvous.run_id, "/group/", group_name);
-  spec.identity.plan_fingerprint = GroupFingerprint(world_spec.identity.plan_fingerprint, group_name, members);
-  spec.identity.world_size = spec.world;
-
-  absl::StatusOr<std::unique_ptr<Communicator>> communicator = Connect(spec);
+  absl::StatusOr<std::unique_ptr<Communicator>> communicator =
+      Connect(GroupSpec(world_spec, group_name, members, index));
   if (!communicator.ok()) {
     const absl::Status& s = communicator.status();
     std::string message =

@@ -104,6 +104,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGroupCommunicator(const Comm
                                                                       const std::string& group_name,
                                                                       const std::vector<int>& members);
 
+// For backends made of other backends (hierarchical_communicator.h): the
+// spec group `group_name` hands its member at `index` of `members` (ranks of
+// `parent`, which may itself be a group's spec), and a connect through
+// `spec.backend` without the wrappers CreateCommunicator adds (the composite
+// gets them once, as a whole). Arguments as CreateGroupCommunicator checks them.
+CommunicatorSpec GroupSpec(const CommunicatorSpec& parent, const std::string& group_name,
+                           const std::vector<int>& members, int index);
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectBackend(const CommunicatorSpec& spec);
+
 // What a group's members must agree on, as it goes into the group identity's
 // plan fingerprint: "<world plan> | group <name> members 0,2,5".
 std::string GroupFingerprint(const std::string& world_plan, const std::string& group_name,
