@@ -184,6 +184,7 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
   }
   ASSIGN_OR_RETURN(result.ranks_on_host, bench.RanksOnRootHost());
   result.host_cores = HostCores();
+  result.also_label = options.also_label;
   const int n = comm.world();
   // The machine's busy CPU time around our timed allreduces (rank 0's reading;
   // the ranks on its machine read the same counters). Unreadable: not measured.
@@ -192,22 +193,22 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0;
   auto ours = [&](std::vector<float>& d) { return bench.Ours(d); };
   auto raw = [&](std::vector<float>& d) { return bench.Raw(d); };
-  auto shm = [&](std::vector<float>& d) {
-    return options.shm->AllReduce(absl::MakeSpan(d), ReduceOp::kSum, {kShmTag, kTimeout});
+  auto also = [&](std::vector<float>& d) {
+    return options.also->AllReduce(absl::MakeSpan(d), ReduceOp::kSum, {kShmTag, kTimeout});
   };
   for (int64_t bytes : options.sizes_bytes) {
     std::vector<float> data(bytes / sizeof(float), 1.0f);
     // Warm up both, then size the rounds from one timed call (rank 0's).
     RETURN_IF_ERROR(bench.Ours(data));
     RETURN_IF_ERROR(bench.Raw(data));
-    if (options.shm != nullptr) RETURN_IF_ERROR(shm(data));
+    if (options.also != nullptr) RETURN_IF_ERROR(also(data));
     absl::Time start = absl::Now();
     RETURN_IF_ERROR(bench.Ours(data));
     double once = absl::ToDoubleSeconds(absl::Now() - start);
     ASSIGN_OR_RETURN(double planned,
                      bench.FromRoot(absl::ToDoubleSeconds(options.time_per_round) / std::max(once, 1e-6)));
     int iterations = std::clamp(static_cast<int>(planned), 3, options.max_iterations);
-    std::vector<double> ours_times, raw_times, shm_times;
+    std::vector<double> ours_times, raw_times, also_times;
     double cpu_seconds = 0;
     if (options.progress) {
       options.progress(absl::StrCat("timing ", bytes, " bytes: ", options.rounds, " rounds of ", iterations,
@@ -222,9 +223,9 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
       ASSIGN_OR_RETURN(std::vector<double> b, bench.Time(iterations, data, raw));
       ours_times.insert(ours_times.end(), a.begin(), a.end());
       raw_times.insert(raw_times.end(), b.begin(), b.end());
-      if (options.shm != nullptr) {
-        ASSIGN_OR_RETURN(std::vector<double> c, bench.Time(iterations, data, shm));
-        shm_times.insert(shm_times.end(), c.begin(), c.end());
+      if (options.also != nullptr) {
+        ASSIGN_OR_RETURN(std::vector<double> c, bench.Time(iterations, data, also));
+        also_times.insert(also_times.end(), c.begin(), c.end());
       }
     }
     AllReduceBenchRow row;
@@ -242,10 +243,10 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
       row.ratio_to_bound = row.bound_seconds / row.seconds;
     }
     row.ratio_to_raw = row.raw_seconds / row.seconds;
-    if (!shm_times.empty()) {
-      row.shm_seconds = Median(shm_times);
-      row.shm_busbw = bytes / row.shm_seconds * bus;
-      row.shm_ratio_to_raw = row.raw_seconds / row.shm_seconds;
+    if (!also_times.empty()) {
+      row.also_seconds = Median(also_times);
+      row.also_busbw = bytes / row.also_seconds * bus;
+      row.also_ratio_to_raw = row.raw_seconds / row.also_seconds;
     }
     ASSIGN_OR_RETURN(double calls_cpu, bench.FromRoot(cpu_seconds));
     row.host_cpu_seconds = calls_cpu / (options.rounds * iterations);
@@ -280,13 +281,12 @@ std::string FormatBenchTable(const AllReduceBenchResult& r) {
                                           row.iterations, row.seconds * 1e6, row.algbw / 1e9, row.busbw / 1e9,
                                           row.raw_seconds * 1e6, row.raw_busbw / 1e9, row.ratio_to_raw, vs_bound));
   }
-  const bool shm = !r.rows.empty() && r.rows.front().shm_seconds > 0;
-  if (shm) {
-    absl::StrAppend(&out, absl::StrFormat("%10s | %11s %10s %8s   (shared memory)\n", "size", "shm(us)", "shm busbw",
-                                          "vs raw"));
+  if (!r.rows.empty() && r.rows.front().also_seconds > 0) {
+    absl::StrAppend(&out, absl::StrFormat("%10s | %11s %10s %8s   (%s)\n", "size", "time(us)", "busbw", "vs raw",
+                                          r.also_label));
     for (const AllReduceBenchRow& row : r.rows) {
-      absl::StrAppend(&out, absl::StrFormat("%10d | %11.1f %10.3f %7.2fx\n", row.bytes, row.shm_seconds * 1e6,
-                                            row.shm_busbw / 1e9, row.shm_ratio_to_raw));
+      absl::StrAppend(&out, absl::StrFormat("%10d | %11.1f %10.3f %7.2fx\n", row.bytes, row.also_seconds * 1e6,
+                                            row.also_busbw / 1e9, row.also_ratio_to_raw));
     }
   }
   if (r.memcpy_bytes_per_second > 0) {
@@ -325,10 +325,10 @@ std::string BenchJson(const AllReduceBenchResult& r) {
     size["bound_seconds"] = row.bound_seconds;
     size["ratio_to_bound"] = row.ratio_to_bound;
     size["host_cpu_seconds"] = row.host_cpu_seconds;
-    if (row.shm_seconds > 0) {
-      size["shm_seconds"] = row.shm_seconds;
-      size["shm_busbw"] = row.shm_busbw;
-      size["shm_ratio_to_raw_gloo"] = row.shm_ratio_to_raw;
+    if (row.also_seconds > 0) {
+      size[r.also_label + "_seconds"] = row.also_seconds;
+      size[r.also_label + "_busbw"] = row.also_busbw;
+      size[r.also_label + "_ratio_to_raw_gloo"] = row.also_ratio_to_raw;
     }
     sizes.push_back(std::move(size));
   }

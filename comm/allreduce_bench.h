@@ -16,9 +16,9 @@
 // take less than T = 2(n-1) * (alpha + S / (n * beta)); ratio_to_bound is
 // T / t (1.0 would be perfect).
 //
-// With options.shm, the same allreduce through the shared-memory transport is
-// timed too (a third alternation), with its ratio to raw Gloo, beside the
-// memcpy bandwidth of rank 0's machine.
+// With options.also, the same allreduce through another backend of the same
+// ranks (shared memory, hierarchical) is timed too (a third alternation), with
+// its ratio to raw Gloo, beside the memcpy bandwidth of rank 0's machine.
 //
 // The CPU communication costs: the machine's busy CPU time (/proc/stat,
 // core/host_cpu.h) around our timed calls, per byte a rank sends, what the
@@ -45,9 +45,10 @@ struct AllReduceBenchOptions {
   bool probe_link = true;
   // Told, on every rank, when each size's timed calls begin (null: silent).
   std::function<void(const std::string&)> progress;
-  // Also timed, alternating with the other two: the same world's ranks over
-  // shared memory (shm_communicator.h); null: not timed.
-  Communicator* shm = nullptr;
+  // Also timed, alternating with the other two: the same world's ranks
+  // through another backend, named `also_label` ("shm"); null: not timed.
+  Communicator* also = nullptr;
+  std::string also_label;
 };
 
 struct LinkEstimate {
@@ -60,8 +61,8 @@ struct AllReduceBenchRow {
   int iterations = 0;  // per round and implementation
   double seconds = 0, algbw = 0, busbw = 0;              // Nereid's communicator
   double raw_seconds = 0, raw_algbw = 0, raw_busbw = 0;  // raw Gloo
-  double shm_seconds = 0, shm_busbw = 0;  // the shm communicator (0: not timed)
-  double shm_ratio_to_raw = 0;            // raw_seconds / shm_seconds
+  double also_seconds = 0, also_busbw = 0;  // options.also (0: not timed)
+  double also_ratio_to_raw = 0;             // raw_seconds / also_seconds
   double bound_seconds = 0;
   double ratio_to_raw = 0;    // raw_seconds / seconds: busbw ratio, ours over raw
   double ratio_to_bound = 0;  // bound_seconds / seconds
@@ -80,6 +81,7 @@ struct AllReduceBenchResult {
   // memcpy on rank 0, one thread, of the largest size (at least 16 MiB): the
   // bound of any transport that moves bytes through memory.
   double memcpy_bytes_per_second = 0;
+  std::string also_label;  // options.also's
   std::vector<AllReduceBenchRow> rows;
 };
 

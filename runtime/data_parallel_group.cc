@@ -6,6 +6,7 @@
 #include "comm/communicator_factory.h"
 #include "comm/rendezvous_spec.h"
 #include "core/fingerprint.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 #include "graph/process_groups.h"
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   spec.verify_messages = options.verify_messages;
   // Also applies NEREID_FAULTS, through which tests kill or stop a rank.
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
+  Log().debug("communicator: {}", group->communicator_->backend());
   group->engine_ =
       std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(counts[""].per_step, 1), options.timeout);
   group->point_to_point_ = std::make_unique<PointToPointEngine>(group->communicator_.get(), options.timeout);

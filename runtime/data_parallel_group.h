@@ -42,7 +42,7 @@ struct GroupOptions {
   std::string settings;
   // Every communicator wrapped in the message verifier.
   bool verify_messages = false;
-  // The communicator backend (comm/communicator_factory.h): "gloo" or "shm".
+  // The communicator backend (comm/communicator_factory.h): "gloo", "shm" or "hierarchical".
   std::string backend = "gloo";
 };
 

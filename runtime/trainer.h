@@ -39,7 +39,8 @@ struct TrainOptions {
   // (an interface's address on a real cluster or an emulated one).
   std::string bind_address = "127.0.0.1";
   absl::Duration comm_timeout = absl::Seconds(60);
-  // The communicator backend: "gloo" (TCP) or "shm" (every rank on one host).
+  // The communicator backend: "gloo" (TCP), "shm" (every rank on one host) or
+  // "hierarchical" (shm within each host, gloo across).
   std::string transport = "gloo";
   int threads = 1;
   int64_t epochs = 1;
@@ -106,7 +107,7 @@ struct TrainResult {
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
   std::string strategy = "single";
-  std::string transport;  // the communicator backend of a multi-rank run ("gloo", "shm"); "" for one worker
+  std::string transport;  // the communicator backend of a multi-rank run ("gloo", "shm", "hierarchical"); "" for one worker
   // Coded plans (the coded pass): the encoding phase's bytes (every rank's
   // sends) and seconds, and what the master's decodes saw: per gather (two
   // a step), the workers present and gone, the results a decode used, the

@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "comm/allreduce_bench.h"
 #include "comm/launch_env.h"
 #include "comm/rendezvous.h"
-#include "comm/shm_communicator.h"
+#include "comm/communicator_factory.h"
 #include "compress/aggregation_bench.h"
 #include "core/file_io.h"
 #include "core/status_macros.h"
@@ -49,7 +50,11 @@ Flags BenchFlags() {
               "0 to 1: about 11 s at 60mbit); rank 0 tells stderr when each\n"
               "size's timed calls begin, so a script can keep the links busy with\n"
               "many --rounds and know when the traffic flows")
-      .Switch("shm", "also time allreduce through shared memory (every rank on this machine)");
+      .Value("also", "BACKEND",
+             "also time allreduce through another communicator backend of the same\n"
+             "ranks: shm (shared memory, every rank on this machine) or hierarchical\n"
+             "(shared memory within machines, gloo across)")
+      .Switch("shm", "the same as --also shm");
   f.Section("compress")
       .Value("methods", "LIST",
              "e.g. none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9),gradiveq: each a\n"
@@ -158,6 +163,12 @@ int Bench(const std::vector<std::string>& args) {
     options.sizes_bytes = *sizes;
   }
   options.rounds = static_cast<int>(std::max<int64_t>(1, *rounds));
+  const std::string also_label = flags.Has("shm") ? "shm" : flags.String("also", "");
+  if (!also_label.empty() && !CommunicatorRegistry::Global().Find(also_label)) {
+    std::fprintf(stderr, "error: --also: unknown communicator backend '%s' (registered: %s)\n", also_label.c_str(),
+                 absl::StrJoin(CommunicatorRegistry::Global().Names(), ", ").c_str());
+    return kExitUsage;
+  }
   if (!flags.Has("rendezvous")) {
     if (*workers < 2) {
       std::fprintf(stderr, "error: --workers must be >= 2 for a communication benchmark\n");
@@ -191,17 +202,22 @@ int Bench(const std::vector<std::string>& args) {
   if (!comm.ok()) return Fail(comm.status());
   auto* gloo = dynamic_cast<GlooCommunicator*>(comm->get());
   if (gloo == nullptr) return Fail(absl::InternalError("the allreduce benchmark needs the Gloo communicator"));
-  std::unique_ptr<Communicator> shm;
-  if (flags.Has("shm") && !compress) {
-    RendezvousSpec shm_spec = *spec;
-    shm_spec.run_id += "-shm";  // its own keys in the same store
-    absl::StatusOr<std::unique_ptr<RendezvousStore>> store =
-        OpenRendezvous(shm_spec, info->rank, info->world, identity, connect.connect_timeout);
-    if (!store.ok()) return Fail(store.status());
-    absl::StatusOr<std::unique_ptr<Communicator>> connected =
-        ConnectShm(**store, info->rank, info->world, connect.connect_timeout);
+  // The other backend through the factory's connect, without its wrappers
+  // (no NEREID_FAULTS in a benchmark), in its own keys of the same store.
+  std::unique_ptr<Communicator> also;
+  if (!also_label.empty() && !compress) {
+    CommunicatorSpec also_spec;
+    also_spec.backend = also_label;
+    also_spec.rendezvous = *spec;
+    also_spec.rendezvous.run_id += "-" + also_label;
+    also_spec.rank = info->rank;
+    also_spec.world = info->world;
+    also_spec.identity = identity;
+    also_spec.hostname = connect.hostname;
+    also_spec.connect_timeout = connect.connect_timeout;
+    absl::StatusOr<std::unique_ptr<Communicator>> connected = ConnectBackend(also_spec);
     if (!connected.ok()) return Fail(connected.status());
-    shm = *std::move(connected);
+    also = *std::move(connected);
   }
   reporter.Report("phase=bench");
   if (compress) {
@@ -220,7 +236,8 @@ int Bench(const std::vector<std::string>& args) {
     return kExitOk;
   }
   options.probe_link = !flags.Has("no-link-probe");
-  options.shm = shm.get();
+  options.also = also.get();
+  options.also_label = also_label;
   if (info->rank == 0) {
     options.progress = [](const std::string& line) { std::fprintf(stderr, "bench allreduce: %s\n", line.c_str()); };
   }

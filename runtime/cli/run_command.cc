@@ -102,8 +102,10 @@ Flags RunFlags() {
              "training network)")
       .Value("transport", "T",
              "how the workers talk: gloo (TCP, the default), shm (shared memory,\n"
-             "every worker on this machine) or auto (shm for the local launcher's\n"
-             "workers, gloo across machines and for workers started one by one)");
+             "every worker on this machine), hierarchical (shared memory among the\n"
+             "workers of each machine, gloo between machines) or auto (shm for the\n"
+             "local launcher's workers, hierarchical across machines and for\n"
+             "workers started one by one)");
   f.Section("Supervision")
       .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
       .Value("worker-timeout", "S",
@@ -258,8 +260,9 @@ int Run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   const std::string transport = flags.String("transport", "gloo");
-  if (transport != "auto" && transport != "shm" && transport != "gloo") {
-    std::fprintf(stderr, "error: --transport must be shm, gloo or auto (got '%s')\n", transport.c_str());
+  if (transport != "auto" && transport != "shm" && transport != "gloo" && transport != "hierarchical") {
+    std::fprintf(stderr, "error: --transport must be gloo, shm, hierarchical or auto (got '%s')\n",
+                 transport.c_str());
     return kExitUsage;
   }
   if (o.servers > 0 && nnodes > 1) {
@@ -328,10 +331,13 @@ int Run(const std::vector<std::string>& args) {
     launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
                          "--nnodes",  "--node-rank", "--rendezvous", "--transport"};
     // Workers of one machine share memory (when /dev/shm has room for them);
-    // across machines they need TCP.
+    // across machines, those of each machine still do, and TCP joins the machines.
     const absl::Status shm_fits = nnodes == 1 ? ShmFits(static_cast<int>(workers))
                                               : absl::FailedPreconditionError("the workers span --nnodes machines");
-    const std::string chosen = transport != "auto" ? transport : shm_fits.ok() ? "shm" : "gloo";
+    const std::string chosen = transport != "auto" ? transport
+                               : nnodes > 1        ? "hierarchical"
+                               : shm_fits.ok()     ? "shm"
+                                                   : "gloo";
     if (chosen == "shm" && !shm_fits.ok()) {
       std::fprintf(stderr, "error: --transport shm: %s (use --transport gloo)\n", std::string(shm_fits.message()).c_str());
       return kExitUsage;
@@ -353,7 +359,9 @@ int Run(const std::vector<std::string>& args) {
   o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);
   o.comm_timeout = absl::Seconds(comm_timeout);
-  o.transport = transport == "auto" ? "gloo" : transport;  // a worker started on its own may have peers anywhere
+  // A worker started on its own may have peers anywhere: the hierarchical
+  // backend finds those on this machine.
+  o.transport = transport == "auto" ? "hierarchical" : transport;
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   if (one_of_many) {
     if (rendezvous.empty()) {

@@ -28,7 +28,7 @@ expect 2 "--checkpoint-every must be >= 0 and needs --checkpoint DIR" "$nereid" 
 expect 2 "--stall-check must be a percent in [0, 100] (got 101)" "$nereid" run $model --stall-check 101
 expect 2 "--normalize 'zscore': expected default, none, MEAN/STDDEV" "$nereid" run $model --normalize zscore
 expect 2 "--normalize '0.5/0': a stddev must be > 0" "$nereid" run $model --normalize 0.5/0
-expect 2 "--transport must be shm, gloo or auto (got 'tcp')" "$nereid" run $model --transport tcp
+expect 2 "--transport must be gloo, shm, hierarchical or auto (got 'tcp')" "$nereid" run $model --transport tcp
 # A launcher killed with SIGKILL leaves its rendezvous directory, unlocked;
 # the next launch removes it, and keeps one whose launcher still holds its
 # lock (flock(1) stands in for a live launcher here).
