@@ -29,8 +29,9 @@ sits in a namespace of its own. Nothing in the root namespace is touched.
             v0                      v1
              +---------- br0 --------+------ ...      (bridge namespace)
 
-Rank i runs, inside namespace i:
+Rank i runs, inside namespace i (with --ranks-per-node K: namespace i/K):
   COMMAND ARGS... --rendezvous file:DIR --rank i --world N --bind 10.213.0.(i+1)
+(with K > 1 the address is its node's, 10.213.0.(i/K+1))
 with DIR a fresh directory shared by all ranks, and in its environment
   NEREID_CLUSTER_RANK=i  NEREID_CLUSTER_WORLD=N  NEREID_CLUSTER_ADDR=10.213.0.(i+1)
   NEREID_CLUSTER_ADDRS=<all addresses, comma-separated, by rank>
@@ -38,6 +39,12 @@ with DIR a fresh directory shared by all ranks, and in its environment
 
 Options:
   --workers N     number of workers, 1..64 (required)
+  --ranks-per-node K
+                  put K consecutive ranks in each namespace: N/K emulated
+                  machines of K ranks each, sharing one link and one address
+                  (ranks of a machine talk over its loopback and /dev/shm; the
+                  links carry only what crosses machines). K must divide N
+                  (default 1)
   --rate R        each worker's link rate, in each direction: a worker sends at
                   most R and receives at most R (tbf on both ends of its veth).
                   Units bit, kbit, mbit, gbit (powers of 1000), e.g. 1gbit;
@@ -93,6 +100,7 @@ skip() { echo "$PROG: skipped: $*" >&2; exit "$EXIT_SKIP"; }
 # ---------------------------------------------------------------- arguments
 
 workers=""
+per_node=1
 rate=1gbit
 declare -A rank_rate=()
 delay=0
@@ -108,6 +116,7 @@ parse_args() {
   while (($#)); do
     case "$1" in
       --workers) workers=${2:?--workers needs a value}; shift 2 ;;
+      --ranks-per-node) per_node=${2:?--ranks-per-node needs a value}; shift 2 ;;
       --rate) rate=${2:?--rate needs a value}; shift 2 ;;
       --rank-rate)
         [[ ${2:-} =~ ^([0-9]+)=(.+)$ ]] || die_usage "--rank-rate '${2:-}': expected RANK=RATE, e.g. 4=1gbit"
@@ -315,7 +324,7 @@ setup_network() {
   ip -n "$BRIDGE_NS" link add br0 type bridge
   ip -n "$BRIDGE_NS" link set br0 up
   local r ns
-  for ((r = 0; r < workers; r++)); do
+  for ((r = 0; r < workers / per_node; r++)); do   # r: a node, one rank's when per_node is 1
     use_rate_of "$r"
     ns=$(ns_of "$r")
     make_ns "$ns"
@@ -346,8 +355,8 @@ relay() {  # fifo log prefix
 
 start_worker() {  # rank
   local r=$1 ns addr out err log
-  ns=$(ns_of "$r")
-  addr=$(addr_of "$r")
+  ns=$(ns_of $((r / per_node)))
+  addr=$(addr_of $((r / per_node)))
   out="$run_dir/rank$r.stdout" err="$run_dir/rank$r.stderr" log="$logs_dir/rank$r.log"
   : >"$log"
   mkfifo "$out" "$err"
@@ -453,6 +462,9 @@ main_run() {
   [[ -n $workers ]] || die_usage "--workers N is required"
   [[ $workers =~ ^[0-9]+$ ]] && ((workers >= 1 && workers <= MAX_WORKERS)) ||
     die_usage "--workers must be 1..$MAX_WORKERS"
+  [[ $per_node =~ ^[0-9]+$ ]] && ((per_node >= 1 && workers % per_node == 0)) ||
+    die_usage "--ranks-per-node must be >= 1 and divide --workers ($workers)"
+  ((per_node == 1 || ${#rank_rate[@]} == 0)) || die_usage "--rank-rate shapes one rank's link: not with --ranks-per-node"
   [[ $timeout_s =~ ^[0-9]+$ ]] && ((timeout_s >= 1)) || die_usage "--timeout must be a whole number of seconds >= 1"
   ((${#cmd[@]})) || die_usage "no command given after --"
 
@@ -473,13 +485,17 @@ main_run() {
 
   setup_network
   local addrs="" r
-  for ((r = 0; r < workers; r++)); do addrs+="${addrs:+,}$(addr_of "$r")"; done
+  for ((r = 0; r < workers; r++)); do addrs+="${addrs:+,}$(addr_of $((r / per_node)))"; done
   export NEREID_CLUSTER_ADDRS=$addrs NEREID_CLUSTER_RENDEZVOUS="file:$run_dir/rendezvous" \
     NEREID_RUN_ID="netem-$$-$(date +%s)"
   local shaping="rate ${rate}, one-way delay ${delay}, loss ${loss}"
   for r in "${!rank_rate[@]}"; do shaping+=", rank $r at ${rank_rate[$r]}"; done
   ((rate_bits == 0)) || shaping+=", segments of $(gso_size) bytes"
-  say "$workers workers in namespaces ${PREFIX}w0..$((workers - 1)) ($addrs), $shaping"
+  if ((per_node > 1)); then
+    say "$workers workers, $per_node per node, in namespaces ${PREFIX}w0..$((workers / per_node - 1)) ($addrs), $shaping"
+  else
+    say "$workers workers in namespaces ${PREFIX}w0..$((workers - 1)) ($addrs), $shaping"
+  fi
 
   phase=run
   for ((r = 0; r < workers; r++)); do start_worker "$r"; done
