@@ -26,6 +26,20 @@ assert unprobed["alpha_seconds"] == 0 and unprobed["beta_bytes_per_second"] == 0
 assert [r["bytes"] for r in unprobed["sizes"]] == [4096, 8192], unprobed
 assert all(r["seconds"] > 0 for r in unprobed["sizes"]), unprobed
 PY
+# Another backend of the same ranks, alternated with ours: its own table and
+# JSON fields; an unknown one is refused before any worker starts.
+out=$("$nereid" bench allreduce --workers 2 --sizes 4K --rounds 1 --no-link-probe --also hierarchical \
+  --json "$tmp/also.json" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] || fail "bench allreduce --also hierarchical exited $rc: $out"
+grep -q "(hierarchical)" <<<"$out" || fail "--also hierarchical: no table of its own: $out"
+python3 - "$tmp/also.json" <<'PY' || fail "bench allreduce --also JSON: $out"
+import json, sys
+row = json.load(open(sys.argv[1]))["sizes"][0]
+assert row["hierarchical_seconds"] > 0 and row["hierarchical_ratio_to_raw_gloo"] > 0, row
+PY
+expect 2 "--also: unknown communicator backend 'tcp' (registered: gloo, hierarchical, shm)" \
+  "$nereid" bench allreduce --also tcp
 # An unprobed report has no link for the timing model: it says so.
 expect 1 "the link estimate is unusable" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 5 \
   --link "$tmp/unprobed.json"
