@@ -175,6 +175,7 @@ CommunicatorSpec GroupSpec(const CommunicatorSpec& parent, const std::string& gr
   spec.world = static_cast<int>(members.size());
   // Nested under the run's prefix: "nereid/<run>/group/<name>/...".
   spec.rendezvous.run_id = absl::StrCat(parent.rendezvous.run_id, "/group/", group_name);
+  spec.rendezvous.rank0_serves = false;  // the world's rank 0 already serves a tcp:// store
   spec.identity.plan_fingerprint = GroupFingerprint(parent.identity.plan_fingerprint, group_name, members);
   spec.identity.world_size = spec.world;
   return spec;

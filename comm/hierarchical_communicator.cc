@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -119,7 +120,9 @@ absl::Status HierarchicalCommunicator::ReduceScatter(absl::Span<const float> dat
   if (one_host()) return Staged(local_->ReduceScatter(data, out, op, options), Stage::kLocal, where);
   if (one_rank_per_host()) return Staged(leaders_->ReduceScatter(data, out, op, options), Stage::kLeaders, where);
   std::vector<float> all(data.begin(), data.end());
-  RETURN_IF_ERROR(AllReduce(absl::MakeSpan(all), op, options));
+  CollectiveOptions exact = options;
+  exact.wire = WireType::kFloat32;  // the wire format is AllReduce's option only
+  RETURN_IF_ERROR(AllReduce(absl::MakeSpan(all), op, exact));
   Copy(absl::MakeConstSpan(all).subspan(static_cast<size_t>(rank_) * out.size(), out.size()), out.data());
   return absl::OkStatus();
 }
@@ -285,6 +288,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectHierarchical(const Communic
   const bool leader = members.front() == spec.rank;
   CommunicatorSpec gloo = spec;
   gloo.backend = "gloo";
+  // Every stage within the one connect_timeout.
+  auto remaining = [&](CommunicatorSpec s) {
+    s.connect_timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    return s;
+  };
 
   std::unique_ptr<Communicator> local, leaders, everyone;
   if (members.size() > 1) {
@@ -301,25 +309,33 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectHierarchical(const Communic
     }
     CommunicatorSpec within = spec;
     within.backend = backend;
+    within = remaining(within);
     absl::StatusOr<std::unique_ptr<Communicator>> c =
         ConnectBackend(GroupSpec(within, absl::StrCat("host", host), members, layout.local_index[spec.rank]));
     if (!c.ok()) return here(c.status(), absl::StrCat("host ", host, " (world ranks ", absl::StrJoin(members, ","), ")"));
     local = *std::move(c);
   }
   if (layout.hosts.size() > 1 && leader) {
-    absl::StatusOr<std::unique_ptr<Communicator>> c = ConnectBackend(GroupSpec(gloo, "leaders", layout.Leaders(), host));
+    absl::StatusOr<std::unique_ptr<Communicator>> c = ConnectBackend(GroupSpec(remaining(gloo), "leaders", layout.Leaders(), host));
     if (!c.ok()) return here(c.status(), "the hosts' leaders");
     leaders = *std::move(c);
   }
   if (layout.hosts.size() > 1 && layout.hosts.size() < static_cast<size_t>(spec.world)) {
     std::vector<int> all(spec.world);
     for (int r = 0; r < spec.world; ++r) all[r] = r;
-    absl::StatusOr<std::unique_ptr<Communicator>> c = ConnectBackend(GroupSpec(gloo, "everyone", all, spec.rank));
+    absl::StatusOr<std::unique_ptr<Communicator>> c = ConnectBackend(GroupSpec(remaining(gloo), "everyone", all, spec.rank));
     if (!c.ok()) return here(c.status(), "every rank");
     everyone = *std::move(c);
   }
-  return std::unique_ptr<Communicator>(new HierarchicalCommunicator(
-      spec.rank, std::move(layout), std::move(local), std::move(leaders), std::move(everyone)));
+  auto connected = std::make_unique<HierarchicalCommunicator>(spec.rank, std::move(layout), std::move(local),
+                                                              std::move(leaders), std::move(everyone));
+  // No rank returns before every rank has connected every group: a rank that
+  // made no transfer could otherwise leave, closing sockets a slower rank's
+  // connect still uses.
+  CollectiveOptions settle;
+  settle.timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  if (absl::Status s = connected->Barrier(settle); !s.ok()) return here(s, "the closing barrier");
+  return std::unique_ptr<Communicator>(std::move(connected));
 }
 
 }  // namespace nereid

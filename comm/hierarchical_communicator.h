@@ -30,7 +30,12 @@
 //   Barrier        within hosts, across leaders, within hosts.
 // Each call's timeout bounds the whole call, not each stage. Errors name the
 // stage and the world ranks of its group. Thread-safety and failure
-// behaviour are the inner communicators' (gloo_communicator.h).
+// behaviour are the inner communicators' (gloo_communicator.h), with one
+// restriction: calls that run at once need distinct tags whatever their
+// operations (AllReduce, AllGather and Broadcast all end in a broadcast
+// within the host under the call's tag). When a leader's stage across hosts
+// fails, its host's other ranks learn it at their timeout ("within host").
+// traffic() sums the stages: shared-memory bytes count as Gloo's would.
 
 #include <memory>
 #include <string>
@@ -91,8 +96,8 @@ class HierarchicalCommunicator final : public Communicator {
 };
 
 // Connects `spec.rank` of `spec.world` as above (the "hierarchical" backend):
-// the identity check, the host-key exchange, then the groups, each bounded by
-// spec.connect_timeout.
+// the identity check, the host-key exchange, the groups, then a barrier, all
+// within spec.connect_timeout.
 absl::StatusOr<std::unique_ptr<Communicator>> ConnectHierarchical(const CommunicatorSpec& spec);
 
 }  // namespace nereid

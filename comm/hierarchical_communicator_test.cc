@@ -25,7 +25,6 @@
 namespace nereid {
 namespace {
 
-using ::nereid::testing::AllOk;
 using ::nereid::testing::LocalFileSpec;
 using ::nereid::testing::RunOnRanks;
 using ::testing::HasSubstr;
@@ -41,7 +40,7 @@ CollectiveOptions Options(uint32_t tag, absl::Duration timeout = absl::Seconds(3
 absl::Status OnHosts(const std::string& hosts, const std::function<absl::Status(int, Communicator&)>& fn) {
   const int world = static_cast<int>(hosts.size());
   const RendezvousSpec rendezvous = LocalFileSpec("hier");
-  return AllOk(RunOnRanks(world, [&](int rank) -> absl::Status {
+  const std::vector<absl::Status> statuses = RunOnRanks(world, [&](int rank) -> absl::Status {
     CommunicatorSpec spec;
     spec.backend = "hierarchical";
     spec.rendezvous = rendezvous;
@@ -56,8 +55,16 @@ absl::Status OnHosts(const std::string& hosts, const std::function<absl::Status(
     };
     ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c, CreateCommunicator(spec));
     return fn(rank, *c);
-  }));
+  });
+  // Every rank's error: the first to fail is not always the first rank.
+  std::string errors;
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    if (!statuses[r].ok()) absl::StrAppend(&errors, "\nrank ", r, ": ", statuses[r].ToString());
+  }
+  return errors.empty() ? absl::OkStatus() : absl::InternalError(errors);
 }
+
+void ExpectOk(const absl::Status& status) { EXPECT_TRUE(status.ok()) << status; }
 
 absl::Status Expect(bool ok, const std::string& what) { return ok ? absl::OkStatus() : absl::InternalError(what); }
 
@@ -88,7 +95,10 @@ TEST(HierarchicalCommunicatorTest, AllReduceSumsExactlyAndRanksAgreeOnEveryLayou
     SCOPED_TRACE(layout);
     const int world = static_cast<int>(layout.size());
     for (size_t size : {size_t{0}, size_t{3}, size_t{100003}}) {
-      EXPECT_TRUE(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
+      ExpectOk(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
+                    // Size 0 moves nothing: without the barrier a rank could leave
+                    // and close its sockets while a slower one still connects.
+                    RETURN_IF_ERROR(c.Barrier(Options(9)));
                     std::vector<float> sum(size), avg(size);
                     for (size_t i = 0; i < size; ++i) sum[i] = avg[i] = Value(rank, i);
                     RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(sum), ReduceOp::kSum, Options(1)));
@@ -104,7 +114,7 @@ TEST(HierarchicalCommunicatorTest, AllReduceSumsExactlyAndRanksAgreeOnEveryLayou
                     std::vector<float> first = avg;
                     RETURN_IF_ERROR(c.Broadcast(absl::MakeSpan(first), 0, Options(3)));
                     return Expect(first == avg, "ranks' averages differ");
-                  }).ok());
+                  }));
     }
   }
 }
@@ -112,7 +122,7 @@ TEST(HierarchicalCommunicatorTest, AllReduceSumsExactlyAndRanksAgreeOnEveryLayou
 TEST(HierarchicalCommunicatorTest, SixteenBitWireKeepsRanksBitwiseEqual) {
   for (const std::string layout : {"AABB", "AAAB", "ABCD"}) {
     SCOPED_TRACE(layout);
-    EXPECT_TRUE(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
+    ExpectOk(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
                   std::vector<float> data(50001);
                   for (size_t i = 0; i < data.size(); ++i) data[i] = 0.001f * Value(rank, i) + 0.1f * rank;
                   CollectiveOptions o = Options(1);
@@ -124,7 +134,7 @@ TEST(HierarchicalCommunicatorTest, SixteenBitWireKeepsRanksBitwiseEqual) {
                   const float mean_rank = (c.world() - 1) / 2.0f;  // element 26: the mean of its values
                   const float want = 0.001f * ((mean_rank + 1) * 1000 + 26) + 0.1f * mean_rank;
                   return Expect(std::fabs(data[26] - want) < 0.02f * want, absl::StrCat("data[26] = ", data[26]));
-                }).ok());
+                }));
   }
 }
 
@@ -132,7 +142,7 @@ TEST(HierarchicalCommunicatorTest, ReduceScatterAllGatherAndBroadcastOnEveryLayo
   for (const std::string layout : kLayouts) {
     SCOPED_TRACE(layout);
     const int world = static_cast<int>(layout.size());
-    EXPECT_TRUE(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
+    ExpectOk(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
                   const size_t chunk = 1001;
                   std::vector<float> data(world * chunk), out(chunk);
                   for (size_t i = 0; i < data.size(); ++i) data[i] = Value(rank, i);
@@ -159,7 +169,7 @@ TEST(HierarchicalCommunicatorTest, ReduceScatterAllGatherAndBroadcastOnEveryLayo
                                            absl::StrCat("broadcast from ", root, " gave ", b.front())));
                   }
                   return c.Barrier(Options(99));
-                }).ok());
+                }));
   }
 }
 
@@ -167,7 +177,7 @@ TEST(HierarchicalCommunicatorTest, PointToPointBetweenEveryPairAndMixedRingShift
   for (const std::string layout : {"AABB", "ABAB", "AAAB", "ABCD"}) {
     SCOPED_TRACE(layout);
     const int world = static_cast<int>(layout.size());
-    EXPECT_TRUE(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
+    ExpectOk(OnHosts(layout, [&](int rank, Communicator& c) -> absl::Status {
                   // Every ordered pair, one at a time (tags keep them apart).
                   for (int from = 0; from < world; ++from) {
                     for (int to = 0; to < world; ++to) {
@@ -192,18 +202,18 @@ TEST(HierarchicalCommunicatorTest, PointToPointBetweenEveryPairAndMixedRingShift
                                            absl::StrCat("shift by ", d, " gave ", recv.back())));
                   }
                   return absl::OkStatus();
-                }).ok());
+                }));
   }
 }
 
 TEST(HierarchicalCommunicatorTest, TheBackendNamesItsLayout) {
-  EXPECT_TRUE(OnHosts("AABB", [](int, Communicator& c) -> absl::Status {
+  ExpectOk(OnHosts("AABB", [](int, Communicator& c) -> absl::Status {
                 return Expect(c.backend() == "hierarchical(shm within hosts, gloo/tcp across; 2 hosts: 0,1 | 2,3)",
                               c.backend());
-              }).ok());
-  EXPECT_TRUE(OnHosts("AAA", [](int, Communicator& c) -> absl::Status {
+              }));
+  ExpectOk(OnHosts("AAA", [](int, Communicator& c) -> absl::Status {
                 return Expect(c.backend() == "hierarchical(shm within hosts; 1 host: 0,1,2)", c.backend());
-              }).ok());
+              }));
 }
 
 TEST(HierarchicalCommunicatorTest, AMissingRankTimesOutNamingTheStage) {

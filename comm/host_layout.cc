@@ -36,8 +36,10 @@ std::string HostKey(const EnvGetter& env) {
   }
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
+  // The user too: segments are created owner-only (0600).
   return absl::StrCat(name, " boot ", FirstLine("/proc/sys/kernel/random/boot_id"), " shm ",
-                      DeviceAndInode("/dev/shm"), " net ", DeviceAndInode("/proc/self/ns/net"));
+                      DeviceAndInode("/dev/shm"), " net ", DeviceAndInode("/proc/self/ns/net"), " uid ",
+                      ::geteuid());
 }
 
 HostLayout HostLayout::FromKeys(const std::vector<std::string>& key_of_rank) {

@@ -15,9 +15,10 @@ namespace nereid {
 
 // NEREID_HOST_ID when set (an operator's or a test's override; ranks with the
 // same id must share /dev/shm). Otherwise the machine's hostname and boot id,
-// /dev/shm's device and inode, and the network namespace: ranks in separate
-// containers with their own /dev/shm, or in separate network namespaces
-// (bench/netem/cluster.sh's emulated machines), count as separate hosts.
+// /dev/shm's device and inode, the network namespace and the effective user:
+// ranks in separate containers with their own /dev/shm, in separate network
+// namespaces (bench/netem/cluster.sh's emulated machines) or of different
+// users (who cannot open each other's segments) count as separate hosts.
 std::string HostKey(const EnvGetter& env);
 
 // The ranks grouped by host key: hosts in the order of their lowest rank,

@@ -59,7 +59,8 @@ struct OpenedStore {
   std::unique_ptr<RunStore> run;
 };
 
-// `rank` 0 serves a TCP store; every rank connects to it, waiting up to
+// `rank` 0 serves a TCP store (unless the world's does: a group's spec);
+// every rank connects to it, waiting up to
 // `timeout` for the server.
 absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec, int rank, std::chrono::milliseconds timeout) {
   OpenedStore store;
@@ -79,7 +80,7 @@ absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec, int rank, std::chro
       store.base = std::move(file);
     }));
   } else if (spec.kind == RendezvousSpec::Kind::kTcp) {
-    if (rank == 0) RETURN_IF_ERROR(ServeTcpStore(spec.host, spec.port));
+    if (rank == 0 && spec.rank0_serves) RETURN_IF_ERROR(ServeTcpStore(spec.host, spec.port));
     absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(spec.host, spec.port, timeout);
     if (!client.ok()) return absl::Status(client.status().code(), absl::StrCat(where, ": ", client.status().message()));
     TcpStoreClient* raw = client->get();

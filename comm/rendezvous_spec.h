@@ -33,6 +33,10 @@ struct RendezvousSpec {
   std::string host;  // kRedis, kTcp
   int port = 6379;   // kRedis, kTcp
   std::string run_id = "default";
+  // tcp:// only: whether the spec's rank 0 starts the server. A group's spec
+  // (communicator_factory.h) says no: its rank 0 may be on any machine, and
+  // the world's rank 0 serves the store for the life of its process.
+  bool rank0_serves = true;
 
   // "file:/tmp/x", "redis://host:6379" or "tcp://host:29500", without the run id.
   std::string ToString() const;

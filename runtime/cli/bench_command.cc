@@ -164,6 +164,14 @@ int Bench(const std::vector<std::string>& args) {
   }
   options.rounds = static_cast<int>(std::max<int64_t>(1, *rounds));
   const std::string also_label = flags.Has("shm") ? "shm" : flags.String("also", "");
+  if (flags.Has("shm") && flags.Has("also") && flags.String("also") != "shm") {
+    std::fprintf(stderr, "error: --shm means --also shm; give one of them\n");
+    return kExitUsage;
+  }
+  if (compress && !also_label.empty()) {
+    std::fprintf(stderr, "error: --also and --shm time allreduce: they are for `nereid bench allreduce`\n");
+    return kExitUsage;
+  }
   if (!also_label.empty() && !CommunicatorRegistry::Global().Find(also_label)) {
     std::fprintf(stderr, "error: --also: unknown communicator backend '%s' (registered: %s)\n", also_label.c_str(),
                  absl::StrJoin(CommunicatorRegistry::Global().Names(), ", ").c_str());

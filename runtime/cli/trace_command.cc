@@ -1,7 +1,9 @@
 // nereid trace: what the per-rank traces of a run (`nereid run --trace`) say
 // together. `summary` prints a row per rank: steps, the median step, and per
-// step the time in node kernels, collectives, reorder waits and transfers in
-// flight; `merge` writes one file with a track group per rank, on one clock.
+// step where it went (runtime/trace_breakdown.h): computing, the compute that
+// communication took, idle, the collective thread's work, transfers in
+// flight, reorder waits; `merge` writes one file with a track group per rank,
+// on one clock.
 
 #include <algorithm>
 #include <cstdio>
@@ -15,8 +17,10 @@
 #include "absl/strings/str_format.h"
 #include "core/file_io.h"
 #include "core/json.h"
+#include "ops/op_registry.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
+#include "runtime/trace_breakdown.h"
 
 namespace nereid {
 namespace {
@@ -24,9 +28,11 @@ namespace {
 Flags TraceFlags() {
   Flags f("nereid trace summary TRACE...\n       nereid trace merge TRACE... -o OUT",
           "Reads the traces `nereid run --trace PATH` wrote (one per rank: PATH.rank<r>.json).\n"
-          "summary: a row per rank: steps, the median step, and per step the time spent in\n"
-          "  node kernels (all threads), in collectives, waiting to issue a bucket in order,\n"
-          "  and with transfers in flight (asynchronous nodes pending), and in evaluation.\n"
+          "summary: a row per rank: steps, the median step, and per step: compute (wall time with\n"
+          "  a kernel computing), slowed (compute beyond each node's own median when no\n"
+          "  communication ran: what communication's CPU took from it), idle (the rest of the\n"
+          "  step), the collective thread's work, transfers in flight, waits to issue a bucket\n"
+          "  in order; and the time in evaluation.\n"
           "merge: one Chrome trace-event file holding every rank (a process per rank), each\n"
           "  shifted onto the earliest file's clock (the ranks of one run share one already).");
   f.Value("o,output", "OUT", "merge: the file to write");
@@ -66,51 +72,48 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   return t;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+// Nodes of ops that talk to other ranks (collectives, point-to-point
+// transfers) wait for their peers: not compute.
+bool IsCommunicationOp(const std::string& category) {
+  const OpDef* def = OpRegistry::Global().Find(category);
+  return def != nullptr && (def->collective || def->FindAttr("peer") != nullptr);
+}
+
+std::vector<TraceEvent> Events(const Trace& t) {
+  std::vector<TraceEvent> events;
+  for (const nlohmann::json& e : t.events) {
+    if (!e.is_object()) continue;
+    const std::string ph = e.value("ph", "");
+    if (ph != "X" && ph != "b" && ph != "e") continue;
+    TraceEvent event;
+    event.phase = ph[0];
+    event.category = e.value("cat", "");
+    event.name = e.value("name", "");
+    event.ts_us = e.value("ts", 0.0);
+    event.dur_us = e.value("dur", 0.0);
+    event.id = e.value("id", int64_t{0});
+    events.push_back(std::move(event));
+  }
+  return events;
 }
 
 int Summary(const std::vector<Trace>& traces) {
-  std::printf("%-6s %7s %12s %14s %15s %13s %16s %9s\n", "rank", "steps", "step ms", "kernels ms/st",
-              "collect. ms/st", "reorder ms/st", "in flight ms/st", "eval s");
+  std::printf("%-5s %6s %9s %11s %10s %8s %9s %10s %10s %8s\n", "rank", "steps", "step ms", "compute ms",
+              "slowed ms", "idle ms", "comm ms", "flight ms", "reorder ms", "eval s");
+  double coverage = 1;
   for (const Trace& t : traces) {
-    std::vector<double> steps;  // ms
-    double kernels = 0, collectives = 0, reorder = 0, in_flight = 0, eval = 0;  // us
-    std::map<std::pair<std::string, int64_t>, double> open;  // async begin by (category, id)
-    for (const nlohmann::json& e : t.events) {
-      if (!e.is_object()) continue;
-      const std::string ph = e.value("ph", ""), cat = e.value("cat", "");
-      const double ts = e.value("ts", 0.0), dur = e.value("dur", 0.0);
-      if (ph == "X") {
-        if (cat == "step") {
-          steps.push_back(dur / 1000);
-        } else if (cat == "comm") {
-          collectives += dur;
-        } else if (cat == "wait") {
-          reorder += dur;
-        } else if (cat == "eval") {
-          eval += dur;
-        } else if (cat != "epoch" && cat != "trace") {
-          kernels += dur;  // a node's span; its category is its op
-        }
-      } else if (ph == "b") {
-        open[{cat, e.value("id", int64_t{0})}] = ts;
-      } else if (ph == "e") {
-        auto it = open.find({cat, e.value("id", int64_t{0})});
-        if (it == open.end()) continue;
-        const double d = ts - it->second;
-        open.erase(it);
-        if (cat == "step") steps.push_back(d / 1000);
-        if (cat == "wait") in_flight += d;
-      }
-    }
-    const double n = std::max<double>(1, static_cast<double>(steps.size()));
-    std::printf("%-6lld %7zu %12.3f %14.3f %15.3f %13.3f %16.3f %9.2f\n", static_cast<long long>(t.rank),
-                steps.size(), Median(steps), kernels / 1000 / n, collectives / 1000 / n, reorder / 1000 / n,
-                in_flight / 1000 / n, eval / 1e6);
+    const StepBreakdown b = BreakDownSteps(Events(t), IsCommunicationOp);
+    coverage = std::min(coverage, b.coverage);
+    std::printf("%-5lld %6lld %9.3f %11.3f %10.3f %8.3f %9.3f %10.3f %10.3f %8.2f\n", static_cast<long long>(t.rank),
+                static_cast<long long>(b.steps), b.step_ms, b.compute_ms, b.slowed_ms, b.idle_ms,
+                b.communication_ms, b.in_flight_ms, b.reorder_ms, b.eval_seconds);
   }
+  std::printf(
+      "(per step, means over the steps after the first; compute: wall time with a kernel computing; slowed: its part\n"
+      "beyond each node's median when no communication ran (the compute communication's CPU took;\n"
+      "%.0f%% of the overlapped kernel time had such a run to compare with); idle: step - compute;\n"
+      "comm: the collective thread's work; flight: transfers pending, summed over transfers)\n",
+      coverage * 100);
   return kExitOk;
 }
 

@@ -139,19 +139,23 @@ for r in 0 1; do wait "${pids[$r]}" || fail "torchrun-style rank $r exited non-z
 kill "$agent" 2>/dev/null
 grep -q '"workers": *2' "$tmp/torchrun0.json" || fail "the torchrun-style run did not train as 2 workers: $(cat "$tmp/torchrun0.json")"
 # Two "machines" on loopback, each a local launcher of 2 workers: ranks 0-1
-# and 2-3 of one 4-worker run meeting at node 0's TCP store.
+# and 2-3 of one 4-worker run meeting at node 0's TCP store. Named as two
+# hosts, auto picks the hierarchical transport: each machine's pair through
+# shared memory, its first rank (node 1's is not the store's rank 0) over TCP.
 expect 2 "every machine needs the same --rendezvous" "$nereid" run $model --nnodes 2 --node-rank 0 --workers 2
 expect 2 "--node-rank in [0, nnodes)" "$nereid" run $model --nnodes 2 --node-rank 2 --rendezvous tcp://127.0.0.1:1
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 pids=()
 for k in 0 1; do
-  timeout 120 "$nereid" run $model --dataset synthetic --max-steps 5 --test-limit 64 --quiet --comm-timeout 30 \
-    --nnodes 2 --node-rank $k --workers 2 --threads 1 --rendezvous "tcp://127.0.0.1:$port" \
+  NEREID_HOST_ID=node$k timeout 120 "$nereid" run $model --dataset synthetic --max-steps 5 --test-limit 64 --quiet \
+    --comm-timeout 30 --nnodes 2 --node-rank $k --workers 2 --threads 1 --rendezvous "tcp://127.0.0.1:$port" \
+    --transport auto \
     --metrics-json "$tmp/node$k.json" > "$tmp/node$k.log" 2>&1 &
   pids+=($!)
 done
 for k in 0 1; do wait "${pids[$k]}" || fail "node $k exited non-zero: $(cat "$tmp/node$k.log")"; done
 grep -q '"workers": *4' "$tmp/node0.json" || fail "the two launchers did not train as 4 workers: $(cat "$tmp/node0.json")"
+grep -q '"transport": *"hierarchical"' "$tmp/node0.json" || fail "auto across machines: $(cat "$tmp/node0.json")"
 [ ! -e "$tmp/node1.json" ] || fail "node 1 wrote rank 0's metrics"
 # The standardisation is explicit and reported.
 expect 0 "1 epochs" "$nereid" run $model --dataset synthetic --max-steps 1 --test-limit 32 --threads 1 \

@@ -1,0 +1,154 @@
+#include "runtime/trace_breakdown.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace nereid {
+namespace {
+
+using Interval = std::pair<double, double>;  // [start, end) in us
+
+// Sorted, disjoint, covering the same time as `spans`.
+std::vector<Interval> Merge(std::vector<Interval> spans) {
+  std::sort(spans.begin(), spans.end());
+  std::vector<Interval> merged;
+  for (const Interval& s : spans) {
+    if (s.second <= s.first) continue;
+    if (!merged.empty() && s.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, s.second);
+    } else {
+      merged.push_back(s);
+    }
+  }
+  return merged;
+}
+
+double Length(const std::vector<Interval>& merged) {
+  double total = 0;
+  for (const Interval& s : merged) total += s.second - s.first;
+  return total;
+}
+
+// Whether [start, end) meets any interval of `merged`.
+bool Overlaps(const std::vector<Interval>& merged, double start, double end) {
+  auto it = std::upper_bound(merged.begin(), merged.end(), Interval{start, start},
+                             [](const Interval& a, const Interval& b) { return a.second < b.second; });
+  // `it` is the first interval ending after `start` (or one ending at it).
+  for (; it != merged.end() && it->first < end; ++it) {
+    if (it->second > start) return true;
+  }
+  return false;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
+                             const std::function<bool(const std::string& category)>& is_communication_op,
+                             int skip_steps) {
+  // The steps first: what ends with the skipped ones is left out.
+  std::vector<Interval> steps;
+  std::map<std::pair<std::string, int64_t>, double> open;  // async begins by (category, id)
+  for (const TraceEvent& e : events) {
+    if (e.category != "step") continue;
+    if (e.phase == 'X') steps.push_back({e.ts_us, e.ts_us + e.dur_us});
+    if (e.phase == 'b') open[{e.category, e.id}] = e.ts_us;
+    if (e.phase == 'e') {
+      auto it = open.find({e.category, e.id});
+      if (it == open.end()) continue;
+      steps.push_back({it->second, e.ts_us});
+      open.erase(it);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  const size_t skipped = std::min(steps.size(), static_cast<size_t>(std::max(0, skip_steps)));
+  const double cutoff = skipped > 0 ? steps[skipped - 1].second : -1e300;
+  std::vector<double> steps_us;
+  for (size_t i = skipped; i < steps.size(); ++i) steps_us.push_back(steps[i].second - steps[i].first);
+
+  std::vector<Interval> compute, active;  // active: communication running
+  std::vector<const TraceEvent*> kernels;
+  double communication = 0, in_flight = 0, reorder = 0, eval = 0;
+  open.clear();
+  for (const TraceEvent& e : events) {
+    const std::string& cat = e.category;
+    if (cat == "step") continue;
+    if (e.phase == 'X') {
+      if (cat == "eval") {
+        eval += e.dur_us;
+        continue;
+      }
+      if (e.ts_us < cutoff) continue;
+      const Interval span{e.ts_us, e.ts_us + e.dur_us};
+      if (cat == "comm") {
+        communication += e.dur_us;
+        active.push_back(span);
+      } else if (cat == "wait") {
+        reorder += e.dur_us;
+      } else if (cat != "epoch" && cat != "trace" && !is_communication_op(cat)) {
+        compute.push_back(span);
+        kernels.push_back(&e);
+      }
+    } else if (e.phase == 'b') {
+      open[{cat, e.id}] = e.ts_us;
+    } else if (e.phase == 'e') {
+      auto it = open.find({cat, e.id});
+      if (it == open.end()) continue;
+      const Interval span{it->second, e.ts_us};
+      open.erase(it);
+      if (cat == "wait" && span.first >= cutoff) {
+        in_flight += span.second - span.first;
+        active.push_back(span);
+      }
+    }
+  }
+  const std::vector<Interval> busy = Merge(std::move(compute));
+  const std::vector<Interval> communicating = Merge(std::move(active));
+
+  // Each node's quiet runs, then the excess of its overlapped ones.
+  std::map<std::string, std::vector<double>> quiet;
+  std::vector<const TraceEvent*> overlapped;
+  for (const TraceEvent* k : kernels) {
+    if (Overlaps(communicating, k->ts_us, k->ts_us + k->dur_us)) {
+      overlapped.push_back(k);
+    } else {
+      quiet[k->name].push_back(k->dur_us);
+    }
+  }
+  std::map<std::string, double> baseline;
+  for (auto& [name, durations] : quiet) baseline[name] = Median(std::move(durations));
+  double slowed = 0, compared = 0, overlapped_total = 0;
+  for (const TraceEvent* k : overlapped) {
+    overlapped_total += k->dur_us;
+    auto it = baseline.find(k->name);
+    if (it == baseline.end()) continue;
+    compared += k->dur_us;
+    slowed += std::max(0.0, k->dur_us - it->second);
+  }
+
+  StepBreakdown b;
+  b.steps = static_cast<int64_t>(steps.size());
+  b.measured_steps = static_cast<int64_t>(steps_us.size());
+  b.median_step_ms = Median(steps_us) / 1000;
+  const double n = std::max<double>(1, static_cast<double>(steps_us.size())) * 1000;  // us -> ms per step
+  double step_total = 0;
+  for (double s : steps_us) step_total += s;
+  b.step_ms = step_total / n;
+  b.compute_ms = Length(busy) / n;
+  b.slowed_ms = slowed / n;
+  b.idle_ms = std::max(0.0, step_total - Length(busy)) / n;
+  b.communication_ms = communication / n;
+  b.in_flight_ms = in_flight / n;
+  b.reorder_ms = reorder / n;
+  b.coverage = overlapped_total > 0 ? compared / overlapped_total : 1;
+  b.eval_seconds = eval / 1e6;
+  return b;
+}
+
+}  // namespace nereid

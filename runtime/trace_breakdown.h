@@ -1,0 +1,65 @@
+#ifndef NEREID_RUNTIME_TRACE_BREAKDOWN_H_
+#define NEREID_RUNTIME_TRACE_BREAKDOWN_H_
+
+// Where one rank's steps went, from its trace (`nereid run --trace`,
+// core/trace.h): the time computing, the compute that communication took
+// (kernels slowed while transfers ran on the same cores), and the waiting.
+//
+// The trace's spans, by category:
+//   "step"            a training step (X, or a b/e pair)
+//   "comm"            the collective thread moving a bucket (X)
+//   "wait"            X: a bucket waiting for its turn to be issued (reorder);
+//                     b/e: a transfer in flight (issued, not yet done)
+//   "eval"            evaluation (X)
+//   "epoch", "trace"  bookkeeping, ignored
+//   anything else     a node's kernel (X), the category its op; ops that
+//                     communicate (`is_communication_op`) are not compute.
+//
+// Compute is the wall time with at least one compute kernel running (the
+// union over threads); idle is the rest of the step. "Slowed" compares each
+// compute kernel that ran while communication was active (a "comm" span or
+// a transfer in flight) with the median of the same node's runs while none
+// was: the excess is compute that communication's CPU (the transport's
+// threads, the kernel's network stack, the codecs) took from the step. A
+// node that never ran quietly has nothing to compare with; `coverage` says
+// what share of the overlapped compute had a baseline.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace nereid {
+
+struct TraceEvent {
+  char phase = 'X';  // 'X' (complete), 'b' / 'e' (async begin / end)
+  std::string category, name;
+  double ts_us = 0, dur_us = 0;  // dur for 'X' only
+  int64_t id = 0;                // pairs 'b' with 'e' (within a category)
+};
+
+struct StepBreakdown {
+  int64_t steps = 0;           // in the trace
+  int64_t measured_steps = 0;  // after the skipped ones
+  double median_step_ms = 0;
+  // Means per measured step, in milliseconds.
+  double step_ms = 0;
+  double compute_ms = 0;        // wall time with a compute kernel running
+  double slowed_ms = 0;         // part of compute_ms: the excess under communication
+  double idle_ms = 0;           // step_ms - compute_ms
+  double communication_ms = 0;  // the collective thread's "comm" spans
+  double in_flight_ms = 0;      // transfers pending (sum over transfers)
+  double reorder_ms = 0;
+  double coverage = 1;  // share of overlapped compute time with a quiet baseline
+  double eval_seconds = 0;
+};
+
+// The first `skip_steps` steps (start-up: connecting, first touches of
+// memory) are left out, with every span that starts before they end.
+StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
+                             const std::function<bool(const std::string& category)>& is_communication_op,
+                             int skip_steps = 1);
+
+}  // namespace nereid
+
+#endif  // NEREID_RUNTIME_TRACE_BREAKDOWN_H_
