@@ -47,12 +47,16 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-}  // namespace
+// The steps of a trace and the measured window: from the first measured
+// step's start to the last step's end. Pipelined steps overlap, so the
+// window over the steps, not their spans, is the time per iteration.
+struct StepWindow {
+  size_t steps = 0;
+  std::vector<double> measured_us;  // the measured steps' spans
+  double start = 0, end = 0;
+};
 
-StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
-                             const std::function<bool(const std::string& category)>& is_communication_op,
-                             int skip_steps) {
-  // The steps first: what ends with the skipped ones is left out.
+StepWindow FindSteps(const std::vector<TraceEvent>& events, int skip_steps) {
   std::vector<Interval> steps;
   std::map<std::pair<std::string, int64_t>, double> open;  // async begins by (category, id)
   for (const TraceEvent& e : events) {
@@ -67,15 +71,34 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
     }
   }
   std::sort(steps.begin(), steps.end());
+  StepWindow w;
+  w.steps = steps.size();
   const size_t skipped = std::min(steps.size(), static_cast<size_t>(std::max(0, skip_steps)));
-  const double cutoff = skipped > 0 ? steps[skipped - 1].second : -1e300;
-  std::vector<double> steps_us;
-  for (size_t i = skipped; i < steps.size(); ++i) steps_us.push_back(steps[i].second - steps[i].first);
+  for (size_t i = skipped; i < steps.size(); ++i) {
+    w.measured_us.push_back(steps[i].second - steps[i].first);
+    w.end = std::max(w.end, steps[i].second);
+  }
+  if (skipped < steps.size()) w.start = steps[skipped].first;
+  return w;
+}
 
+// Spans that are not a node's compute.
+bool Bookkeeping(const std::string& cat) {
+  return cat == "step" || cat == "comm" || cat == "wait" || cat == "eval" || cat == "epoch" || cat == "trace";
+}
+
+}  // namespace
+
+StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
+                             const std::function<bool(const std::string& category)>& is_communication_op,
+                             int skip_steps, const std::map<std::string, double>* reference) {
+  const StepWindow w = FindSteps(events, skip_steps);
+  const double cutoff = w.start, last_end = w.end;
+  const std::vector<double>& steps_us = w.measured_us;
+  std::map<std::pair<std::string, int64_t>, double> open;  // async begins by (category, id)
   std::vector<Interval> compute, active;  // active: communication running
   std::vector<const TraceEvent*> kernels;
   double communication = 0, in_flight = 0, reorder = 0, eval = 0;
-  open.clear();
   for (const TraceEvent& e : events) {
     const std::string& cat = e.category;
     if (cat == "step") continue;
@@ -84,7 +107,7 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
         eval += e.dur_us;
         continue;
       }
-      if (e.ts_us < cutoff) continue;
+      if (e.ts_us < cutoff || e.ts_us >= last_end) continue;
       const Interval span{e.ts_us, e.ts_us + e.dur_us};
       if (cat == "comm") {
         communication += e.dur_us;
@@ -102,7 +125,7 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
       if (it == open.end()) continue;
       const Interval span{it->second, e.ts_us};
       open.erase(it);
-      if (cat == "wait" && span.first >= cutoff) {
+      if (cat == "wait" && span.first >= cutoff && span.first < last_end) {
         in_flight += span.second - span.first;
         active.push_back(span);
       }
@@ -111,17 +134,19 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
   const std::vector<Interval> busy = Merge(std::move(compute));
   const std::vector<Interval> communicating = Merge(std::move(active));
 
-  // Each node's quiet runs, then the excess of its overlapped ones.
+  // Each node's quiet runs (or the reference), then the excess of its
+  // overlapped ones (with a reference: of all).
   std::map<std::string, std::vector<double>> quiet;
   std::vector<const TraceEvent*> overlapped;
   for (const TraceEvent* k : kernels) {
-    if (Overlaps(communicating, k->ts_us, k->ts_us + k->dur_us)) {
+    if (reference != nullptr || Overlaps(communicating, k->ts_us, k->ts_us + k->dur_us)) {
       overlapped.push_back(k);
     } else {
       quiet[k->name].push_back(k->dur_us);
     }
   }
   std::map<std::string, double> baseline;
+  if (reference != nullptr) baseline = *reference;
   for (auto& [name, durations] : quiet) baseline[name] = Median(std::move(durations));
   double slowed = 0, compared = 0, overlapped_total = 0;
   for (const TraceEvent* k : overlapped) {
@@ -133,22 +158,36 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
   }
 
   StepBreakdown b;
-  b.steps = static_cast<int64_t>(steps.size());
+  b.steps = static_cast<int64_t>(w.steps);
   b.measured_steps = static_cast<int64_t>(steps_us.size());
   b.median_step_ms = Median(steps_us) / 1000;
   const double n = std::max<double>(1, static_cast<double>(steps_us.size())) * 1000;  // us -> ms per step
-  double step_total = 0;
-  for (double s : steps_us) step_total += s;
-  b.step_ms = step_total / n;
+  const double window = steps_us.empty() ? 0 : last_end - cutoff;
+  b.iteration_ms = window / n;
   b.compute_ms = Length(busy) / n;
   b.slowed_ms = slowed / n;
-  b.idle_ms = std::max(0.0, step_total - Length(busy)) / n;
+  b.idle_ms = std::max(0.0, window - Length(busy)) / n;
   b.communication_ms = communication / n;
   b.in_flight_ms = in_flight / n;
   b.reorder_ms = reorder / n;
   b.coverage = overlapped_total > 0 ? compared / overlapped_total : 1;
   b.eval_seconds = eval / 1e6;
   return b;
+}
+
+std::map<std::string, double> NodeMedians(const std::vector<TraceEvent>& events,
+                                          const std::function<bool(const std::string& category)>& is_communication_op,
+                                          int skip_steps) {
+  const StepWindow w = FindSteps(events, skip_steps);
+  std::map<std::string, std::vector<double>> runs;
+  for (const TraceEvent& e : events) {
+    if (e.phase != 'X' || e.ts_us < w.start || e.ts_us >= w.end) continue;
+    if (Bookkeeping(e.category) || is_communication_op(e.category)) continue;
+    runs[e.name].push_back(e.dur_us);
+  }
+  std::map<std::string, double> medians;
+  for (auto& [name, durations] : runs) medians[name] = Median(std::move(durations));
+  return medians;
 }
 
 }  // namespace nereid

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,11 +43,13 @@ struct StepBreakdown {
   int64_t steps = 0;           // in the trace
   int64_t measured_steps = 0;  // after the skipped ones
   double median_step_ms = 0;
-  // Means per measured step, in milliseconds.
-  double step_ms = 0;
+  // Means per measured step, in milliseconds. An iteration: the time from
+  // the first measured step's start to the last step's end, over the
+  // measured steps (pipelined steps overlap: their spans are longer).
+  double iteration_ms = 0;
   double compute_ms = 0;        // wall time with a compute kernel running
   double slowed_ms = 0;         // part of compute_ms: the excess under communication
-  double idle_ms = 0;           // step_ms - compute_ms
+  double idle_ms = 0;           // iteration_ms - compute_ms
   double communication_ms = 0;  // the collective thread's "comm" spans
   double in_flight_ms = 0;      // transfers pending (sum over transfers)
   double reorder_ms = 0;
@@ -56,9 +59,21 @@ struct StepBreakdown {
 
 // The first `skip_steps` steps (start-up: connecting, first touches of
 // memory) are left out, with every span that starts before they end.
+//
+// With `reference` (node name -> its median kernel time in microseconds,
+// from another run: NodeMedians of a one-worker trace, what `nereid model`
+// takes as compute), every compute kernel is compared with the reference,
+// not only those under communication: the slowdown from everything this run
+// adds (communication's CPU, other ranks on the same cores).
 StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
                              const std::function<bool(const std::string& category)>& is_communication_op,
-                             int skip_steps = 1);
+                             int skip_steps = 1, const std::map<std::string, double>* reference = nullptr);
+
+// Each compute node's median kernel time (us) over the steps after the
+// first `skip_steps`: a reference for BreakDownSteps.
+std::map<std::string, double> NodeMedians(const std::vector<TraceEvent>& events,
+                                          const std::function<bool(const std::string& category)>& is_communication_op,
+                                          int skip_steps = 1);
 
 }  // namespace nereid
 

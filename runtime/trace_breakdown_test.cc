@@ -1,5 +1,6 @@
 #include "runtime/trace_breakdown.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,7 @@ TEST(TraceBreakdownTest, SplitsStepsIntoComputeSlowedAndIdle) {
   const StepBreakdown b = BreakDownSteps(TwoSteps(), AllReduceIsCommunication, /*skip_steps=*/0);
   EXPECT_EQ(b.steps, 2);
   EXPECT_DOUBLE_EQ(b.median_step_ms, 1.0);
-  EXPECT_DOUBLE_EQ(b.step_ms, 1.0);
+  EXPECT_DOUBLE_EQ(b.iteration_ms, 1.0);
   // Compute wall time: 100 (mm, relu inside it) + 160 + 40, over 2 steps.
   EXPECT_DOUBLE_EQ(b.compute_ms, 0.150);
   EXPECT_DOUBLE_EQ(b.idle_ms, 0.850);
@@ -81,12 +82,38 @@ TEST(TraceBreakdownTest, SkippedStepsAndWhatStartsInThemAreLeftOut) {
   const StepBreakdown b = BreakDownSteps(TwoSteps(), AllReduceIsCommunication, /*skip_steps=*/1);
   EXPECT_EQ(b.steps, 2);
   EXPECT_EQ(b.measured_steps, 1);
+  EXPECT_DOUBLE_EQ(b.iteration_ms, 1.0);
   EXPECT_DOUBLE_EQ(b.compute_ms, 0.200);  // 160 + 40 in step 1
   EXPECT_DOUBLE_EQ(b.idle_ms, 0.800);
   EXPECT_DOUBLE_EQ(b.slowed_ms, 0);       // mm's quiet run was in the skipped step
   EXPECT_DOUBLE_EQ(b.coverage, 0);
   EXPECT_DOUBLE_EQ(b.in_flight_ms, 0.600);
   EXPECT_DOUBLE_EQ(b.eval_seconds, 0.5);  // evaluation counts wherever it ran
+}
+
+// Pipelined steps overlap: each span is 1.5 iterations long, the window 3.
+TEST(TraceBreakdownTest, OverlappingStepsCountTheWindowNotTheirSpans) {
+  std::vector<TraceEvent> events = {Span("step", "0", 0, 150), Span("step", "1", 100, 150),
+                                    Span("step", "2", 200, 150), Span("MatMul", "mm", 120, 50)};
+  const StepBreakdown b = BreakDownSteps(events, AllReduceIsCommunication, 1);
+  EXPECT_DOUBLE_EQ(b.iteration_ms, 0.125);  // 100..350 over 2 steps
+  EXPECT_DOUBLE_EQ(b.median_step_ms, 0.150);
+  EXPECT_DOUBLE_EQ(b.compute_ms, 0.025);
+  EXPECT_DOUBLE_EQ(b.idle_ms, 0.100);
+}
+
+// Against a reference run every kernel counts, overlapped or not: "mm"
+// ran 100 and 160 us against a reference of 80 (20 + 80 slowed), "relu"
+// 50 against 50, "tail" has no reference.
+TEST(TraceBreakdownTest, AReferenceRunComparesEveryKernel) {
+  std::vector<TraceEvent> one_worker = {Span("step", "0", 0, 500),   Span("MatMul", "mm", 0, 300),
+                                        Span("step", "1", 500, 500), Span("MatMul", "mm", 510, 80),
+                                        Span("Relu", "relu", 600, 50), Span("AllReduce", "bucket", 700, 10)};
+  const std::map<std::string, double> medians = NodeMedians(one_worker, AllReduceIsCommunication, 1);
+  EXPECT_EQ(medians, (std::map<std::string, double>{{"mm", 80}, {"relu", 50}}));
+  const StepBreakdown b = BreakDownSteps(TwoSteps(), AllReduceIsCommunication, 0, &medians);
+  EXPECT_DOUBLE_EQ(b.slowed_ms, 0.050);  // (20 + 80) us over 2 steps
+  EXPECT_DOUBLE_EQ(b.coverage, 310.0 / 350.0);
 }
 
 TEST(TraceBreakdownTest, AnEmptyTraceHasNoSteps) {

@@ -36,6 +36,11 @@ Flags TraceFlags() {
           "merge: one Chrome trace-event file holding every rank (a process per rank), each\n"
           "  shifted onto the earliest file's clock (the ranks of one run share one already).");
   f.Value("o,output", "OUT", "merge: the file to write");
+  f.Value("reference", "TRACE",
+          "summary: a one-worker trace of the same model and batch (`nereid run --trace`):\n"
+          "slowed then compares every kernel with that run's median for its node, so it\n"
+          "counts all the compute this run lost (communication's CPU, other ranks on the\n"
+          "same cores) against the compute `nereid model` assumes");
   return f;
 }
 
@@ -97,22 +102,28 @@ std::vector<TraceEvent> Events(const Trace& t) {
   return events;
 }
 
-int Summary(const std::vector<Trace>& traces) {
-  std::printf("%-5s %6s %9s %11s %10s %8s %9s %10s %10s %8s\n", "rank", "steps", "step ms", "compute ms",
+int Summary(const std::vector<Trace>& traces, const Trace* reference) {
+  std::map<std::string, double> medians;
+  if (reference != nullptr) medians = NodeMedians(Events(*reference), IsCommunicationOp);
+  std::printf("%-5s %6s %9s %11s %10s %8s %9s %10s %10s %8s\n", "rank", "steps", "iter. ms", "compute ms",
               "slowed ms", "idle ms", "comm ms", "flight ms", "reorder ms", "eval s");
   double coverage = 1;
   for (const Trace& t : traces) {
-    const StepBreakdown b = BreakDownSteps(Events(t), IsCommunicationOp);
+    const StepBreakdown b =
+        BreakDownSteps(Events(t), IsCommunicationOp, 1, reference != nullptr ? &medians : nullptr);
     coverage = std::min(coverage, b.coverage);
     std::printf("%-5lld %6lld %9.3f %11.3f %10.3f %8.3f %9.3f %10.3f %10.3f %8.2f\n", static_cast<long long>(t.rank),
-                static_cast<long long>(b.steps), b.step_ms, b.compute_ms, b.slowed_ms, b.idle_ms,
+                static_cast<long long>(b.steps), b.iteration_ms, b.compute_ms, b.slowed_ms, b.idle_ms,
                 b.communication_ms, b.in_flight_ms, b.reorder_ms, b.eval_seconds);
   }
   std::printf(
-      "(per step, means over the steps after the first; compute: wall time with a kernel computing; slowed: its part\n"
-      "beyond each node's median when no communication ran (the compute communication's CPU took;\n"
-      "%.0f%% of the overlapped kernel time had such a run to compare with); idle: step - compute;\n"
+      "(per iteration, means over the steps after the first; iter.: from the first of those steps' start to\n"
+      "the last one's end, over their number (pipelined steps overlap); compute: wall time with a kernel\n"
+      "computing; slowed: its part beyond each node's median %s;\n"
+      "%.0f%% of the kernel time compared had a median to compare with); idle: iter. - compute;\n"
       "comm: the collective thread's work; flight: transfers pending, summed over transfers)\n",
+      reference != nullptr ? absl::StrCat("in ", reference->path, " (all this run's compute lost)").c_str()
+                           : "when no communication ran (the compute communication's CPU took",
       coverage * 100);
   return kExitOk;
 }
@@ -172,7 +183,14 @@ int TraceCommand(const std::vector<std::string>& args) {
     traces.push_back(std::move(*t));
   }
   std::sort(traces.begin(), traces.end(), [](const Trace& a, const Trace& b) { return a.rank < b.rank; });
-  return what == "summary" ? Summary(traces) : Merge(traces, flags.String("output"));
+  if (what != "summary") return Merge(traces, flags.String("output"));
+  if (!flags.Has("reference")) return Summary(traces, nullptr);
+  absl::StatusOr<Trace> reference = ReadTrace(flags.String("reference"));
+  if (!reference.ok()) {
+    std::fprintf(stderr, "error: --reference: %s\n", std::string(reference.status().message()).c_str());
+    return kExitFailure;
+  }
+  return Summary(traces, &*reference);
 }
 
 }  // namespace
