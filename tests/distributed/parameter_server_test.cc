@@ -222,7 +222,9 @@ TEST_F(ParameterServerTest, StaleSynchronousWorkersRunAtMostStalenessStepsAhead)
 
 // The servers' parameters and optimizer state are checkpointed (each rank
 // its own): a run stopped after epoch 1 and resumed ends where an
-// uninterrupted run ends, bit for bit.
+// uninterrupted run ends, bit for bit; and with --max-restarts a server
+// killed in the second epoch is restarted by the launcher, with every
+// worker, from the first epoch's checkpoint, with no --resume by hand.
 TEST_F(ParameterServerTest, AResumedServerRunEndsWhereAnUninterruptedOneEnds) {
   auto run = [&](int epochs, const std::string& checkpoint, const std::string& extra) {
     return Shell(absl::StrCat(kNereid, " run models/lenet_fashion.pbtxt --workers 3 --threads 1 --batch 32 ",
@@ -243,6 +245,20 @@ TEST_F(ParameterServerTest, AResumedServerRunEndsWhereAnUninterruptedOneEnds) {
   ASSERT_EQ(resumed.losses.size(), 16u);  // the second epoch's
   for (size_t i = 0; i < resumed.losses.size(); ++i) EXPECT_EQ(resumed.losses[i], whole.losses[16 + i]) << i;
   EXPECT_EQ(resumed.rank_state_bytes, whole.rank_state_bytes);
+
+  // Call 900 of the server (rank 2) falls in the second epoch's sixth step.
+  o = Shell(absl::StrCat("NEREID_FAULTS=restart=0:rank=2:kill@900 ", kNereid,
+                         " run models/lenet_fashion.pbtxt --workers 3 --threads 1 --batch 32 --dataset synthetic ",
+                         "--train-limit 1024 --test-limit 128 --quiet --comm-timeout 60 --worker-timeout 20 ",
+                         "--passes \"autodiff,sgd(lr=0.02,momentum=0.9),parameter_server(servers=1)\" --epochs 2 ",
+                         "--checkpoint ", dir_, "/killed --max-restarts 2 --metrics-json ", dir_, "/killed.json"),
+            120);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_THAT(o.output, HasSubstr("restart 1/2: rank 2 was killed by signal 9"));
+  EXPECT_THAT(o.output, HasSubstr(absl::StrCat("every worker starts again from ", dir_, "/killed/epoch-1.ckpt")));
+  const Metrics restarted = testing::ReadRunMetrics(absl::StrCat(dir_, "/killed.json"));
+  ASSERT_FALSE(whole.parameter_fingerprint.empty());
+  EXPECT_EQ(restarted.parameter_fingerprint, whole.parameter_fingerprint);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ struct RunMetrics {
   double bytes_sent_per_step = 0;
   std::vector<int64_t> rank_state_bytes;  // by rank
   std::vector<int64_t> rank_peak_tensor_bytes;
+  std::string parameter_fingerprint;
 };
 
 inline RunMetrics ReadRunMetrics(const std::string& path) {
@@ -36,6 +37,7 @@ inline RunMetrics ReadRunMetrics(const std::string& path) {
   m.bytes_sent_per_step = j["bytes_sent_per_step"].get<double>();
   m.rank_state_bytes = j["rank_state_bytes"].get<std::vector<int64_t>>();
   m.rank_peak_tensor_bytes = j["rank_peak_tensor_bytes"].get<std::vector<int64_t>>();
+  m.parameter_fingerprint = j.value("parameter_fingerprint", "");
   return m;
 }
 
