@@ -1,8 +1,16 @@
 // Max and average pooling through oneDNN; global average pooling as loops.
-// MaxPoolGrad is a loop (see why at its kernel).
+// MaxPoolGrad is a loop (see why at its kernel), and so is max pooling over
+// 2x2 windows at stride 2 (faster than oneDNN on the plain layout, and the
+// same first-largest rule as the gradient's).
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -92,9 +100,85 @@ class PoolKernel : public OpKernel {
   cpu::PrimitiveCache<std::vector<int64_t>, Primitives> cache_;
 };
 
+// 2x2 windows at stride 2 without padding (lenet's, VGG's): every input
+// element is in at most one window.
+bool Tiled2x2(const cpu::ResolvedWindow& w, const std::vector<int64_t>& ksize, int64_t in_h, int64_t in_w,
+              int64_t out_h, int64_t out_w) {
+  return ksize[0] == 2 && ksize[1] == 2 && w.strides[0] == 2 && w.strides[1] == 2 && w.pad_l[0] == 0 &&
+         w.pad_l[1] == 0 && out_h * 2 <= in_h && out_w * 2 <= in_w;
+}
+
+// One plane of Tiled2x2 max pooling: each window's first largest element
+// (MaxPoolGrad's rule), with SSE2 four windows at a time.
+void MaxPool2x2Plane(int64_t in_w, int64_t out_h, int64_t out_w, const float* x, float* y) {
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    const float* top = x + 2 * oh * in_w;
+    const float* bottom = top + in_w;
+    float* out = y + oh * out_w;
+    int64_t ow = 0;
+#if defined(__SSE2__)
+    for (; ow + 4 <= out_w; ow += 4) {
+      const int64_t c = 2 * ow;
+      const __m128 t0 = _mm_loadu_ps(top + c), t1 = _mm_loadu_ps(top + c + 4);
+      const __m128 b0 = _mm_loadu_ps(bottom + c), b1 = _mm_loadu_ps(bottom + c + 4);
+      const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m128 b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+      const __m128 d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m128 e = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+      const __m128 b_wins = _mm_cmpgt_ps(b, a);
+      const __m128 m1 = _mm_or_ps(_mm_and_ps(b_wins, b), _mm_andnot_ps(b_wins, a));
+      const __m128 d_wins = _mm_cmpgt_ps(d, m1);
+      const __m128 m2 = _mm_or_ps(_mm_and_ps(d_wins, d), _mm_andnot_ps(d_wins, m1));
+      const __m128 e_wins = _mm_cmpgt_ps(e, m2);
+      _mm_storeu_ps(out + ow, _mm_or_ps(_mm_and_ps(e_wins, e), _mm_andnot_ps(e_wins, m2)));
+    }
+#endif
+    for (; ow < out_w; ++ow) {
+      const int64_t c = 2 * ow;
+      const float a = top[c], b = top[c + 1], d = bottom[c], e = bottom[c + 1];
+      const float m1 = b > a ? b : a;
+      const float m2 = d > m1 ? d : m1;
+      out[ow] = e > m2 ? e : m2;
+    }
+  }
+}
+
+// Tiled2x2 windows as the loop above (on lenet's first layer, batch 256:
+// about twice oneDNN's speed on the plain layout); other windows by oneDNN.
 class MaxPoolKernel : public PoolKernel {
  public:
   MaxPoolKernel() : PoolKernel(dnnl::algorithm::pooling_max, PoolPass::kForward) {}
+
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    ReadPoolAttrs(attrs, &window_, &ksize_);
+    return PoolKernel::Init(node, attrs);
+  }
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const std::vector<int64_t> y_dims = ctx->output_dims(0);
+    const int64_t in_h = x.dim(2), in_w = x.dim(3), out_h = y_dims[2], out_w = y_dims[3];
+    if (!Tiled2x2(cpu::Resolve(window_, in_h, in_w, out_h, out_w, ksize_[0], ksize_[1]), ksize_, in_h, in_w, out_h,
+                  out_w)) {
+      return PoolKernel::Compute(ctx);
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
+    if (y->num_elements() == 0) return absl::OkStatus();
+    const int64_t planes = x.dim(0) * x.dim(1), in_area = in_h * in_w, out_area = out_h * out_w;
+    const float* in = x.data<float>();
+    float* out = y->data<float>();
+    cpu::ParallelFor(ctx, planes, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(1, in_area)),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t p = begin; p < end; ++p) {
+                         MaxPool2x2Plane(in_w, out_h, out_w, in + p * in_area, out + p * out_area);
+                       }
+                     });
+    return absl::OkStatus();
+  }
+
+ private:
+  cpu::WindowAttrs window_;
+  std::vector<int64_t> ksize_;
 };
 // (x, dy) -> dx: each window's dy goes to the first largest x in it (ties
 // in row-major order; windows reaching into padding ignore it). A loop, not
@@ -136,9 +220,7 @@ class MaxPoolGradKernel : public OpKernel {
   void Plane(const cpu::ResolvedWindow& w, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, const float* x,
              const float* dy, float* dx) const {
     const int64_t kh = ksize_[0], kw = ksize_[1];
-    const bool tiled = w.strides[0] == kh && w.strides[1] == kw && w.pad_l[0] == 0 && w.pad_l[1] == 0 &&
-                       out_h * kh <= in_h && out_w * kw <= in_w;
-    if (tiled && kh == 2 && kw == 2) return Tiled2x2(in_h, in_w, out_h, out_w, x, dy, dx);
+    if (Tiled2x2(w, ksize_, in_h, in_w, out_h, out_w)) return Grad2x2(in_h, in_w, out_h, out_w, x, dy, dx);
     std::fill(dx, dx + in_h * in_w, 0.0f);
     for (int64_t oh = 0; oh < out_h; ++oh) {
       const int64_t h0 = oh * w.strides[0] - w.pad_l[0];
@@ -160,15 +242,45 @@ class MaxPoolGradKernel : public OpKernel {
   // 2x2 windows at stride 2 without padding (lenet's, VGG's): every input
   // element is in at most one window, so each window is read once and its
   // four dx written once, with the same first-largest rule as the loop above.
-  // Twice as fast as the general loop on lenet's first layer.
-  static void Tiled2x2(int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, const float* x, const float* dy,
-                       float* dx) {
+  // Twice as fast as the general loop on lenet's first layer; with SSE2,
+  // four windows at a time, the same comparisons in the same order (so the
+  // same winner, NaNs included, bit for bit).
+  static void Grad2x2(int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, const float* x, const float* dy,
+                      float* dx) {
     for (int64_t oh = 0; oh < out_h; ++oh) {
       const float* top = x + 2 * oh * in_w;
       const float* bottom = top + in_w;
       float* dtop = dx + 2 * oh * in_w;
       float* dbottom = dtop + in_w;
-      for (int64_t ow = 0; ow < out_w; ++ow) {
+      int64_t ow = 0;
+#if defined(__SSE2__)
+      for (; ow + 4 <= out_w; ow += 4) {
+        const int64_t c = 2 * ow;
+        const __m128 t0 = _mm_loadu_ps(top + c), t1 = _mm_loadu_ps(top + c + 4);
+        const __m128 b0 = _mm_loadu_ps(bottom + c), b1 = _mm_loadu_ps(bottom + c + 4);
+        // The four windows' corners: a b over d e.
+        const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m128 b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m128 d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m128 e = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m128 b_wins = _mm_cmpgt_ps(b, a);
+        const __m128 m1 = _mm_or_ps(_mm_and_ps(b_wins, b), _mm_andnot_ps(b_wins, a));
+        const __m128 d_wins = _mm_cmpgt_ps(d, m1);
+        const __m128 m2 = _mm_or_ps(_mm_and_ps(d_wins, d), _mm_andnot_ps(d_wins, m1));
+        const __m128 e_wins = _mm_cmpgt_ps(e, m2);
+        const __m128 g = _mm_loadu_ps(dy + oh * out_w + ow);
+        const __m128 to_e = _mm_and_ps(e_wins, g);
+        const __m128 to_d = _mm_andnot_ps(e_wins, _mm_and_ps(d_wins, g));
+        const __m128 later = _mm_or_ps(e_wins, d_wins);
+        const __m128 to_b = _mm_andnot_ps(later, _mm_and_ps(b_wins, g));
+        const __m128 to_a = _mm_andnot_ps(_mm_or_ps(later, b_wins), g);
+        _mm_storeu_ps(dtop + c, _mm_unpacklo_ps(to_a, to_b));
+        _mm_storeu_ps(dtop + c + 4, _mm_unpackhi_ps(to_a, to_b));
+        _mm_storeu_ps(dbottom + c, _mm_unpacklo_ps(to_d, to_e));
+        _mm_storeu_ps(dbottom + c + 4, _mm_unpackhi_ps(to_d, to_e));
+      }
+#endif
+      for (; ow < out_w; ++ow) {
         const int64_t c = 2 * ow;
         // Selects, not branches: which element wins is data, and random.
         const float a = top[c], b = top[c + 1], d = bottom[c], e = bottom[c + 1];

@@ -177,6 +177,9 @@ const std::vector<GradCase>& Cases() {
       {"Conv2DGroups", "Conv2D", {{{1, 4, 6, 6}}, {{4, 2, 3, 3}}}, Conv({1, 1}, "VALID", 2)},
       {"Conv2DDilated", "Conv2D", {{{1, 2, 7, 7}}, {{3, 2, 3, 3}}}, Conv({1, 1}, "VALID", 1, {2, 2})},
       {"MaxPool", "MaxPool", {{{2, 3, 6, 6}, Values::kDistinct}}, Pool({2, 2}, {2, 2}, "VALID")},
+      // Wide enough for the four-window SSE2 path, with a scalar tail and an
+      // odd row and column no window covers.
+      {"MaxPoolWide", "MaxPool", {{{1, 2, 9, 21}, Values::kDistinct}}, Pool({2, 2}, {2, 2}, "VALID")},
       {"MaxPoolOverlapping", "MaxPool", {{{1, 2, 5, 5}, Values::kDistinct}}, Pool({3, 3}, {1, 1}, "SAME")},
       {"AvgPool", "AvgPool", {{{2, 3, 6, 6}}}, Pool({2, 2}, {2, 2}, "VALID")},
       {"AvgPoolSame", "AvgPool", {{{1, 2, 5, 5}}}, Pool({3, 3}, {2, 2}, "SAME")},
