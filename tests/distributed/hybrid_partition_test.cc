@@ -66,8 +66,11 @@ struct Case {
   // data-parallel runs that differ only in their allreduce's bucket size
   // drift apart just as fast (7e-3 by step 25), and mlp_fashion at 2 ranks
   // with lr 0.05 and momentum 0.9 from step ~35 (1e-3 by step 45). So the
-  // rates here are ones where rounding stays small, and LeNet at 4 ranks is
-  // compared over its first 10 steps.
+  // rates here are ones where rounding stays small, LeNet at 4 ranks is
+  // compared over its first 10 steps, and LeNet at 2 ranks over its first
+  // 45: up to step 49 the two agree within 2.3e-7, and at step 50 a choice
+  // flips (2e-4 in one step, after bias gradients began summing each plane
+  // in eight lanes: the same ulps, another trajectory).
   size_t exact_steps;
 };
 
@@ -100,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"mlp_fashion", 2, "hybrid_partition", "sgd(lr=0.02,momentum=0.9)", 50},
                       Case{"mlp_fashion", 4, "hybrid_partition", "sgd(lr=0.05,momentum=0.9)", 50},
                       Case{"mlp_fashion", 4, "hybrid_partition(group_size=2)", "adam(lr=0.001)", 50},
-                      Case{"lenet_fashion", 2, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 50},
+                      Case{"lenet_fashion", 2, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 45},
                       Case{"lenet_fashion", 4, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 10}));
 
 // mlp_fashion's fc1 and fc2 hold 99% of its parameters: sharded 4 ways, each
