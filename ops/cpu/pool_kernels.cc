@@ -108,6 +108,35 @@ bool Tiled2x2(const cpu::ResolvedWindow& w, const std::vector<int64_t>& ksize, i
          w.pad_l[1] == 0 && out_h * 2 <= in_h && out_w * 2 <= in_w;
 }
 
+#if defined(__SSE2__)
+// mask ? x : y, lane by lane.
+inline __m128 Select(__m128 mask, __m128 x, __m128 y) { return _mm_or_ps(_mm_and_ps(mask, x), _mm_andnot_ps(mask, y)); }
+
+// Four 2x2 windows side by side, from 8 columns of two rows: their corners
+// (a b over d e), which later corner wins by the first-largest rule (the
+// scalar loops' comparisons, in their order: NaNs never win), and the
+// largest of a, b, d.
+struct FourWindows {
+  __m128 e, m2, b_wins, d_wins, e_wins;
+};
+
+inline FourWindows CompareFour(const float* top, const float* bottom) {
+  const __m128 t0 = _mm_loadu_ps(top), t1 = _mm_loadu_ps(top + 4);
+  const __m128 b0 = _mm_loadu_ps(bottom), b1 = _mm_loadu_ps(bottom + 4);
+  const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m128 b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m128 d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
+  FourWindows w;
+  w.e = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
+  w.b_wins = _mm_cmpgt_ps(b, a);
+  const __m128 m1 = Select(w.b_wins, b, a);
+  w.d_wins = _mm_cmpgt_ps(d, m1);
+  w.m2 = Select(w.d_wins, d, m1);
+  w.e_wins = _mm_cmpgt_ps(w.e, w.m2);
+  return w;
+}
+#endif
+
 // One plane of Tiled2x2 max pooling: each window's first largest element
 // (MaxPoolGrad's rule), with SSE2 four windows at a time.
 void MaxPool2x2Plane(int64_t in_w, int64_t out_h, int64_t out_w, const float* x, float* y) {
@@ -118,19 +147,8 @@ void MaxPool2x2Plane(int64_t in_w, int64_t out_h, int64_t out_w, const float* x,
     int64_t ow = 0;
 #if defined(__SSE2__)
     for (; ow + 4 <= out_w; ow += 4) {
-      const int64_t c = 2 * ow;
-      const __m128 t0 = _mm_loadu_ps(top + c), t1 = _mm_loadu_ps(top + c + 4);
-      const __m128 b0 = _mm_loadu_ps(bottom + c), b1 = _mm_loadu_ps(bottom + c + 4);
-      const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
-      const __m128 b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
-      const __m128 d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
-      const __m128 e = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
-      const __m128 b_wins = _mm_cmpgt_ps(b, a);
-      const __m128 m1 = _mm_or_ps(_mm_and_ps(b_wins, b), _mm_andnot_ps(b_wins, a));
-      const __m128 d_wins = _mm_cmpgt_ps(d, m1);
-      const __m128 m2 = _mm_or_ps(_mm_and_ps(d_wins, d), _mm_andnot_ps(d_wins, m1));
-      const __m128 e_wins = _mm_cmpgt_ps(e, m2);
-      _mm_storeu_ps(out + ow, _mm_or_ps(_mm_and_ps(e_wins, e), _mm_andnot_ps(e_wins, m2)));
+      const FourWindows w = CompareFour(top + 2 * ow, bottom + 2 * ow);
+      _mm_storeu_ps(out + ow, Select(w.e_wins, w.e, w.m2));
     }
 #endif
     for (; ow < out_w; ++ow) {
@@ -256,24 +274,13 @@ class MaxPoolGradKernel : public OpKernel {
 #if defined(__SSE2__)
       for (; ow + 4 <= out_w; ow += 4) {
         const int64_t c = 2 * ow;
-        const __m128 t0 = _mm_loadu_ps(top + c), t1 = _mm_loadu_ps(top + c + 4);
-        const __m128 b0 = _mm_loadu_ps(bottom + c), b1 = _mm_loadu_ps(bottom + c + 4);
-        // The four windows' corners: a b over d e.
-        const __m128 a = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m128 b = _mm_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
-        const __m128 d = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m128 e = _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1));
-        const __m128 b_wins = _mm_cmpgt_ps(b, a);
-        const __m128 m1 = _mm_or_ps(_mm_and_ps(b_wins, b), _mm_andnot_ps(b_wins, a));
-        const __m128 d_wins = _mm_cmpgt_ps(d, m1);
-        const __m128 m2 = _mm_or_ps(_mm_and_ps(d_wins, d), _mm_andnot_ps(d_wins, m1));
-        const __m128 e_wins = _mm_cmpgt_ps(e, m2);
+        const FourWindows w = CompareFour(top + c, bottom + c);
         const __m128 g = _mm_loadu_ps(dy + oh * out_w + ow);
-        const __m128 to_e = _mm_and_ps(e_wins, g);
-        const __m128 to_d = _mm_andnot_ps(e_wins, _mm_and_ps(d_wins, g));
-        const __m128 later = _mm_or_ps(e_wins, d_wins);
-        const __m128 to_b = _mm_andnot_ps(later, _mm_and_ps(b_wins, g));
-        const __m128 to_a = _mm_andnot_ps(_mm_or_ps(later, b_wins), g);
+        const __m128 to_e = _mm_and_ps(w.e_wins, g);
+        const __m128 to_d = _mm_andnot_ps(w.e_wins, _mm_and_ps(w.d_wins, g));
+        const __m128 later = _mm_or_ps(w.e_wins, w.d_wins);
+        const __m128 to_b = _mm_andnot_ps(later, _mm_and_ps(w.b_wins, g));
+        const __m128 to_a = _mm_andnot_ps(_mm_or_ps(later, w.b_wins), g);
         _mm_storeu_ps(dtop + c, _mm_unpacklo_ps(to_a, to_b));
         _mm_storeu_ps(dtop + c + 4, _mm_unpackhi_ps(to_a, to_b));
         _mm_storeu_ps(dbottom + c, _mm_unpacklo_ps(to_d, to_e));
