@@ -370,7 +370,9 @@ class Supervisor {
       return;
     }
     const std::string exited = absl::StrCat("rank ", r, " ", DescribeWaitStatus(status), Doing(r));
-    if (std::optional<int> silent = SilentPeerOf(r)) {
+    // Only a rank that gave up (an exit code) may blame a peer: one killed
+    // by a signal while it waited died of its own (SIGKILL, a crash).
+    if (std::optional<int> silent = WIFEXITED(status) ? SilentPeerOf(r) : std::nullopt) {
       const Rank& culprit = ranks_[static_cast<size_t>(*silent)];
       StopAll(absl::StatusCode::kDeadlineExceeded,
               absl::StrCat("rank ", *silent, " made no progress for ",

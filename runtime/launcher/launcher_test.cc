@@ -238,6 +238,18 @@ TEST_F(LauncherTest, AWorkerThatFailedWaitingForPeersBlamesTheSilentOne) {
       << status;
 }
 
+// Killed by a signal while it waited (a SIGKILL, a crash), the rank is the
+// one to blame, not the peer that happens to be silent.
+TEST_F(LauncherTest, AWorkerKilledWhileWaitingForPeersIsTheOneBlamed) {
+  LaunchOptions options = Options(
+      {"echo 'phase=point_to_point transfers=9 waiting_for_peers' >&$NEREID_PROGRESS_FD; sleep 0.5; kill -9 $$",
+       "echo 'phase=train epoch=0 step=19' >&$NEREID_PROGRESS_FD; exec sleep 60"});
+  options.progress_timeout = absl::Seconds(30);
+  absl::Status status = Run(std::move(options));
+  EXPECT_TRUE(absl::StartsWith(status.message(), "rank 0 was killed by signal 9")) << status;
+  EXPECT_FALSE(absl::StrContains(status.message(), "made no progress")) << status;
+}
+
 TEST_F(LauncherTest, WorkerIgnoringSigtermIsKilledAfterTheGrace) {
   LaunchOptions options = Options({"trap '' TERM; echo ready >&$NEREID_PROGRESS_FD; exec sleep 60"});
   options.grace = absl::Milliseconds(200);
