@@ -109,8 +109,8 @@ absl::Status HierarchicalCommunicator::AllReduce(absl::Span<float> data, ReduceO
   return absl::OkStatus();
 }
 
-absl::Status HierarchicalCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out,
-                                                     ReduceOp op, const CollectiveOptions& options) {
+absl::Status HierarchicalCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                                     const CollectiveOptions& options) {
   const std::string where = Where("reduce-scatter", options.tag);
   RETURN_IF_ERROR(CheckReduceScatterSizes(where, data.size(), out.size(), world()));
   if (world() == 1) {
@@ -146,8 +146,8 @@ absl::Status HierarchicalCommunicator::AllGather(absl::Span<const float> in, abs
   std::vector<float> block(widest * n, 0.0f);
   if (local_) {
     ASSIGN_OR_RETURN(const CollectiveOptions within, Within(options, deadline, where));
-    RETURN_IF_ERROR(Staged(local_->AllGather(in, absl::MakeSpan(block.data(), here.size() * n), within),
-                           Stage::kLocal, where));
+    RETURN_IF_ERROR(
+        Staged(local_->AllGather(in, absl::MakeSpan(block.data(), here.size() * n), within), Stage::kLocal, where));
   } else {
     Copy(in, block.data());
   }
@@ -209,8 +209,8 @@ absl::Status HierarchicalCommunicator::Recv(absl::Span<float> data, int peer, co
   return Staged(group.Recv(data, group_rank, options), same_host(peer) ? Stage::kLocal : Stage::kEveryone, where);
 }
 
-absl::Status HierarchicalCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv,
-                                                int from, const CollectiveOptions& options) {
+absl::Status HierarchicalCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                                const CollectiveOptions& options) {
   const std::string where = Where("sendrecv", options.tag);
   RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank_, world()));
   if (to == rank_) {
@@ -272,7 +272,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectHierarchical(const Communic
   absl::StatusOr<std::unique_ptr<RendezvousStore>> store =
       OpenRendezvous(spec.rendezvous, spec.rank, spec.world, spec.identity, spec.connect_timeout);
   if (!store.ok()) return here(store.status(), "rendezvous");
-  if (absl::Status s = (*store)->Set(absl::StrCat("hier/host/", spec.rank), HostKey(spec.env ? spec.env : ProcessEnv()));
+  if (absl::Status s =
+          (*store)->Set(absl::StrCat("hier/host/", spec.rank), HostKey(spec.env ? spec.env : ProcessEnv()));
       !s.ok()) {
     return here(s, "publishing the host key");
   }
@@ -312,18 +313,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectHierarchical(const Communic
     within = remaining(within);
     absl::StatusOr<std::unique_ptr<Communicator>> c =
         ConnectBackend(GroupSpec(within, absl::StrCat("host", host), members, layout.local_index[spec.rank]));
-    if (!c.ok()) return here(c.status(), absl::StrCat("host ", host, " (world ranks ", absl::StrJoin(members, ","), ")"));
+    if (!c.ok())
+      return here(c.status(), absl::StrCat("host ", host, " (world ranks ", absl::StrJoin(members, ","), ")"));
     local = *std::move(c);
   }
   if (layout.hosts.size() > 1 && leader) {
-    absl::StatusOr<std::unique_ptr<Communicator>> c = ConnectBackend(GroupSpec(remaining(gloo), "leaders", layout.Leaders(), host));
+    absl::StatusOr<std::unique_ptr<Communicator>> c =
+        ConnectBackend(GroupSpec(remaining(gloo), "leaders", layout.Leaders(), host));
     if (!c.ok()) return here(c.status(), "the hosts' leaders");
     leaders = *std::move(c);
   }
   if (layout.hosts.size() > 1 && layout.hosts.size() < static_cast<size_t>(spec.world)) {
     std::vector<int> all(spec.world);
     for (int r = 0; r < spec.world; ++r) all[r] = r;
-    absl::StatusOr<std::unique_ptr<Communicator>> c = ConnectBackend(GroupSpec(remaining(gloo), "everyone", all, spec.rank));
+    absl::StatusOr<std::unique_ptr<Communicator>> c =
+        ConnectBackend(GroupSpec(remaining(gloo), "everyone", all, spec.rank));
     if (!c.ok()) return here(c.status(), "every rank");
     everyone = *std::move(c);
   }

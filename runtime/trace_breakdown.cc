@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include "core/stats.h"
+
 namespace nereid {
 namespace {
 
@@ -39,12 +41,6 @@ bool Overlaps(const std::vector<Interval>& merged, double start, double end) {
     if (it->second > start) return true;
   }
   return false;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 // The steps of a trace and the measured window: from the first measured
@@ -114,7 +110,7 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
         active.push_back(span);
       } else if (cat == "wait") {
         reorder += e.dur_us;
-      } else if (cat != "epoch" && cat != "trace" && !is_communication_op(cat)) {
+      } else if (!Bookkeeping(cat) && !is_communication_op(cat)) {
         compute.push_back(span);
         kernels.push_back(&e);
       }
@@ -173,21 +169,6 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
   b.coverage = overlapped_total > 0 ? compared / overlapped_total : 1;
   b.eval_seconds = eval / 1e6;
   return b;
-}
-
-std::map<std::string, double> NodeMedians(const std::vector<TraceEvent>& events,
-                                          const std::function<bool(const std::string& category)>& is_communication_op,
-                                          int skip_steps) {
-  const StepWindow w = FindSteps(events, skip_steps);
-  std::map<std::string, std::vector<double>> runs;
-  for (const TraceEvent& e : events) {
-    if (e.phase != 'X' || e.ts_us < w.start || e.ts_us >= w.end) continue;
-    if (Bookkeeping(e.category) || is_communication_op(e.category)) continue;
-    runs[e.name].push_back(e.dur_us);
-  }
-  std::map<std::string, double> medians;
-  for (auto& [name, durations] : runs) medians[name] = Median(std::move(durations));
-  return medians;
 }
 
 }  // namespace nereid

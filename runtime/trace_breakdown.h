@@ -61,19 +61,13 @@ struct StepBreakdown {
 // memory) are left out, with every span that starts before they end.
 //
 // With `reference` (node name -> its median kernel time in microseconds,
-// from another run: NodeMedians of a one-worker trace, what `nereid model`
-// takes as compute), every compute kernel is compared with the reference,
+// from another run: a one-worker trace's profile, trace_profile.h, what
+// `nereid model` takes as compute), every compute kernel is compared with the reference,
 // not only those under communication: the slowdown from everything this run
 // adds (communication's CPU, other ranks on the same cores).
 StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
                              const std::function<bool(const std::string& category)>& is_communication_op,
                              int skip_steps = 1, const std::map<std::string, double>* reference = nullptr);
-
-// Each compute node's median kernel time (us) over the steps after the
-// first `skip_steps`: a reference for BreakDownSteps.
-std::map<std::string, double> NodeMedians(const std::vector<TraceEvent>& events,
-                                          const std::function<bool(const std::string& category)>& is_communication_op,
-                                          int skip_steps = 1);
 
 }  // namespace nereid
 

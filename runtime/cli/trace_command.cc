@@ -1,6 +1,6 @@
 // nereid trace: what the per-rank traces of a run (`nereid run --trace`) say
-// together. `summary` prints a row per rank: steps, the median step, and per
-// step where it went (runtime/trace_breakdown.h): computing, the compute that
+// together. `summary` prints a row per rank: steps, and per iteration where
+// the time went (runtime/trace_breakdown.h): computing, the compute that
 // communication took, idle, the collective thread's work, transfers in
 // flight, reorder waits; `merge` writes one file with a track group per rank,
 // on one clock.
@@ -21,6 +21,7 @@
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/trace_breakdown.h"
+#include "runtime/trace_profile.h"
 
 namespace nereid {
 namespace {
@@ -28,11 +29,11 @@ namespace {
 Flags TraceFlags() {
   Flags f("nereid trace summary TRACE...\n       nereid trace merge TRACE... -o OUT",
           "Reads the traces `nereid run --trace PATH` wrote (one per rank: PATH.rank<r>.json).\n"
-          "summary: a row per rank: steps, the median step, and per step: compute (wall time with\n"
-          "  a kernel computing), slowed (compute beyond each node's own median when no\n"
-          "  communication ran: what communication's CPU took from it), idle (the rest of the\n"
-          "  step), the collective thread's work, transfers in flight, waits to issue a bucket\n"
-          "  in order; and the time in evaluation.\n"
+          "summary: a row per rank: steps, and per iteration after the first step: its time,\n"
+          "  compute (wall time with a kernel computing), slowed (compute beyond each node's own\n"
+          "  median when no communication ran: what communication's CPU took from it), idle (the\n"
+          "  rest), the collective thread's work, transfers in flight, waits to issue a bucket in\n"
+          "  order; and the time in evaluation.\n"
           "merge: one Chrome trace-event file holding every rank (a process per rank), each\n"
           "  shifted onto the earliest file's clock (the ranks of one run share one already).");
   f.Value("o,output", "OUT", "merge: the file to write");
@@ -70,10 +71,12 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   for (const nlohmann::json& e : t.events) {
     if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "process_name") {
       t.rank = e.value("pid", int64_t{-1});
-      if (e.contains("args") && e["args"].is_object()) t.origin_us = e["args"].value("clock_origin_unix_us", int64_t{0});
+      if (e.contains("args") && e["args"].is_object())
+        t.origin_us = e["args"].value("clock_origin_unix_us", int64_t{0});
     }
   }
-  if (t.rank < 0) return absl::InvalidArgumentError(absl::StrCat(path, ": no process_name event (not a Nereid trace?)"));
+  if (t.rank < 0)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no process_name event (not a Nereid trace?)"));
   return t;
 }
 
@@ -102,15 +105,14 @@ std::vector<TraceEvent> Events(const Trace& t) {
   return events;
 }
 
-int Summary(const std::vector<Trace>& traces, const Trace* reference) {
-  std::map<std::string, double> medians;
-  if (reference != nullptr) medians = NodeMedians(Events(*reference), IsCommunicationOp);
-  std::printf("%-5s %6s %9s %11s %10s %8s %9s %10s %10s %8s\n", "rank", "steps", "iter. ms", "compute ms",
-              "slowed ms", "idle ms", "comm ms", "flight ms", "reorder ms", "eval s");
+// `reference`: node name -> median kernel time (us), or null.
+int Summary(const std::vector<Trace>& traces, const std::string& reference_path,
+            const std::map<std::string, double>* reference) {
+  std::printf("%-5s %6s %9s %11s %10s %8s %9s %10s %10s %8s\n", "rank", "steps", "iter. ms", "compute ms", "slowed ms",
+              "idle ms", "comm ms", "flight ms", "reorder ms", "eval s");
   double coverage = 1;
   for (const Trace& t : traces) {
-    const StepBreakdown b =
-        BreakDownSteps(Events(t), IsCommunicationOp, 1, reference != nullptr ? &medians : nullptr);
+    const StepBreakdown b = BreakDownSteps(Events(t), IsCommunicationOp, 1, reference);
     coverage = std::min(coverage, b.coverage);
     std::printf("%-5lld %6lld %9.3f %11.3f %10.3f %8.3f %9.3f %10.3f %10.3f %8.2f\n", static_cast<long long>(t.rank),
                 static_cast<long long>(b.steps), b.iteration_ms, b.compute_ms, b.slowed_ms, b.idle_ms,
@@ -119,11 +121,11 @@ int Summary(const std::vector<Trace>& traces, const Trace* reference) {
   std::printf(
       "(per iteration, means over the steps after the first; iter.: from the first of those steps' start to\n"
       "the last one's end, over their number (pipelined steps overlap); compute: wall time with a kernel\n"
-      "computing; slowed: its part beyond each node's median %s;\n"
-      "%.0f%% of the kernel time compared had a median to compare with); idle: iter. - compute;\n"
-      "comm: the collective thread's work; flight: transfers pending, summed over transfers)\n",
-      reference != nullptr ? absl::StrCat("in ", reference->path, " (all this run's compute lost)").c_str()
-                           : "when no communication ran (the compute communication's CPU took",
+      "computing; slowed: its part beyond each node's median %s (%.0f%% of the kernel time\n"
+      "compared had a median to compare with); idle: iter. - compute; comm: the collective thread's\n"
+      "work; flight: transfers pending, summed over transfers)\n",
+      reference != nullptr ? absl::StrCat("in ", reference_path, ": all the compute this run lost").c_str()
+                           : "when no communication ran: the compute communication's CPU took",
       coverage * 100);
   return kExitOk;
 }
@@ -137,8 +139,8 @@ int Merge(const std::vector<Trace>& traces, const std::string& out) {
   nlohmann::json merged = nlohmann::json::array();
   for (const Trace& t : traces) {
     if (!ranks.emplace(t.rank, t.path).second) {
-      std::fprintf(stderr, "error: %s and %s are both rank %lld: traces of different runs?\n",
-                   ranks[t.rank].c_str(), t.path.c_str(), static_cast<long long>(t.rank));
+      std::fprintf(stderr, "error: %s and %s are both rank %lld: traces of different runs?\n", ranks[t.rank].c_str(),
+                   t.path.c_str(), static_cast<long long>(t.rank));
       return kExitFailure;
     }
     const double shift = t.origin_us > 0 && origin > 0 ? static_cast<double>(t.origin_us - origin) : 0;
@@ -164,8 +166,8 @@ int TraceCommand(const std::vector<std::string>& args) {
   absl::Status parsed = flags.Parse(args);
   const std::vector<std::string>& positional = flags.positional();
   const std::string what = positional.empty() ? "" : positional[0];
-  if (parsed.ok() && ((what != "summary" && what != "merge") || positional.size() < 2 ||
-                      (what == "merge") != flags.Has("output"))) {
+  if (parsed.ok() &&
+      ((what != "summary" && what != "merge") || positional.size() < 2 || (what == "merge") != flags.Has("output"))) {
     parsed = absl::InvalidArgumentError(
         "nereid trace summary TRACE..., or nereid trace merge TRACE... -o OUT (see nereid trace --help)");
   }
@@ -184,13 +186,21 @@ int TraceCommand(const std::vector<std::string>& args) {
   }
   std::sort(traces.begin(), traces.end(), [](const Trace& a, const Trace& b) { return a.rank < b.rank; });
   if (what != "summary") return Merge(traces, flags.String("output"));
-  if (!flags.Has("reference")) return Summary(traces, nullptr);
-  absl::StatusOr<Trace> reference = ReadTrace(flags.String("reference"));
-  if (!reference.ok()) {
-    std::fprintf(stderr, "error: --reference: %s\n", std::string(reference.status().message()).c_str());
+  if (!flags.Has("reference")) return Summary(traces, "", nullptr);
+  // The reference's node medians as `nereid model` reads them.
+  const std::string path = flags.String("reference");
+  absl::StatusOr<TraceProfile> profile = ReadTraceProfile(path);
+  if (profile.ok() && profile->has_communication) {
+    profile =
+        absl::InvalidArgumentError(absl::StrCat(path, " holds communication: the reference is a one-worker trace"));
+  }
+  if (!profile.ok()) {
+    std::fprintf(stderr, "error: --reference: %s\n", std::string(profile.status().message()).c_str());
     return kExitFailure;
   }
-  return Summary(traces, &*reference);
+  std::map<std::string, double> medians;
+  for (const NodeTime& node : profile->nodes) medians[node.name] = node.median_seconds * 1e6;
+  return Summary(traces, path, &medians);
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ class DataParallelTest : public ::testing::Test {
                              std::string* output, const std::vector<std::string>& env_per_rank = {}) {
     std::string script;
     for (int r = 0; r < world; ++r) {
-      absl::StrAppend(&script, r < static_cast<int>(env_per_rank.size()) ? env_per_rank[r] + " " : "", kNereid, " run ", kSmallRun, " --rank ", r, " --world ", world, " --rendezvous ",
+      const std::string env = r < static_cast<int>(env_per_rank.size()) ? env_per_rank[r] + " " : "";
+      absl::StrAppend(&script, env, kNereid, " run ", kSmallRun, " --rank ", r, " --world ", world, " --rendezvous ",
                       rendezvous, " --metrics-json ", dir_, "/rank", r, ".json ",
                       r < static_cast<int>(extra_per_rank.size()) ? extra_per_rank[r] : "", " > ", dir_, "/rank", r,
                       ".log 2>&1 & pid", r, "=$!; ");
