@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+import pipe_sgd  # its accuracy curves and gnuplot plot
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
 CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
@@ -29,13 +31,14 @@ STRATEGIES = [("AllReduce-SGD", f"autodiff,{OPT}"),
               ("Pipe-SGD K=2", f"autodiff,data_parallel,pipeline(width=2),{OPT},lookahead"),
               ("SGP (exponential)", f"autodiff,{OPT},gossip"),
               ("SGP, a message per parameter", f"autodiff,{OPT},gossip(bucket_kb=0)"),
-              ("Overlap SGP (tau=1)", f"autodiff,{OPT},gossip(overlap=1)")]
+              ("Overlap SGP (tau=1)", f"autodiff,{OPT},gossip(overlap=1)"),
+              ("Overlap SGP (tau=1), fp16 pushes", f"autodiff,{OPT},gossip(overlap=1),compress(method=fp16)")]
 
 
 def train(args, passes, out, name):
     metrics = os.path.join(out, name + ".json")
     flags = [os.path.join(ROOT, "models", "lenet_fashion.pbtxt"), "--batch", str(args.batch), "--threads", "1",
-             "--epochs", str(args.epochs), "--train-limit", str(args.train_limit), "--test-limit", "2000", "--quiet",
+             "--epochs", str(args.epochs), "--train-limit", str(args.train_limit), "--test-limit", str(args.test_limit), "--quiet",
              "--comm-timeout", "300", "--metrics-json", metrics, "--passes", passes]
     if args.rate:
         cmd = [CLUSTER, "--workers", str(args.workers), "--rate", args.rate, "--timeout", "3600", "--logs",
@@ -82,6 +85,9 @@ def main():
     ap.add_argument("--slow-ms", type=int, default=0,
                     help="rank 1 computes this many ms longer each step (NEREID_FAULTS slow)")
     ap.add_argument("--only", default="", help="comma-separated strategy numbers to run (0-based; default all)")
+    ap.add_argument("--test-limit", type=int, default=2000, help="test images evaluated after each epoch")
+    ap.add_argument("--plot", action="store_true",
+                    help="write accuracy_vs_time.png (gnuplot) and curves.csv of the last round into --out")
     args = ap.parse_args()
     global STRATEGIES
     if args.only:
@@ -121,6 +127,13 @@ def main():
     print("\n".join(lines))
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    if args.plot:
+        target = runs[base][-1]["final_test_accuracy"] - 0.005
+        rows = [{"name": f"s{i}", "label": name, "curve": pipe_sgd.accuracy_curve(runs[name][-1], target)[0]}
+                for i, (name, _) in enumerate(STRATEGIES)]
+        png = pipe_sgd.plot(args.out, rows, f"lenet_fashion, {where}, {args.epochs} epochs")
+        if png:
+            print(f"plot: {png}")
 
 
 if __name__ == "__main__":

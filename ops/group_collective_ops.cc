@@ -11,7 +11,9 @@
 //   GroupIdentity       forward: identity; backward: allreduce (sum)
 //   GroupSendRecv       forward: send x to the member `offset` places ahead,
 //                       receive y from the one `offset` behind (point to
-//                       point, no deadlock); backward: the same with -offset
+//                       point, no deadlock); backward: the same with -offset.
+//                       With a 16-bit `wire` the sender keeps what rounding
+//                       took off x, so the members' sum stays exact.
 //
 // The last two are Megatron-LM's f and g: exact when every member computes
 // the same downstream values and the loss is counted once (replicated
@@ -105,6 +107,9 @@ NEREID_REGISTER_OP(GroupCollectiveOp("GroupReduceScatter",
 NEREID_REGISTER_OP(GroupCollectiveOp("GroupAllReduce",
                                      "The sum of the group members' x on every member. Gradient: identity "
                                      "(the downstream is replicated on every member).")
+                       .EnumAttr("wire", {"float32", "float16", "bfloat16"}, "float32",
+                                 "number format on the wire (compress(fp16|bf16) sets it); sums are taken "
+                                 "in float32")
                        .SetShapeFn(SameShape)
                        .SetGradient(PassThroughGradient));
 
@@ -132,6 +137,10 @@ NEREID_REGISTER_OP(GroupCollectiveOp("GroupSendRecv",
                                      "deadlock; the offset of step s is offsets[s mod len] (a time-varying "
                                      "topology). Gradient: the same with the offsets negated.")
                        .RequiredAttr("offsets", AttrType::kIntList, "the offset of each step, cycled")
+                       .EnumAttr("wire", {"float32", "float16", "bfloat16"}, "float32",
+                                 "number format on the wire (compress(fp16|bf16) sets it): x travels "
+                                 "rounded, and y = what arrived + (x - x rounded), so the sum over the "
+                                 "members is what float32 would give (push-sum keeps its mass)")
                        .SetShapeFn(ShiftedShape)
                        .SetGradient(SendRecvGradient));
 

@@ -1,9 +1,11 @@
 // compress(method=..., key=value...): gradient compression around the
-// data-parallel communication. It goes after data_parallel.
+// data-parallel communication. It goes after data_parallel (or gossip).
 //
 // fp16 / bf16 (Pipe-SGD's truncation): the values are summable, so every
 // AllReduce bucket is marked with the wire format; the communicator sends
-// 16-bit values and adds them in float32 (comm/wire_format.h).
+// 16-bit values and adds them in float32 (comm/wire_format.h). After gossip
+// the same wire goes on its pushes (GroupSendRecv keeps each sender's
+// rounding at home, so push-sum's mass is conserved); codecs are refused there.
 //
 // Every other method is a gradient codec (compress/): the selected
 // gradients leave their AllReduce bucket for one CompressedAllReduce node per
@@ -43,23 +45,30 @@
 namespace nereid {
 namespace {
 
-// Marks every AllReduce bucket with a 16-bit wire format.
+// Whether `n` is one of gossip's pushes (its collectives on the gossip group).
+bool IsGossipPush(const Node& n) {
+  return (n.op() == "GroupSendRecv" || n.op() == "GroupAllReduce") && NodeAttrString(n, "group", "") == kGossipGroup;
+}
+
+// Marks every AllReduce bucket and every gossip push with a 16-bit wire format.
 absl::Status TruncateOnTheWire(Graph& graph, const std::string& method, PassLog* log) {
   const std::string wire = method == "fp16" ? "float16" : "bfloat16";
-  int buckets = 0;
+  int buckets = 0, pushes = 0;
   int64_t elements = 0;
   for (Node* n : graph.nodes()) {
-    if (n->op() != "AllReduce") continue;
+    if (n->op() != "AllReduce" && !IsGossipPush(*n)) continue;
     (*n->mutable_def()->mutable_attr())["wire"] = StringAttr(wire);
-    ++buckets;
+    ++(n->op() == "AllReduce" ? buckets : pushes);
     for (int i = 0; i < n->num_inputs(); ++i) {
       const Edge* e = n->input_edge(i);
       elements += e->src->outputs()[e->src_port].shape.KnownElements();
     }
   }
-  log->notes.push_back(absl::StrCat(method, " on the wire for ", buckets, " allreduce bucket",
-                                    buckets == 1 ? "" : "s", ": ", elements * 4, " -> ", elements * 2,
-                                    " bytes per allreduce (2x), sums in float32"));
+  const std::string what = buckets > 0 ? absl::StrCat(buckets, " allreduce bucket", buckets == 1 ? "" : "s")
+                                        : absl::StrCat(pushes, " gossip push", pushes == 1 ? "" : "es");
+  log->notes.push_back(absl::StrCat(method, " on the wire for ", what, ": ", elements * 4, " -> ", elements * 2,
+                                    " bytes per step (2x), sums in float32",
+                                    pushes > 0 ? "; each sender keeps what rounding takes off (mass conserved)" : ""));
   return absl::OkStatus();
 }
 
@@ -80,18 +89,25 @@ class CompressPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
     const std::string& method = o.GetString("method");
-    bool any_allreduce = false;
+    bool any_allreduce = false, any_push = false;
     for (Node* n : graph.nodes()) {
-      if (n->op() == "CompressedAllReduce" || (n->op() == "AllReduce" && n->def().attr().count("wire") > 0 &&
-                                               n->def().attr().at("wire").s() != "float32")) {
+      if (n->op() == "CompressedAllReduce" ||
+          ((n->op() == "AllReduce" || IsGossipPush(*n)) && NodeAttrString(*n, "wire", "float32") != "float32")) {
         return absl::FailedPreconditionError(absl::StrCat("compress: '", n->name(), "' is already compressed"));
       }
       any_allreduce |= n->op() == "AllReduce";
+      any_push |= IsGossipPush(*n);
     }
-    if (!any_allreduce) {
+    if (!any_allreduce && !any_push) {
       return absl::FailedPreconditionError(
           "compress: no communication to compress; it goes after data_parallel (which --workers > 1 adds "
-          "after autodiff)");
+          "after autodiff) or gossip");
+    }
+    if (any_push && method != "fp16" && method != "bf16") {
+      // Push-sum adds what arrives to what it keeps: only codes whose
+      // rounding the sender can keep back conserve its mass.
+      return absl::InvalidArgumentError(absl::StrCat("compress: gossip's pushes take fp16 or bf16 (summable codes "
+                                                     "whose rounding the sender keeps); ", method, " is not one"));
     }
     std::vector<std::pair<std::string, std::string>> extra = o.Undeclared(PassInfoOptions());
     if (method == "fp16" || method == "bf16") {
@@ -300,8 +316,8 @@ class CompressPass : public Pass {
 
 PassInfo CompressInfo() {
   PassInfo info{"compress",
-                "Gradient compression around the data-parallel communication: fp16/bf16 on the allreduce wire, or a "
-                "gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; see below).",
+                "Gradient compression around the data-parallel communication: fp16/bf16 on the allreduce wire (and on "
+                "gossip's pushes), or a gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; see below).",
                 CompressPass::PassInfoOptions(),
                 [] { return std::make_unique<CompressPass>(); },
                 "codec options (key=value) go to the codec: see the list of codecs below"};

@@ -47,8 +47,6 @@
 namespace nereid {
 namespace {
 
-constexpr char kGossipGroup[] = "gossip";
-
 // The out-neighbour offsets the steps cycle through (empty: all to all).
 absl::StatusOr<std::vector<int64_t>> TopologyOffsets(const std::string& name, int64_t world) {
   const GossipTopology* topology = GossipTopologyRegistry::Global().Find(name);

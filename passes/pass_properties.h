@@ -27,6 +27,9 @@ inline constexpr char kLookaheadProperty[] = "lookahead";
 
 // The graph attribute the pipeline pass sets to its width.
 inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
+// The process group the gossip pass pushes over (its GroupSendRecv nodes,
+// or GroupAllReduce on the complete topology).
+inline constexpr char kGossipGroup[] = "gossip";
 // The graph attribute the gossip pass sets to its overlap (absent: 0).
 inline constexpr char kGossipOverlapAttr[] = "gossip_overlap";
 

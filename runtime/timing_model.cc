@@ -278,7 +278,8 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   // overlapped, beside the next steps' compute (which it slows as Pipe-SGD's
   // allreduce does).
   // Consecutive parameters, then the 4-byte push-sum weight, packed up to the
-  // bucket size, as the gossip pass does. Pushes are not compressed.
+  // bucket size, as the gossip pass does; compress(fp16|bf16) halves them
+  // (--compression-ratio 2).
   std::vector<int64_t> values = in.parameter_bytes.empty() ? in.bucket_bytes : in.parameter_bytes;
   values.push_back(4);
   std::vector<int64_t> messages;
@@ -291,7 +292,7 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   }
   double gossip_bytes = 0, gossip_comm = 0;
   for (int64_t b : messages) {
-    const double wire = in.gossip_peers * static_cast<double>(b);
+    const double wire = in.gossip_peers * static_cast<double>(b) / in.compression_ratio;
     gossip_bytes += wire;
     gossip_comm += in.link.alpha_seconds + wire / in.link.beta_bytes_per_second;
   }

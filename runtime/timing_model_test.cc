@@ -83,8 +83,8 @@ TEST(TimingModelTest, SgpPushesEachParameterToItsPeers) {
   in.gossip_bucket_bytes = 0;  // a message per parameter and the weight's: 3 * 100 us + 16 ms
   EXPECT_THAT(Find(PredictIteration(in).value(), "sgp_overlap").seconds_per_iteration,
               DoubleNear(0.0163 + 2 * kWeight, kEps));
-  in.compression_ratio = 4;  // pushes are not compressed
-  EXPECT_THAT(Find(PredictIteration(in).value(), "sgp").bytes_sent_per_worker, DoubleNear(2e6 + 8, 1e-6));
+  in.compression_ratio = 2;  // compress(fp16) on the pushes
+  EXPECT_THAT(Find(PredictIteration(in).value(), "sgp").bytes_sent_per_worker, DoubleNear(1e6 + 4, 1e-6));
   in.gossip_overlap = 0;
   EXPECT_THAT(std::string(PredictIteration(in).status().message()), ::testing::HasSubstr("tau must be >= 1"));
 }

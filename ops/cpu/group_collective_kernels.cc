@@ -6,11 +6,13 @@
 // node's core runs other nodes meanwhile. GroupIdentity moves nothing forward
 // and is a plain pass-through.
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/wire_format.h"
 #include "core/status_macros.h"
 #include "ops/kernel.h"
 
@@ -109,12 +111,24 @@ class GroupReduceScatterKernel : public GroupCollectiveKernel {
 };
 
 class GroupAllReduceKernel : public GroupCollectiveKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(GroupCollectiveKernel::Init(node, attrs));
+    ASSIGN_OR_RETURN(wire_, ParseWireType(attrs.at("wire")->s()));
+    return absl::OkStatus();
+  }
+
+ private:
   absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                    int64_t step) override {
     RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     std::memcpy(y.raw(), x.raw(), x.num_bytes());
-    return comm.AllReduce(absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
+    CollectiveOptions with_wire = options;
+    with_wire.wire = wire_;
+    return comm.AllReduce(absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, with_wire);
   }
+
+  WireType wire_ = WireType::kFloat32;
 };
 
 class GroupSendRecvKernel : public GroupCollectiveKernel {
@@ -122,6 +136,7 @@ class GroupSendRecvKernel : public GroupCollectiveKernel {
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     RETURN_IF_ERROR(GroupCollectiveKernel::Init(node, attrs));
     for (const int64_t o : attrs.at("offsets")->list().i()) offsets_.push_back(o);
+    ASSIGN_OR_RETURN(wire_, ParseWireType(attrs.at("wire")->s()));
     return absl::OkStatus();
   }
 
@@ -133,11 +148,33 @@ class GroupSendRecvKernel : public GroupCollectiveKernel {
     const int64_t offset = ((offsets_[static_cast<size_t>(step) % offsets_.size()] % n) + n) % n;
     const int to = static_cast<int>((comm.rank() + offset) % n);
     const int from = static_cast<int>((comm.rank() - offset + n) % n);
-    return comm.SendRecv(absl::MakeConstSpan(x.data<float>(), x.num_elements()), to,
-                         absl::MakeSpan(y.data<float>(), y.num_elements()), from, options);
+    absl::Span<const float> send(x.data<float>(), x.num_elements());
+    absl::Span<float> received(y.data<float>(), y.num_elements());
+    if (wire_ == WireType::kFloat32) return comm.SendRecv(send, to, received, from, options);
+    return SendRecvRounded(comm, send, to, received, from, options);
+  }
+
+  // The 16-bit codes travel two to a float slot (the communicator moves
+  // bytes). y = decoded arrival + (x - decoded x): what rounding took off x
+  // stays with its sender, so every member's x is counted once in the sum.
+  absl::Status SendRecvRounded(Communicator& comm, absl::Span<const float> x, int to, absl::Span<float> y, int from,
+                               const CollectiveOptions& options) {
+    const size_t slots = (x.size() + 1) / 2;
+    std::vector<uint16_t> codes(2 * slots, 0);
+    std::vector<float> out_slots(slots), in_slots(slots);
+    EncodeWire(wire_, x, codes.data());
+    std::memcpy(out_slots.data(), codes.data(), slots * sizeof(float));
+    RETURN_IF_ERROR(comm.SendRecv(out_slots, to, absl::MakeSpan(in_slots), from, options));
+    std::vector<float> sent(x.size());
+    DecodeWire(wire_, codes.data(), absl::MakeSpan(sent));
+    std::memcpy(codes.data(), in_slots.data(), slots * sizeof(float));
+    DecodeWire(wire_, codes.data(), y);
+    for (size_t i = 0; i < x.size(); ++i) y[i] += x[i] - sent[i];
+    return absl::OkStatus();
   }
 
   std::vector<int64_t> offsets_;
+  WireType wire_ = WireType::kFloat32;
 };
 
 class GroupIdentityKernel : public OpKernel {

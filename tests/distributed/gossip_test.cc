@@ -145,6 +145,27 @@ TEST_F(GossipTest, OverlapConservesMassAndTrains) {
   EXPECT_NEAR(two["push_sum_weight_total"].get<double>(), 2.0, 1e-6);
 }
 
+// compress(fp16) on the pushes: half the bytes per step; each sender keeps
+// what rounding takes off its share, so the mass stays the world size; the
+// ranks still agree and train as with float32 pushes.
+TEST_F(GossipTest, SixteenBitPushesHalveTheBytesAndKeepTheMass) {
+  Json full = Run(4, 48, "autodiff,sgd(lr=0.05),gossip(overlap=1)");
+  Json half = Run(4, 48, "autodiff,sgd(lr=0.05),gossip(overlap=1),compress(method=fp16)");
+  ASSERT_FALSE(full.is_null());
+  ASSERT_FALSE(half.is_null());
+  EXPECT_NEAR(half["push_sum_weight_total"].get<double>(), 4.0, 1e-5);
+  const double consensus = half["per_epoch"][0]["consensus_distance"].get<double>();
+  EXPECT_GT(consensus, 0);
+  EXPECT_LT(consensus, 2e-2);
+  EXPECT_NEAR(half["final_test_accuracy"].get<double>(), full["final_test_accuracy"].get<double>(), 0.03);
+  const double ratio = half["bytes_sent_per_step"].get<double>() / full["bytes_sent_per_step"].get<double>();
+  EXPECT_NEAR(ratio, 0.5, 0.01);
+  // Rounded pushes are other arithmetic than float32's.
+  EXPECT_GT(testing::WorstRelativeDifference(half["step_losses"].get<std::vector<double>>(),
+                                             full["step_losses"].get<std::vector<double>>()),
+            0);
+}
+
 // A rank whose every communicator call is late (NEREID_FAULTS delays): the
 // pushes of every topology and overlap still meet, nothing deadlocks and no
 // mass is lost.

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
@@ -170,6 +171,34 @@ TEST(GossipTest, OverlapDelaysPushesAndReadsTheDebiasedModel) {
   ASSERT_TRUE(complete.ok());
   EXPECT_THAT(std::string(RunPipeline(**again, *complete).status().message()),
               HasSubstr("gossip: overlap=1 delays pushes; topology complete is an allreduce"));
+}
+
+// compress(fp16|bf16) after gossip puts the 16-bit wire on its pushes (the
+// shifts, or the complete graph's group allreduce); codecs are refused there.
+TEST(GossipTest, SixteenBitCompressionMarksThePushes) {
+  for (const char* topology : {"exponential", "complete"}) {
+    SCOPED_TRACE(topology);
+    auto graph = LoadModel("models/mlp_fashion.pbtxt");
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(4);
+    auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),gossip(topology=", topology, "),compress(method=bf16)"));
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+    int pushes = 0;
+    for (Node* n : (*graph)->nodes()) {
+      if (n->op() != "GroupSendRecv" && n->op() != "GroupAllReduce") continue;
+      EXPECT_EQ(NodeAttrString(*n, "wire"), "bfloat16") << n->name();
+      ++pushes;
+    }
+    EXPECT_GT(pushes, 0);
+  }
+  auto again = LoadModel("models/mlp_fashion.pbtxt");
+  ASSERT_TRUE(again.ok());
+  (*(*again)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  auto qsgd = ParsePipeline("autodiff,sgd(lr=0.1),gossip,compress(method=qsgd)");
+  ASSERT_TRUE(qsgd.ok());
+  EXPECT_THAT(std::string(RunPipeline(**again, *qsgd).status().message()),
+              HasSubstr("compress: gossip's pushes take fp16 or bf16"));
 }
 
 TEST(SgdTest, BatchNormRunningStatisticsAreCarried) {
