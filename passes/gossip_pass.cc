@@ -4,7 +4,8 @@
 // the step (peers=p, default 1), adding what its in-neighbours pushed
 // (push-sum with uniform mixing). The push is a GroupSendRecv on a group of all ranks (one
 // per bucket of values, bucket_kb, and peer), whose offsets change with the step: SGP's time-varying directed exponential
-// graph (at step t rank i sends to i + 2^(t mod log2 n)) or a ring (i + 1).
+// graph (at step t rank i sends to i + 2^(t mod log2 n)), its linear graph
+// (i + 1 + (t mod (n-1))) or a ring (i + 1).
 // On the complete graph every rank sends 1/n to every other (a
 // GroupAllReduce scaled by 1/n): one step gives the allreduce average.
 //
@@ -303,8 +304,8 @@ PassInfo GossipInfo() {
                 "Stochastic Gradient Push: each rank keeps its own parameters and, after each local step, mixes "
                 "them with its out-neighbours' (peers per step, push-sum, uniform weights) over a time-varying directed graph.",
                 {{"topology", OptionType::kString, "exponential",
-                  "the graph mixed over (passes/*_topology.cc): exponential (i + 2^(t mod log2 n)), ring "
-                  "(i + 1), complete (every rank)"},
+                  "the graph mixed over (passes/*_topology.cc): exponential (i + 2^(t mod log2 n)), linear "
+                  "(i + 1 + (t mod (n-1))), ring (i + 1), complete (every rank)"},
                  {"peers", OptionType::kInt, "1",
                   "out-neighbours per step: peer j takes the offset j steps ahead in the topology's cycle "
                   "(exponential: up to log2 n); each keeps and sends 1/(peers+1)"},

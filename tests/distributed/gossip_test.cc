@@ -78,7 +78,7 @@ TEST_F(GossipTest, TheCompleteGraphGivesTheAllreduceAverage) {
 TEST_F(GossipTest, FourRanksConserveWeightAndStayClose) {
   Json allreduce = Run(4, 64, "autodiff,data_parallel,sgd(lr=0.05)");
   ASSERT_FALSE(allreduce.is_null());
-  for (const char* topology : {"exponential", "ring"}) {
+  for (const char* topology : {"exponential", "ring", "linear"}) {
     SCOPED_TRACE(topology);
     Json gossip = Run(4, 64, absl::StrCat("autodiff,sgd(lr=0.05),gossip(topology=", topology, ")"));
     ASSERT_FALSE(gossip.is_null());
@@ -102,6 +102,19 @@ TEST_F(GossipTest, TwoPeersOnThreeRanksGiveTheAllreduceAverage) {
                                              allreduce["step_losses"].get<std::vector<double>>()),
             1e-5);
   EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 3.0);
+}
+
+// The linear graph's n-1 offsets: with n-1 peers every rank hears from every
+// other each step, so one step is the allreduce average.
+TEST_F(GossipTest, TheLinearGraphWithEveryPeerGivesTheAllreduceAverage) {
+  Json gossip = Run(4, 25, "autodiff,sgd(lr=0.05),gossip(topology=linear,peers=3)");
+  Json allreduce = Run(4, 25, "autodiff,data_parallel,sgd(lr=0.05)");
+  ASSERT_FALSE(gossip.is_null());
+  ASSERT_FALSE(allreduce.is_null());
+  EXPECT_LE(testing::WorstRelativeDifference(gossip["step_losses"].get<std::vector<double>>(),
+                                             allreduce["step_losses"].get<std::vector<double>>()),
+            1e-5);
+  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 4.0);
 }
 
 TEST_F(GossipTest, TwoPeersOnFourRanksMixCloser) {
@@ -208,7 +221,7 @@ TEST_F(GossipTest, AnUnknownTopologyIsRefused) {
                                           "\"autodiff,sgd(lr=0.05),gossip(topology=star)\" -o ",
                                  dir_, "/plan.pbtxt"));
   EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: complete, exponential, ring"));
+  EXPECT_THAT(o.output, HasSubstr("gossip: topology 'star' is not one of: complete, exponential, linear, ring"));
 }
 
 }  // namespace
