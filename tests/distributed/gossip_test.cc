@@ -43,36 +43,46 @@ class GossipTest : public ::testing::Test {
     return Json::parse(ReadFile(json));
   }
 
+  // `gossip` (the passes after autodiff) against data parallelism on the
+  // same ranks and steps: the same losses within 1e-5 (each step is the
+  // allreduce average) and a mass of `workers`. Returns gossip's metrics.
+  Json ExpectTheAllreduceAverage(int workers, int steps, const std::string& gossip) {
+    Json mixed = Run(workers, steps, "autodiff," + gossip);
+    Json allreduce = Run(workers, steps, "autodiff,data_parallel,sgd(lr=0.05)");
+    EXPECT_FALSE(mixed.is_null());
+    EXPECT_FALSE(allreduce.is_null());
+    if (mixed.is_null() || allreduce.is_null()) return Json();
+    std::vector<double> a = mixed["step_losses"].get<std::vector<double>>();
+    std::vector<double> b = allreduce["step_losses"].get<std::vector<double>>();
+    EXPECT_EQ(a.size(), static_cast<size_t>(steps));
+    EXPECT_EQ(b.size(), static_cast<size_t>(steps));
+    EXPECT_LE(testing::WorstRelativeDifference(a, b), 1e-5);
+    EXPECT_DOUBLE_EQ(mixed["push_sum_weight_total"].get<double>(), workers);
+    return mixed;
+  }
+
   std::string dir_;
   int runs_ = 0;
 };
 
 TEST_F(GossipTest, TwoRanksMixToTheAllreduceAverage) {
-  Json gossip = Run(2, 50, "autodiff,sgd(lr=0.05),gossip");
-  Json allreduce = Run(2, 50, "autodiff,data_parallel,sgd(lr=0.05)");
+  Json gossip = ExpectTheAllreduceAverage(2, 50, "sgd(lr=0.05),gossip");
   ASSERT_FALSE(gossip.is_null());
-  ASSERT_FALSE(allreduce.is_null());
   EXPECT_EQ(gossip["strategy"].get<std::string>(), "gossip");
-  std::vector<double> a = gossip["step_losses"].get<std::vector<double>>();
-  std::vector<double> b = allreduce["step_losses"].get<std::vector<double>>();
-  ASSERT_EQ(a.size(), 50u);
-  ASSERT_EQ(b.size(), 50u);
-  EXPECT_LE(testing::WorstRelativeDifference(a, b), 1e-5);
-  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 2.0);
 }
 
 // On the complete graph every step averages all ranks' models: allreduce's
 // arithmetic, up to the order of the sums.
 TEST_F(GossipTest, TheCompleteGraphGivesTheAllreduceAverage) {
-  Json gossip = Run(4, 25, "autodiff,sgd(lr=0.05),gossip(topology=complete)");
-  Json allreduce = Run(4, 25, "autodiff,data_parallel,sgd(lr=0.05)");
+  Json gossip = ExpectTheAllreduceAverage(4, 25, "sgd(lr=0.05),gossip(topology=complete)");
   ASSERT_FALSE(gossip.is_null());
-  ASSERT_FALSE(allreduce.is_null());
-  EXPECT_LE(testing::WorstRelativeDifference(gossip["step_losses"].get<std::vector<double>>(),
-                                             allreduce["step_losses"].get<std::vector<double>>()),
-            1e-5);
-  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 4.0);
   EXPECT_LT(gossip["per_epoch"][0]["consensus_distance"].get<double>(), 1e-6);
+}
+
+// The linear graph's n-1 offsets: with n-1 peers every rank hears from every
+// other each step, so one step is the allreduce average.
+TEST_F(GossipTest, TheLinearGraphWithEveryPeerGivesTheAllreduceAverage) {
+  ExpectTheAllreduceAverage(4, 25, "sgd(lr=0.05),gossip(topology=linear,peers=3)");
 }
 
 TEST_F(GossipTest, FourRanksConserveWeightAndStayClose) {
@@ -94,27 +104,7 @@ TEST_F(GossipTest, FourRanksConserveWeightAndStayClose) {
 // Several peers per step: on 3 ranks, 2 peers reach every other rank, so one
 // step is the allreduce average; on 4 ranks, 2 peers mix faster than one.
 TEST_F(GossipTest, TwoPeersOnThreeRanksGiveTheAllreduceAverage) {
-  Json gossip = Run(3, 25, "autodiff,sgd(lr=0.05),gossip(peers=2)");
-  Json allreduce = Run(3, 25, "autodiff,data_parallel,sgd(lr=0.05)");
-  ASSERT_FALSE(gossip.is_null());
-  ASSERT_FALSE(allreduce.is_null());
-  EXPECT_LE(testing::WorstRelativeDifference(gossip["step_losses"].get<std::vector<double>>(),
-                                             allreduce["step_losses"].get<std::vector<double>>()),
-            1e-5);
-  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 3.0);
-}
-
-// The linear graph's n-1 offsets: with n-1 peers every rank hears from every
-// other each step, so one step is the allreduce average.
-TEST_F(GossipTest, TheLinearGraphWithEveryPeerGivesTheAllreduceAverage) {
-  Json gossip = Run(4, 25, "autodiff,sgd(lr=0.05),gossip(topology=linear,peers=3)");
-  Json allreduce = Run(4, 25, "autodiff,data_parallel,sgd(lr=0.05)");
-  ASSERT_FALSE(gossip.is_null());
-  ASSERT_FALSE(allreduce.is_null());
-  EXPECT_LE(testing::WorstRelativeDifference(gossip["step_losses"].get<std::vector<double>>(),
-                                             allreduce["step_losses"].get<std::vector<double>>()),
-            1e-5);
-  EXPECT_DOUBLE_EQ(gossip["push_sum_weight_total"].get<double>(), 4.0);
+  ExpectTheAllreduceAverage(3, 25, "sgd(lr=0.05),gossip(peers=2)");
 }
 
 TEST_F(GossipTest, TwoPeersOnFourRanksMixCloser) {
