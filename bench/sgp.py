@@ -40,6 +40,8 @@ def train(args, passes, out, name):
     flags = [os.path.join(ROOT, "models", "lenet_fashion.pbtxt"), "--batch", str(args.batch), "--threads", "1",
              "--epochs", str(args.epochs), "--train-limit", str(args.train_limit), "--test-limit", str(args.test_limit), "--quiet",
              "--comm-timeout", "300", "--metrics-json", metrics, "--passes", passes]
+    if "gossip" in passes:
+        flags += ["--gossip-eval", args.gossip_eval]
     if args.rate:
         cmd = [CLUSTER, "--workers", str(args.workers), "--rate", args.rate, "--timeout", "3600", "--logs",
                os.path.join(out, "logs_" + name), "--", NEREID, "run"] + flags
@@ -86,6 +88,8 @@ def main():
                     help="rank 1 computes this many ms longer each step (NEREID_FAULTS slow)")
     ap.add_argument("--only", default="", help="comma-separated strategy numbers to run (0-based; default all)")
     ap.add_argument("--test-limit", type=int, default=2000, help="test images evaluated after each epoch")
+    ap.add_argument("--gossip-eval", default="ranks", choices=["ranks", "average"],
+                    help="what SGP's evaluations before the last score (nereid run --gossip-eval)")
     ap.add_argument("--plot", action="store_true",
                     help="write accuracy_vs_time.png (gnuplot) and curves.csv of the last round into --out")
     args = ap.parse_args()

@@ -350,7 +350,8 @@ std::string RunSettings(const TrainOptions& options) {
                       ";normalize=", options.normalize, ";train_limit=", options.train_limit,
                       ";test_limit=", options.test_limit, ";max_steps=", options.max_steps,
                       ";eval_batch=", options.eval_batch, ";check_every=", options.check_every,
-                      ";verify_messages=", options.verify_messages ? 1 : 0, ";transport=", options.transport);
+                      ";verify_messages=", options.verify_messages ? 1 : 0, ";transport=", options.transport,
+                      ";gossip_eval=", options.gossip_eval);
 }
 
 // The first parameter (or optimizer state) holding a NaN or an infinity, if
@@ -493,6 +494,11 @@ class TrainingRun {
     }
     gossip_ = !GraphAttr(*graph_, "gossip").empty();
     gossip_overlap_ = GraphAttrInt(*graph_, kGossipOverlapAttr, 0);
+    if (options_.gossip_eval != "ranks" && !gossip_) {
+      return absl::InvalidArgumentError(absl::StrCat("--gossip-eval ", options_.gossip_eval,
+                                                     " is for gossip plans (SGP); this plan has every rank's "
+                                                     "model the same"));
+    }
     coded_ = !GraphAttr(*graph_, "coded").empty();
     if (const int64_t planned = GraphAttrInt(*graph_, "servers", 0); options_.servers >= 0 && planned != options_.servers) {
       const bool colocated = GraphAttr(*graph_, "parameter_server") == "colocated";
@@ -862,6 +868,18 @@ class TrainingRun {
     return model;
   }
 
+  // A copy of this rank's own state (parameters, push-sum weight, pushes in
+  // flight, optimizer state), to go back to after scoring the average.
+  absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> OwnState() const {
+    std::vector<std::pair<std::string, Tensor>> own;
+    for (const auto& [name, value] : executor_->State()) {
+      if (!per_rank_.contains(name)) continue;
+      ASSIGN_OR_RETURN(Tensor copy, value.Clone());
+      own.emplace_back(name, std::move(copy));
+    }
+    return own;
+  }
+
   // Push-sum's mass over the ranks: every weight plus the weight in flight
   // (overlap's delayed pushes); the world size when nothing is lost.
   absl::StatusOr<double> PushSumMass() {
@@ -911,9 +929,16 @@ class TrainingRun {
     RETURN_IF_ERROR(CheckFinite(m.epoch));
     // Gossip: how far apart the ranks' models are; after the last epoch
     // every rank takes their average, the run's final model.
+    // With --gossip-eval average every epoch scores the average, and each
+    // rank's own state comes back after it.
+    std::vector<std::pair<std::string, Tensor>> own;
     if (group_ != nullptr && gossip_) {
       const bool last = m.epoch + 1 == options_.epochs || ReachedMaxSteps();
-      ASSIGN_OR_RETURN(m.consensus_distance, AverageGossipedModels(/*adopt=*/last));
+      const bool average_for_now = !last && options_.gossip_eval == "average";
+      if (average_for_now) {
+        ASSIGN_OR_RETURN(own, OwnState());
+      }
+      ASSIGN_OR_RETURN(m.consensus_distance, AverageGossipedModels(/*adopt=*/last || average_for_now));
     }
     // Each rank's batch-norm statistics come from its own batches; the ranks
     // evaluate shards of one test set and save one checkpoint, so they first
@@ -935,6 +960,7 @@ class TrainingRun {
     ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*evaluator, test_, options_, part, shard_, EqualShards(*graph_),
                                                       eval_info, group_.get()));
     eval_span.End();
+    for (auto& [name, value] : own) RETURN_IF_ERROR(executor_->SetState(name, value));
     m.test_accuracy = eval.accuracy;
     m.test_loss = eval.loss;
     if (!std::isfinite(eval.loss)) {

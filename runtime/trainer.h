@@ -49,6 +49,11 @@ struct TrainOptions {
   std::string dataset;          // "" = the model's `dataset` attribute
   std::string data_dir;         // "" = the dataset's default
   std::string normalize = "default";  // --normalize: data/normalize.h
+  // Gossip plans: what each epoch's evaluation but the last scores: "ranks"
+  // (each rank's own model on its shard of the test set) or "average" (the
+  // ranks' average; each rank then goes on from its own). The last epoch
+  // scores the average, which every rank adopts.
+  std::string gossip_eval = "ranks";
   int64_t train_limit = 0;      // 0 = every example (tests use fewer)
   int64_t test_limit = 0;
   int64_t eval_batch = 1000;

@@ -73,6 +73,10 @@ Flags RunFlags() {
       .Value("log-level", "LEVEL",
              "what the log (stderr, timestamped) shows: trace, debug, info (default),\n"
              "warn, error or off")
+      .Value("gossip-eval", "WHAT",
+             "gossip (SGP) plans: what each epoch but the last scores: ranks (each\n"
+             "rank's own model on its shard of the test set; default) or average\n"
+             "(the ranks' average; each rank goes on from its own)")
       .Switch("verify-messages",
               "check every transfer (CRC, tag, order) and every collective's result\n"
               "across ranks: a corrupted message is an error naming it (debugging)")
@@ -233,6 +237,11 @@ int Run(const std::vector<std::string>& args) {
   o.checkpoint_dir = flags.String("checkpoint");
   o.resume = flags.Has("resume");
   o.verify_messages = flags.Has("verify-messages");
+  o.gossip_eval = flags.String("gossip-eval", "ranks");
+  if (o.gossip_eval != "ranks" && o.gossip_eval != "average") {
+    std::fprintf(stderr, "error: --gossip-eval must be ranks or average (got %s)\n", o.gossip_eval.c_str());
+    return kExitUsage;
+  }
   if (flags.Has("quiet")) o.progress = nullptr;
   struct IntFlag {
     const char* name;

@@ -30,13 +30,13 @@ class GossipTest : public ::testing::Test {
   void SetUp() override { dir_ = testing::FreshTestDir(); }
 
   // mlp_fashion on `workers` local workers, `steps` steps of 32 per worker on
-  // Fashion-MNIST, with `passes`; rank 0's metrics.
-  Json Run(int workers, int steps, const std::string& passes) {
+  // Fashion-MNIST (an epoch), with `passes` and `more` flags; rank 0's metrics.
+  Json Run(int workers, int steps, const std::string& passes, const std::string& more = "") {
     std::string json = absl::StrCat(dir_, "/", ++runs_, ".json");
     Outcome o = Shell(absl::StrCat(kNereid, " run models/mlp_fashion.pbtxt --workers ", workers,
                                    " --threads 1 --batch 32 --train-limit ", 32 * steps * workers,
                                    " --test-limit 1000 --epochs 1 --quiet --comm-timeout 30 --passes \"", passes,
-                                   "\" --metrics-json ", json),
+                                   "\" --metrics-json ", json, more),
                       300);
     EXPECT_EQ(o.exit_code, 0) << o.output;
     if (o.exit_code != 0) return Json();
@@ -167,6 +167,28 @@ TEST_F(GossipTest, SixteenBitPushesHalveTheBytesAndKeepTheMass) {
   EXPECT_GT(testing::WorstRelativeDifference(half["step_losses"].get<std::vector<double>>(),
                                              full["step_losses"].get<std::vector<double>>()),
             0);
+}
+
+// --gossip-eval average scores the ranks' average after every epoch, and
+// each rank goes on from its own model: the same training, bit for bit, as
+// scoring each rank's own model; only the earlier epochs' scores differ.
+TEST_F(GossipTest, ScoringTheAverageEveryEpochChangesNoTraining) {
+  const std::string passes = "autodiff,sgd(lr=0.05),gossip(overlap=1)";
+  Json ranks = Run(4, 16, passes, " --epochs 2");
+  Json average = Run(4, 16, passes, " --epochs 2 --gossip-eval average");
+  ASSERT_FALSE(ranks.is_null());
+  ASSERT_FALSE(average.is_null());
+  EXPECT_EQ(average["step_losses"].get<std::vector<double>>(), ranks["step_losses"].get<std::vector<double>>());
+  // The second epoch starts from each rank's own state: its models are as far apart.
+  EXPECT_EQ(average["per_epoch"][1]["consensus_distance"].get<double>(),
+            ranks["per_epoch"][1]["consensus_distance"].get<double>());
+  EXPECT_EQ(average["final_test_accuracy"].get<double>(), ranks["final_test_accuracy"].get<double>());
+  EXPECT_NE(average["per_epoch"][0]["test_loss"].get<double>(), ranks["per_epoch"][0]["test_loss"].get<double>());
+  EXPECT_NEAR(average["push_sum_weight_total"].get<double>(), 4.0, 1e-5);
+  Outcome refused = Shell(absl::StrCat(kNereid, " run models/mlp_fashion.pbtxt --workers 2 --threads 1 --batch 32 "
+                                                "--train-limit 64 --test-limit 64 --quiet --gossip-eval average"));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.output, HasSubstr("--gossip-eval average is for gossip plans"));
 }
 
 // A rank whose every communicator call is late (NEREID_FAULTS delays): the
