@@ -163,13 +163,12 @@ class GroupSendRecvKernel : public GroupCollectiveKernel {
     std::vector<uint16_t> codes(2 * slots, 0);
     std::vector<float> out_slots(slots), in_slots(slots);
     EncodeWire(wire_, x, codes.data());
+    DecodeWire(wire_, codes.data(), y);
+    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] - y[i];  // the residual this rank keeps
     std::memcpy(out_slots.data(), codes.data(), slots * sizeof(float));
     RETURN_IF_ERROR(comm.SendRecv(out_slots, to, absl::MakeSpan(in_slots), from, options));
-    std::vector<float> sent(x.size());
-    DecodeWire(wire_, codes.data(), absl::MakeSpan(sent));
     std::memcpy(codes.data(), in_slots.data(), slots * sizeof(float));
-    DecodeWire(wire_, codes.data(), y);
-    for (size_t i = 0; i < x.size(); ++i) y[i] += x[i] - sent[i];
+    DecodeWireAdd(wire_, codes.data(), y);
     return absl::OkStatus();
   }
 
