@@ -20,10 +20,6 @@ std::string KeyOf(absl::string_view op, absl::string_view device, DataType dtype
 
 }  // namespace
 
-OpKernelContext::~OpKernelContext() {
-  if (borrowed_ > 0) budget_->Return(borrowed_);
-}
-
 absl::StatusOr<Tensor*> OpKernelContext::AllocateOutput(int i, DataType dtype) {
   ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(dtype, (*output_dims_)[i]));
   return &outputs_[i];
@@ -41,11 +37,8 @@ absl::Status OpKernelContext::SetOutput(int i, Tensor tensor) {
 int OpKernelContext::AcquireThreads(int64_t work_items, int64_t min_items_per_thread) {
   int64_t useful = std::max<int64_t>(1, work_items / std::max<int64_t>(1, min_items_per_thread));
   if (threads_ == 0) {
-    threads_ = 1;
-    if (budget_ != nullptr && useful > 1) {
-      borrowed_ = budget_->Borrow(static_cast<int>(std::min<int64_t>(useful - 1, 1 << 16)));
-      threads_ += borrowed_;
-    }
+    first_request_ = static_cast<int>(std::min<int64_t>(useful, 1 << 16));
+    threads_ = std::min(reserved_threads_, first_request_);
   }
   return static_cast<int>(std::min<int64_t>(threads_, useful));
 }

@@ -10,8 +10,8 @@
 //   NEREID_REGISTER_KERNEL("Relu", kCpu, DT_FLOAT, ReluKernel);
 //
 // The executor supplies an OpKernelContext per run: the inputs, the output
-// dims that shape inference computed for these inputs, the step, and a
-// thread budget the kernel may borrow idle cores from.
+// dims that shape inference computed for these inputs, the step, and the
+// cores the executor reserved for this run.
 
 #include <cstdint>
 #include <functional>
@@ -43,24 +43,12 @@ struct StepInfo {
   bool training = true;         // false for evaluation: dropout off, batch norm uses running statistics
 };
 
-// Cores a running kernel may borrow for intra-op parallelism. The executor
-// owns the worker's cores; a running node holds one, and a kernel with enough
-// work borrows the idle ones for the duration of its run.
-class ThreadBudget {
- public:
-  virtual ~ThreadBudget() = default;
-  // Takes up to `max` idle cores and returns how many it took (maybe 0).
-  virtual int Borrow(int max) = 0;
-  virtual void Return(int n) = 0;
-};
-
 class OpKernelContext {
  public:
   OpKernelContext(const Node* node, std::vector<const Tensor*> inputs,
-                  const std::vector<std::vector<int64_t>>* output_dims, const StepInfo* step, ThreadBudget* budget)
-      : node_(node), inputs_(std::move(inputs)), output_dims_(output_dims), step_(step), budget_(budget),
-        outputs_(output_dims->size()) {}
-  ~OpKernelContext();
+                  const std::vector<std::vector<int64_t>>* output_dims, const StepInfo* step, int reserved_threads = 1)
+      : node_(node), inputs_(std::move(inputs)), output_dims_(output_dims), step_(step),
+        reserved_threads_(reserved_threads < 1 ? 1 : reserved_threads), outputs_(output_dims->size()) {}
 
   const Node& node() const { return *node_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
@@ -78,10 +66,17 @@ class OpKernelContext {
   const std::vector<int64_t>& output_dims(int i) const { return (*output_dims_)[i]; }
   std::vector<Tensor>& outputs() { return outputs_; }
 
-  // The cores this kernel may use now (1 + what it could borrow), for work of
-  // `work_items` independent items of which each thread should get at least
-  // `min_items_per_thread`. Borrowed cores are returned when the run ends.
+  // The threads this kernel uses for work of `work_items` independent items of
+  // which each thread should get at least `min_items_per_thread`: the useful
+  // count, capped by the cores the executor reserved. The first call fixes
+  // the count for the run (later calls get at most as many). It depends on
+  // the shapes and the reservation only, never on what else is running, so
+  // every reduction splits the same way in every run.
   int AcquireThreads(int64_t work_items, int64_t min_items_per_thread);
+  // The useful count the first AcquireThreads call found (0: never called).
+  // The executor reserves min(that, its cores) for the node's next runs with
+  // these shapes, and nothing more.
+  int first_request() const { return first_request_; }
 
   // Inputs of source ops, supplied by the executor: the batch for an Input
   // node, the current value for a Parameter.
@@ -101,12 +96,12 @@ class OpKernelContext {
   std::vector<const Tensor*> inputs_;
   const std::vector<std::vector<int64_t>>* output_dims_;
   const StepInfo* step_;
-  ThreadBudget* budget_;
+  int reserved_threads_;
   std::vector<Tensor> outputs_;
   const Tensor* source_value_ = nullptr;
   CollectiveQueue* collectives_ = nullptr;
   PointToPointChannel* point_to_point_ = nullptr;
-  int borrowed_ = 0;
+  int first_request_ = 0;
   int threads_ = 0;  // 0 until AcquireThreads is first called
 };
 

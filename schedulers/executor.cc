@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "ops/collective_schedule.h"
 #include "ops/op_registry.h"
 #include "ops/topo_order.h"
+#include "tbb/global_control.h"
 #include "tbb/task_arena.h"
 
 namespace nereid {
@@ -33,44 +35,80 @@ namespace nereid {
 // node was running (every allreduce waited for the next compute node to end)
 // and could deadlock: the engine, holding mu_, waited for the worker, whose
 // node waited for mu_ to finish.
+namespace {
+
+// oneTBB's workers are shared by every arena in the process and capped, by
+// default, at hardware_concurrency - 1: on two cores an executor of two
+// threads would run one node at a time. The cap is raised to the live
+// executors' threads together (plus the thread that submits), so each
+// executor's reserved cores are real threads; ranks run as threads in one
+// process (tests) each get theirs. It only grows: idle workers sleep.
+void AdjustTbbWorkers(int delta) {
+  static std::mutex* mu = new std::mutex();
+  static int live = 0;
+  static size_t cap = 0;
+  static tbb::global_control* control = nullptr;
+  std::lock_guard<std::mutex> lock(*mu);
+  live += delta;
+  const size_t want = std::max<size_t>(std::max(1u, std::thread::hardware_concurrency()), live + 1);
+  if (want <= cap) return;
+  auto* raised = new tbb::global_control(tbb::global_control::max_allowed_parallelism, want);
+  delete control;
+  control = raised;
+  cap = want;
+}
+
+}  // namespace
+
+// oneTBB's arena (T slots, none reserved for the thread that submits work:
+// the driver only waits) and a count of the node tasks not yet returned.
+//
+// Node tasks are enqueued, never submitted through arena.execute: Dispatch
+// runs under mu_ and on any thread (the driver starting a step, the collective
+// engine finishing an allreduce), and an external thread's execute blocks
+// until a worker is free. That stalled the collective engine behind whatever
+// node was running (every allreduce waited for the next compute node to end)
+// and could deadlock: the engine, holding mu_, waited for the worker, whose
+// node waited for mu_ to finish.
 struct Executor::Pool {
-  // Known limit: oneTBB allows hardware_concurrency - 1 workers, so on two
-  // cores --threads 2 runs one node at a time (a kernel still borrows the
-  // second core). Raising the limit (tbb::global_control) runs nodes truly
-  // in parallel and is ASan-clean now that oneDNN calls are serialised, but
-  // then how many cores a kernel borrows depends on timing, so reductions
-  // (oneDNN's backward-weights, our bias gradients) split differently and
-  // two runs with one seed stop being bitwise equal (pipeline_test caught
-  // it). Deterministic core counts per node would lift this.
-  Pool(Executor* executor, int threads) : executor(executor), arena(threads, 0) {}
+  struct Task {
+    StepRun* run;
+    int node_id;
+    int cores;  // reserved for it at dispatch
+  };
+  Pool(Executor* executor, int threads) : executor(executor), threads(threads), arena(threads, 0) {
+    AdjustTbbWorkers(threads);
+  }
+  ~Pool() { AdjustTbbWorkers(-threads); }
   Executor* const executor;
+  const int threads;
   tbb::task_arena arena;
   std::mutex mu;
   std::condition_variable idle;
-  int live = 0;                                   // guarded by mu: enqueued, not yet returned
-  std::deque<std::pair<StepRun*, int>> pending;  // guarded by mu: nodes handed over, not yet taken
+  int live = 0;             // guarded by mu: enqueued, not yet returned
+  std::deque<Task> pending;  // guarded by mu: nodes handed over, not yet taken
 
   // The node goes through `pending`, under mu: the lock hands it (and
   // everything the submitter wrote before) to the worker in a way
   // ThreadSanitizer can see; Debian's libtbb is not instrumented, so a
   // capture read straight from TBB's task object would be reported as a race
   // (only the captured `this` is, suppressed in tsan.supp).
-  void Enqueue(StepRun* run, int node_id) {
+  void Enqueue(Task task) {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++live;
-      pending.emplace_back(run, node_id);
+      pending.push_back(task);
     }
     arena.enqueue([this] { RunOne(); });
   }
   void RunOne() {
-    std::pair<StepRun*, int> node;
+    Task task;
     {
       std::lock_guard<std::mutex> lock(mu);
-      node = pending.front();
+      task = pending.front();
       pending.pop_front();
     }
-    executor->Execute(node.first, node.second);
+    executor->Execute(task.run, task.node_id, task.cores);
     std::lock_guard<std::mutex> lock(mu);
     if (--live == 0) idle.notify_all();
   }
@@ -78,27 +116,6 @@ struct Executor::Pool {
     std::unique_lock<std::mutex> lock(mu);
     idle.wait(lock, [&] { return live == 0; });
   }
-};
-
-class Executor::CoreBudget : public ThreadBudget {
- public:
-  explicit CoreBudget(Executor* e) : e_(e) {}
-  // Idle cores that no ready node is waiting for.
-  int Borrow(int max) override {
-    std::lock_guard<std::mutex> lock(e_->mu_);
-    int spare = e_->free_cores_ - static_cast<int>(e_->ready_.size());
-    int n = std::max(0, std::min(max, spare));
-    e_->free_cores_ -= n;
-    return n;
-  }
-  void Return(int n) override {
-    std::unique_lock<std::mutex> lock(e_->mu_);
-    e_->free_cores_ += n;
-    e_->Dispatch(lock);
-  }
-
- private:
-  Executor* e_;
 };
 
 struct Executor::StepRun {
@@ -109,6 +126,7 @@ struct Executor::StepRun {
   std::vector<int> fetch_ids;
   std::vector<int> pending;                 // by node id: inputs not yet produced
   std::vector<int> uses_left;               // by node id: consumers not yet run
+  int shape_class = 0;                      // index of its feeds' dims in feed_shapes_
   std::vector<std::vector<Tensor>> values;  // by node id: outputs
   std::vector<Tensor> fetched;
   absl::flat_hash_map<int, Tensor> sources;  // Parameter values read at this step
@@ -234,7 +252,6 @@ absl::Status Executor::Init() {
     for (const LoopScope& loop : graph_->header().loop()) k = std::max(k, loop.max_in_flight());
   }
   ASSIGN_OR_RETURN(tracker_, ProgressTracker::Create(k));
-  budget_ = std::make_unique<CoreBudget>(this);
   pool_ = std::make_unique<Pool>(this, threads_);
   return absl::OkStatus();
 }
@@ -290,7 +307,7 @@ absl::Status Executor::KernelError(const Node& node, const StepInfo& step, const
 
 absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
     const Node& node, const StepInfo& step, const FeedMap& feeds, const std::vector<std::vector<Tensor>>& values,
-    const Tensor* source, ThreadBudget* budget) {
+    const Tensor* source, int reserved_threads) {
   std::vector<const Tensor*> inputs;
   if (node.op() != "Parameter") {
     for (int i = 0; i < node.num_inputs(); ++i) {
@@ -348,7 +365,7 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
   } else {
     ASSIGN_OR_RETURN(dims, OutputDims(node, inputs));
   }
-  prepared->ctx = std::make_unique<OpKernelContext>(&node, std::move(inputs), dims, &step, budget);
+  prepared->ctx = std::make_unique<OpKernelContext>(&node, std::move(inputs), dims, &step, reserved_threads);
   prepared->ctx->set_source_value(source);
   prepared->ctx->set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
   prepared->ctx->set_point_to_point(options_.point_to_point);
@@ -357,11 +374,13 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
 
 absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
                                const std::vector<std::vector<Tensor>>& values, const Tensor* source,
-                               ThreadBudget* budget, std::vector<Tensor>* outputs) {
+                               int reserved_threads, std::vector<Tensor>* outputs, int* first_request) {
   TraceSpan span(options_.trace, node.name(), node.op(), {{"step", step.step}});
-  ASSIGN_OR_RETURN(std::unique_ptr<NodeRun> prepared, PrepareNode(node, step, feeds, values, source, budget));
+  ASSIGN_OR_RETURN(std::unique_ptr<NodeRun> prepared,
+                   PrepareNode(node, step, feeds, values, source, reserved_threads));
   absl::Status s = kernels_[node.id()]->Compute(prepared->ctx.get());
   if (!s.ok()) return KernelError(node, step, s);
+  if (first_request != nullptr) *first_request = prepared->ctx->first_request();
   *outputs = std::move(prepared->ctx->outputs());
   return absl::OkStatus();
 }
@@ -400,13 +419,14 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
     if (!failed_.ok()) return failed_;
     for (auto& [id, by_step] : parameter_values_) params[id] = by_step.rbegin()->second;
   }
-  // Evaluation runs the nodes in order on one task that may borrow every core.
+  // Evaluation runs the nodes in order on one task that may use every core
+  // (no step is in flight then).
   absl::Status status;
   pool_->arena.execute([&] {
     for (int64_t id : *ids) {
       const Node& n = *nodes_[id];
       const Tensor* source = n.op() == "Parameter" ? &params[id] : nullptr;
-      status = RunNode(n, step, feeds, values, source, budget_.get(), &values[id]);
+      status = RunNode(n, step, feeds, values, source, threads_, &values[id], nullptr);
       if (!status.ok()) return;
     }
   });
@@ -465,6 +485,7 @@ absl::Status Executor::StartStep(const StepInfo& step, FeedMap feeds, const std:
     last_completed_step_ = step.step - 1;
   }
   next_step_ = step.step + 1;
+  run->shape_class = ShapeClass(run->feeds);
   run->pending = in_step_inputs_;
   run->uses_left = consumers_;
   run->values.resize(nodes_.size());
@@ -525,17 +546,45 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
   return fetched;
 }
 
+int Executor::ShapeClass(const FeedMap& feeds) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> dims;
+  for (const auto& [name, tensor] : feeds) dims.emplace_back(name, tensor.dims());
+  std::sort(dims.begin(), dims.end());
+  for (size_t i = 0; i < feed_shapes_.size(); ++i) {
+    if (feed_shapes_[i] == dims) return static_cast<int>(i);
+  }
+  feed_shapes_.push_back(std::move(dims));
+  cores_needed_.emplace_back(nodes_.size(), 0);
+  return static_cast<int>(feed_shapes_.size()) - 1;
+}
+
+int Executor::CoresFor(const StepRun& run, int node_id) const {
+  const int known = cores_needed_[run.shape_class][node_id];
+  return known > 0 ? known : threads_;
+}
+
 void Executor::Dispatch(std::unique_lock<std::mutex>& lock) {
-  while (free_cores_ > 0 && !ready_.empty() && failed_.ok()) {
-    auto [run, id] = ready_.front();
-    ready_.pop_front();
-    --free_cores_;
+  // First ready, first run, as long as its cores are free; a node that needs
+  // more cores than are free waits, and smaller ones behind it may go first
+  // (every node's core count is fixed, so the order changes no result).
+  for (auto it = ready_.begin(); free_cores_ > 0 && it != ready_.end() && failed_.ok();) {
+    const int cores = CoresFor(*it->first, it->second);
+    if (cores > free_cores_) {
+      ++it;
+      continue;
+    }
+    free_cores_ -= cores;
     ++running_;
-    pool_->Enqueue(run, id);
+    pool_->Enqueue({it->first, it->second, cores});
+    it = ready_.erase(it);
   }
 }
 
-void Executor::Execute(StepRun* run, int node_id) {
+void Executor::LearnCores(const StepRun& run, int node_id, int first_request) {
+  cores_needed_[run.shape_class][node_id] = std::clamp(first_request, 1, threads_);
+}
+
+void Executor::Execute(StepRun* run, int node_id, int cores) {
   // Once per thread (TBB keeps its workers). Raising one's own nice value
   // needs no privilege; a failure only leaves the default priority.
   thread_local int thread_nice = 0;
@@ -560,8 +609,13 @@ void Executor::Execute(StepRun* run, int node_id) {
   if (!kernel.IsAsync()) {
     if (options_.slow_step > absl::ZeroDuration() && !run->slowed.exchange(true)) absl::SleepFor(options_.slow_step);
     std::vector<Tensor> outputs;
-    absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, budget_.get(), &outputs);
-    Finish(run, node_id, std::move(status), std::move(outputs), /*holds_core=*/true);
+    int first_request = 0;
+    absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, cores, &outputs, &first_request);
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      LearnCores(*run, node_id, first_request);
+    }
+    Finish(run, node_id, std::move(status), std::move(outputs), cores);
     return;
   }
   // Asynchronous (communication): start it, then give the core back; the
@@ -569,9 +623,9 @@ void Executor::Execute(StepRun* run, int node_id) {
   TraceSpan span(options_.trace, node.name(), node.op(), {{"step", run->info.step}});
   absl::Time submitted = options_.trace != nullptr ? absl::Now() : absl::InfinitePast();
   absl::StatusOr<std::unique_ptr<NodeRun>> prepared =
-      PrepareNode(node, run->info, run->feeds, run->values, source, budget_.get());
+      PrepareNode(node, run->info, run->feeds, run->values, source, /*reserved_threads=*/1);
   if (!prepared.ok()) {
-    Finish(run, node_id, prepared.status(), {}, /*holds_core=*/true);
+    Finish(run, node_id, prepared.status(), {}, cores);
     return;
   }
   std::shared_ptr<NodeRun> shared = *std::move(prepared);
@@ -582,12 +636,14 @@ void Executor::Execute(StepRun* run, int node_id) {
     }
     std::vector<Tensor> outputs = std::move(shared->ctx->outputs());
     if (!status.ok()) status = KernelError(*nodes_[node_id], run->info, status);
-    shared.reset();  // returns borrowed cores, which takes mu_
-    Finish(run, node_id, std::move(status), std::move(outputs), /*holds_core=*/false);
+    shared.reset();
+    Finish(run, node_id, std::move(status), std::move(outputs), /*cores_held=*/0);
   });
   span.End();
   std::unique_lock<std::mutex> lock(mu_);
-  ++free_cores_;
+  // Starting a transfer needs one core; its wait needs none.
+  LearnCores(*run, node_id, 1);
+  free_cores_ += cores;
   Dispatch(lock);
 }
 
@@ -606,7 +662,7 @@ void Executor::Fail(absl::Status status) {
 }
 
 void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs,
-                      bool holds_core) {
+                      int cores_held) {
   // running_ drops last, after every use of this executor: once it reaches 0
   // the executor may be destroyed (FinishStep after a failure returns then).
   absl::Cleanup done_running = [this] {
@@ -615,16 +671,16 @@ void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vecto
     changed_.notify_all();
   };
   if (!status.ok()) {
-    if (holds_core) {
+    if (cores_held > 0) {
       std::lock_guard<std::mutex> lock(mu_);
-      ++free_cores_;
+      free_cores_ += cores_held;
     }
     Fail(std::move(status));
     return;
   }
   const Node& node = *nodes_[node_id];
   std::unique_lock<std::mutex> lock(mu_);
-  if (holds_core) ++free_cores_;
+  free_cores_ += cores_held;
   if (!failed_.ok()) return;
   run->values[node_id] = std::move(outputs);
   for (size_t i = 0; i < run->fetch_ids.size(); ++i) {

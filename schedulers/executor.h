@@ -10,10 +10,15 @@
 // step s+1 may start as soon as the tracker lets it (K = max_steps_in_flight:
 // 1 is synchronous) and each Parameter's read waits for its own value only.
 //
-// Cores: the worker's T threads are tokens. A node needs one to run; a kernel
-// borrows idle tokens for intra-op parallelism (oneDNN's OpenMP threads or
-// oneTBB loops), never ones ready nodes are waiting for. So at most T threads
-// are busy, whichever library is computing.
+// Cores: the worker's T threads are tokens. A node is dispatched once the
+// cores it needs are free and holds them while it runs; its kernel's
+// intra-op parallelism (oneDNN's OpenMP threads or oneTBB loops) uses exactly
+// those. How many a node needs is fixed, not taken from what happens to be
+// idle: min(T, what its kernel finds useful for its shapes), learnt from its
+// first run with those feed shapes (which reserves all T). So two light nodes
+// run at once on two cores, a heavy one gets every core, at most T threads
+// are busy, and every reduction splits the same way in every run: results are
+// bit for bit reproducible for a given T, whatever the timing.
 //
 // Memory: each value of a step is dropped once its last consumer in that step
 // has run, which returns its buffer to the pool for the next allocation.
@@ -120,7 +125,6 @@ class Executor {
 
  private:
   struct StepRun;
-  class CoreBudget;
 
   Executor(const Graph* graph, ExecutorOptions options);
   absl::Status Init();
@@ -133,19 +137,29 @@ class Executor {
   struct NodeRun;
   absl::StatusOr<std::unique_ptr<NodeRun>> PrepareNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
                                                        const std::vector<std::vector<Tensor>>& values,
-                                                       const Tensor* source, ThreadBudget* budget);
-  // Runs one node's kernel to completion (an asynchronous one is waited for).
+                                                       const Tensor* source, int reserved_threads);
+  // Runs one node's kernel to completion (an asynchronous one is waited for)
+  // on `reserved_threads` cores; `first_request` (if not null) gets what the
+  // kernel found useful (OpKernelContext::first_request).
   absl::Status RunNode(const Node& node, const StepInfo& step, const FeedMap& feeds,
-                       const std::vector<std::vector<Tensor>>& values, const Tensor* source, ThreadBudget* budget,
-                       std::vector<Tensor>* outputs);
+                       const std::vector<std::vector<Tensor>>& values, const Tensor* source, int reserved_threads,
+                       std::vector<Tensor>* outputs, int* first_request);
   absl::Status KernelError(const Node& node, const StepInfo& step, const absl::Status& status) const;
   absl::StatusOr<const std::vector<std::vector<int64_t>>*> OutputDims(const Node& node,
                                                                       const std::vector<const Tensor*>& inputs);
   void Dispatch(std::unique_lock<std::mutex>& lock);
-  void Execute(StepRun* run, int node_id);
-  // `holds_core`: the node still holds its core (false for an asynchronous
-  // kernel, which gave it back when it started).
-  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs, bool holds_core);
+  void Execute(StepRun* run, int node_id, int cores);
+  // The index of these feeds' dims among those seen (a step's node core
+  // counts are learnt per feed shapes: a smaller last batch may need fewer).
+  // Under mu_.
+  int ShapeClass(const FeedMap& feeds);
+  // The cores `node_id` is dispatched with in `run`; under mu_.
+  int CoresFor(const StepRun& run, int node_id) const;
+  // Records what the node's kernel found useful; under mu_.
+  void LearnCores(const StepRun& run, int node_id, int first_request);
+  // `cores_held`: the cores the node still holds (0 for an asynchronous
+  // kernel, which gave them back when it started).
+  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs, int cores_held);
   // Records the first failure; aborts the collective engine. Called without mu_.
   void Fail(absl::Status status);
 
@@ -180,9 +194,12 @@ class Executor {
   std::map<int64_t, std::unique_ptr<StepRun>> runs_;
   std::deque<std::pair<StepRun*, int>> ready_;  // FIFO: first ready, first run
   int free_cores_;
+  // Feed names and dims of each shape class, and by class and node id the
+  // cores the node runs on (0: not learnt yet, so all T).
+  std::vector<std::vector<std::pair<std::string, std::vector<int64_t>>>> feed_shapes_;
+  std::vector<std::vector<int>> cores_needed_;
   int running_ = 0;
   absl::Status failed_;
-  std::unique_ptr<CoreBudget> budget_;
   struct Pool;
   std::unique_ptr<Pool> pool_;
 };

@@ -3,7 +3,10 @@
 
 #include "schedulers/executor.h"
 
+#include <condition_variable>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +41,72 @@ NEREID_REGISTER_OP(OpDefBuilder("TestFailsFromAnotherThread")
                        .Output("y")
                        .SetShapeFn(shape_fns::UnchangedShape));
 NEREID_REGISTER_KERNEL("TestFailsFromAnotherThread", kCpu, DT_FLOAT, FailsFromAnotherThreadKernel);
+
+// What the core-reservation test's nodes saw, shared by its kernels.
+struct CoreLog {
+  std::mutex mu;
+  std::condition_variable arrived;
+  std::map<int64_t, int> meets_started;  // by step
+  int light_running = 0;
+  int most_light_at_step_0 = 0;
+  int light_that_met = 0;               // light nodes that saw their partner running
+  std::vector<int> heavy_threads;       // by step
+  int heavy_beside_light = 0;           // heavy runs during which a light node ran
+};
+CoreLog& TheCoreLog() {
+  static CoreLog* log = new CoreLog();
+  return *log;
+}
+
+// A light node (it never asks for threads, so it needs one core). After step
+// 0 it waits, up to 10 s, for the step's other light node to start: they meet
+// only if two nodes truly run at once.
+class TestMeetKernel : public OpKernel {
+ public:
+  absl::Status Compute(OpKernelContext* ctx) override {
+    CoreLog& log = TheCoreLog();
+    std::unique_lock<std::mutex> lock(log.mu);
+    ++log.light_running;
+    const int64_t step = ctx->step().step;
+    if (step == 0) {
+      log.most_light_at_step_0 = std::max(log.most_light_at_step_0, log.light_running);
+    } else {
+      ++log.meets_started[step];
+      log.arrived.notify_all();
+      if (log.arrived.wait_for(lock, std::chrono::seconds(10), [&] { return log.meets_started[step] == 2; })) {
+        ++log.light_that_met;
+      }
+    }
+    --log.light_running;
+    return ctx->SetOutput(0, ctx->input(0));
+  }
+};
+
+// A heavy node: work enough for every core.
+class TestHeavyKernel : public OpKernel {
+ public:
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const int threads = ctx->AcquireThreads(int64_t{1} << 20, 1);
+    CoreLog& log = TheCoreLog();
+    std::lock_guard<std::mutex> lock(log.mu);
+    log.heavy_threads.push_back(threads);
+    if (log.light_running > 0) ++log.heavy_beside_light;
+    return ctx->SetOutput(0, ctx->input(0));
+  }
+};
+
+NEREID_REGISTER_OP(OpDefBuilder("TestMeet")
+                       .Summary("Waits for its partner to run (executor_test only).")
+                       .Input("x")
+                       .Output("y")
+                       .SetShapeFn(shape_fns::UnchangedShape));
+NEREID_REGISTER_KERNEL("TestMeet", kCpu, DT_FLOAT, TestMeetKernel);
+NEREID_REGISTER_OP(OpDefBuilder("TestHeavy")
+                       .Summary("Asks for every core (executor_test only).")
+                       .Input("x")
+                       .Output("y")
+                       .SetShapeFn(shape_fns::UnchangedShape));
+NEREID_REGISTER_KERNEL("TestHeavy", kCpu, DT_FLOAT, TestHeavyKernel);
 
 // A counter loop: c(t+1) = c(t) + x(t), c(0) = 0, with `in_flight` steps
 // allowed at once. `out` = c + x is what a step computes.
@@ -183,6 +252,41 @@ TEST(ExecutorTest, AnExecutorDestroyedRightAfterAFailedStepOutlivesTheFailingCal
     ASSERT_FALSE(out.ok());
     EXPECT_THAT(std::string(out.status().message()), HasSubstr("the peer is gone"));
   }
+}
+
+// Cores are reserved per node, not borrowed from whatever is idle: two light
+// nodes run at once on two threads, a heavy node gets both cores every step
+// and never runs beside a light one, and a node's first run (whose need is
+// not known yet) holds every core.
+TEST(ExecutorTest, EachNodeRunsOnTheCoresItNeedsAndTwoLightNodesRunAtOnce) {
+  auto graph = Load(R"pb(
+    version: 1
+    node {
+      name: "x"
+      op: "Input"
+      attr { key: "shape" value { shape { dim: 2 } } }
+      attr { key: "feed" value { s: "x" } }
+    }
+    node { name: "a" op: "TestMeet" input: "x" }
+    node { name: "heavy" op: "TestHeavy" input: "x" }
+    node { name: "b" op: "TestMeet" input: "x" }
+  )pb");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExecutorOptions options;
+  options.threads = 2;
+  auto executor = Executor::Create(graph->get(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  constexpr int kSteps = 4;
+  for (int s = 0; s < kSteps; ++s) {
+    auto out = (*executor)->RunStep(StepInfo{0, s, s, kSteps, 1, true}, FeedOf(1, 2), {"a", "b", "heavy"});
+    ASSERT_TRUE(out.ok()) << out.status();
+  }
+  CoreLog& log = TheCoreLog();
+  std::lock_guard<std::mutex> lock(log.mu);
+  EXPECT_EQ(log.most_light_at_step_0, 1);
+  EXPECT_EQ(log.light_that_met, 2 * (kSteps - 1));
+  EXPECT_EQ(log.heavy_threads, std::vector<int>(kSteps, 2));
+  EXPECT_EQ(log.heavy_beside_light, 0);
 }
 
 }  // namespace

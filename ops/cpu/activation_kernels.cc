@@ -81,7 +81,7 @@ class SoftmaxKernel : public OpKernel {
     if (out->num_elements() == 0) return absl::OkStatus();
     dnnl::memory::desc md = cpu::PlainDesc(first.dims());
     int threads = ctx->AcquireThreads(out->num_elements(), cpu::kElementwiseGrain);
-    ASSIGN_OR_RETURN(const dnnl::primitive* primitive, cache_.Get(first.dims(), [&] {
+    ASSIGN_OR_RETURN(const dnnl::primitive* primitive, cache_.Get(first.dims(), threads, [&] {
       dnnl::softmax_forward::primitive_desc fwd(
           dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis), cpu::CpuEngine());
       if (!backward_) return dnnl::primitive(dnnl::softmax_forward(fwd));

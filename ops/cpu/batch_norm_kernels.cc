@@ -71,8 +71,8 @@ class BatchNormKernel : public OpKernel {
       RETURN_IF_ERROR(ctx->SetOutput(3, running_mean));
       RETURN_IF_ERROR(ctx->SetOutput(4, running_var));
       if (y->num_elements() == 0) return absl::OkStatus();
-      ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), training));
       int threads = ctx->AcquireThreads(x.num_elements(), kBatchNormGrain);
+      ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), training, threads));
       return cpu::RunPrimitive(p->primitive,
                                {{DNNL_ARG_SRC, cpu::Wrap(p->data, x)},
                                 {DNNL_ARG_DST, cpu::Wrap(p->data, *y)},
@@ -87,8 +87,8 @@ class BatchNormKernel : public OpKernel {
     ASSIGN_OR_RETURN(Tensor * var, ctx->AllocateOutput(2));
     ASSIGN_OR_RETURN(Tensor * next_mean, ctx->AllocateOutput(3));
     ASSIGN_OR_RETURN(Tensor * next_var, ctx->AllocateOutput(4));
-    ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), training));
     int threads = ctx->AcquireThreads(x.num_elements(), kBatchNormGrain);
+    ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), training, threads));
     RETURN_IF_ERROR(cpu::RunPrimitive(p->primitive,
                                       {{DNNL_ARG_SRC, cpu::Wrap(p->data, x)},
                                        {DNNL_ARG_DST, cpu::Wrap(p->data, *y)},
@@ -113,8 +113,8 @@ class BatchNormKernel : public OpKernel {
   }
 
  private:
-  absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, bool training) {
-    return cache_.Get(std::make_pair(xd, training), [&] {
+  absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, bool training, int threads) {
+    return cache_.Get(std::make_pair(xd, training), threads, [&] {
       Primitive p;
       p.data = DataDesc(xd);
       p.channels = cpu::PlainDesc({xd[1]});
@@ -164,8 +164,8 @@ class BatchNormGradKernel : public OpKernel {
       std::fill_n(doffset->data<float>(), doffset->num_elements(), 0.0f);
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims()));
     int threads = ctx->AcquireThreads(x.num_elements(), kBatchNormGrain);
+    ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), threads));
     // oneDNN 2.6 counts DNNL_ARG_SHIFT among the inputs of the backward pass
     // under use_shift and refuses to run without it, though no gradient
     // depends on the offset; scale stands in for it (read-only, never used).
@@ -183,8 +183,8 @@ class BatchNormGradKernel : public OpKernel {
   }
 
  private:
-  absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd) {
-    return cache_.Get(xd, [&] {
+  absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, int threads) {
+    return cache_.Get(xd, threads, [&] {
       Primitive p;
       p.data = DataDesc(xd);
       p.channels = cpu::PlainDesc({xd[1]});

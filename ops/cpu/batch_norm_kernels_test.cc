@@ -79,7 +79,7 @@ OpRun RunOp(const std::string& op, const std::vector<std::string>& names, const 
   for (const Tensor& t : inputs) in.push_back(&t);
   StepInfo step;
   step.training = training;
-  OpKernelContext ctx(node, in, &dims, &step, nullptr);
+  OpKernelContext ctx(node, in, &dims, &step);
   run.status = (*kernel)->Compute(&ctx);
   run.outputs = std::move(ctx.outputs());
   return run;

@@ -37,9 +37,9 @@ class ConvKernel : public OpKernel {
     std::vector<int64_t> y_dims = pass_ == ConvPass::kForward ? ctx->output_dims(0) : ctx->input(2).dims();
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     if (out->num_elements() == 0) return absl::OkStatus();
-    ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), f.dims(), y_dims));
     int64_t work = y_dims[0] * y_dims[1] * y_dims[2] * y_dims[3] * f.dim(1) * f.dim(2) * f.dim(3);
     int threads = ctx->AcquireThreads(work, 1 << 17);
+    ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), f.dims(), y_dims, threads));
     // Which tensor plays which oneDNN argument in this pass; the last one is
     // the output.
     const Tensor* dy = pass_ == ConvPass::kForward ? nullptr : &ctx->input(2);
@@ -78,10 +78,10 @@ class ConvKernel : public OpKernel {
   };
 
   absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, const std::vector<int64_t>& fd,
-                                       const std::vector<int64_t>& yd) {
+                                       const std::vector<int64_t>& yd, int threads) {
     std::vector<int64_t> key = xd;
     key.insert(key.end(), fd.begin(), fd.end());
-    return cache_.Get(key, [&] { return Build(xd, fd, yd); }, "convolution");
+    return cache_.Get(key, threads, [&] { return Build(xd, fd, yd); }, "convolution");
   }
 
   Primitive Build(const std::vector<int64_t>& xd, const std::vector<int64_t>& fd,

@@ -19,6 +19,8 @@ absl::Status DnnlError(const dnnl::error& e, const char* what) {
   return absl::InternalError(absl::StrCat("oneDNN ", what, ": ", e.what()));
 }
 
+void SetOpenMpThreads(int threads) { omp_set_num_threads(std::max(1, threads)); }
+
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
                           const char* what) {
   // Debian's oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, so its
@@ -28,7 +30,7 @@ absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int
   // kernel could borrow, and non-oneDNN nodes run alongside.
   static std::mutex* serial = new std::mutex();
   std::lock_guard<std::mutex> lock(*serial);
-  omp_set_num_threads(std::max(1, threads));
+  SetOpenMpThreads(threads);
   try {
     dnnl::stream stream(CpuEngine());
     p.execute(stream, args);

@@ -5,9 +5,10 @@
 // budget, the oneDNN engine, and the thread count oneDNN's OpenMP runtime
 // uses for one primitive call.
 //
-// Who owns the cores: the executor. A worker given T threads runs at most T
-// nodes at once; a kernel borrows idle cores through
-// OpKernelContext::AcquireThreads. Loops here split into exactly that many
+// Who owns the cores: the executor. A worker given T threads runs nodes on at
+// most T cores at once; each node runs on the cores reserved for it when it
+// was dispatched (OpKernelContext::AcquireThreads says how many it uses).
+// Loops here split into exactly that many
 // oneTBB tasks (run in the executor's arena of T threads); oneDNN primitives
 // get the same count through omp_set_num_threads, set on the calling thread
 // just before the call. So the busy threads never exceed T.
@@ -52,24 +53,34 @@ inline constexpr int64_t kElementwiseGrain = 1 << 15;
 
 const dnnl::engine& CpuEngine();
 
+// Sets the calling thread's OpenMP thread count (at least 1), which oneDNN
+// reads when it builds and runs a primitive.
+void SetOpenMpThreads(int threads);
+
 // Converts a oneDNN exception from building a primitive into a status.
 absl::Status DnnlError(const dnnl::error& e, const char* what);
 
-// The oneDNN primitives a kernel built, by the shapes they were built for.
-// Building one costs far more than running it, so each is built once per
-// shape; the map is guarded because a kernel may run for two steps at once.
+// The oneDNN primitives a kernel built, by the shapes and the thread count
+// they were built for. Building one costs far more than running it, so each
+// is built once; the map is guarded because a kernel may run for two steps at
+// once. oneDNN fixes a primitive's split of the work (and so the order of its
+// reductions) for the OpenMP thread count current when it is built, so the
+// count is set first: building on whatever count the thread last ran with
+// made results depend on which thread a node happened to run on.
 template <typename Key, typename Value>
 class PrimitiveCache {
  public:
   // `build()` returns the Value for `key` and may throw dnnl::error, which
   // becomes a status naming `what`.
   template <typename Build>
-  absl::StatusOr<const Value*> Get(const Key& key, Build&& build, const char* what) {
+  absl::StatusOr<const Value*> Get(const Key& key, int threads, Build&& build, const char* what) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
+    auto full_key = std::make_pair(key, threads);
+    auto it = cache_.find(full_key);
     if (it != cache_.end()) return &it->second;
+    SetOpenMpThreads(threads);
     try {
-      return &cache_.emplace(key, build()).first->second;
+      return &cache_.emplace(full_key, build()).first->second;
     } catch (const dnnl::error& e) {
       return DnnlError(e, what);
     }
@@ -77,7 +88,7 @@ class PrimitiveCache {
 
  private:
   std::mutex mu_;
-  std::map<Key, Value> cache_;
+  std::map<std::pair<Key, int>, Value> cache_;
 };
 
 // Runs a oneDNN primitive on `threads` OpenMP threads and waits for it;

@@ -27,8 +27,8 @@ class MatMulKernel : public OpKernel {
     int64_t k = transpose_a_ ? a.dim(0) : a.dim(1);
     ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
     if (m == 0 || n == 0) return absl::OkStatus();
-    ASSIGN_OR_RETURN(const Primitive* p, Get(m, k, n));
     int threads = ctx->AcquireThreads(m * n * k, 1 << 17);
+    ASSIGN_OR_RETURN(const Primitive* p, Get(m, k, n, threads));
     return cpu::RunPrimitive(p->matmul,
                              {{DNNL_ARG_SRC, cpu::Wrap(p->a, a)},
                               {DNNL_ARG_WEIGHTS, cpu::Wrap(p->b, b)},
@@ -48,9 +48,9 @@ class MatMulKernel : public OpKernel {
                         transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
   }
 
-  absl::StatusOr<const Primitive*> Get(int64_t m, int64_t k, int64_t n) {
+  absl::StatusOr<const Primitive*> Get(int64_t m, int64_t k, int64_t n, int threads) {
     return cache_.Get(
-        std::make_tuple(m, k, n),
+        std::make_tuple(m, k, n), threads,
         [&] {
           Primitive p;
           p.a = Matrix(m, k, transpose_a_);

@@ -47,9 +47,9 @@ class PoolKernel : public OpKernel {
     std::vector<int64_t> y_dims = pass_ == PoolPass::kForward ? ctx->output_dims(0) : ctx->input(1).dims();
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     if (out->num_elements() == 0) return absl::OkStatus();
-    ASSIGN_OR_RETURN(const Primitives* p, Get(x.dims(), y_dims));
     int64_t y_elements = y_dims[0] * y_dims[1] * y_dims[2] * y_dims[3];
     int threads = ctx->AcquireThreads(y_elements * ksize_[0] * ksize_[1], 1 << 16);
+    ASSIGN_OR_RETURN(const Primitives* p, Get(x.dims(), y_dims, threads));
     if (pass_ == PoolPass::kForward) {
       return cpu::RunPrimitive(p->forward, {{DNNL_ARG_SRC, cpu::Wrap(p->x, x)}, {DNNL_ARG_DST, cpu::Wrap(p->y, *out)}},
                                threads, "pooling");
@@ -65,8 +65,8 @@ class PoolKernel : public OpKernel {
     dnnl::primitive forward, backward;  // one of them, by pass_
   };
 
-  absl::StatusOr<const Primitives*> Get(const std::vector<int64_t>& xd, const std::vector<int64_t>& yd) {
-    return cache_.Get(xd, [&] { return Build(xd, yd); }, "pooling");
+  absl::StatusOr<const Primitives*> Get(const std::vector<int64_t>& xd, const std::vector<int64_t>& yd, int threads) {
+    return cache_.Get(xd, threads, [&] { return Build(xd, yd); }, "pooling");
   }
 
   Primitives Build(const std::vector<int64_t>& xd, const std::vector<int64_t>& yd) const {

@@ -287,6 +287,44 @@ TEST(PipelineConvTest, OverlappedLenetMatchesSequentialBitwise) {
   ExpectStatesBitwiseEqual(**sequential, **overlapped);
 }
 
+// Two threads run two nodes at once, and which thread runs which node (and
+// what it ran before) varies from run to run; each node's core count and
+// oneDNN's split of its work must not. Six fresh runs of lenet with two
+// steps in flight end bitwise equal (building oneDNN's primitives on the
+// thread's leftover OpenMP count broke this in about one run in three).
+TEST(PipelineConvTest, LenetOnTwoThreadsIsBitwiseReproducible) {
+  constexpr int kRuns = 6, kLenetSteps = 8, kLenetBatch = 16;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::vector<FeedMap> feeds(kLenetSteps);
+  for (FeedMap& f : feeds) {
+    std::vector<float> images(kLenetBatch * 28 * 28);
+    for (float& v : images) v = normal(rng);
+    f["images"] = *Tensor::FromVector({kLenetBatch, 1, 28, 28}, images);
+    Tensor labels = *Tensor::Allocate(DT_INT32, {kLenetBatch});
+    for (int i = 0; i < kLenetBatch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
+    f["labels"] = labels;
+  }
+  std::vector<std::unique_ptr<Graph>> graphs;
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (int i = 0; i < kRuns; ++i) {
+    auto graph = LoadModel("models/lenet_fashion.pbtxt");
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    auto pipeline = ParsePipeline("autodiff,pipeline(width=2),sgd(lr=0.1,momentum=0.5)");
+    ASSERT_TRUE(pipeline.ok());
+    ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+    ExecutorOptions options;
+    options.threads = 2;
+    auto executor = Executor::Create(graph->get(), options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    absl::Status run = RunOverlapped(**executor, kLenetSteps, 2, [&](int t) { return feeds[t]; });
+    ASSERT_TRUE(run.ok()) << run;
+    graphs.push_back(*std::move(graph));
+    executors.push_back(*std::move(executor));
+  }
+  for (int i = 1; i < kRuns; ++i) ExpectStatesBitwiseEqual(*executors[0], *executors[i]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Widths, PipelineWidthTest, ::testing::Values(1, 2, 3));
 
 // pipeline(width=1) is synchronous training, bit for bit, and adds no nodes.
