@@ -1247,9 +1247,7 @@ class TrainingRun {
 };
 
 // Train, recording into `trace` (null: no trace).
-absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder* trace) {
-  RETURN_IF_ERROR(CheckOptions(options));
-  TrainingRun run(options, trace);
+absl::StatusOr<TrainResult> TrainAll(const TrainOptions& options, TrainingRun& run) {
   RETURN_IF_ERROR(run.Plan());
   RETURN_IF_ERROR(run.Connect());
   // Start-up stages: the launcher's start-up window covers them, however
@@ -1275,6 +1273,14 @@ absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder
     if (run.ReachedMaxSteps()) break;
   }
   return run.Summarize();
+}
+
+absl::StatusOr<TrainResult> TrainWith(const TrainOptions& options, TraceRecorder* trace) {
+  RETURN_IF_ERROR(CheckOptions(options));
+  TrainingRun run(options, trace);
+  absl::StatusOr<TrainResult> result = TrainAll(options, run);
+  if (!result.ok() && options.report_error) options.report_error(result.status());
+  return result;
 }
 
 }  // namespace

@@ -84,6 +84,11 @@ struct TrainOptions {
   // Called after every step and evaluation batch ("phase=train epoch=0
   // step=12"): the launcher's liveness signal.
   std::function<void(const std::string&)> report;
+  // Called with the run's error, if it fails, while this rank's connections
+  // are still open (null: none). Its peers fail once they close, and a
+  // launcher stops every worker at the first exit, so an error written after
+  // the teardown could be lost and a peer's "connection closed" blamed.
+  std::function<void(const absl::Status&)> report_error;
 };
 
 struct EpochMetrics {

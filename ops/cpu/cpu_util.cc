@@ -26,8 +26,8 @@ absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int
   // Debian's oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, so its
   // primitives share one library-managed scratchpad: two running at once
   // corrupt each other (observed as heap corruption with --threads 2).
-  // Primitive calls are therefore serialised; each still uses every core the
-  // kernel could borrow, and non-oneDNN nodes run alongside.
+  // Primitive calls are therefore serialised; each still uses the cores
+  // reserved for its node, and non-oneDNN nodes run alongside.
   static std::mutex* serial = new std::mutex();
   std::lock_guard<std::mutex> lock(*serial);
   SetOpenMpThreads(threads);

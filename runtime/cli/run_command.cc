@@ -396,9 +396,15 @@ int Run(const std::vector<std::string>& args) {
   } else {
     o.workers = 1;
   }
+  bool error_written = false;
+  o.report_error = [&error_written](const absl::Status& status) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    std::fflush(stderr);
+    error_written = true;
+  };
   absl::StatusOr<TrainResult> result = Train(o);
   if (!result.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
+    if (!error_written) std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
     return kExitFailure;
   }
   if (o.rank != 0) return kExitOk;  // rank 0 reports the run
