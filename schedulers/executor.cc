@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -72,9 +73,11 @@ void AdjustTbbWorkers(int delta) {
 // node waited for mu_ to finish.
 struct Executor::Pool {
   struct Task {
-    StepRun* run;
-    int node_id;
-    int cores;  // reserved for it at dispatch
+    StepRun* run = nullptr;
+    int node_id = 0;
+    int cores = 0;                        // reserved for it at dispatch
+    std::function<void()>* call = nullptr;  // instead of a node: Run's work
+    bool* done = nullptr;                 // set under mu once `call` returned
   };
   Pool(Executor* executor, int threads) : executor(executor), threads(threads), arena(threads, 0) {
     AdjustTbbWorkers(threads);
@@ -108,9 +111,30 @@ struct Executor::Pool {
       task = pending.front();
       pending.pop_front();
     }
-    executor->Execute(task.run, task.node_id, task.cores);
+    if (task.call != nullptr) {
+      (*task.call)();
+    } else {
+      executor->Execute(task.run, task.node_id, task.cores);
+    }
     std::lock_guard<std::mutex> lock(mu);
-    if (--live == 0) idle.notify_all();
+    if (task.done != nullptr) *task.done = true;
+    if (--live == 0 || task.done != nullptr) idle.notify_all();
+  }
+  // Runs `work` on one of the arena's threads and waits for it, handing it
+  // over (and back) under mu as Enqueue does.
+  void Run(std::function<void()> work) {
+    bool done = false;
+    Task task;
+    task.call = &work;
+    task.done = &done;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++live;
+      pending.push_back(task);
+    }
+    arena.enqueue([this] { RunOne(); });
+    std::unique_lock<std::mutex> lock(mu);
+    idle.wait(lock, [&] { return done; });
   }
   void WaitIdle() {
     std::unique_lock<std::mutex> lock(mu);
@@ -419,10 +443,12 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
     if (!failed_.ok()) return failed_;
     for (auto& [id, by_step] : parameter_values_) params[id] = by_step.rbegin()->second;
   }
-  // Evaluation runs the nodes in order on one task that may use every core
-  // (no step is in flight then).
+  // Evaluation runs the nodes in order on one of the arena's threads, each
+  // on every core (no step is in flight then). Not through arena.execute:
+  // that hands the caller's stack to a oneTBB worker in a way
+  // ThreadSanitizer cannot see (Pool::Run hands it over under a mutex).
   absl::Status status;
-  pool_->arena.execute([&] {
+  pool_->Run([&] {
     for (int64_t id : *ids) {
       const Node& n = *nodes_[id];
       const Tensor* source = n.op() == "Parameter" ? &params[id] : nullptr;

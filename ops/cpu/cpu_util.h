@@ -14,6 +14,7 @@
 // just before the call. So the busy threads never exceed T.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -41,10 +42,19 @@ void ParallelFor(OpKernelContext* ctx, int64_t n, int64_t min_per_thread, F&& fn
     return;
   }
   int64_t chunk = (n + threads - 1) / threads;
+  // oneTBB hands the chunks to its workers and joins them through its own
+  // synchronisation, which ThreadSanitizer cannot see (Debian's libtbb is not
+  // instrumented); this atomic makes both edges visible: the caller's writes
+  // before the loop to every chunk, and every chunk's writes to the caller.
+  std::atomic<int> handoff{0};
+  handoff.store(1, std::memory_order_release);
   tbb::parallel_for(0, threads, [&](int i) {
+    (void)handoff.load(std::memory_order_acquire);
     int64_t begin = i * chunk, end = std::min(n, begin + chunk);
     if (begin < end) fn(begin, end);
+    handoff.fetch_add(1, std::memory_order_release);
   });
+  (void)handoff.load(std::memory_order_acquire);
 }
 
 // Elements per thread below which splitting an elementwise loop costs more
