@@ -51,6 +51,22 @@ class LearningRateKernel : public OpKernel {
   int64_t step_epochs_ = 30;
 };
 
+void SgdLoop(const float* __restrict p, const float* __restrict g, float* __restrict np, int64_t n, float lr,
+             float wd) {
+  for (int64_t i = 0; i < n; ++i) np[i] = p[i] - lr * (g[i] + wd * p[i]);
+}
+
+template <bool kNesterov>
+void MomentumLoop(const float* __restrict p, const float* __restrict g, const float* __restrict v,
+                  float* __restrict np, float* __restrict nv, int64_t n, float lr, float m, float wd) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = g[i] + wd * p[i];
+    const float vel = m * v[i] + d;
+    nv[i] = vel;
+    np[i] = p[i] - lr * (kNesterov ? d + m * vel : vel);
+  }
+}
+
 // (param, grad, lr, [velocity]) -> (next_param, next_velocity). The same
 // arithmetic as torch.optim.SGD (dampening 0).
 class ApplySgdKernel : public OpKernel {
@@ -76,17 +92,19 @@ class ApplySgdKernel : public OpKernel {
       nv = next_v->data<float>();
       v = ctx->input(3).data<float>();
     }
-    float m = momentum_, wd = weight_decay_;
-    bool nesterov = nesterov_;
+    const float m = momentum_, wd = weight_decay_;
+    const bool nesterov = nesterov_;
     cpu::ParallelFor(ctx, next_p->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        float d = g[i] + wd * p[i];
-        if (has_velocity) {
-          float vel = m * v[i] + d;
-          nv[i] = vel;
-          d = nesterov ? d + m * vel : vel;
-        }
-        np[i] = p[i] - lr * d;
+      // One branch-free loop per case over pointers that never alias (each
+      // output is a fresh buffer), so the compiler vectorises it: with the
+      // cases tested per value it did not, and the update of lenet's and
+      // mlp's large weights ran at a quarter of the memory's speed.
+      if (!has_velocity) {
+        SgdLoop(p + begin, g + begin, np + begin, end - begin, lr, wd);
+      } else if (nesterov) {
+        MomentumLoop<true>(p + begin, g + begin, v + begin, np + begin, nv + begin, end - begin, lr, m, wd);
+      } else {
+        MomentumLoop<false>(p + begin, g + begin, v + begin, np + begin, nv + begin, end - begin, lr, m, wd);
       }
     });
     if (!has_velocity) return ctx->SetOutput(1, *next_p);
