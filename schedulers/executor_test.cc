@@ -145,6 +145,19 @@ absl::StatusOr<std::unique_ptr<Graph>> Load(const std::string& text) {
   return LoadModel(*file);
 }
 
+// A graph of the fed input "x" ([2]) and `nodes`.
+std::string WithInputX(const std::string& nodes) {
+  return absl::StrCat(R"pb(
+    version: 1
+    node {
+      name: "x"
+      op: "Input"
+      attr { key: "shape" value { shape { dim: 2 } } }
+      attr { key: "feed" value { s: "x" } }
+    }
+  )pb", nodes);
+}
+
 FeedMap FeedOf(float a, float b) {
   absl::StatusOr<Tensor> x = Tensor::FromVector({2}, {a, b});
   return FeedMap{{"x", *x}};
@@ -234,16 +247,7 @@ TEST(ExecutorTest, AbortFailsTheStepsInFlight) {
 // The window is narrow (a multi-process run under ASan on a loaded machine
 // once hit a use after free in Executor::Fail there), so this runs it often.
 TEST(ExecutorTest, AnExecutorDestroyedRightAfterAFailedStepOutlivesTheFailingCallback) {
-  auto graph = Load(R"pb(
-    version: 1
-    node {
-      name: "x"
-      op: "Input"
-      attr { key: "shape" value { shape { dim: 2 } } }
-      attr { key: "feed" value { s: "x" } }
-    }
-    node { name: "y" op: "TestFailsFromAnotherThread" input: "x" }
-  )pb");
+  auto graph = Load(WithInputX(R"pb(node { name: "y" op: "TestFailsFromAnotherThread" input: "x" })pb"));
   ASSERT_TRUE(graph.ok()) << graph.status();
   for (int i = 0; i < 500; ++i) {
     auto executor = Executor::Create(graph->get(), ExecutorOptions{});
@@ -259,18 +263,11 @@ TEST(ExecutorTest, AnExecutorDestroyedRightAfterAFailedStepOutlivesTheFailingCal
 // and never runs beside a light one, and a node's first run (whose need is
 // not known yet) holds every core.
 TEST(ExecutorTest, EachNodeRunsOnTheCoresItNeedsAndTwoLightNodesRunAtOnce) {
-  auto graph = Load(R"pb(
-    version: 1
-    node {
-      name: "x"
-      op: "Input"
-      attr { key: "shape" value { shape { dim: 2 } } }
-      attr { key: "feed" value { s: "x" } }
-    }
+  auto graph = Load(WithInputX(R"pb(
     node { name: "a" op: "TestMeet" input: "x" }
     node { name: "heavy" op: "TestHeavy" input: "x" }
     node { name: "b" op: "TestMeet" input: "x" }
-  )pb");
+  )pb"));
   ASSERT_TRUE(graph.ok()) << graph.status();
   ExecutorOptions options;
   options.threads = 2;
