@@ -26,6 +26,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A test op: one input, one output of its shape.
+OpDefBuilder TestOp(const char* name, const char* summary) {
+  return OpDefBuilder(name).Summary(summary).Input("x").Output("y").SetShapeFn(shape_fns::UnchangedShape);
+}
+
 // A communication node that fails from another thread, as a collective whose
 // peer died does: its callback comes from the communicator's thread.
 class FailsFromAnotherThreadKernel : public AsyncOpKernel {
@@ -35,11 +40,7 @@ class FailsFromAnotherThreadKernel : public AsyncOpKernel {
   }
 };
 
-NEREID_REGISTER_OP(OpDefBuilder("TestFailsFromAnotherThread")
-                       .Summary("Fails asynchronously (executor_test only).")
-                       .Input("x")
-                       .Output("y")
-                       .SetShapeFn(shape_fns::UnchangedShape));
+NEREID_REGISTER_OP(TestOp("TestFailsFromAnotherThread", "Fails asynchronously (executor_test only)."));
 NEREID_REGISTER_KERNEL("TestFailsFromAnotherThread", kCpu, DT_FLOAT, FailsFromAnotherThreadKernel);
 
 // What the core-reservation test's nodes saw, shared by its kernels.
@@ -95,17 +96,9 @@ class TestHeavyKernel : public OpKernel {
   }
 };
 
-NEREID_REGISTER_OP(OpDefBuilder("TestMeet")
-                       .Summary("Waits for its partner to run (executor_test only).")
-                       .Input("x")
-                       .Output("y")
-                       .SetShapeFn(shape_fns::UnchangedShape));
+NEREID_REGISTER_OP(TestOp("TestMeet", "Waits for its partner to run (executor_test only)."));
 NEREID_REGISTER_KERNEL("TestMeet", kCpu, DT_FLOAT, TestMeetKernel);
-NEREID_REGISTER_OP(OpDefBuilder("TestHeavy")
-                       .Summary("Asks for every core (executor_test only).")
-                       .Input("x")
-                       .Output("y")
-                       .SetShapeFn(shape_fns::UnchangedShape));
+NEREID_REGISTER_OP(TestOp("TestHeavy", "Asks for every core (executor_test only)."));
 NEREID_REGISTER_KERNEL("TestHeavy", kCpu, DT_FLOAT, TestHeavyKernel);
 
 // A counter loop: c(t+1) = c(t) + x(t), c(0) = 0, with `in_flight` steps
