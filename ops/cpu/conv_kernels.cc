@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
+#include "ops/cpu/single_channel_conv.h"
 #include "ops/cpu/window.h"
 
 namespace nereid {
@@ -37,6 +38,15 @@ class ConvKernel : public OpKernel {
     std::vector<int64_t> y_dims = pass_ == ConvPass::kForward ? ctx->output_dims(0) : ctx->input(2).dims();
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     if (out->num_elements() == 0) return absl::OkStatus();
+    if (pass_ != ConvPass::kBackwardData && f.dim(1) == 1 && groups_ == 1) {
+      cpu::ResolvedWindow w = cpu::Resolve(window_, x.dim(2), x.dim(3), y_dims[2], y_dims[3], f.dim(2), f.dim(3));
+      cpu::SingleChannelConvShape s{x.dim(0),  x.dim(2),   x.dim(3),   f.dim(0), f.dim(2),
+                                    f.dim(3),  y_dims[2],  y_dims[3],  w.pad_l[0], w.pad_l[1]};
+      if (cpu::SingleChannelConvApplies(s, x.dim(1), groups_, w.strides[0], w.strides[1], w.dilations[0] + 1,
+                                        w.dilations[1] + 1)) {
+        return ComputeSingleChannel(ctx, s, out);
+      }
+    }
     int64_t work = y_dims[0] * y_dims[1] * y_dims[2] * y_dims[3] * f.dim(1) * f.dim(2) * f.dim(3);
     int threads = ctx->AcquireThreads(work, 1 << 17);
     ASSIGN_OR_RETURN(const Primitive* p, Get(x.dims(), f.dims(), y_dims, threads));
@@ -67,6 +77,29 @@ class ConvKernel : public OpKernel {
   }
 
  private:
+  // The forward pass or the filter's gradient of a one-channel input,
+  // directly (ops/cpu/single_channel_conv.h).
+  absl::Status ComputeSingleChannel(OpKernelContext* ctx, const cpu::SingleChannelConvShape& s, Tensor* out) {
+    ASSIGN_OR_RETURN(Tensor padded, Tensor::Allocate(DT_FLOAT, {s.batch, cpu::PaddedHeight(s), cpu::PaddedWidth(s)}));
+    const float* x = ctx->input(0).data<float>();
+    float* images = padded.data<float>();
+    cpu::ParallelFor(ctx, s.batch, 1, [&](int64_t begin, int64_t end) { cpu::PadImages(s, x, begin, end, images); });
+    if (pass_ == ConvPass::kForward) {
+      const float* filter = ctx->input(1).data<float>();
+      float* y = out->data<float>();
+      cpu::ParallelFor(ctx, s.batch, 1, [&](int64_t begin, int64_t end) {
+        cpu::SingleChannelConvForward(s, images, filter, y, begin, end);
+      });
+    } else {
+      const float* dy = ctx->input(2).data<float>();
+      float* grad = out->data<float>();
+      cpu::ParallelFor(ctx, s.out_channels, 1, [&](int64_t begin, int64_t end) {
+        cpu::SingleChannelConvFilterGrad(s, images, dy, grad, begin, end);
+      });
+    }
+    return absl::OkStatus();
+  }
+
   static constexpr const char* kWhat[] = {"convolution", "convolution backward data", "convolution backward weights"};
 
   // The primitive runs in the layouts oneDNN chose for this shape and
