@@ -606,8 +606,8 @@ void Executor::Dispatch(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-void Executor::LearnCores(const StepRun& run, int node_id, int first_request) {
-  cores_needed_[run.shape_class][node_id] = std::clamp(first_request, 1, threads_);
+void Executor::LearnCores(int shape_class, int node_id, int first_request) {
+  cores_needed_[shape_class][node_id] = std::clamp(first_request, 1, threads_);
 }
 
 void Executor::Execute(StepRun* run, int node_id, int cores) {
@@ -639,7 +639,7 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
     absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, cores, &outputs, &first_request);
     if (status.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      LearnCores(*run, node_id, first_request);
+      LearnCores(run->shape_class, node_id, first_request);
     }
     Finish(run, node_id, std::move(status), std::move(outputs), cores);
     return;
@@ -655,6 +655,9 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
     return;
   }
   std::shared_ptr<NodeRun> shared = *std::move(prepared);
+  // Read now: once the kernel has started, its callback may finish the step
+  // on another thread and free `run`.
+  const int shape_class = run->shape_class;
   OpKernelContext* ctx = shared->ctx.get();
   kernel.ComputeAsync(ctx, [this, run, node_id, shared, submitted](absl::Status status) mutable {
     if (options_.trace != nullptr) {
@@ -668,7 +671,7 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
   span.End();
   std::unique_lock<std::mutex> lock(mu_);
   // Starting a transfer needs one core; its wait needs none.
-  LearnCores(*run, node_id, 1);
+  LearnCores(shape_class, node_id, 1);
   free_cores_ += cores;
   Dispatch(lock);
 }

@@ -156,7 +156,7 @@ class Executor {
   // The cores `node_id` is dispatched with in `run`; under mu_.
   int CoresFor(const StepRun& run, int node_id) const;
   // Records what the node's kernel found useful; under mu_.
-  void LearnCores(const StepRun& run, int node_id, int first_request);
+  void LearnCores(int shape_class, int node_id, int first_request);
   // `cores_held`: the cores the node still holds (0 for an asynchronous
   // kernel, which gave them back when it started).
   void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs, int cores_held);

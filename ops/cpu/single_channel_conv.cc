@@ -69,9 +69,9 @@ constexpr ForwardRowFn kForwardRows[kChannelBlock] = {&ForwardRow<1>, &ForwardRo
 template <int kKw>
 __attribute__((target("avx2,fma"))) void FilterGradRow(const SingleChannelConvShape& s, const float* padded,
                                                         const float* dy, float* filter_grad, int64_t o, int64_t r,
-                                                        const int32_t* last_mask_bits) {
+                                                        int64_t last) {
   const int64_t ph = PaddedHeight(s), pw = PaddedWidth(s), blocks = ColumnBlocks(s);
-  const __m256i last_mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last_mask_bits));
+  alignas(32) float tail[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
   __m256 acc[kKw];
 #pragma GCC unroll 16
   for (int c = 0; c < kKw; ++c) acc[c] = _mm256_setzero_ps();
@@ -82,10 +82,15 @@ __attribute__((target("avx2,fma"))) void FilterGradRow(const SingleChannelConvSh
       const float* grad_row = grad + oh * s.out_w;
       const float* row = image + (oh + r) * pw;
       for (int64_t b = 0; b < blocks; ++b) {
-        // Columns past out_w read as 0 (masked), so the padding they meet
-        // adds nothing.
-        const __m256 g = b + 1 < blocks ? _mm256_loadu_ps(grad_row + b * kLanes)
-                                        : _mm256_maskload_ps(grad_row + b * kLanes, last_mask);
+        // Columns past out_w read as 0 (a zero-filled copy, not a read past
+        // the row), so the padding they meet adds nothing.
+        __m256 g;
+        if (b + 1 < blocks) {
+          g = _mm256_loadu_ps(grad_row + b * kLanes);
+        } else {
+          std::memcpy(tail, grad_row + b * kLanes, last * sizeof(float));
+          g = _mm256_load_ps(tail);
+        }
 #pragma GCC unroll 16
         for (int c = 0; c < kKw; ++c) acc[c] = _mm256_fmadd_ps(g, _mm256_loadu_ps(row + b * kLanes + c), acc[c]);
       }
@@ -101,7 +106,7 @@ __attribute__((target("avx2,fma"))) void FilterGradRow(const SingleChannelConvSh
 }
 
 using FilterGradRowFn = void (*)(const SingleChannelConvShape&, const float*, const float*, float*, int64_t,
-                                 int64_t, const int32_t*);
+                                 int64_t, int64_t);
 template <size_t... I>
 constexpr std::array<FilterGradRowFn, sizeof...(I)> FilterGradRows(std::index_sequence<I...>) {
   return {&FilterGradRow<static_cast<int>(I) + 1>...};
@@ -128,10 +133,8 @@ __attribute__((target("avx2,fma"))) void FilterGradAvx2(const SingleChannelConvS
                                                          int64_t o_end) {
   const int64_t blocks = ColumnBlocks(s);
   const int64_t last = s.out_w - (blocks - 1) * kLanes;  // columns in the last block
-  alignas(32) int32_t mask_bits[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) mask_bits[l] = l < last ? -1 : 0;
   for (int64_t o = o_begin; o < o_end; ++o) {
-    for (int64_t r = 0; r < s.kh; ++r) kFilterGradRows[s.kw - 1](s, padded, dy, filter_grad, o, r, mask_bits);
+    for (int64_t r = 0; r < s.kh; ++r) kFilterGradRows[s.kw - 1](s, padded, dy, filter_grad, o, r, last);
   }
 }
 

@@ -67,10 +67,11 @@ struct Case {
   // drift apart just as fast (7e-3 by step 25), and mlp_fashion at 2 ranks
   // with lr 0.05 and momentum 0.9 from step ~35 (1e-3 by step 45). So the
   // rates here are ones where rounding stays small, LeNet at 4 ranks is
-  // compared over its first 10 steps, and LeNet at 2 ranks over its first
-  // 45: up to step 49 the two agree within 2.3e-7, and at step 50 a choice
-  // flips (2e-4 in one step, after bias gradients began summing each plane
-  // in eight lanes: the same ulps, another trajectory).
+  // compared over its first 10 steps, and LeNet at 2 ranks too: its first
+  // convolution's direct kernel (ops/cpu/single_channel_conv.h) rounds
+  // differently from oneDNN's, and on that trajectory the ulps grow from
+  // step 9 (4.6e-6, 1.3e-5 at step 11, 1e-3 at step 13); on oneDNN's they
+  // stayed within 2.3e-7 up to step 49. The same ulps, another trajectory.
   size_t exact_steps;
 };
 
@@ -103,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"mlp_fashion", 2, "hybrid_partition", "sgd(lr=0.02,momentum=0.9)", 50},
                       Case{"mlp_fashion", 4, "hybrid_partition", "sgd(lr=0.05,momentum=0.9)", 50},
                       Case{"mlp_fashion", 4, "hybrid_partition(group_size=2)", "adam(lr=0.001)", 50},
-                      Case{"lenet_fashion", 2, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 45},
+                      Case{"lenet_fashion", 2, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 10},
                       Case{"lenet_fashion", 4, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 10}));
 
 // mlp_fashion's fc1 and fc2 hold 99% of its parameters: sharded 4 ways, each
