@@ -19,18 +19,16 @@ struct Case {
 };
 
 SingleChannelConvShape ShapeOf(const Case& c) {
-  SingleChannelConvShape s;
-  s.batch = c.batch;
-  s.in_h = c.in_h;
-  s.in_w = c.in_w;
-  s.out_channels = c.out_channels;
-  s.kh = c.kh;
-  s.kw = c.kw;
-  s.out_h = c.in_h + c.pad_top + c.pad_bottom - c.kh + 1;
-  s.out_w = c.in_w + c.pad_left + c.pad_right - c.kw + 1;
-  s.pad_top = c.pad_top;
-  s.pad_left = c.pad_left;
-  return s;
+  return SingleChannelConvShape{c.batch,
+                                c.in_h,
+                                c.in_w,
+                                c.out_channels,
+                                c.kh,
+                                c.kw,
+                                c.in_h + c.pad_top + c.pad_bottom - c.kh + 1,
+                                c.in_w + c.pad_left + c.pad_right - c.kw + 1,
+                                c.pad_top,
+                                c.pad_left};
 }
 
 // x at (n, h, w) of the padded image, 0 outside the input.
