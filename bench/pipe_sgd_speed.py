@@ -10,7 +10,11 @@ taken within the round (the baseline's time over the strategy's); the table
 gives the median over rounds, with the lowest and highest.
 
 Strategies: those of bench/pipe_sgd.py (default sync,pipe2,pipe2_ahead); the
-first is the baseline. Needs root (network namespaces); exits 77 otherwise.
+first is the baseline. Beside each measured iteration the table gives
+`nereid model`'s prediction, from the link measured first and compute
+profiles taken on this machine right before the rounds, alone and beside a
+busy link, as bench/pipe_sgd.py takes them (--no-model skips them). Needs
+root (network namespaces); exits 77 otherwise.
 
 Example (about 5 minutes on 2 cores):
   bench/pipe_sgd_speed.py --workers 2 --rate 60mbit --rounds 5
@@ -22,7 +26,8 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import CLUSTER, ROOT, add_run_args, build, strategies, train, write_report
+from pipe_sgd import (CLUSTER, ROOT, add_run_args, build, measure_link, model_prediction, predicted_seconds,
+                      profile_compute, start_busy_link, stop_busy_link, strategies, train, write_report)
 
 
 def main():
@@ -32,6 +37,8 @@ def main():
     ap.add_argument("--run-timeout", type=int, default=900)
     ap.add_argument("--only", default="sync,pipe2,pipe2_ahead", help="strategies; the first is the baseline")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd_speed"))
+    ap.add_argument("--profile-steps", type=int, default=60, help="steps of each compute profile for the model")
+    ap.add_argument("--no-model", action="store_true", help="measure only: no link probe, profiles or prediction")
     args = ap.parse_args()
     if args.rounds < 1 or args.epochs < 1:
         sys.exit("pipe_sgd_speed: --rounds and --epochs must be >= 1")
@@ -45,6 +52,19 @@ def main():
         sys.exit(77)
     os.makedirs(args.out, exist_ok=True)
     build()
+    predicted = {}
+    if not args.no_model:
+        link = measure_link(args, args.out)
+        for name in chosen:
+            profile = profile_compute(args, args.out, name)
+            load = start_busy_link(args, args.out)
+            try:
+                busy_profile = profile_compute(args, args.out, name + "_busy")
+            finally:
+                stop_busy_link(load)
+            prediction = model_prediction(args, args.out, link, profile, name,
+                                          known[name][4] + ["--busy-link-profile", busy_profile])
+            predicted[name] = predicted_seconds(prediction, name)
     times = {n: [] for n in chosen}
     for rnd in range(args.rounds):
         for name in chosen:
@@ -54,14 +74,18 @@ def main():
         print(f"round {rnd + 1}/{args.rounds}: " +
               ", ".join(f"{n} {times[n][-1] * 1000:.1f} ms" for n in chosen), file=sys.stderr, flush=True)
     base = chosen[0]
-    lines = [f"| strategy | median ms/iteration | speedup over {base}: median (min-max) |", "|---|---|---|"]
+    lines = [f"| strategy | median ms/iteration | speedup over {base}: median (min-max) | nereid model ms/iteration "
+             "| measured / model |", "|---|---|---|---|---|"]
     rows = []
     for name in chosen:
         ratios = [b / t for b, t in zip(times[base], times[name])]
+        measured = statistics.median(times[name])
+        model = predicted.get(name)
         rows.append({"name": name, "label": known[name][1], "seconds": times[name],
-                     "speedups": ratios, "median_speedup": statistics.median(ratios)})
-        lines.append(f"| {known[name][1]} | {statistics.median(times[name]) * 1000:.1f} | "
-                     f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
+                     "speedups": ratios, "median_speedup": statistics.median(ratios), "predicted_seconds": model})
+        lines.append(f"| {known[name][1]} | {measured * 1000:.1f} | "
+                     f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) | " +
+                     (f"{model * 1000:.1f} | {measured / model:.2f} |" if model else "- | - |"))
     write_report(args, f"{args.model}, {args.workers} workers, {args.rate} links, {args.epochs} epochs per run, "
                  f"{args.rounds} rounds", rows, "\n".join(lines))
 
