@@ -156,6 +156,22 @@ def model_prediction(args, out, link, profile, name, extra):
         return json.load(f)
 
 
+def predict(args, out, link, name, model_flags):
+    """nereid model's seconds per iteration for strategy `name`, from compute
+    profiled right before (this machine's speed drifts by up to 2x within
+    minutes: a 2-worker profile taken once at the start gave 26.6 ms of
+    compute, ones taken before each run 28.4-31.9) and again beside a busy
+    link (how much overlapped communication slows the compute)."""
+    profile = profile_compute(args, out, name)
+    load = start_busy_link(args, out)
+    try:
+        busy_profile = profile_compute(args, out, name + "_busy")
+    finally:
+        stop_busy_link(load)
+    prediction = model_prediction(args, out, link, profile, name, model_flags + ["--busy-link-profile", busy_profile])
+    return predicted_seconds(prediction, name)
+
+
 def predicted_seconds(prediction, name):
     want = "pipe" if name.startswith("pipe") else "sync"
     for s in prediction["strategies"]:
@@ -293,20 +309,9 @@ def main():
     for name, label, passes, after, model_flags in strategies(args.overlap_bucket_kb):
         if args.only and name not in args.only.split(","):
             continue
-        # Profiled right before the run it predicts: this machine's speed
-        # drifts by up to 2x within minutes (a 2-worker profile taken once at
-        # the start gave 26.6 ms of compute, ones taken before each run 28.4-31.9).
-        # Then again beside a busy link: how much overlapped communication slows the compute.
-        profile = profile_compute(args, args.out, name)
-        load = start_busy_link(args, args.out)
-        try:
-            busy_profile = profile_compute(args, args.out, name + "_busy")
-        finally:
-            stop_busy_link(load)
-        prediction = model_prediction(args, args.out, link, profile, name,
-                                      model_flags + ["--busy-link-profile", busy_profile])
+        predicted = predict(args, args.out, link, name, model_flags)  # right before the run it predicts
         m = train(args, args.out, name, passes, after)
-        rows.append(summarize(args, name, label, m, predicted_seconds(prediction, name)))
+        rows.append(summarize(args, name, label, m, predicted))
     sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])
     overlap_row = next((r for r in rows if r["name"] == "sync_overlap"), None)
     title = (f"{args.model}, {args.workers} workers, {args.rate} links ({args.segment} segments), "

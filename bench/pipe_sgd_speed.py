@@ -26,8 +26,7 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import (CLUSTER, ROOT, add_run_args, build, measure_link, model_prediction, predicted_seconds,
-                      profile_compute, start_busy_link, stop_busy_link, strategies, train, write_report)
+from pipe_sgd import CLUSTER, ROOT, add_run_args, build, measure_link, predict, strategies, train, write_report
 
 
 def main():
@@ -55,16 +54,7 @@ def main():
     predicted = {}
     if not args.no_model:
         link = measure_link(args, args.out)
-        for name in chosen:
-            profile = profile_compute(args, args.out, name)
-            load = start_busy_link(args, args.out)
-            try:
-                busy_profile = profile_compute(args, args.out, name + "_busy")
-            finally:
-                stop_busy_link(load)
-            prediction = model_prediction(args, args.out, link, profile, name,
-                                          known[name][4] + ["--busy-link-profile", busy_profile])
-            predicted[name] = predicted_seconds(prediction, name)
+        predicted = {name: predict(args, args.out, link, name, known[name][4]) for name in chosen}
     times = {n: [] for n in chosen}
     for rnd in range(args.rounds):
         for name in chosen:

@@ -26,16 +26,6 @@
 
 namespace nereid {
 
-// oneTBB's arena (T slots, none reserved for the thread that submits work:
-// the driver only waits) and a count of the node tasks not yet returned.
-//
-// Node tasks are enqueued, never submitted through arena.execute: Dispatch
-// runs under mu_ and on any thread (the driver starting a step, the collective
-// engine finishing an allreduce), and an external thread's execute blocks
-// until a worker is free. That stalled the collective engine behind whatever
-// node was running (every allreduce waited for the next compute node to end)
-// and could deadlock: the engine, holding mu_, waited for the worker, whose
-// node waited for mu_ to finish.
 namespace {
 
 // oneTBB's workers are shared by every arena in the process and capped, by
@@ -104,6 +94,17 @@ struct Executor::Pool {
     }
     arena.enqueue([this] { RunOne(); });
   }
+  // Runs `work` on one of the arena's threads and waits for it (handed over
+  // and back under mu, as a node is).
+  void Run(std::function<void()> work) {
+    bool done = false;
+    Task task;
+    task.call = &work;
+    task.done = &done;
+    Enqueue(task);
+    std::unique_lock<std::mutex> lock(mu);
+    idle.wait(lock, [&] { return done; });
+  }
   void RunOne() {
     Task task;
     {
@@ -119,22 +120,6 @@ struct Executor::Pool {
     std::lock_guard<std::mutex> lock(mu);
     if (task.done != nullptr) *task.done = true;
     if (--live == 0 || task.done != nullptr) idle.notify_all();
-  }
-  // Runs `work` on one of the arena's threads and waits for it, handing it
-  // over (and back) under mu as Enqueue does.
-  void Run(std::function<void()> work) {
-    bool done = false;
-    Task task;
-    task.call = &work;
-    task.done = &done;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ++live;
-      pending.push_back(task);
-    }
-    arena.enqueue([this] { RunOne(); });
-    std::unique_lock<std::mutex> lock(mu);
-    idle.wait(lock, [&] { return done; });
   }
   void WaitIdle() {
     std::unique_lock<std::mutex> lock(mu);
@@ -637,11 +622,7 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
     std::vector<Tensor> outputs;
     int first_request = 0;
     absl::Status status = RunNode(node, run->info, run->feeds, run->values, source, cores, &outputs, &first_request);
-    if (status.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      LearnCores(run->shape_class, node_id, first_request);
-    }
-    Finish(run, node_id, std::move(status), std::move(outputs), cores);
+    Finish(run, node_id, std::move(status), std::move(outputs), cores, first_request);
     return;
   }
   // Asynchronous (communication): start it, then give the core back; the
@@ -651,7 +632,7 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
   absl::StatusOr<std::unique_ptr<NodeRun>> prepared =
       PrepareNode(node, run->info, run->feeds, run->values, source, /*reserved_threads=*/1);
   if (!prepared.ok()) {
-    Finish(run, node_id, prepared.status(), {}, cores);
+    Finish(run, node_id, prepared.status(), {}, cores, /*first_request=*/-1);
     return;
   }
   std::shared_ptr<NodeRun> shared = *std::move(prepared);
@@ -666,7 +647,7 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
     std::vector<Tensor> outputs = std::move(shared->ctx->outputs());
     if (!status.ok()) status = KernelError(*nodes_[node_id], run->info, status);
     shared.reset();
-    Finish(run, node_id, std::move(status), std::move(outputs), /*cores_held=*/0);
+    Finish(run, node_id, std::move(status), std::move(outputs), /*cores_held=*/0, /*first_request=*/-1);
   });
   span.End();
   std::unique_lock<std::mutex> lock(mu_);
@@ -691,7 +672,7 @@ void Executor::Fail(absl::Status status) {
 }
 
 void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs,
-                      int cores_held) {
+                      int cores_held, int first_request) {
   // running_ drops last, after every use of this executor: once it reaches 0
   // the executor may be destroyed (FinishStep after a failure returns then).
   absl::Cleanup done_running = [this] {
@@ -710,6 +691,7 @@ void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vecto
   const Node& node = *nodes_[node_id];
   std::unique_lock<std::mutex> lock(mu_);
   free_cores_ += cores_held;
+  if (first_request >= 0) LearnCores(run->shape_class, node_id, first_request);
   if (!failed_.ok()) return;
   run->values[node_id] = std::move(outputs);
   for (size_t i = 0; i < run->fetch_ids.size(); ++i) {

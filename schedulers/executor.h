@@ -158,8 +158,10 @@ class Executor {
   // Records what the node's kernel found useful; under mu_.
   void LearnCores(int shape_class, int node_id, int first_request);
   // `cores_held`: the cores the node still holds (0 for an asynchronous
-  // kernel, which gave them back when it started).
-  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs, int cores_held);
+  // kernel, which gave them back when it started). `first_request`: what its
+  // kernel found useful, learnt for its next runs (-1: nothing to learn).
+  void Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs, int cores_held,
+              int first_request);
   // Records the first failure; aborts the collective engine. Called without mu_.
   void Fail(absl::Status status);
 

@@ -38,7 +38,7 @@ class ConvKernel : public OpKernel {
     std::vector<int64_t> y_dims = pass_ == ConvPass::kForward ? ctx->output_dims(0) : ctx->input(2).dims();
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     if (out->num_elements() == 0) return absl::OkStatus();
-    if (pass_ != ConvPass::kBackwardData && f.dim(1) == 1 && groups_ == 1) {
+    if (pass_ != ConvPass::kBackwardData && x.dim(1) == 1) {
       cpu::ResolvedWindow w = cpu::Resolve(window_, x.dim(2), x.dim(3), y_dims[2], y_dims[3], f.dim(2), f.dim(3));
       cpu::SingleChannelConvShape s{x.dim(0),  x.dim(2),   x.dim(3),   f.dim(0), f.dim(2),
                                     f.dim(3),  y_dims[2],  y_dims[3],  w.pad_l[0], w.pad_l[1]};

@@ -8,10 +8,10 @@
 // Who owns the cores: the executor. A worker given T threads runs nodes on at
 // most T cores at once; each node runs on the cores reserved for it when it
 // was dispatched (OpKernelContext::AcquireThreads says how many it uses).
-// Loops here split into exactly that many
-// oneTBB tasks (run in the executor's arena of T threads); oneDNN primitives
-// get the same count through omp_set_num_threads, set on the calling thread
-// just before the call. So the busy threads never exceed T.
+// Loops here split into exactly that many oneTBB tasks (run in the
+// executor's arena of T threads); oneDNN primitives get the same count
+// through omp_set_num_threads, set on the calling thread before they are
+// built and run. So the busy threads never exceed T.
 
 #include <algorithm>
 #include <atomic>
