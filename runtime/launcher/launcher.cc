@@ -318,17 +318,24 @@ class Supervisor {
     out_dirty_ = err_dirty_ = false;
   }
 
+  // Ranks that ended since the last pass are handled signalled ones first:
+  // when a killed rank's peers give up on its closed sockets, all of them
+  // may be found ended at once, and the first failure handled is the one
+  // reported.
   void ReapExited() {
+    std::vector<std::pair<int, int>> ended;  // (rank, wait status)
     for (size_t r = 0; r < ranks_.size(); ++r) {
       if (!ranks_[r].running) continue;
       int status = 0;
       const pid_t rc = waitpid(ranks_[r].proc.pid, &status, WNOHANG);
       if (rc == ranks_[r].proc.pid) {
-        OnExit(static_cast<int>(r), status);
+        ended.emplace_back(static_cast<int>(r), status);
       } else if (rc < 0 && errno == ECHILD) {
         OnLost(static_cast<int>(r));
       }
     }
+    std::stable_partition(ended.begin(), ended.end(), [](const auto& e) { return WIFSIGNALED(e.second); });
+    for (const auto& [r, status] : ended) OnExit(r, status);
   }
 
   // Everything the worker wrote before it ended is in its pipes: read it,

@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace nereid {
@@ -169,6 +170,30 @@ TEST_F(LauncherTest, KilledBySignalIsNamed) {
   EXPECT_EQ(status.message(),
             "rank 1 was killed by signal 9 (SIGKILL) before reporting progress; stopped 1 other worker");
   EXPECT_EQ(results_[1].term_signal, SIGKILL);
+}
+
+// Rank 1 is killed; rank 0 sees it die and gives up (exit 3), as a peer
+// whose sockets closed does. The launcher is held in its progress callback
+// until both have ended, so one pass finds both: the killed rank is named.
+TEST_F(LauncherTest, AKilledRankIsNamedBeforeThePeerThatGaveUpOnIt) {
+  const std::string dir = TestTmpDir() + "/killed_first";
+  ASSERT_EQ(system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir).c_str()), 0);
+  LaunchOptions options = Options({
+      absl::StrCat("for i in $(seq 500); do [ -s ", dir, "/pid ] && break; sleep 0.01; done; ",
+                   "pid=$(cat ", dir, "/pid); ",
+                   "for i in $(seq 500); do [ \"$(cut -d' ' -f3 /proc/$pid/stat)\" = Z ] && break; sleep 0.01; done; ",
+                   "touch ", dir, "/gave_up; exit 3"),
+      absl::StrCat("echo $$ > ", dir, "/pid.tmp && mv ", dir, "/pid.tmp ", dir, "/pid; ",
+                   "echo 'phase=train epoch=2 step=37' >&$NEREID_PROGRESS_FD; kill -9 $$"),
+  });
+  options.on_progress = [&dir](int, absl::string_view) {
+    for (int i = 0; i < 500 && access((dir + "/gave_up").c_str(), F_OK) != 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(absl::Milliseconds(100));  // rank 0's exit after its touch
+  };
+  absl::Status status = Run(std::move(options));
+  EXPECT_TRUE(absl::StartsWith(status.message(), "rank 1 was killed by signal 9 (SIGKILL) while phase=train epoch=2 step=37"))
+      << status;
+  EXPECT_EQ(results_[0].exit_code, 3);
 }
 
 TEST_F(LauncherTest, StoppedWorkerIsCaughtByTheProgressTimeout) {
