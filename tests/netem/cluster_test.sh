@@ -109,11 +109,13 @@ grep -q "timed out" "$tmp/timeout.err" || fail "no timeout message: $(cat "$tmp/
 no_namespaces_left "after the timeout" timeout
 
 # 4. --segment: the worker's veth takes the segment cap and its tbf a bucket of
-# two segments; by default (auto) the cap is 16 KB at 100mbit. A bad value is
-# a usage error (exit 2) that names it.
+# two segments; by default (auto) the cap is 16 KB at 100mbit. A socket may
+# keep the larger of two segments and 2 ms of line rate in the shaped queue
+# (tcp_limit_output_bytes in the worker's namespace). A bad value is a usage
+# error (exit 2) that names it.
 for seg in auto 8K; do
   run_cluster "segment_$seg" --workers 2 --rate "${rate_mbit}mbit" --segment "$seg" --no-append --timeout 30 -- \
-    bash -c 'ip -d link show dev eth0; tc qdisc show dev eth0'
+    bash -c 'ip -d link show dev eth0; tc qdisc show dev eth0; echo "tsq $(cat /proc/sys/net/ipv4/tcp_limit_output_bytes)"'
   bytes=16384
   [ "$seg" = auto ] || bytes=8192
   [ "$rc" -eq 0 ] || fail "--segment $seg: exit $rc: $(cat "$tmp/segment_$seg.err")"
@@ -122,6 +124,10 @@ for seg in auto 8K; do
   grep -q "tbf .* burst $((2 * bytes / 1024))Kb" "$tmp/segment_$seg.out" ||
     fail "--segment $seg: the bucket is not two segments: $(grep tbf "$tmp/segment_$seg.out")"
   grep -q "segments of $bytes bytes" "$tmp/segment_$seg.err" || fail "--segment $seg: the cap is not announced"
+  tsq=$((rate_mbit * 1000000 / 8 / 500))
+  [ "$tsq" -ge $((2 * bytes)) ] || tsq=$((2 * bytes))
+  grep -q "^tsq $tsq\$" "$tmp/segment_$seg.out" ||
+    fail "--segment $seg: a socket's share of the shaped queue is not $tsq bytes: $(grep tsq "$tmp/segment_$seg.out")"
   no_namespaces_left "after --segment $seg" "segment_$seg"
 done
 "$cluster" --workers 2 --segment 2K -- true >/dev/null 2>"$tmp/bad_segment.err"
