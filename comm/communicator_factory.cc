@@ -1,5 +1,7 @@
 #include "comm/communicator_factory.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -152,6 +154,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const Communica
     return absl::InvalidArgumentError(absl::StrCat("CreateCommunicator: the spec names group '", spec.group,
                                                    "'; create group communicators with CreateGroupCommunicator"));
   }
+  // This process is about to hold sockets to its peers. A peer that dies
+  // closes them, and Gloo writes without MSG_NOSIGNAL: the write must fail
+  // the call with an error naming the peer, not kill this rank with SIGPIPE
+  // (its launcher would then report this rank as the one that died).
+  signal(SIGPIPE, SIG_IGN);
   ASSIGN_OR_RETURN(std::unique_ptr<Communicator> communicator, Connect(spec));
   return Wrap(std::move(communicator), spec);
 }

@@ -90,7 +90,8 @@ class CommunicatorRegistry {
 // Connects `spec.rank` of `spec.world` through the backend `spec.backend`
 // (unknown: InvalidArgument listing the registered ones), then wraps it in a
 // FaultInjectingCommunicator if NEREID_FAULTS has faults for `spec.rank`.
-// `spec.group` must be empty (groups: CreateGroupCommunicator).
+// `spec.group` must be empty (groups: CreateGroupCommunicator). The process
+// ignores SIGPIPE from then on: writing to a dead peer's socket is an error.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(const CommunicatorSpec& spec);
 
 // For `world_spec.rank`, a member of `members` (distinct ranks of

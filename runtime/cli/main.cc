@@ -1,6 +1,5 @@
 // nereid: the command-line entry point. Dispatches to subcommands.
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -44,10 +43,6 @@ void UsePassiveOpenMpThreads(char** argv) {
 int main(int argc, char** argv) {
   using nereid::Commands;
   UsePassiveOpenMpThreads(argv);
-  // A peer that dies closes its sockets; writing to one must fail the
-  // collective with an error naming the peer, not kill this process with
-  // SIGPIPE (the launcher would then report this rank as the one that died).
-  signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     nereid::PrintUsage(stderr);
     return nereid::kExitUsage;
