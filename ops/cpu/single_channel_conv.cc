@@ -69,11 +69,9 @@ constexpr ForwardRowFn kForwardRows[kChannelBlock] = {&ForwardRow<1>, &ForwardRo
 template <int kKw>
 __attribute__((target("avx2,fma"))) void FilterGradRow(const SingleChannelConvShape& s, const float* padded,
                                                         const float* dy, float* filter_grad, int64_t o, int64_t r,
-                                                        int64_t last) {
+                                                        const int32_t* last_mask_bits) {
   const int64_t ph = PaddedHeight(s), pw = PaddedWidth(s), blocks = ColumnBlocks(s);
-  alignas(32) int32_t mask_bits[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) mask_bits[l] = l < last ? -1 : 0;
-  const __m256i last_mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask_bits));
+  const __m256i last_mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(last_mask_bits));
   __m256 acc[kKw];
 #pragma GCC unroll 16
   for (int c = 0; c < kKw; ++c) acc[c] = _mm256_setzero_ps();
@@ -104,7 +102,7 @@ __attribute__((target("avx2,fma"))) void FilterGradRow(const SingleChannelConvSh
 }
 
 using FilterGradRowFn = void (*)(const SingleChannelConvShape&, const float*, const float*, float*, int64_t,
-                                 int64_t, int64_t);
+                                 int64_t, const int32_t*);
 template <size_t... I>
 constexpr std::array<FilterGradRowFn, sizeof...(I)> FilterGradRows(std::index_sequence<I...>) {
   return {&FilterGradRow<static_cast<int>(I) + 1>...};
@@ -156,8 +154,10 @@ void SingleChannelConvForward(const SingleChannelConvShape& s, const float* padd
 void SingleChannelConvFilterGrad(const SingleChannelConvShape& s, const float* padded, const float* dy,
                                  float* filter_grad, int64_t o_begin, int64_t o_end) {
   const int64_t last = s.out_w - (ColumnBlocks(s) - 1) * kLanes;  // columns in the last block
+  alignas(32) int32_t last_mask_bits[kLanes];  // once per call, not per row
+  for (int64_t l = 0; l < kLanes; ++l) last_mask_bits[l] = l < last ? -1 : 0;
   for (int64_t o = o_begin; o < o_end; ++o) {
-    for (int64_t r = 0; r < s.kh; ++r) kFilterGradRows[s.kw - 1](s, padded, dy, filter_grad, o, r, last);
+    for (int64_t r = 0; r < s.kh; ++r) kFilterGradRows[s.kw - 1](s, padded, dy, filter_grad, o, r, last_mask_bits);
   }
 }
 
