@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Runs the CUDA test binaries on a machine with a GPU but without this
+# project's build set-up (no Bazel, no Debian libraries).
+#
+#   bench/gpu/cuda_tests.sh bundle DIR   # here: build under --config=cuda and
+#                                        # copy the tests and the shared
+#                                        # libraries they need into DIR
+#   bench/gpu/cuda_tests.sh run DIR      # there: run every test in DIR
+#
+# The bundle leaves out the C library, the C++ runtime, libcudart and libnccl:
+# the GPU machine has its own (newer) ones. libnccl.so.2 (218 MB here) is
+# found through NCCL_LIB_DIR, or in a Python environment's nvidia-nccl wheel.
+set -euo pipefail
+
+TESTS=(//ops/cuda:elementwise_kernels_test //comm:nccl_communicator_test)
+
+bundle() {
+  local dir=$1
+  rm -rf "$dir" && mkdir -p "$dir/lib"
+  bazel build --config=cuda "${TESTS[@]}"
+  for target in "${TESTS[@]}"; do
+    local bin="bazel-bin/${target#//}"; bin=${bin/://}
+    cp -L "$bin" "$dir/"
+    ldd "$bin" | awk '/=> \// {print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libstdc++.so*|libgcc_s.so*|libcudart.so*|libnccl.so*) ;;
+        *) cp -Ln "$lib" "$dir/lib/" ;;
+      esac
+    done
+  done
+  du -sh "$dir"
+}
+
+# The directory holding a library, from the NCCL_LIB_DIR-style variable or the
+# nvidia wheels of the first python3 that has them.
+wheel_lib_dir() {
+  python3 - "$1" <<'PY' 2>/dev/null || true
+import glob, os, site, sys
+for root in site.getsitepackages():
+    for hit in glob.glob(os.path.join(root, "nvidia", "*", "lib", sys.argv[1])):
+        print(os.path.dirname(hit)); sys.exit(0)
+PY
+}
+
+run() {
+  local dir; dir=$(cd "$1" && pwd)
+  local nccl=${NCCL_LIB_DIR:-$(wheel_lib_dir 'libnccl.so.2')}
+  local cudart=${CUDART_LIB_DIR:-$(wheel_lib_dir 'libcudart.so.13')}
+  export LD_LIBRARY_PATH="$dir/lib:${nccl}:${cudart}:${LD_LIBRARY_PATH:-}"
+  export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+  echo "libnccl from: ${nccl:-system}; libcudart from: ${cudart:-system}"
+  local failed=0
+  for bin in "$dir"/*_test; do
+    echo "== $(basename "$bin")"
+    "$bin" --gtest_brief=0 || failed=1
+  done
+  # The kernels once more under compute-sanitizer's memcheck, where it exists
+  # (without the test that provokes CUDA API errors on purpose, which memcheck
+  # would count).
+  if command -v compute-sanitizer >/dev/null; then
+    echo "== elementwise_kernels_test under compute-sanitizer --tool memcheck"
+    compute-sanitizer --tool memcheck --error-exitcode 1 "$dir/elementwise_kernels_test" \
+      --gtest_filter=-CudaElementwiseTest.CudaErrorBecomesStatus || failed=1
+  fi
+  return $failed
+}
+
+case "${1:-}" in
+  bundle) bundle "${2:?bundle DIR}" ;;
+  run) run "${2:?run DIR}" ;;
+  *) echo "usage: $0 bundle DIR | run DIR" >&2; exit 2 ;;
+esac
