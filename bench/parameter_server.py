@@ -99,7 +99,9 @@ def main():
     ap.add_argument("--model", default="lenet_fashion")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--servers", default="1,2", help="server counts of the chunked server")
-    ap.add_argument("--chunk-kb", type=float, default=256)
+    ap.add_argument("--chunk-kb", type=float, default=None,
+                    help="the chunked rows' chunk_kb (default: 32 with --rate, where a chunk's pull should "
+                         "follow its push closely; 256 on loopback, where each message's fixed cost dominates)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32, help="per worker")
     ap.add_argument("--steps", type=int, default=40)
@@ -115,6 +117,8 @@ def main():
     ap.add_argument("--model-latency-us", type=float, default=200, help="with --rate: the link latency modelled")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/parameter_server"))
     args = ap.parse_args()
+    if args.chunk_kb is None:
+        args.chunk_kb = 32.0 if args.rate else 256.0
     os.makedirs(args.out, exist_ok=True)
     # (name, ranks, servers, passes, the model's row: (name, servers, chunk_kb, staleness))
     strategies = [("data parallel (ring allreduce)", args.workers, 0, f"autodiff,{args.optimizer},data_parallel",

@@ -50,6 +50,12 @@ namespace {
 
 constexpr char kWorkerRole[] = "ps_workers";
 constexpr int64_t kMaxChannels = 1 << 10;  // the point-to-point tag's channel bits
+// chunk_kb=0 (the default): 256 KiB, raised where a model needs more chunks
+// than there are channels. Smaller chunks let a chunk's pull follow its push
+// more closely, and pay a message's fixed cost more often: on 45 Mbit/s links
+// 32 KiB runs lenet and mlp 1.3x faster than 256 KiB, on loopback mlp 2.4x
+// slower (docs/PARAMETER_SERVER.md, "Chunk size").
+constexpr int64_t kDefaultChunkKb = 256;
 
 // The nodes a worker runs: everything the gradients, the loss and the
 // scores depend on, except the trained parameters themselves (pulled).
@@ -134,6 +140,19 @@ std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t n, int64_t chunk_element
   return chunks;
 }
 
+// kDefaultChunkKb, doubled until every parameter's chunks fit the channels.
+int64_t DefaultChunkKb(const std::vector<GradientOfParameter>& trained, int64_t channels_per_chunk) {
+  for (int64_t kb = kDefaultChunkKb;; kb *= 2) {
+    const int64_t chunk_elements = kb * 1024 / 4;
+    int64_t channels = 0;
+    for (const GradientOfParameter& t : trained) {
+      const int64_t n = t.parameter->outputs()[0].shape.KnownElements();
+      channels += channels_per_chunk * ((n + chunk_elements - 1) / chunk_elements);
+    }
+    if (channels <= kMaxChannels || kb >= (int64_t{1} << 30)) return kb;
+  }
+}
+
 AttrValue ConstScalar(float v) {
   AttrValue value;
   TensorProto* t = value.mutable_tensor();
@@ -163,9 +182,10 @@ class ParameterServerPass : public Pass {
           "parameter_server: ", servers, " servers need at least ", servers + 1,
           " ranks (workers and servers together: run with --workers ", servers + 1, " or more), the plan has ", world));
     }
-    const double chunk_kb = o.GetFloat("chunk_kb");
-    if (!(chunk_kb >= 1)) return absl::InvalidArgumentError("parameter_server: chunk_kb must be >= 1");
-    const int64_t chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(chunk_kb * 1024) / 4);
+    double chunk_kb = o.GetFloat("chunk_kb");
+    if (!(chunk_kb == 0 || chunk_kb >= 1)) {
+      return absl::InvalidArgumentError("parameter_server: chunk_kb must be >= 1 (or 0: chosen from the model)");
+    }
     const std::string mode = o.GetString("mode");
     if (mode != "sync" && mode != "ssp") {
       return absl::InvalidArgumentError(absl::StrCat("parameter_server: mode=", mode, " is not sync or ssp"));
@@ -181,6 +201,11 @@ class ParameterServerPass : public Pass {
     }
     ASSIGN_OR_RETURN(std::vector<GradientOfParameter> trained, FindGradientsUpdated(graph));
     const absl::flat_hash_set<const Node*> worker_nodes = WorkerNodes(graph, trained);
+    // Colocated, a rank's push and pull of a chunk both go to itself: two
+    // channels, so that their messages stay apart.
+    const int64_t channels_per_chunk = colocated ? 2 : 1;
+    if (chunk_kb == 0) chunk_kb = static_cast<double>(DefaultChunkKb(trained, channels_per_chunk));
+    const int64_t chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(chunk_kb * 1024) / 4);
 
     // What each parameter's update is (ChunkableUpdate), and whether its
     // chunks may go to different servers (split=true: every P-shaped input
@@ -256,9 +281,6 @@ class ParameterServerPass : public Pass {
       const bool split_here = splits[i];
       split_parameters += split_here ? 1 : 0;
       chunks_total += static_cast<int64_t>(chunks.size());
-      // Colocated, a rank's push and pull of a chunk both go to itself: two
-      // channels, so that their messages stay apart.
-      const int64_t channels_per_chunk = colocated ? 2 : 1;
       if (channel + channels_per_chunk * static_cast<int64_t>(chunks.size()) > kMaxChannels) {
         return absl::InvalidArgumentError(absl::StrCat("parameter_server: more than ", kMaxChannels / channels_per_chunk,
                                                        " chunks; raise chunk_kb (", chunk_kb, ")"));
@@ -506,7 +528,9 @@ PassInfo ParameterServerInfo() {
                 "Synchronous parameter servers: the last `servers` ranks hold the parameters, their optimizer state "
                 "and updates; workers pull parameters and push gradients in chunks, which the servers average.",
                 {{"servers", OptionType::kInt, "1", "how many of the plan's ranks are servers (the last ones)"},
-                 {"chunk_kb", OptionType::kFloat, "256", "the largest message, in KiB: values move in chunks"},
+                 {"chunk_kb", OptionType::kFloat, "0",
+                  "the largest message, in KiB: values move in chunks (0: 256, or larger where the model needs "
+                  "more than 1024 chunks; 32 suits links of ~50 Mbit/s)"},
                  {"mode", OptionType::kString, "sync",
                   "sync: every step's mean gradient applied at once; ssp: stale-synchronous, applied `staleness` "
                   "steps late, so workers run up to `staleness` steps apart"},

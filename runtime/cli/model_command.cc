@@ -85,7 +85,7 @@ Flags ModelFlags() {
       .Value("servers", "S", "parameter-server shards (default 1)")
       .Value("chunk-kb", "KB",
              "the parameter server's chunks, as parameter_server(chunk_kb) (default\n"
-             "256); a model (not a plan) is planned with the pass to find them")
+             "0: the pass's own choice); a model (not a plan) is planned with the pass to find them")
       .Switch("split", "the parameter server's chunks balanced over the servers, as parameter_server(split=true)")
       .Value("server-bandwidth-gbit", "G", "the servers' links (default: the workers')")
       .Value("staleness", "S", "the stale-synchronous server's staleness (default 1)")
@@ -518,7 +518,7 @@ int Model(const std::vector<std::string>& args) {
                          bandwidth = Number(flags, "bandwidth-gbit", 0), gamma = Number(flags, "gamma-ns-per-byte", 0),
                          ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0),
                          comm_cpu_ns = Number(flags, "comm-cpu-ns-per-byte", 0),
-                         cores = Number(flags, "cores-per-worker", 0), chunk_kb = Number(flags, "chunk-kb", 256),
+                         cores = Number(flags, "cores-per-worker", 0), chunk_kb = Number(flags, "chunk-kb", 0),
                          server_bandwidth = Number(flags, "server-bandwidth-gbit", 0);
   for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms, &comm_cpu_ns, &cores,
                         &chunk_kb, &server_bandwidth}) {
@@ -529,7 +529,7 @@ int Model(const std::vector<std::string>& args) {
   if (*batch < 1) return Usage("--batch must be >= 1");
   if (*width < 1 || *width > 1000) return Usage("--width must be in [1, 1000]");
   if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
-  if (!(*chunk_kb >= 1)) return Usage("--chunk-kb must be >= 1");
+  if (!(*chunk_kb == 0 || *chunk_kb >= 1)) return Usage("--chunk-kb must be >= 1 (or 0: the pass's default)");
   if (flags.Has("server-bandwidth-gbit") && !(*server_bandwidth > 0)) return Usage("--server-bandwidth-gbit must be > 0");
   if (*staleness < 1 || *staleness > 63) return Usage("--staleness must be in [1, 63]");
   if (*gossip_peers < 1 || *gossip_peers >= *workers) return Usage("--gossip-peers must be in [1, workers)");

@@ -12,7 +12,7 @@ expect 0 "Usage: nereid check MODEL" "$nereid" check --help
 expect 0 "Commands:" "$nereid" --help
 expect 0 "nereid 0." "$nereid" --version
 # Every pass and codec, with its options and defaults.
-for what in "parameter_server: " "chunk_kb (default 256)" "stage_split: " "Gradient codecs" "qsgd: "; do
+for what in "parameter_server: " "chunk_kb (default 0)" "stage_split: " "Gradient codecs" "qsgd: "; do
   expect 0 "$what" "$nereid" passes
 done
 expect 2 "takes no arguments" "$nereid" passes extra

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
@@ -204,6 +205,37 @@ TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
   EXPECT_EQ(g.FindNode("linear/weight/adam/chunk1")->outputs()[0].shape.KnownElements(), 7840 - 4096);
   EXPECT_EQ(g.FindNode("linear/weight/adam/chunk2"), nullptr);
   EXPECT_TRUE(SplitPlanAcrossRanks(g, 3).ok());
+}
+
+// Left to the pass, chunks are 256 KiB, larger where the model would need
+// more chunks than a pair has channels (1024): a model it would refuse with
+// chunk_kb=256 plans with 512 KiB chunks. Planning allocates nothing.
+TEST(PlacementTest, TheParameterServerRaisesItsDefaultChunkToFitTheChannels) {
+  const std::string wide = R"pb(
+    version: 1
+    attr { key: "workers" value { i: 2 } }
+    attr { key: "loss" value { s: "loss" } }
+    attr { key: "logits" value { s: "y" } }
+    node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 784 } } } attr { key: "feed" value { s: "x" } } }
+    node { name: "labels" op: "Input" attr { key: "shape" value { shape { dim: -1 } } } attr { key: "dtype" value { type: DT_INT32 } } attr { key: "feed" value { s: "labels" } } }
+    node { name: "w" op: "Parameter" attr { key: "shape" value { shape { dim: 784 dim: 100000 } } } }
+    node { name: "y" op: "MatMul" input: "x" input: "w" }
+    node { name: "loss" op: "SoftmaxCrossEntropy" input: "y" input: "labels" }
+  )pb";
+  auto plan = [&](const std::string& options) -> absl::StatusOr<std::vector<PassReport>> {
+    auto graph = Load(wide);
+    if (!graph.ok()) return graph.status();
+    auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),parameter_server(servers=1", options, ")"));
+    if (!pipeline.ok()) return pipeline.status();
+    return RunPipeline(**graph, *pipeline);
+  };
+  // 78.4 million floats: 1197 chunks of 256 KiB.
+  auto explicit_256 = plan(",chunk_kb=256");
+  ASSERT_FALSE(explicit_256.ok());
+  EXPECT_THAT(std::string(explicit_256.status().message()), HasSubstr("more than 1024 chunks; raise chunk_kb (256)"));
+  auto chosen = plan("");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_THAT(absl::StrJoin(chosen->back().notes, "\n"), HasSubstr("599 chunks of at most 512 KiB"));
 }
 
 // mode=ssp is Pipe-SGD's delay line on the servers' chunk gradients: each
