@@ -80,13 +80,28 @@ def profile(args, out):
     return ",".join(traces)
 
 
-def predict(args, traces, servers, chunk_kb, staleness, out, split=False):
+def measure_link(args, out):
+    """The workers' link as `nereid bench allreduce` measures it between two ranks at --rate
+    (latency and the payload's rate, TCP's headers and the transport's costs included)."""
+    path = os.path.join(out, "link.json")
+    cmd = [CLUSTER, "--workers", "2", "--rate", args.rate, "--timeout", "900", "--logs",
+           os.path.join(out, "logs_link"), "--", NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M",
+           "--rounds", "3", "--json", path]
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    if subprocess.run(cmd, timeout=960).returncode != 0:
+        sys.exit("parameter_server: the link benchmark failed")
+    return path
+
+
+def predict(args, traces, link, servers, chunk_kb, staleness, out, split=False):
     """`nereid model`'s rows for these settings, by name."""
     path = os.path.join(out, f"model_{servers}_{chunk_kb:g}_{staleness}{'_split' if split else ''}.json")
     gbit = lambda rate: float(rate[:-4]) / 1000 if rate.endswith("mbit") else float(rate[:-4])
+    link_flags = (["--link", link] if link else
+                  ["--latency-us", str(args.model_latency_us), "--bandwidth-gbit", str(gbit(args.rate))])
     cmd = [NEREID, "model", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--workers", str(args.workers),
-           "--batch", str(args.batch), "--profile", traces, "--latency-us", str(args.model_latency_us),
-           "--bandwidth-gbit", str(gbit(args.rate)), "--server-bandwidth-gbit", str(gbit(args.server_rate)),
+           "--batch", str(args.batch), "--profile", traces] + link_flags + [
+           "--server-bandwidth-gbit", str(gbit(args.server_rate)),
            "--servers", str(servers), "--chunk-kb", f"{chunk_kb:g}", "--staleness", str(max(staleness, 1)),
            "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path] + (["--split"] if split else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -114,7 +129,11 @@ def main():
     ap.add_argument("--ssp", default="", help="staleness values of stale-synchronous rows, e.g. 1,2")
     ap.add_argument("--slow-ms", type=int, default=0, help="rank 1 computes this much longer each step")
     ap.add_argument("--test-limit", type=int, default=256)
-    ap.add_argument("--model-latency-us", type=float, default=200, help="with --rate: the link latency modelled")
+    ap.add_argument("--model-latency-us", type=float, default=200,
+                    help="with --rate and --nominal-link: the link latency modelled")
+    ap.add_argument("--nominal-link", action="store_true",
+                    help="with --rate: model the link at its nominal rate and --model-latency-us instead of "
+                         "measuring it (nereid bench allreduce on two ranks, about 30 s)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/parameter_server"))
     args = ap.parse_args()
     if args.chunk_kb is None:
@@ -159,8 +178,9 @@ def main():
     predicted = {}
     if args.rate:
         traces = profile(args, args.out)
+        link = None if args.nominal_link else measure_link(args, args.out)
         for name, _, _, _, (row, servers, chunk_kb, staleness, *split) in strategies:
-            predicted[name] = predict(args, traces, servers, chunk_kb, staleness, args.out, bool(split))[row]
+            predicted[name] = predict(args, traces, link, servers, chunk_kb, staleness, args.out, bool(split))[row]
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step (median) | "
              "vs data parallel: median (min-max) | MB sent per rank and step | final train loss | test accuracy | "
              "nereid model: s/step (model / measured) |",

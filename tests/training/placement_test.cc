@@ -204,6 +204,12 @@ TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
   }
   EXPECT_EQ(g.FindNode("linear/weight/adam/chunk1")->outputs()[0].shape.KnownElements(), 7840 - 4096);
   EXPECT_EQ(g.FindNode("linear/weight/adam/chunk2"), nullptr);
+  // A parameter's chunks are pushed in order: chunk 1's Send waits for chunk 0's.
+  const Node* second_push = g.FindNode("ps/linear/weight/chunk1/push");
+  ASSERT_NE(second_push, nullptr);
+  ASSERT_EQ(second_push->control_inputs().size(), 1u);
+  EXPECT_EQ(second_push->control_inputs()[0]->src->name(), "ps/linear/weight/chunk0/push");
+  EXPECT_TRUE(g.FindNode("ps/linear/weight/chunk0/push")->control_inputs().empty());
   EXPECT_TRUE(SplitPlanAcrossRanks(g, 3).ok());
 }
 
