@@ -322,7 +322,7 @@ class ParameterServerPass : public Pass {
                                                 {{"shape", IntListAttr({n})}}));
       SetPlacement(*flat_g, on_workers);
       std::vector<NodeOut> pulled, pushed;
-      Node* previous_push = nullptr;
+      absl::flat_hash_map<int, Node*> previous_push;  // by server
       for (size_t k = 0; k < chunks.size(); ++k, channel += channels_per_chunk) {
         const auto [begin, size] = chunks[k];
         const std::string c = absl::StrCat(base, "/chunk", k);
@@ -345,12 +345,15 @@ class ParameterServerPass : public Pass {
         SetPlacement(*grad, on_workers);
         ASSIGN_OR_RETURN(Node * push, AddOpNode(&graph, c + "/push", "Send", {{grad, 0}}, end(server)));
         SetPlacement(*push, on_workers);
-        // A parameter's chunks leave in order, each once the one before is
-        // handed over: started all at once, their threads raced to the
-        // socket, every worker's chunks reached the server in another order,
-        // and a chunk's pull waited for the worker that sent it last.
-        if (previous_push != nullptr) graph.AddControlEdge(previous_push, push);
-        previous_push = push;
+        // A parameter's chunks leave for each server in order, each once the
+        // one before is handed over: started all at once, their threads
+        // raced to the socket, every worker's chunks reached the server in
+        // another order, and a chunk's pull waited for the worker that sent
+        // it last. Per server, so that a busy server's link does not hold
+        // back the chunks for another (split=true).
+        Node*& previous = previous_push[server];
+        if (previous != nullptr) graph.AddControlEdge(previous, push);
+        previous = push;
         std::vector<NodeOut> arrived;
         for (int64_t w = 0; w < workers; ++w) {
           ASSIGN_OR_RETURN(Node * in, AddOpNode(&graph, absl::StrCat(c, "/push/from", w), "Recv", {}, received(w)));

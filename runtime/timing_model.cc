@@ -152,26 +152,43 @@ ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<Serve
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return chunks[a].ready_fraction < chunks[b].ready_fraction; });
+  // Each worker's uplink and downlink, and each server's ingress and egress,
+  // are free from these times on. A chunk's pieces leave every worker at its
+  // link's rate (up) and enter the server, all n at once, at the server's
+  // (in); the slower of the two ends the push, and a worker's link is free
+  // for its next chunk (to another server, say) once its own piece is out.
   double uplink = 0, downlink = 0;
   std::vector<double> ingress(static_cast<size_t>(servers), 0), egress(static_cast<size_t>(servers), 0);
+  std::vector<double> server_in(static_cast<size_t>(servers), 0), server_out(static_cast<size_t>(servers), 0);
+  double worker_up = 0, worker_down = 0;  // each link's work per step
   ServerChunkSchedule s;
   auto during = [&](double start, double end) { return std::min(end, compute) - std::min(start, compute); };
   for (size_t i : order) {
     const ServerChunk& c = chunks[i];
     const double m = static_cast<double>(c.bytes);
-    const double transfer = link.alpha_seconds + std::max(m / beta, n * m / beta_s);
+    const double up = m / beta, in = n * m / beta_s;
     const size_t server = static_cast<size_t>(c.server);
-    const double push_start = std::max({c.ready_fraction * compute, uplink, ingress[server]});
-    const double push_end = push_start + transfer + (n - 1) * m * link.gamma_seconds_per_byte;
-    uplink = ingress[server] = push_end;
-    const double pull_start = std::max({push_end, downlink, egress[server]});
-    const double pull_end = pull_start + transfer;
-    downlink = egress[server] = pull_end;
+    const double push_start = std::max(c.ready_fraction * compute, uplink);
+    const double server_in_end = std::max(push_start, ingress[server]) + in;
+    const double push_end =
+        link.alpha_seconds + std::max(push_start + up, server_in_end) + (n - 1) * m * link.gamma_seconds_per_byte;
+    uplink = push_start + up;
+    ingress[server] = server_in_end;
+    const double pull_start = std::max(push_end, downlink);
+    const double pull_down_end = pull_start + up;
+    const double server_out_end = std::max(push_end, egress[server]) + in;
+    const double pull_end = link.alpha_seconds + std::max(pull_down_end, server_out_end);
+    downlink = pull_down_end;
+    egress[server] = server_out_end;
     s.last_pull_end = std::max(s.last_pull_end, pull_end);
     s.busy_during_compute += during(push_start, push_end) + during(pull_start, pull_end);
-    s.push_seconds += push_end - push_start;
-    s.pull_seconds += transfer;
+    worker_up += up;  // latency delays a message but does not occupy the link
+    worker_down += up;
+    server_in[server] += in;
+    server_out[server] += in;
   }
+  s.push_seconds = std::max(worker_up, servers > 0 ? *std::max_element(server_in.begin(), server_in.end()) : 0.0);
+  s.pull_seconds = std::max(worker_down, servers > 0 ? *std::max_element(server_out.begin(), server_out.end()) : 0.0);
   return s;
 }
 

@@ -82,14 +82,17 @@
 // parameter on one of S servers, cut into chunks of chunk_kb, each chunk
 // pushed as soon as its gradient is ready and pulled back as soon as the
 // server has every worker's piece and updated it). The servers' links may
-// be faster than the workers' (beta_s). A chunk of m bytes on server s:
-//     push: alpha + max(m / beta, n m / beta_s) + (n-1) m gamma
-//           (n workers' pieces through the server's one link at once)
-//     pull: alpha + max(m / beta, n m / beta_s)
-// Pushes share the worker's uplink and server s's ingress, pulls the
-// worker's downlink and server s's egress; chunks go in the order their
-// gradients are ready (f_c T'', as the buckets above), a pull after its
-// push. Synchronous: T_ps = max(T'', the last pull's end). Stale-
+// be faster than the workers' (beta_s). A chunk of m bytes on server s
+// takes m / beta of each worker's link and n m / beta_s of server s's (n
+// workers' pieces through its one link at once):
+//     push ends at alpha + max(its start on the worker's uplink + m / beta,
+//                             its start on s's ingress + n m / beta_s)
+//                  + (n-1) m gamma
+//     pull likewise on the worker's downlink and s's egress, after the push.
+// A worker's uplink is free for its next chunk once its own piece is out
+// (while server s still takes the other workers' pieces, a chunk to another
+// server can go); chunks go in the order their gradients are ready (f_c
+// T'', as the buckets above). Synchronous: T_ps = max(T'', the last pull's end). Stale-
 // synchronous (mode=ssp, staleness >= 1) pipelines steps as Pipe-SGD does:
 // T_ssp = max(T'', sum of pushes, sum of pulls), each link's work per step.
 // The server's update of a chunk is taken to be free (it is elementwise and
@@ -219,7 +222,7 @@ double ParameterServerSeconds(int workers, int servers, double bytes, const Link
 struct ServerChunkSchedule {
   double last_pull_end = 0;
   double busy_during_compute = 0;
-  double push_seconds = 0;  // the sum of the pushes, and of the pulls
+  double push_seconds = 0;  // the busiest link's pushes per step (a worker's or a server's), and pulls
   double pull_seconds = 0;
 };
 ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<ServerChunk>& chunks, int workers,

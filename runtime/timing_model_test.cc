@@ -367,5 +367,23 @@ TEST(ServerChunkScheduleTest, PushesAndPullsShareTheWorkersLinks) {
   EXPECT_NEAR(slow.push_seconds, 0.040, 1e-12);
 }
 
+// Servers behind links as slow as the workers': a worker's piece of chunk A
+// is out after 10 ms while server 0 still takes the other worker's (20 ms),
+// so chunk B, on server 1, goes at once. Two servers end the step 10 ms
+// sooner than one, and the busiest link per step is a worker's (20 ms), not
+// the one server's (40 ms).
+TEST(ServerChunkScheduleTest, ASecondServerTakesChunksWhileTheFirstIsBusy) {
+  LinkModel link;
+  link.beta_bytes_per_second = 1e8;
+  const std::vector<ServerChunk> two = {{1000000, 0, 0.5}, {1000000, 1, 0.5}};
+  const ServerChunkSchedule s = ScheduleServerChunks(0.1, two, 2, 2, link, 1e8);
+  EXPECT_NEAR(s.last_pull_end, 0.100, 1e-12);  // pushes end 70, 80; pulls 70-90, 80-100 ms
+  EXPECT_NEAR(s.push_seconds, 0.020, 1e-12);
+  const std::vector<ServerChunk> one = {{1000000, 0, 0.5}, {1000000, 0, 0.5}};
+  const ServerChunkSchedule single = ScheduleServerChunks(0.1, one, 2, 1, link, 1e8);
+  EXPECT_NEAR(single.last_pull_end, 0.110, 1e-12);  // server 0's egress: 70-90, 90-110 ms
+  EXPECT_NEAR(single.push_seconds, 0.040, 1e-12);
+}
+
 }  // namespace
 }  // namespace nereid

@@ -321,6 +321,9 @@ TEST(PlacementTest, ASplitParameterKeepsEachChunkOnItsOwnServer) {
     EXPECT_EQ(piece->input_edge(0)->src->op(), "Feedback");
   }
   EXPECT_EQ(g.FindNode("linear/weight/chunk1")->outputs()[0].shape.KnownElements(), 7840 - 4096);
+  // Pushes wait for the previous push to the same server only: the two
+  // chunks go to different servers, so neither waits for the other.
+  EXPECT_TRUE(g.FindNode("ps/linear/weight/chunk1/push")->control_inputs().empty());
   auto parts = SplitPlanAcrossRanks(g, 4);
   ASSERT_TRUE(parts.ok()) << parts.status();
 }
