@@ -143,11 +143,10 @@ std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t n, int64_t chunk_element
 // kDefaultChunkKb, doubled until every parameter's chunks fit the channels.
 int64_t DefaultChunkKb(const std::vector<GradientOfParameter>& trained, int64_t channels_per_chunk) {
   for (int64_t kb = kDefaultChunkKb;; kb *= 2) {
-    const int64_t chunk_elements = kb * 1024 / 4;
     int64_t channels = 0;
     for (const GradientOfParameter& t : trained) {
-      const int64_t n = t.parameter->outputs()[0].shape.KnownElements();
-      channels += channels_per_chunk * ((n + chunk_elements - 1) / chunk_elements);
+      channels += channels_per_chunk *
+                  static_cast<int64_t>(Chunks(t.parameter->outputs()[0].shape.KnownElements(), kb * 1024 / 4).size());
     }
     if (channels <= kMaxChannels || kb >= (int64_t{1} << 30)) return kb;
   }

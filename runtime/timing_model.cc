@@ -159,8 +159,10 @@ ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<Serve
   // for its next chunk (to another server, say) once its own piece is out.
   double uplink = 0, downlink = 0;
   std::vector<double> ingress(static_cast<size_t>(servers), 0), egress(static_cast<size_t>(servers), 0);
-  std::vector<double> server_in(static_cast<size_t>(servers), 0), server_out(static_cast<size_t>(servers), 0);
-  double worker_up = 0, worker_down = 0;  // each link's work per step
+  // Each link's work per step (a pull moves what its push moved, so the
+  // downlinks and egresses carry what the uplinks and ingresses do).
+  std::vector<double> server_work(static_cast<size_t>(servers), 0);
+  double worker_work = 0;
   ServerChunkSchedule s;
   auto during = [&](double start, double end) { return std::min(end, compute) - std::min(start, compute); };
   for (size_t i : order) {
@@ -182,13 +184,11 @@ ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<Serve
     egress[server] = server_out_end;
     s.last_pull_end = std::max(s.last_pull_end, pull_end);
     s.busy_during_compute += during(push_start, push_end) + during(pull_start, pull_end);
-    worker_up += up;  // latency delays a message but does not occupy the link
-    worker_down += up;
-    server_in[server] += in;
-    server_out[server] += in;
+    worker_work += up;  // latency delays a message but does not occupy the link
+    server_work[server] += in;
   }
-  s.push_seconds = std::max(worker_up, servers > 0 ? *std::max_element(server_in.begin(), server_in.end()) : 0.0);
-  s.pull_seconds = std::max(worker_down, servers > 0 ? *std::max_element(server_out.begin(), server_out.end()) : 0.0);
+  s.push_seconds = s.pull_seconds =
+      std::max(worker_work, servers > 0 ? *std::max_element(server_work.begin(), server_work.end()) : 0.0);
   return s;
 }
 
