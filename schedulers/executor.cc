@@ -172,11 +172,28 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, E
   return e;
 }
 
-absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const TensorProto& init) const {
+absl::StatusOr<const Tensor*> Executor::FullValue(const TensorProto& init, const TensorShape& shape,
+                                                  FullInitialValues* recent) {
+  std::string key = absl::StrCat(shape.ToString(), "|", init.SerializeAsString());
+  auto& kept = recent->recent;
+  auto hit = std::find_if(kept.begin(), kept.end(), [&](const auto& entry) { return entry.first == key; });
+  if (hit == kept.end()) {
+    ASSIGN_OR_RETURN(Tensor value, MaterializeTensor(init, shape));
+    if (kept.size() >= FullInitialValues::kKept) kept.pop_back();
+    kept.emplace_back(std::move(key), std::move(value));
+    hit = kept.end() - 1;
+  }
+  std::rotate(kept.begin(), hit, hit + 1);  // most recent first
+  return &kept.front().second;
+}
+
+absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const TensorProto& init,
+                                              FullInitialValues* recent) const {
   if (const int64_t offset = NodeAttrInt(parameter, "init_offset", -1); offset >= 0) {
     // A piece: its elements of the larger tensor's initial value.
     ASSIGN_OR_RETURN(TensorShape of, TensorShape::FromProto(parameter.def().attr().at("init_of_shape").shape()));
-    ASSIGN_OR_RETURN(Tensor full, MaterializeTensor(init, of));
+    ASSIGN_OR_RETURN(const Tensor* full_value, FullValue(init, of, recent));
+    const Tensor& full = *full_value;
     const TensorShape& shape = parameter.outputs()[0].shape;
     ASSIGN_OR_RETURN(Tensor piece, Tensor::Allocate(full.dtype(), shape.dims()));
     const int64_t element = full.num_elements() > 0 ? full.num_bytes() / full.num_elements() : 0;
@@ -195,8 +212,8 @@ absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const Tenso
   const int axis = static_cast<int>(NodeAttrInt(parameter, "shard_axis", 0));
   std::vector<int64_t> dims = parameter.outputs()[0].shape.dims();
   dims[axis] *= count;
-  ASSIGN_OR_RETURN(Tensor full, MaterializeTensor(init, TensorShape(dims)));
-  return SliceAlongAxis(full, axis, rank->second, count);
+  ASSIGN_OR_RETURN(const Tensor* full, FullValue(init, TensorShape(dims), recent));
+  return SliceAlongAxis(*full, axis, rank->second, count);
 }
 
 absl::Status Executor::Init() {
@@ -210,6 +227,7 @@ absl::Status Executor::Init() {
   shape_caches_.resize(max_id);
   step_queue_.assign(max_id, nullptr);
   eval_queue_.assign(max_id, nullptr);
+  FullInitialValues recent_full_values;
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
     ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
@@ -223,7 +241,7 @@ absl::Status Executor::Init() {
         init.set_dtype(DT_FLOAT);
         init.mutable_init()->set_kind("glorot_uniform");
       }
-      absl::StatusOr<Tensor> value = InitialValue(*n, init);
+      absl::StatusOr<Tensor> value = InitialValue(*n, init, &recent_full_values);
       if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
       parameter_values_[n->id()][0] = *std::move(value);
     }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/initializers.h"
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
 #include "gtest/gtest.h"
@@ -173,6 +174,55 @@ TEST(ExecutorTest, ParametersFollowTheirFeedbackAcrossSteps) {
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0].first, "c");
   EXPECT_EQ(Values(state[0].second), (std::vector<float>{3, 30}));
+}
+
+// A parameter server's pieces start from their part of the full tensor's
+// initial value. The full values are drawn once per tensor and reused for
+// its pieces (a few kept at a time): here six tensors' pieces interleave,
+// more than are kept, so reuse, eviction and drawing again all happen.
+TEST(ExecutorTest, PiecesStartFromTheirPartOfTheFullInitialValue) {
+  constexpr int kTensors = 6, kPieces = 3, kPieceSize = 8;
+  auto init_of = [](int tensor) {
+    return absl::StrCat("tensor { dtype: DT_FLOAT init { kind: \"he_normal\" seed: ", 100 + tensor, " } }");
+  };
+  std::string nodes;
+  for (int order : {0, 1, 2}) {  // pieces 0 of every tensor, then 2, then 1
+    const int piece = order == 0 ? 0 : order == 1 ? 2 : 1;
+    for (int tensor = 0; tensor < kTensors; ++tensor) {
+      absl::StrAppend(&nodes, "node { name: \"w", tensor, "/piece", piece, R"pb(" op: "Parameter"
+        attr { key: "shape" value { shape { dim: 8 } } }
+        attr { key: "init_of_shape" value { shape { dim: 6 dim: 4 } } }
+        attr { key: "init_offset" value { i: )pb", piece * kPieceSize, " } }\n attr { key: \"init\" value { ",
+                      init_of(tensor), " } } }\n");
+    }
+  }
+  auto graph = Load(absl::StrCat("version: 1\n", nodes));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  std::map<std::string, Tensor> state;
+  for (auto& [name, value] : (*executor)->State()) state[name] = value;
+  ASSERT_EQ(state.size(), static_cast<size_t>(kTensors * kPieces));
+  for (int tensor = 0; tensor < kTensors; ++tensor) {
+    TensorProto init;
+    init.set_dtype(DT_FLOAT);
+    init.mutable_init()->set_kind("he_normal");
+    init.mutable_init()->set_seed(100 + tensor);
+    auto full = MaterializeTensor(init, TensorShape({6, 4}));
+    ASSERT_TRUE(full.ok()) << full.status();
+    for (int piece = 0; piece < kPieces; ++piece) {
+      const Tensor& value = state.at(absl::StrCat("w", tensor, "/piece", piece));
+      ASSERT_EQ(value.num_elements(), kPieceSize);
+      for (int i = 0; i < kPieceSize; ++i) {
+        EXPECT_EQ(value.data<float>()[i], full->data<float>()[piece * kPieceSize + i])
+            << "tensor " << tensor << " piece " << piece << " element " << i;
+      }
+    }
+    // Different seeds, different tensors: a piece cannot pass by copying another's.
+    if (tensor > 0) {
+      EXPECT_NE(state.at(absl::StrCat("w", tensor, "/piece0")).data<float>()[0], state.at("w0/piece0").data<float>()[0]);
+    }
+  }
 }
 
 TEST(ExecutorTest, EvaluationReadsTheStateWithoutChangingIt) {
