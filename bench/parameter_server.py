@@ -9,7 +9,9 @@ chunked server (chunks of --chunk-kb) on each server count of --servers.
 --split adds rows with split=true (chunks, not parameters, balanced over
 the servers); --ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
 first server count); --slow-ms slows rank 1's every step (NEREID_FAULTS
-slow=, a straggler) in every run. Prints s/step, the speedup against data
+slow=, a straggler) in every run. Prints s/step (rank 0's steps after its
+first, which holds start-up: initial values, connections) and the first
+step's own time, the speedup against data
 parallel, bytes sent per rank and step (servers included in the average),
 the final loss and test accuracy and, with --rate, `nereid model`'s
 prediction of each row (compute profiled from --workers one-worker runs
@@ -170,7 +172,14 @@ def main():
         for i, (name, ranks, servers, passes, _) in enumerate(strategies):
             runs[name].append(train(args, ranks, passes, args.out,
                                     f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers))
-    per_step = lambda m: sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
+    def per_step(m):
+        """Rank 0's steady step: from its first step's end to its last's, over the steps between (the
+        first step, which holds start-up, left out); the epoch's time over its steps where too few."""
+        done = m.get("step_finished_seconds", [])
+        if len(done) >= 3:
+            return (done[-1] - done[0]) / (len(done) - 1)
+        return sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
+    first_step = lambda m: m["step_finished_seconds"][0] if m.get("step_finished_seconds") else float("nan")
     base = [per_step(m) for m in runs[strategies[0][0]]]
     where = f"{args.rate} workers, {args.server_rate} servers" if args.rate else "loopback"
     if args.slow_ms:
@@ -181,17 +190,18 @@ def main():
         link = None if args.nominal_link else measure_link(args, args.out)
         for name, _, _, _, (row, servers, chunk_kb, staleness, *split) in strategies:
             predicted[name] = predict(args, traces, link, servers, chunk_kb, staleness, args.out, bool(split))[row]
-    lines = [f"| {args.model}, {args.workers} workers, {where} | s/step (median) | "
-             "vs data parallel: median (min-max) | MB sent per rank and step | final train loss | test accuracy | "
-             "nereid model: s/step (model / measured) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"| {args.model}, {args.workers} workers, {where} | s/step after the first (median) | "
+             "first step, s | vs data parallel: median (min-max) | MB sent per rank and step | final train loss | "
+             "test accuracy | nereid model: s/step (model / measured) |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, _, _, _, _ in strategies:
         ms = runs[name]
         step = [per_step(m) for m in ms]
         speed = [b / s for b, s in zip(base, step)]
         model = (f"{predicted[name]:.3f} ({predicted[name] / statistics.median(step):.2f})" if name in predicted
                  else "-")
-        lines.append(f"| {name} | {statistics.median(step):.3f} | {statistics.median(speed):.2f}x "
+        lines.append(f"| {name} | {statistics.median(step):.3f} | "
+                     f"{statistics.median(first_step(m) for m in ms):.3f} | {statistics.median(speed):.2f}x "
                      f"({min(speed):.2f}-{max(speed):.2f}) | {ms[-1]['bytes_sent_per_step'] / 1e6:.2f} | "
                      f"{ms[-1]['final_train_loss']:.4f} | {100 * ms[-1]['final_test_accuracy']:.2f}% | {model} |")
     print("\n".join(lines))

@@ -795,6 +795,7 @@ class TrainingRun {
       const int64_t examples = coded_ ? train_->num_examples : batch->size;
       while (static_cast<int>(flight.size()) >= in_flight_) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
       StepInfo info{epoch, step_, index, steps_per_epoch_, options_.epochs, true};
+      if (first_step_started_ == absl::InfinitePast()) first_step_started_ = absl::Now();
       flight.push_back({step_, epoch, index, examples, absl::Now()});
       RETURN_IF_ERROR(executor_->StartStep(info, std::move(feeds), HoldsLoss() ? std::vector<std::string>{loss_}
                                                                                 : std::vector<std::string>{}));
@@ -1176,6 +1177,7 @@ class TrainingRun {
     if (!out.ok()) return out.status();
     if (options_.report) options_.report(absl::StrCat("phase=train epoch=", f.epoch, " step=", f.step));
     ++result_.steps;
+    result_.step_finished_seconds.push_back(absl::ToDoubleSeconds(absl::Now() - first_step_started_));
     if (out->empty()) return absl::OkStatus();  // another rank holds the loss
     float value = (*out)[0].data<float>()[0];
     if (!std::isfinite(value)) {
@@ -1233,6 +1235,7 @@ class TrainingRun {
   absl::flat_hash_set<std::string> running_statistics_;  // per-rank, averaged before each evaluation
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0;
+  absl::Time first_step_started_ = absl::InfinitePast();
   int64_t resume_index_ = 0;  // the first epoch's first batch after a resume within it
   bool stall_checked_ = false;
   int64_t first_epoch_ = 0, step_ = 0;
@@ -1348,6 +1351,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   Json losses = Json::array();
   for (float l : r.step_losses) losses.push_back(l);
   j["step_losses"] = std::move(losses);
+  j["step_finished_seconds"] = r.step_finished_seconds;
   j["loss_not_improving"] = r.loss_not_improving;
   Json layers = Json::array();
   for (const LayerBytes& l : r.layer_bytes) {

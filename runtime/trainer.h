@@ -156,6 +156,10 @@ struct TrainResult {
   double push_sum_weight_total = -1;
   // This rank's loss at each step it took, in order.
   std::vector<float> step_losses;
+  // When each step this rank took finished, in seconds from this process's first
+  // step's start (evaluation between epochs included): the steady step time
+  // without the first step's start-up is (last - first) / (count - 1).
+  std::vector<double> step_finished_seconds;
   // The loss had not gone below its start by stall_check_percent of the run.
   bool loss_not_improving = false;
   // Ranks per model-parallel group (1: none).

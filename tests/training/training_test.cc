@@ -49,6 +49,13 @@ TEST(TrainingTest, TinyModelConverges) {
   EXPECT_GT(result->per_epoch[0].train_loss, result->final_train_loss);
   EXPECT_DOUBLE_EQ(result->final_test_accuracy, 1.0);
   EXPECT_GT(result->peak_tensor_bytes, 0);
+  // Every step's finish time, in order (the benches' steady step time).
+  const std::vector<double>& finished = result->step_finished_seconds;
+  ASSERT_EQ(static_cast<int64_t>(finished.size()), result->steps);
+  ASSERT_GT(result->steps, 1);
+  EXPECT_GT(finished.front(), 0.0);
+  EXPECT_TRUE(std::is_sorted(finished.begin(), finished.end()));
+  EXPECT_GT(finished.back(), finished.front());
 }
 
 std::vector<std::pair<std::string, Tensor>> FinalState(const std::string& dir) {
