@@ -72,7 +72,8 @@ class ConvKernel : public OpKernel {
     }
     ASSIGN_OR_RETURN(memory result, p->operands[2].Output(*out, &staged[2]));
     primitive_args[args[2].first] = result;
-    RETURN_IF_ERROR(cpu::RunPrimitive(p->primitive, primitive_args, threads, kWhat[static_cast<int>(pass_)]));
+    RETURN_IF_ERROR(
+        cpu::RunPrimitive(p->primitive, primitive_args, threads, kWhat[static_cast<int>(pass_)], &p->scratchpad));
     return p->operands[2].FinishOutput(result, *out, threads);
   }
 
@@ -105,9 +106,15 @@ class ConvKernel : public OpKernel {
   // The primitive runs in the layouts oneDNN chose for this shape and
   // machine (format_tag::any); on plain NCHW it falls back to im2col+GEMM,
   // 2-9x slower here than its direct JIT kernels even with the reorders.
+  // Its scratchpad is the caller's (scratchpad_mode::user; RunPrimitive's
+  // shared one): Debian's oneDNN keeps the library's scratchpad in the
+  // thread that built a primitive, and a Winograd convolution built on one
+  // of the executor's threads and run on another wrote past it (heap
+  // corruption with --threads 2).
   struct Primitive {
     std::array<cpu::Relayout, 3> operands;  // in the order Compute lists the args
     dnnl::primitive primitive;
+    memory::desc scratchpad;
   };
 
   absl::StatusOr<const Primitive*> Get(const std::vector<int64_t>& xd, const std::vector<int64_t>& fd,
@@ -128,30 +135,39 @@ class ConvKernel : public OpKernel {
         f_any(f.dims(), dt::f32, tag::any);
     cpu::ResolvedWindow w = cpu::Resolve(window_, xd[2], xd[3], yd[2], yd[3], fd[2], fd[3]);
     const dnnl::engine& eng = cpu::CpuEngine();
+    // convolution_auto: oneDNN takes Winograd (F(4x4, 3x3)) where it
+    // expects it to be faster, for vgg11's 3x3 convolutions on this
+    // machine's AVX-512, and its direct kernels elsewhere.
+    const dnnl::algorithm algorithm = dnnl::algorithm::convolution_auto;
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::convolution_forward::primitive_desc fwd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_any,
-                                        f_any, y_any, w.strides, w.dilations, w.pad_l, w.pad_r),
-        eng);
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_any, f_any, y_any, w.strides,
+                                        w.dilations, w.pad_l, w.pad_r),
+        attr, eng);
     Primitive p;
     auto In = cpu::Relayout::ForInput;
     auto Out = cpu::Relayout::ForOutput;
     if (pass_ == ConvPass::kForward) {
       p.operands = {In(x, fwd.src_desc()), In(f, fwd.weights_desc()), Out(y, fwd.dst_desc())};
       p.primitive = dnnl::convolution_forward(fwd);
+      p.scratchpad = fwd.scratchpad_desc();
     } else if (pass_ == ConvPass::kBackwardData) {
       dnnl::convolution_backward_data::primitive_desc bwd(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_any, f_any, y_any, w.strides,
+          dnnl::convolution_backward_data::desc(algorithm, x_any, f_any, y_any, w.strides,
                                                 w.dilations, w.pad_l, w.pad_r),
-          eng, fwd);
+          attr, eng, fwd);
       p.operands = {In(y, bwd.diff_dst_desc()), In(f, bwd.weights_desc()), Out(x, bwd.diff_src_desc())};
       p.primitive = dnnl::convolution_backward_data(bwd);
+      p.scratchpad = bwd.scratchpad_desc();
     } else {
       dnnl::convolution_backward_weights::primitive_desc bwd(
-          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_any, f_any, y_any, w.strides,
+          dnnl::convolution_backward_weights::desc(algorithm, x_any, f_any, y_any, w.strides,
                                                    w.dilations, w.pad_l, w.pad_r),
-          eng, fwd);
+          attr, eng, fwd);
       p.operands = {In(x, bwd.src_desc()), In(y, bwd.diff_dst_desc()), Out(f, bwd.diff_weights_desc())};
       p.primitive = dnnl::convolution_backward_weights(bwd);
+      p.scratchpad = bwd.scratchpad_desc();
     }
     return p;
   }

@@ -2,7 +2,9 @@
 
 #include <omp.h>
 
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -22,18 +24,37 @@ absl::Status DnnlError(const dnnl::error& e, const char* what) {
 void SetOpenMpThreads(int threads) { omp_set_num_threads(std::max(1, threads)); }
 
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
-                          const char* what) {
+                          const char* what, const dnnl::memory::desc* scratchpad) {
   // Debian's oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, so its
   // primitives share one library-managed scratchpad: two running at once
   // corrupt each other (observed as heap corruption with --threads 2).
   // Primitive calls are therefore serialised; each still uses the cores
-  // reserved for its node, and non-oneDNN nodes run alongside.
+  // reserved for its node, and non-oneDNN nodes run alongside. That
+  // scratchpad also lives in the thread that built the primitive, which
+  // a Winograd convolution run from another thread overran; primitives that
+  // need a large one take the caller's (`scratchpad`), this shared buffer.
   static std::mutex* serial = new std::mutex();
+  static std::vector<char>* shared_scratchpad = new std::vector<char>();
   std::lock_guard<std::mutex> lock(*serial);
   SetOpenMpThreads(threads);
   try {
     dnnl::stream stream(CpuEngine());
-    p.execute(stream, args);
+    if (scratchpad != nullptr && scratchpad->get_size() > 0) {
+      constexpr size_t kAlign = 64;
+      if (shared_scratchpad->size() < scratchpad->get_size() + kAlign) {
+        shared_scratchpad->clear();
+        shared_scratchpad->shrink_to_fit();
+        shared_scratchpad->resize(scratchpad->get_size() + kAlign);
+      }
+      void* aligned = shared_scratchpad->data();
+      size_t space = shared_scratchpad->size();
+      std::align(kAlign, scratchpad->get_size(), aligned, space);
+      std::unordered_map<int, dnnl::memory> with_scratchpad = args;
+      with_scratchpad[DNNL_ARG_SCRATCHPAD] = dnnl::memory(*scratchpad, CpuEngine(), aligned);
+      p.execute(stream, with_scratchpad);
+    } else {
+      p.execute(stream, args);
+    }
     stream.wait();
   } catch (const dnnl::error& e) {
     return DnnlError(e, what);

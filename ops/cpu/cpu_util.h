@@ -102,9 +102,12 @@ class PrimitiveCache {
 };
 
 // Runs a oneDNN primitive on `threads` OpenMP threads and waits for it;
-// oneDNN's exceptions become statuses naming the primitive.
+// oneDNN's exceptions become statuses naming the primitive. A primitive
+// built with scratchpad_mode::user passes its scratchpad_desc(): it runs on
+// one scratchpad shared by all such primitives (they run one at a time),
+// grown to the largest asked for.
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
-                          const char* what);
+                          const char* what, const dnnl::memory::desc* scratchpad = nullptr);
 
 // A oneDNN memory over a tensor's buffer (no copy).
 dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t);
