@@ -106,11 +106,10 @@ class ConvKernel : public OpKernel {
   // The primitive runs in the layouts oneDNN chose for this shape and
   // machine (format_tag::any); on plain NCHW it falls back to im2col+GEMM,
   // 2-9x slower here than its direct JIT kernels even with the reorders.
-  // Its scratchpad is the caller's (scratchpad_mode::user; RunPrimitive's
-  // shared one): Debian's oneDNN keeps the library's scratchpad in the
-  // thread that built a primitive, and a Winograd convolution built on one
-  // of the executor's threads and run on another wrote past it (heap
-  // corruption with --threads 2).
+  // Its scratchpad is ours (scratchpad_mode::user; RunPrimitive's shared
+  // one): with the library's, Winograd convolutions run from the executor's
+  // threads crashed or corrupted the heap with --threads 2 (2 runs in 3 of
+  // vgg11 at batch 16); with ours they run clean and bit for bit repeatable.
   struct Primitive {
     std::array<cpu::Relayout, 3> operands;  // in the order Compute lists the args
     dnnl::primitive primitive;

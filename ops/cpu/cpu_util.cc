@@ -29,10 +29,9 @@ absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int
   // primitives share one library-managed scratchpad: two running at once
   // corrupt each other (observed as heap corruption with --threads 2).
   // Primitive calls are therefore serialised; each still uses the cores
-  // reserved for its node, and non-oneDNN nodes run alongside. That
-  // scratchpad also lives in the thread that built the primitive, which
-  // a Winograd convolution run from another thread overran; primitives that
-  // need a large one take the caller's (`scratchpad`), this shared buffer.
+  // reserved for its node, and non-oneDNN nodes run alongside. Winograd
+  // convolutions crashed on the library's scratchpad with --threads 2, so
+  // primitives built with scratchpad_mode::user run on this shared buffer.
   static std::mutex* serial = new std::mutex();
   static std::vector<char>* shared_scratchpad = new std::vector<char>();
   std::lock_guard<std::mutex> lock(*serial);
