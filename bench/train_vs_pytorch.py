@@ -6,8 +6,11 @@ alternately (--repeats times each, same batch, same threads, same number of
 steps) and prints the median samples/s of each and their ratio. Only same-run
 ratios mean anything: this machine's speed drifts by up to 2x within minutes.
 
-Nereid's figure covers every step including the first (oneDNN primitive
-creation); PyTorch's excludes its warm-up steps. So the ratio is conservative.
+Both run WARMUP more steps than measured and leave those first steps out
+(oneDNN's primitive creation in Nereid's first step, PyTorch's allocator and
+thread start-up in its own): Nereid's figure is its last STEPS steps, timed
+from the end of its WARMUP-th step (the metrics' step_finished_seconds).
+The JSON also keeps Nereid's figure over every step (`nereid_all_steps_runs`).
 
     bench/train_vs_pytorch.py [--models mlp_fashion,lenet_fashion,vgg11_cifar]
                               [--threads 1,2] [--repeats 3] [--json PATH]
@@ -22,24 +25,30 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = {"mlp_fashion": 300, "lenet_fashion": 300, "logreg_fashion": 300, "svm_fashion": 300, "vgg11_cifar": 8}
+WARMUP = 3  # steps each engine runs before the measured ones
 
 
 def nereid(model, threads, batch, steps, out):
     cmd = [os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid"), "run", f"models/{model}.pbtxt",
-           "--threads", str(threads), "--batch", str(batch), "--max-steps", str(steps),
+           "--threads", str(threads), "--batch", str(batch), "--max-steps", str(steps + WARMUP),
            "--test-limit", "1000", "--quiet", "--metrics-json", out]
     if model.endswith("_cifar"):
         cmd += ["--dataset", "synthetic"]
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return json.load(open(out))["samples_per_second"]
+    metrics = json.load(open(out))
+    done = metrics["step_finished_seconds"]
+    if len(done) != steps + WARMUP:
+        sys.exit(f"train_vs_pytorch: nereid ran {len(done)} steps, not {steps + WARMUP}")
+    measured = batch * steps / (done[-1] - done[WARMUP - 1])
+    return measured, metrics["samples_per_second"]
 
 
 def pytorch(model, threads, batch, steps, out):
     cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/pytorch_reference.py"), "--model", model,
-           "--threads", str(threads), "--batch", str(batch), "--max-steps", str(steps + 3),
-           "--warmup-steps", "3", "--no-eval", "--json", out]
+           "--threads", str(threads), "--batch", str(batch), "--max-steps", str(steps + WARMUP),
+           "--warmup-steps", str(WARMUP), "--no-eval", "--json", out]
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    return json.load(open(out))["samples_per_second"]
+    return json.load(open(out))["samples_per_second"], None
 
 
 def main():
@@ -58,15 +67,19 @@ def main():
     print(f"{'model':16} {'threads':>7} {'nereid/s':>10} {'pytorch/s':>10} {'ratio':>6}")
     for model in args.models.split(","):
         for threads in [int(t) for t in args.threads.split(",")]:
-            ours, theirs = [], []
+            ours, theirs, ours_all = [], [], []
             for r in range(args.repeats):
                 # Alternate which goes first, so drift hits both alike.
                 order = [(nereid, ours), (pytorch, theirs)]
                 for run, into in (order if r % 2 == 0 else order[::-1]):
-                    into.append(run(model, threads, args.batch, STEPS[model], os.path.join(tmp, "m.json")))
+                    measured, every_step = run(model, threads, args.batch, STEPS[model], os.path.join(tmp, "m.json"))
+                    into.append(measured)
+                    if every_step is not None:
+                        ours_all.append(every_step)
             row = {"model": model, "threads": threads, "batch": args.batch, "steps": STEPS[model],
                    "nereid_samples_per_second": statistics.median(ours),
-                   "pytorch_samples_per_second": statistics.median(theirs), "nereid_runs": ours, "pytorch_runs": theirs}
+                   "pytorch_samples_per_second": statistics.median(theirs), "nereid_runs": ours, "pytorch_runs": theirs,
+                   "warmup_steps": WARMUP, "nereid_all_steps_runs": ours_all}
             row["ratio"] = row["nereid_samples_per_second"] / row["pytorch_samples_per_second"]
             rows.append(row)
             print(f"{model:16} {threads:7d} {row['nereid_samples_per_second']:10.0f} "
