@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Stochastic Gradient Push (gossip, and overlap SGP: gossip(overlap=1)) against
-AllReduce-SGD and Pipe-SGD.
+"""Stochastic Gradient Push (gossip, and overlap SGP: gossip(overlap=1)) and
+PowerGossip (power_gossip) against AllReduce-SGD and Pipe-SGD.
 
 lenet_fashion on Fashion-MNIST, W workers, E epochs each, the three
 strategies alternated for --rounds rounds (the machine's speed drifts, so
@@ -32,7 +32,8 @@ STRATEGIES = [("AllReduce-SGD", f"autodiff,{OPT}"),
               ("SGP (exponential)", f"autodiff,{OPT},gossip"),
               ("SGP, a message per parameter", f"autodiff,{OPT},gossip(bucket_kb=0)"),
               ("Overlap SGP (tau=1)", f"autodiff,{OPT},gossip(overlap=1)"),
-              ("Overlap SGP (tau=1), fp16 pushes", f"autodiff,{OPT},gossip(overlap=1),compress(method=fp16)")]
+              ("Overlap SGP (tau=1), fp16 pushes", f"autodiff,{OPT},gossip(overlap=1),compress(method=fp16)"),
+              ("PowerGossip (ring, rank-1 messages)", f"autodiff,{OPT},power_gossip")]
 
 
 def train(args, passes, out, name):

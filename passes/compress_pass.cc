@@ -101,13 +101,14 @@ class CompressPass : public Pass {
     if (!any_allreduce && !any_push) {
       return absl::FailedPreconditionError(
           "compress: no communication to compress; it goes after data_parallel (which --workers > 1 adds "
-          "after autodiff) or gossip");
+          "after autodiff) or gossip (power_gossip's messages are already low-rank)");
     }
     if (any_push && method != "fp16" && method != "bf16") {
       // Push-sum adds what arrives to what it keeps: only codes whose
       // rounding the sender can keep back conserve its mass.
       return absl::InvalidArgumentError(absl::StrCat("compress: gossip's pushes take fp16 or bf16 (summable codes "
-                                                     "whose rounding the sender keeps); ", method, " is not one"));
+                                                     "whose rounding the sender keeps); ", method,
+                                                     " is not one (for low-rank messages, power_gossip replaces gossip)"));
     }
     std::vector<std::pair<std::string, std::string>> extra = o.Undeclared(PassInfoOptions());
     if (method == "fp16" || method == "bf16") {

@@ -1,0 +1,262 @@
+// power_gossip: decentralised averaging with low-rank messages (PowerGossip,
+// Vogels et al., 2020), the PowerSGD idea applied to gossip. Every rank
+// keeps its own parameters, as with `gossip`; after each local optimizer
+// step it moves towards its two ring neighbours, but instead of pushing its
+// whole model it sends, per weight matrix X (a parameter viewed as rows x
+// the rest) and per ring edge, two vectors:
+//   round 1: a = X q        (q: the edge's vector, the same on both ends)
+//   round 2: b = X^T p,     p = unit(a_mine - a_theirs) = unit(D q),
+// where D is the difference of the two ends' matrices. Both ends then know
+// the rank-1 approximation p (D^T p)^T of D, computed from the same numbers
+// in the same order, so they apply it with opposite signs and the ranks'
+// sum of parameters is unchanged: the average model moves exactly as the
+// average of the local steps (mass is conserved by construction, not by a
+// weight). q <- D^T p warm-starts the next step's power iteration, so the
+// approximation sharpens on the directions where the neighbours differ.
+// A bias (one column) is sent as exactly as a full push would.
+//
+// Messages: per step, rows + columns floats per matrix and edge, against
+// rows x columns for a gossip push (all of a round's vectors go as one
+// message per neighbour). `mix` is the share of each neighbour's
+// difference taken (1/3: uniform ring averaging when the approximation is
+// exact).
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/tensor_shape.h"
+#include "graph/process_groups.h"
+#include "ops/gradient_builder.h"
+#include "passes/optimizer_common.h"
+#include "passes/pass.h"
+#include "passes/pass_properties.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kPowerGossipGroup[] = "power_gossip";
+
+AttrValue ScalarValue(float v) {
+  AttrValue value;
+  TensorProto* t = value.mutable_tensor();
+  t->set_dtype(DT_FLOAT);
+  t->mutable_shape()->add_dim(1);
+  t->add_float_val(v);
+  return value;
+}
+
+// One parameter's part of the exchange.
+struct Exchanged {
+  std::string name;
+  NodeOut matrix;   // the updated parameter as rows x columns
+  int64_t rows = 0, columns = 0;
+  Node* q_right = nullptr;  // per-edge power-iteration vectors (columns x 1)
+  Node* q_left = nullptr;
+};
+
+class PowerGossipPass : public Pass {
+ public:
+  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+    graph_ = &graph;
+    const int64_t world = GraphAttrInt(graph, "workers", 0);
+    if (world < 3) {
+      return absl::FailedPreconditionError(
+          "power_gossip: the ring needs at least 3 workers (plan with --workers N, run with --workers N)");
+    }
+    const double mix = o.GetFloat("mix");
+    if (!(mix > 0 && mix <= 0.5)) {
+      return absl::InvalidArgumentError(absl::StrCat("power_gossip: mix=", mix, " must be in (0, 0.5]"));
+    }
+    ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
+    for (const GroupDecl& g : groups) {
+      if (g.name == kPowerGossipGroup || g.name == kGossipGroup) {
+        return absl::FailedPreconditionError("power_gossip: the plan already gossips (gossip or power_gossip ran)");
+      }
+    }
+    groups.push_back(GroupDecl{kPowerGossipGroup, GroupLayout::kBlocks, static_cast<int>(world)});
+    (*graph.mutable_header()->mutable_attr())["groups"] = StringAttr(GroupDeclsText(groups));
+    group_ = {{"group", StringAttr(kPowerGossipGroup)}, {"group_size", IntAttr(world)}};
+    world_ = world;
+
+    // The trained parameters' updates; optimizer state stays local, per rank.
+    std::vector<std::pair<Node*, Node*>> carried;  // (parameter, its Feedback)
+    for (Node* n : graph.nodes()) {
+      if (n->op() != "Parameter" || n->num_inputs() != 1) continue;
+      if (!NodeAttrBool(*n, "trainable", true)) {
+        (*n->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
+        continue;
+      }
+      Node* feedback = n->input_edge(0)->src;
+      if (feedback->op() == "Feedback") carried.emplace_back(n, feedback);
+    }
+    if (carried.empty()) return absl::FailedPreconditionError("power_gossip: runs after an optimizer (sgd, adam)");
+
+    ASSIGN_OR_RETURN(Node * minus_one, AddOpNode(&graph, "power_gossip/minus_one", "Const", {}, {{"value", ScalarValue(-1)}}));
+    ASSIGN_OR_RETURN(Node * share, AddOpNode(&graph, "power_gossip/mix", "Const", {}, {{"value", ScalarValue(mix)}}));
+    minus_one_ = NodeOut{minus_one, 0};
+    std::vector<Exchanged> values;
+    int64_t floats_per_edge = 0, full_floats = 0;
+    for (size_t i = 0; i < carried.size(); ++i) {
+      Node* parameter = carried[i].first;
+      const Edge* in = carried[i].second->input_edge(0);
+      const std::vector<int64_t> dims = parameter->outputs()[0].shape.dims();
+      Exchanged v;
+      v.name = parameter->name();
+      v.rows = dims.empty() ? 1 : dims[0];
+      v.columns = TensorShape(dims).KnownElements() / std::max<int64_t>(v.rows, 1);
+      ASSIGN_OR_RETURN(Node * matrix, AddOpNode(&graph, v.name + "/power_gossip/matrix", "Reshape",
+                                                {NodeOut{in->src, in->src_port}},
+                                                {{"shape", IntListAttr({v.rows, v.columns})}}));
+      v.matrix = NodeOut{matrix, 0};
+      // Both ends of an edge start from the same vector: every rank draws
+      // both of its vectors of a parameter from one seed.
+      ASSIGN_OR_RETURN(v.q_right, VectorState(v.name + "/power_gossip/q_right", v.columns, 1000 + i));
+      ASSIGN_OR_RETURN(v.q_left, VectorState(v.name + "/power_gossip/q_left", v.columns, 1000 + i));
+      (*parameter->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
+      floats_per_edge += v.rows + v.columns;
+      full_floats += v.rows * v.columns;
+      values.push_back(std::move(v));
+    }
+
+    // Round 1: a = X q for each edge; the differences D q and their unit p.
+    std::vector<NodeOut> a_right, a_left;
+    for (const Exchanged& v : values) {
+      ASSIGN_OR_RETURN(NodeOut ar, MatMul(v.name + "/power_gossip/a_right", v.matrix, NodeOut{v.q_right, 0}, false));
+      ASSIGN_OR_RETURN(NodeOut al, MatMul(v.name + "/power_gossip/a_left", v.matrix, NodeOut{v.q_left, 0}, false));
+      a_right.push_back(ar);
+      a_left.push_back(al);
+    }
+    // The right neighbour's left vector and the left neighbour's right one.
+    ASSIGN_OR_RETURN(std::vector<NodeOut> from_right, Exchange("power_gossip/round1_left", a_left, -1, values, true));
+    ASSIGN_OR_RETURN(std::vector<NodeOut> from_left, Exchange("power_gossip/round1_right", a_right, +1, values, true));
+    std::vector<NodeOut> p_right, p_left;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const std::string& name = values[i].name;
+      // Edge (me, right): D = X_me - X_right; edge (left, me): D = X_left - X_me.
+      ASSIGN_OR_RETURN(NodeOut dq_right, Difference(name + "/power_gossip/dq_right", a_right[i], from_right[i]));
+      ASSIGN_OR_RETURN(NodeOut dq_left, Difference(name + "/power_gossip/dq_left", from_left[i], a_left[i]));
+      ASSIGN_OR_RETURN(Node * pr, AddOpNode(&graph, name + "/power_gossip/p_right", "UnitVector", {dq_right}));
+      ASSIGN_OR_RETURN(Node * pl, AddOpNode(&graph, name + "/power_gossip/p_left", "UnitVector", {dq_left}));
+      p_right.push_back(NodeOut{pr, 0});
+      p_left.push_back(NodeOut{pl, 0});
+    }
+    // Round 2: b = X^T p; D^T p from both ends; the rank-1 approximations.
+    std::vector<NodeOut> b_right, b_left;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSIGN_OR_RETURN(NodeOut br, MatMul(values[i].name + "/power_gossip/b_right", values[i].matrix, p_right[i], true));
+      ASSIGN_OR_RETURN(NodeOut bl, MatMul(values[i].name + "/power_gossip/b_left", values[i].matrix, p_left[i], true));
+      b_right.push_back(br);
+      b_left.push_back(bl);
+    }
+    ASSIGN_OR_RETURN(std::vector<NodeOut> b_from_right, Exchange("power_gossip/round2_left", b_left, -1, values, false));
+    ASSIGN_OR_RETURN(std::vector<NodeOut> b_from_left, Exchange("power_gossip/round2_right", b_right, +1, values, false));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Exchanged& v = values[i];
+      ASSIGN_OR_RETURN(NodeOut dtp_right, Difference(v.name + "/power_gossip/dtp_right", b_right[i], b_from_right[i]));
+      ASSIGN_OR_RETURN(NodeOut dtp_left, Difference(v.name + "/power_gossip/dtp_left", b_from_left[i], b_left[i]));
+      RETURN_IF_ERROR(CloseLoop(graph, v.q_right, dtp_right));
+      RETURN_IF_ERROR(CloseLoop(graph, v.q_left, dtp_left));
+      // p (D^T p)^T, the rank-1 approximation of each edge's difference.
+      ASSIGN_OR_RETURN(Node * approx_right, AddOpNode(&graph, v.name + "/power_gossip/approx_right", "MatMul",
+                                                      {p_right[i], dtp_right}, {{"transpose_b", BoolAttr(true)}}));
+      ASSIGN_OR_RETURN(Node * approx_left, AddOpNode(&graph, v.name + "/power_gossip/approx_left", "MatMul",
+                                                     {p_left[i], dtp_left}, {{"transpose_b", BoolAttr(true)}}));
+      // X + mix (D_left - D_right): towards the left neighbour by its
+      // difference, away from the right one's (D_right = X_me - X_right).
+      ASSIGN_OR_RETURN(NodeOut step, Difference(v.name + "/power_gossip/step", NodeOut{approx_left, 0},
+                                                NodeOut{approx_right, 0}));
+      ASSIGN_OR_RETURN(Node * scaled, AddOpNode(&graph, v.name + "/power_gossip/scaled", "Mul",
+                                                {step, NodeOut{share, 0}}));
+      ASSIGN_OR_RETURN(Node * moved, AddOpNode(&graph, v.name + "/power_gossip/mixed", "Add",
+                                               {v.matrix, NodeOut{scaled, 0}}));
+      ASSIGN_OR_RETURN(Node * shaped, AddOpNode(&graph, v.name + "/power_gossip/shaped", "Reshape", {NodeOut{moved, 0}},
+                                                {{"shape", IntListAttr(carried[i].first->outputs()[0].shape.dims())}}));
+      RETURN_IF_ERROR(graph.ReplaceInput(carried[i].second, 0, shaped, 0));
+    }
+
+    // A push-sum weight that stays 1 (nothing is pushed one way), so the
+    // trainer's gossip reports (mass, consensus, the averaged model) apply.
+    ASSIGN_OR_RETURN(Node * weight, AddState(graph, "gossip/weight", {1}, /*per_rank=*/true));
+    (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
+    RETURN_IF_ERROR(CloseLoop(graph, weight, NodeOut{weight, 0}));
+    (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr("ring (power gossip)");
+    log->notes.push_back(absl::StrCat(values.size(), " values mixed with the two ring neighbours by rank-1 power steps: ",
+                                      2 * floats_per_edge, " floats sent per step (two rounds, both neighbours), against ",
+                                      full_floats, " for one gossip push; mix ", mix));
+    return absl::OkStatus();
+  }
+
+ private:
+  // A per-rank, non-trained column vector drawn from N(0, 1) with `seed`.
+  absl::StatusOr<Node*> VectorState(const std::string& name, int64_t length, int64_t seed) {
+    ASSIGN_OR_RETURN(Node * q, AddState(*graph_, name, {length, 1}, /*per_rank=*/true));
+    auto* init = (*q->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init();
+    init->set_kind("normal");
+    init->set_mean(0);
+    init->set_stddev(1);
+    init->set_seed(seed);
+    return q;
+  }
+
+  absl::StatusOr<NodeOut> MatMul(const std::string& name, NodeOut x, NodeOut v, bool transpose_x) {
+    ASSIGN_OR_RETURN(Node * n, AddOpNode(graph_, name, "MatMul", {x, v}, {{"transpose_a", BoolAttr(transpose_x)}}));
+    return NodeOut{n, 0};
+  }
+
+  // a - b as a + (-1 * b): both ends of an edge evaluate the same
+  // expression on the same numbers.
+  absl::StatusOr<NodeOut> Difference(const std::string& name, NodeOut a, NodeOut b) {
+    ASSIGN_OR_RETURN(Node * negated, AddOpNode(graph_, name + "/negated", "Mul", {b, minus_one_}));
+    ASSIGN_OR_RETURN(Node * sum, AddOpNode(graph_, name, "Add", {a, NodeOut{negated, 0}}));
+    return NodeOut{sum, 0};
+  }
+
+  // Sends the column vectors to the neighbour at `offset` (+1: right, -1:
+  // left) as one message and receives the other neighbour's, sliced back.
+  // Round 1's vectors have a parameter's rows, round 2's its columns.
+  absl::StatusOr<std::vector<NodeOut>> Exchange(const std::string& name, const std::vector<NodeOut>& vectors,
+                                                int64_t offset, const std::vector<Exchanged>& values, bool rows) {
+    ASSIGN_OR_RETURN(Node * packed, AddOpNode(graph_, name + "/pack", "Concat", vectors, {{"axis", IntAttr(0)}}));
+    auto attrs = group_;
+    attrs.emplace_back("offsets", IntListAttr({(offset + world_) % world_}));
+    ASSIGN_OR_RETURN(Node * received, AddOpNode(graph_, name, "GroupSendRecv", {NodeOut{packed, 0}}, attrs));
+    std::vector<NodeOut> out;
+    int64_t begin = 0;
+    for (const Exchanged& v : values) {
+      const int64_t size = rows ? v.rows : v.columns;
+      ASSIGN_OR_RETURN(Node * piece, AddOpNode(graph_, absl::StrCat(v.name, "/", name, "/unpacked"), "Slice",
+                                               {NodeOut{received, 0}},
+                                               {{"axis", IntAttr(0)}, {"begin", IntAttr(begin)}, {"size", IntAttr(size)}}));
+      out.push_back(NodeOut{piece, 0});
+      begin += size;
+    }
+    return out;
+  }
+
+  Graph* graph_ = nullptr;
+  int64_t world_ = 0;
+  NodeOut minus_one_;
+  std::vector<std::pair<std::string, AttrValue>> group_;
+};
+
+PassInfo PowerGossipInfo() {
+  PassInfo info{"power_gossip",
+                "PowerGossip: each rank keeps its own parameters and, after each local step, moves towards its two "
+                "ring neighbours by rank-1 power-iteration approximations of the differences (two small messages "
+                "per neighbour instead of the model); the sum over the ranks is conserved.",
+                {{"mix", OptionType::kFloat, "0.333333",
+                  "the share of each neighbour's (approximated) difference taken per step (1/3: uniform averaging "
+                  "on the ring when the approximation is exact)"}},
+                [] { return std::make_unique<PowerGossipPass>(); }};
+  info.needs = {kOptimizerProperty};
+  info.provides = {kGradientCommunicationProperty};
+  info.precedes = {kPipelinedProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(PowerGossipInfo());
+
+}  // namespace
+}  // namespace nereid
