@@ -41,7 +41,7 @@ TEST(PipelineTest, ParsesPassesAndOptions) {
 
 TEST(PipelineTest, BadPipelinesSayWhatExists) {
   EXPECT_THAT(std::string(ParsePipeline("autodif").status().message()),
-              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, coded, compress, data_parallel, gossip, hybrid_partition, lookahead, parameter_server, pipeline, sgd, stage_split"));
+              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, coded, compress, data_parallel, gossip, hybrid_partition, lookahead, parameter_server, pipeline, power_gossip, sgd, stage_split"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(rate=1)").status().message()),
               HasSubstr("pass 'sgd' has no option 'rate'; its options are lr (a number)"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(lr=fast)").status().message()), HasSubstr("lr=fast must be a number"));
