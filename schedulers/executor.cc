@@ -527,6 +527,8 @@ absl::Status Executor::StartStep(const StepInfo& step, FeedMap feeds, const std:
       auto it = by_step.find(step.step);
       if (it != by_step.end()) {
         run->sources[n->id()] = it->second;
+      } else if (n->num_inputs() == 0) {
+        run->sources[n->id()] = by_step.rbegin()->second;  // no Feedback: it keeps its value
       } else {
         ++run->pending[n->id()];  // waits for its Feedback of the step before
       }

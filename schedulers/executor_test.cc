@@ -225,6 +225,31 @@ TEST(ExecutorTest, PiecesStartFromTheirPartOfTheFullInitialValue) {
   }
 }
 
+// A Parameter without a `next` input (no Feedback) keeps its value at every
+// step; the second step used to wait for a Feedback that never came.
+TEST(ExecutorTest, AParameterWithoutFeedbackKeepsItsValue) {
+  auto graph = Load(WithInputX(R"pb(
+    node {
+      name: "k"
+      op: "Parameter"
+      attr { key: "shape" value { shape { dim: 2 } } }
+      attr { key: "trainable" value { b: false } }
+      attr { key: "init" value { tensor { dtype: DT_FLOAT shape { dim: 2 } init { kind: "ones" } } } }
+    }
+    node { name: "out" op: "Add" input: "k" input: "x" }
+  )pb"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ExecutorOptions options;
+  options.step_timeout = absl::Seconds(20);
+  auto executor = Executor::Create(graph->get(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  for (int s = 0; s < 3; ++s) {
+    auto out = (*executor)->RunStep(StepInfo{0, s, s, 3, 1, true}, FeedOf(s, 10), {"out"});
+    ASSERT_TRUE(out.ok()) << "step " << s << ": " << out.status();
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{s + 1.0f, 11.0f})) << "step " << s;
+  }
+}
+
 TEST(ExecutorTest, EvaluationReadsTheStateWithoutChangingIt) {
   auto graph = Load(CounterLoop(1));
   ASSERT_TRUE(graph.ok()) << graph.status();
