@@ -170,16 +170,7 @@ class GossipPass : public Pass {
     }
     // The trained parameters' updates (SGP gossips the model; optimizer
     // state such as momentum stays local, and per rank).
-    std::vector<std::pair<Node*, Node*>> carried;  // (parameter, its Feedback)
-    for (Node* n : graph.nodes()) {
-      if (n->op() != "Parameter" || n->num_inputs() != 1) continue;
-      if (!NodeAttrBool(*n, "trainable", true)) {
-        (*n->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
-        continue;
-      }
-      Node* feedback = n->input_edge(0)->src;
-      if (feedback->op() == "Feedback") carried.emplace_back(n, feedback);
-    }
+    std::vector<std::pair<Node*, Node*>> carried = CarriedTrainedParameters(graph);  // (parameter, its Feedback)
     if (carried.empty()) return absl::FailedPreconditionError("gossip: runs after an optimizer (sgd, adam)");
     ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
     for (const GroupDecl& g : groups) {
@@ -190,13 +181,9 @@ class GossipPass : public Pass {
 
     ASSIGN_OR_RETURN(Node * weight, AddState(graph, "gossip/weight", {1}, /*per_rank=*/true));
     (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
-    AttrValue half_value;
-    TensorProto* half = half_value.mutable_tensor();
-    half->set_dtype(DT_FLOAT);
-    half->mutable_shape()->add_dim(1);
     const bool complete = offsets.empty();
-    half->add_float_val(1.0f / static_cast<float>(complete ? world : peers + 1));
-    ASSIGN_OR_RETURN(Node * mix, AddOpNode(&graph, "gossip/mixing_weight", "Const", {}, {{"value", half_value}}));
+    ASSIGN_OR_RETURN(Node * mix, AddOpNode(&graph, "gossip/mixing_weight", "Const", {},
+                                           {{"value", ScalarConstValue(1.0f / static_cast<float>(complete ? world : peers + 1))}}));
     const std::vector<std::pair<std::string, AttrValue>> group = {{"group", StringAttr(kGossipGroup)},
                                                                  {"group_size", IntAttr(world)}};
     // Peer j's shift cycles through the offsets j places ahead, so at every

@@ -109,6 +109,29 @@ absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std:
   return AddOpNode(&graph, name, "Parameter", {}, std::move(attrs));
 }
 
+AttrValue ScalarConstValue(float v) {
+  AttrValue value;
+  TensorProto* t = value.mutable_tensor();
+  t->set_dtype(DT_FLOAT);
+  t->mutable_shape()->add_dim(1);
+  t->add_float_val(v);
+  return value;
+}
+
+std::vector<std::pair<Node*, Node*>> CarriedTrainedParameters(Graph& graph) {
+  std::vector<std::pair<Node*, Node*>> carried;
+  for (Node* n : graph.nodes()) {
+    if (n->op() != "Parameter" || n->num_inputs() != 1) continue;
+    if (!NodeAttrBool(*n, "trainable", true)) {
+      (*n->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
+      continue;
+    }
+    Node* feedback = n->input_edge(0)->src;
+    if (feedback->op() == "Feedback") carried.emplace_back(n, feedback);
+  }
+  return carried;
+}
+
 absl::Status CloseLoop(Graph& graph, Node* parameter, NodeOut next) {
   AttrValue loop, shape;
   loop.set_s(kTrainLoop);

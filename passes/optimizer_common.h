@@ -56,6 +56,16 @@ absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::st
 absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
                                bool per_rank = false);
 
+// The `value` attribute of a float32 Const of shape [1] holding `v`.
+AttrValue ScalarConstValue(float v);
+
+// Decentralised plans (gossip, power_gossip), where every rank keeps its own
+// model: every trained Parameter an optimizer carries, with its Feedback
+// (whose input is the updated value), in graph order; every state Parameter
+// carried from step to step (optimizer state, batch-norm statistics) is
+// marked per rank on the way.
+std::vector<std::pair<Node*, Node*>> CarriedTrainedParameters(Graph& graph);
+
 // Carries value `next` into `parameter` at the next step: adds
 // Feedback "<parameter>/next" and connects it to the Parameter's `next`
 // input, and records both in the training loop scope.

@@ -152,15 +152,6 @@ int64_t DefaultChunkKb(const std::vector<GradientOfParameter>& trained, int64_t 
   }
 }
 
-AttrValue ConstScalar(float v) {
-  AttrValue value;
-  TensorProto* t = value.mutable_tensor();
-  t->set_dtype(DT_FLOAT);
-  t->mutable_shape()->add_dim(1);
-  t->add_float_val(v);
-  return value;
-}
-
 class ParameterServerPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
@@ -263,7 +254,7 @@ class ParameterServerPass : public Pass {
     }
 
     int64_t channel = 0, chunks_total = 0, chunked_updates = 0, split_parameters = 0;
-    const AttrValue scale = ConstScalar(1.0f / static_cast<float>(workers));
+    const AttrValue scale = ScalarConstValue(1.0f / static_cast<float>(workers));
     ASSIGN_OR_RETURN(Node * mean, AddOpNode(&graph, "ps/mean_scale", "Const", {}, {{"value", scale}}));
     for (size_t i = 0; i < trained.size(); ++i) {
       Node* p = trained[i].parameter;

@@ -38,15 +38,6 @@ namespace {
 
 constexpr char kPowerGossipGroup[] = "power_gossip";
 
-AttrValue ScalarValue(float v) {
-  AttrValue value;
-  TensorProto* t = value.mutable_tensor();
-  t->set_dtype(DT_FLOAT);
-  t->mutable_shape()->add_dim(1);
-  t->add_float_val(v);
-  return value;
-}
-
 // One parameter's part of the exchange.
 struct Exchanged {
   std::string name;
@@ -81,20 +72,11 @@ class PowerGossipPass : public Pass {
     world_ = world;
 
     // The trained parameters' updates; optimizer state stays local, per rank.
-    std::vector<std::pair<Node*, Node*>> carried;  // (parameter, its Feedback)
-    for (Node* n : graph.nodes()) {
-      if (n->op() != "Parameter" || n->num_inputs() != 1) continue;
-      if (!NodeAttrBool(*n, "trainable", true)) {
-        (*n->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
-        continue;
-      }
-      Node* feedback = n->input_edge(0)->src;
-      if (feedback->op() == "Feedback") carried.emplace_back(n, feedback);
-    }
+    std::vector<std::pair<Node*, Node*>> carried = CarriedTrainedParameters(graph);  // (parameter, its Feedback)
     if (carried.empty()) return absl::FailedPreconditionError("power_gossip: runs after an optimizer (sgd, adam)");
 
-    ASSIGN_OR_RETURN(Node * minus_one, AddOpNode(&graph, "power_gossip/minus_one", "Const", {}, {{"value", ScalarValue(-1)}}));
-    ASSIGN_OR_RETURN(Node * share, AddOpNode(&graph, "power_gossip/mix", "Const", {}, {{"value", ScalarValue(mix)}}));
+    ASSIGN_OR_RETURN(Node * minus_one, AddOpNode(&graph, "power_gossip/minus_one", "Const", {}, {{"value", ScalarConstValue(-1)}}));
+    ASSIGN_OR_RETURN(Node * share, AddOpNode(&graph, "power_gossip/mix", "Const", {}, {{"value", ScalarConstValue(mix)}}));
     minus_one_ = NodeOut{minus_one, 0};
     std::vector<Exchanged> values;
     int64_t floats_per_edge = 0, full_floats = 0;

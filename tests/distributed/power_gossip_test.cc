@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/distributed/run_metrics.h"
 #include "tests/process_util.h"
 
 namespace nereid {
@@ -28,18 +29,9 @@ class PowerGossipTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = testing::FreshTestDir(); }
 
-  // mlp_fashion on `workers` local workers, `steps` steps of 32 per worker,
-  // with `passes`; rank 0's metrics.
+  // testing::RunMlpWorkers, each run's metrics in the test's directory.
   Json Run(int workers, int steps, const std::string& passes, const std::string& more = "") {
-    std::string json = absl::StrCat(dir_, "/", ++runs_, ".json");
-    Outcome o = Shell(absl::StrCat(kNereid, " run models/mlp_fashion.pbtxt --workers ", workers,
-                                   " --threads 1 --batch 32 --train-limit ", 32 * steps * workers,
-                                   " --test-limit 1000 --epochs 1 --quiet --comm-timeout 30 --passes \"", passes,
-                                   "\" --metrics-json ", json, more),
-                      300);
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-    if (o.exit_code != 0) return Json();
-    return Json::parse(ReadFile(json));
+    return testing::RunMlpWorkers(absl::StrCat(dir_, "/", ++runs_, ".json"), workers, steps, passes, more);
   }
 
   std::string dir_;

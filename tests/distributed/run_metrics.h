@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/json.h"
+#include "gtest/gtest.h"
 #include "tests/process_util.h"
 
 namespace nereid {
@@ -39,6 +41,22 @@ inline RunMetrics ReadRunMetrics(const std::string& path) {
   m.rank_peak_tensor_bytes = j["rank_peak_tensor_bytes"].get<std::vector<int64_t>>();
   m.parameter_fingerprint = j.value("parameter_fingerprint", "");
   return m;
+}
+
+// mlp_fashion on `workers` local workers (one thread each), `steps` steps
+// of 32 per worker on Fashion-MNIST (one epoch), 1,000 test images, with
+// `passes` and `more` flags; rank 0's --metrics-json, written to `json`
+// (null, with a test failure, if the run failed).
+inline Json RunMlpWorkers(const std::string& json, int workers, int steps, const std::string& passes,
+                          const std::string& more = "") {
+  Outcome o = Shell(absl::StrCat("runtime/cli/nereid run models/mlp_fashion.pbtxt --workers ", workers,
+                                 " --threads 1 --batch 32 --train-limit ", 32 * steps * workers,
+                                 " --test-limit 1000 --epochs 1 --quiet --comm-timeout 30 --passes \"", passes,
+                                 "\" --metrics-json ", json, more),
+                    300);
+  EXPECT_EQ(o.exit_code, 0) << o.output;
+  if (o.exit_code != 0) return Json();
+  return Json::parse(ReadFile(json));
 }
 
 }  // namespace testing
