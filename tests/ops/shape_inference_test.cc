@@ -169,6 +169,7 @@ TEST(ShapeTest, AddMulAndDivBroadcast) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "Add", {"x", "c"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "Mul", {"c", "x"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + ParamNode("w", {1}) + OpNode("y", "Div", {"c", "w"}), "y"), "[3,1,1] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "UnitVector", {"c"}), "y"), "[3,1,1] float32");
   std::string bad = kImage + ParamNode("c", {4, 1, 1});
   EXPECT_THAT(LoadError(bad + OpNode("y", "Add", {"x", "c"})),
               HasSubstr("shapes [?,3,32,32] and [4,1,1] do not broadcast"));
