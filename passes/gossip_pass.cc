@@ -247,7 +247,6 @@ class GossipPass : public Pass {
       const Edge* in = feedback->input_edge(0);
       if (overlap > 0) RETURN_IF_ERROR(ReadDebiased(graph, parameter, in->src, weight));
       pushed.push_back({parameter->name(), NodeOut{in->src, in->src_port}, parameter->outputs()[0].shape.dims()});
-      (*parameter->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
     }
     pushed.push_back({"gossip/weight", NodeOut{weight, 0}, {1}});
     std::vector<std::vector<NodeOut>> arrived(pushed.size());

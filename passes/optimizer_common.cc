@@ -127,7 +127,9 @@ std::vector<std::pair<Node*, Node*>> CarriedTrainedParameters(Graph& graph) {
       continue;
     }
     Node* feedback = n->input_edge(0)->src;
-    if (feedback->op() == "Feedback") carried.emplace_back(n, feedback);
+    if (feedback->op() != "Feedback") continue;
+    (*n->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
+    carried.emplace_back(n, feedback);
   }
   return carried;
 }

@@ -61,9 +61,9 @@ AttrValue ScalarConstValue(float v);
 
 // Decentralised plans (gossip, power_gossip), where every rank keeps its own
 // model: every trained Parameter an optimizer carries, with its Feedback
-// (whose input is the updated value), in graph order; every state Parameter
-// carried from step to step (optimizer state, batch-norm statistics) is
-// marked per rank on the way.
+// (whose input is the updated value), in graph order. All of them and every
+// state Parameter carried from step to step (optimizer state, batch-norm
+// statistics) are marked per rank on the way.
 std::vector<std::pair<Node*, Node*>> CarriedTrainedParameters(Graph& graph);
 
 // Carries value `next` into `parameter` at the next step: adds

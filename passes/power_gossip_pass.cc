@@ -96,7 +96,6 @@ class PowerGossipPass : public Pass {
       // both of its vectors of a parameter from one seed.
       ASSIGN_OR_RETURN(v.q_right, VectorState(v.name + "/power_gossip/q_right", v.columns, 1000 + i));
       ASSIGN_OR_RETURN(v.q_left, VectorState(v.name + "/power_gossip/q_left", v.columns, 1000 + i));
-      (*parameter->mutable_def()->mutable_attr())["per_rank"] = BoolAttr(true);
       floats_per_edge += v.rows + v.columns;
       full_floats += v.rows * v.columns;
       values.push_back(std::move(v));
@@ -158,11 +157,11 @@ class PowerGossipPass : public Pass {
       RETURN_IF_ERROR(graph.ReplaceInput(carried[i].second, 0, shaped, 0));
     }
 
-    // A push-sum weight that stays 1 (nothing is pushed one way), so the
-    // trainer's gossip reports (mass, consensus, the averaged model) apply.
+    // A push-sum weight that stays 1 (nothing is pushed one way; no Feedback,
+    // so it keeps its value), so the trainer's gossip reports (mass,
+    // consensus, the averaged model) apply.
     ASSIGN_OR_RETURN(Node * weight, AddState(graph, "gossip/weight", {1}, /*per_rank=*/true));
     (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
-    RETURN_IF_ERROR(CloseLoop(graph, weight, NodeOut{weight, 0}));
     (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr("ring (power gossip)");
     log->notes.push_back(absl::StrCat(values.size(), " values mixed with the two ring neighbours by rank-1 power steps: ",
                                       2 * floats_per_edge, " floats sent per step (two rounds, both neighbours), against ",

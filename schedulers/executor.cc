@@ -175,11 +175,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, E
 absl::StatusOr<const Tensor*> Executor::FullValue(const TensorProto& init, const TensorShape& shape,
                                                   FullInitialValues* recent) {
   std::string key = absl::StrCat(shape.ToString(), "|", init.SerializeAsString());
-  auto& kept = recent->recent;
+  FullInitialValues& kept = *recent;
   auto hit = std::find_if(kept.begin(), kept.end(), [&](const auto& entry) { return entry.first == key; });
   if (hit == kept.end()) {
     ASSIGN_OR_RETURN(Tensor value, MaterializeTensor(init, shape));
-    if (kept.size() >= FullInitialValues::kKept) kept.pop_back();
+    if (kept.size() >= kKeptFullValues) kept.pop_back();
     kept.emplace_back(std::move(key), std::move(value));
     hit = kept.end() - 1;
   }

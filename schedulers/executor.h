@@ -134,10 +134,9 @@ class Executor {
   // each: he_normal for a 16.7M-float weight takes ~0.4 s, and a server
   // holds 64 of its pieces. A few, not all: a model's worth would double a
   // server's memory at start-up.
-  struct FullInitialValues {
-    static constexpr size_t kKept = 4;
-    std::vector<std::pair<std::string, Tensor>> recent;  // key: shape and initialiser; most recent first
-  };
+  // Keyed by shape and initialiser, most recent first, at most kKeptFullValues.
+  using FullInitialValues = std::vector<std::pair<std::string, Tensor>>;
+  static constexpr size_t kKeptFullValues = 4;
   // A Parameter's value at step 0 (a piece's or a shard's part of the full value).
   absl::StatusOr<Tensor> InitialValue(const Node& parameter, const TensorProto& init, FullInitialValues* recent) const;
   // `init` drawn for `shape`, reusing one of `recent` where it holds the same.

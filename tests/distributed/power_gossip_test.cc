@@ -85,7 +85,7 @@ TEST_F(PowerGossipTest, ARingNeedsThreeRanksAndOneGossip) {
                                               "\"autodiff,sgd(lr=0.05),gossip,power_gossip\" -o ",
                                      dir_, "/plan.pbtxt"));
   EXPECT_NE(twice.exit_code, 0);
-  EXPECT_THAT(twice.output, HasSubstr("power_gossip"));
+  EXPECT_THAT(twice.output, HasSubstr("power_gossip: the plan already gossips"));
 }
 
 }  // namespace
