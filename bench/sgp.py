@@ -33,7 +33,8 @@ STRATEGIES = [("AllReduce-SGD", f"autodiff,{OPT}"),
               ("SGP, a message per parameter", f"autodiff,{OPT},gossip(bucket_kb=0)"),
               ("Overlap SGP (tau=1)", f"autodiff,{OPT},gossip(overlap=1)"),
               ("Overlap SGP (tau=1), fp16 pushes", f"autodiff,{OPT},gossip(overlap=1),compress(method=fp16)"),
-              ("PowerGossip (ring, rank-1 messages)", f"autodiff,{OPT},power_gossip")]
+              ("PowerGossip (ring, rank-1 messages)", f"autodiff,{OPT},power_gossip"),
+              ("Overlap SGP (tau=1), rank-2 pushes", f"autodiff,{OPT},gossip(overlap=1),compress(method=powersgd)")]
 
 
 def train(args, passes, out, name):

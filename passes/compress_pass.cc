@@ -5,7 +5,10 @@
 // AllReduce bucket is marked with the wire format; the communicator sends
 // 16-bit values and adds them in float32 (comm/wire_format.h). After gossip
 // the same wire goes on its pushes (GroupSendRecv keeps each sender's
-// rounding at home, so push-sum's mass is conserved); codecs are refused there.
+// rounding at home, so push-sum's mass is conserved). powersgd after gossip
+// turns each push into a LowRankPush (compress/low_rank_push.h): rank-r
+// differences from a per-edge reference, the sender keeping what the code
+// leaves out. Other codecs are refused on pushes.
 //
 // Every other method is a gradient codec (compress/): the selected
 // gradients leave their AllReduce bucket for one CompressedAllReduce node per
@@ -30,11 +33,14 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compress/codec.h"
 #include "core/status_macros.h"
+#include "core/tensor_shape.h"
 #include "ops/collective_schedule.h"
 #include "ops/gradient_builder.h"
 #include "ops/topo_order.h"
@@ -72,6 +78,122 @@ absl::Status TruncateOnTheWire(Graph& graph, const std::string& method, PassLog*
   return absl::OkStatus();
 }
 
+std::string Kib(int64_t bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024.0); }
+
+// The dims of each value a gossip push carries: the value's own, or, for a
+// bucket (Concat of flattened values), each flattened value's source.
+std::vector<std::vector<int64_t>> PushedDims(const Node& push) {
+  const Edge* in = push.input_edge(0);
+  const bool bucket = in->src->op() == "Concat" && absl::EndsWith(in->src->name(), "/pack");
+  if (!bucket) return {in->src->outputs()[in->src_port].shape.dims()};
+  std::vector<std::vector<int64_t>> dims;
+  for (int i = 0; i < in->src->num_inputs(); ++i) {
+    const Edge* flat = in->src->input_edge(i);
+    const Edge* value = flat->src->op() == "Reshape" ? flat->src->input_edge(0) : flat;
+    dims.push_back(value->src->outputs()[value->src_port].shape.dims());
+  }
+  return dims;
+}
+
+// compress(powersgd) after gossip: every push becomes a LowRankPush whose
+// matrices (dims[0] x the rest, min_elements values or more, biases skipped
+// unless skip_biases=false) travel as rank-r codes, the rest exactly; its
+// references, warm starts and started flags are per-rank state.
+absl::Status LowRankPushes(Graph& graph, const PassOptions& o,
+                           const std::vector<std::pair<std::string, std::string>>& extra, PassLog* log) {
+  int64_t rank = 2;
+  float consensus = 0.05f;  // CHOCO-gossip's step: larger ones drift apart (docs/SGP.md)
+  for (const auto& [key, value] : extra) {
+    const bool ok = key == "rank"        ? absl::SimpleAtoi(value, &rank) && rank >= 1
+                    : key == "consensus" ? absl::SimpleAtof(value, &consensus) && consensus > 0 && consensus <= 1
+                                         : false;
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat("compress: powersgd on gossip's pushes takes rank=R (R >= 1) "
+                                                     "and consensus=C (0 < C <= 1); got ", key, "=", value));
+    }
+  }
+  std::vector<Node*> pushes;
+  for (Node* n : graph.nodes()) {
+    if (!IsGossipPush(*n)) continue;
+    if (n->op() == "GroupAllReduce") {
+      return absl::InvalidArgumentError(
+          "compress: gossip on the complete graph is an allreduce; low-rank codes go on data_parallel's "
+          "(compress(method=powersgd) after data_parallel)");
+    }
+    pushes.push_back(n);
+  }
+  int64_t dense = 0, coded = 0, matrices = 0;
+  for (Node* push : pushes) {
+    std::vector<int64_t> segments;
+    int64_t low_rank = 0;
+    for (const std::vector<int64_t>& d : PushedDims(*push)) {
+      const int64_t elements = TensorShape(d).KnownElements();
+      const int64_t rows = d.size() >= 2 ? d[0] : elements;
+      const int64_t cols = elements / std::max<int64_t>(rows, 1);
+      int64_t r = std::min(rank, std::min(rows, cols) - 1);
+      if (elements < o.GetInt("min_elements") || (o.GetBool("skip_biases") && d.size() <= 1) || d.size() < 2 ||
+          r < 1 || (rows + cols) * r >= elements) {
+        r = 0;
+      }
+      low_rank += r > 0;
+      segments.insert(segments.end(), {rows, cols, r});
+      dense += elements * 4;
+      coded += (r == 0 ? elements : (rows + cols) * r) * 4;
+    }
+    matrices += low_rank;
+    if (low_rank == 0) continue;  // nothing to code: the push stays exact
+    const std::vector<int64_t> offsets(push->def().attr().at("offsets").list().i().begin(),
+                                       push->def().attr().at("offsets").list().i().end());
+    const int64_t slots = static_cast<int64_t>(offsets.size());
+    int64_t elements = 0, basis = 0;
+    for (size_t s = 0; s < segments.size(); s += 3) {
+      elements += segments[s] * segments[s + 1];
+      basis += segments[s + 1] * segments[s + 2];
+    }
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> state_specs = {
+        {"sent", {slots, elements}}, {"received", {slots, elements}}, {"bases", {slots, basis}},
+        {"started", {2, slots}}};
+    const Edge* in = push->input_edge(0);
+    std::vector<NodeOut> inputs = {NodeOut{in->src, in->src_port}};
+    std::vector<Node*> state;
+    for (const auto& [suffix, dims] : state_specs) {
+      ASSIGN_OR_RETURN(Node * p, AddState(graph, absl::StrCat(push->name(), "/low_rank/", suffix), dims,
+                                          /*per_rank=*/true));
+      state.push_back(p);
+      inputs.push_back(NodeOut{p, 0});
+    }
+    ASSIGN_OR_RETURN(Node * coded_push,
+                     AddOpNode(&graph, absl::StrCat(push->name(), "/low_rank"), "LowRankPush", inputs,
+                               {{"group", push->def().attr().at("group")},
+                                {"group_size", push->def().attr().at("group_size")},
+                                {"offsets", push->def().attr().at("offsets")},
+                                {"segments", IntListAttr(segments)},
+                                {"consensus", FloatAttr(consensus)},
+                                {"seed", IntAttr(o.GetInt("seed"))}}));
+    for (size_t i = 0; i < state.size(); ++i) {
+      RETURN_IF_ERROR(CloseLoop(graph, state[i], NodeOut{coded_push, static_cast<int>(i + 1)}));
+    }
+    std::vector<std::pair<Node*, int>> readers;
+    for (const Edge* e : push->out_edges()) {
+      if (!e->IsControl()) readers.emplace_back(e->dst, e->dst_port);
+    }
+    for (auto& [reader, port] : readers) RETURN_IF_ERROR(graph.ReplaceInput(reader, port, coded_push, 0));
+    graph.RemoveNode(push);
+  }
+  if (matrices == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("compress: no pushed matrix has min_elements=",
+                                                      o.GetInt("min_elements"), " values or more at a rank that "
+                                                      "saves bytes; nothing to compress"));
+  }
+  log->notes.push_back(absl::StrCat("powersgd (rank ", rank, ") on ", pushes.size(), " gossip push",
+                                    pushes.size() == 1 ? "" : "es", ", ", matrices, " matrices as rank-r codes: ",
+                                    Kib(dense), " -> ", Kib(coded), " per push (",
+                                    absl::StrFormat("%.1fx", static_cast<double>(dense) / coded),
+                                    "; each edge's first push exact); each sender keeps what its code leaves out "
+                                    "(mass conserved)"));
+  return absl::OkStatus();
+}
+
 // One collective of the rewritten plan, before its bucket number is known.
 struct Collective {
   size_t ready = 0;                  // topological position of its last input
@@ -83,7 +205,6 @@ struct Collective {
 // "data_parallel/bucket_3" -> "bucket_3".
 std::string BaseName(const std::string& name) { return name.substr(name.rfind('/') + 1); }
 
-std::string Kib(int64_t bytes) { return absl::StrFormat("%.1f KiB", bytes / 1024.0); }
 
 class CompressPass : public Pass {
  public:
@@ -91,7 +212,7 @@ class CompressPass : public Pass {
     const std::string& method = o.GetString("method");
     bool any_allreduce = false, any_push = false;
     for (Node* n : graph.nodes()) {
-      if (n->op() == "CompressedAllReduce" ||
+      if (n->op() == "CompressedAllReduce" || n->op() == "LowRankPush" ||
           ((n->op() == "AllReduce" || IsGossipPush(*n)) && NodeAttrString(*n, "wire", "float32") != "float32")) {
         return absl::FailedPreconditionError(absl::StrCat("compress: '", n->name(), "' is already compressed"));
       }
@@ -103,15 +224,16 @@ class CompressPass : public Pass {
           "compress: no communication to compress; it goes after data_parallel (which --workers > 1 adds "
           "after autodiff) or gossip (power_gossip's messages are already low-rank)");
     }
-    if (any_push && method != "fp16" && method != "bf16") {
+    if (any_push && method != "fp16" && method != "bf16" && method != "powersgd") {
       // Push-sum adds what arrives to what it keeps: only codes whose
-      // rounding the sender can keep back conserve its mass.
-      return absl::InvalidArgumentError(absl::StrCat("compress: gossip's pushes take fp16 or bf16 (summable codes "
-                                                     "whose rounding the sender keeps); ", method,
-                                                     " is not one (for low-rank messages, power_gossip replaces gossip)"));
+      // error the sender can keep back conserve its mass.
+      return absl::InvalidArgumentError(absl::StrCat("compress: gossip's pushes take fp16, bf16 or powersgd (codes "
+                                                     "whose error the sender keeps); ", method, " is not one"));
     }
     std::vector<std::pair<std::string, std::string>> extra = o.Undeclared(PassInfoOptions());
-    if (method == "fp16" || method == "bf16") {
+    if (any_push && method == "powersgd") {
+      RETURN_IF_ERROR(LowRankPushes(graph, o, extra, log));
+    } else if (method == "fp16" || method == "bf16") {
       if (!extra.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("compress: ", method, " takes no option '", extra[0].first, "'"));
       }

@@ -307,6 +307,21 @@ TEST(ShapeTest, GroupCollectives) {
             "[6,4] float32");
   EXPECT_THAT(LoadError(g + OpNode("y", "GroupSendRecv", {"w"}, group(2) + Attr("offsets", "list { }"))),
               HasSubstr("offsets must not be empty"));
+  // LowRankPush: w (6x4) as a rank-1 segment, two offsets: state [2,24] twice, [2,4], [2,2].
+  const std::string push_attrs = group(2) + Attr("offsets", "list { i: 1 i: 1 }") +
+                                 Attr("segments", "list { i: 6 i: 4 i: 1 }");
+  std::string state = ParamNode("sent", {2, 24}) + ParamNode("received", {2, 24}) + ParamNode("bases", {2, 4}) +
+                      ParamNode("started", {2, 2});
+  EXPECT_EQ(OutputOf(g + state + OpNode("y", "LowRankPush", {"w", "sent", "received", "bases", "started"}, push_attrs),
+                     "y"),
+            "[6,4] float32");
+  EXPECT_THAT(LoadError(g + state + OpNode("y", "LowRankPush", {"w", "sent", "received", "started", "started"},
+                                           push_attrs)),
+              HasSubstr("the segments and offsets make it [2,4]"));
+  EXPECT_THAT(LoadError(g + state + OpNode("y", "LowRankPush", {"w", "sent", "received", "bases", "started"},
+                                           group(2) + Attr("offsets", "list { i: 1 i: 1 }") +
+                                               Attr("segments", "list { i: 5 i: 4 i: 1 }"))),
+              HasSubstr("the segments cover 20"));
   EXPECT_THAT(LoadError(g + OpNode("y", "GroupReduceScatter", {"w"}, group(4))),
               HasSubstr("(6) does not divide into 4 group members"));
   EXPECT_THAT(LoadError(g + OpNode("y", "GroupAllGather", {"w"}, group(0))), HasSubstr("group_size must be >= 1"));
