@@ -440,7 +440,8 @@ class CompressPass : public Pass {
 PassInfo CompressInfo() {
   PassInfo info{"compress",
                 "Gradient compression around the data-parallel communication: fp16/bf16 on the allreduce wire (and on "
-                "gossip's pushes), or a gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; see below).",
+                "gossip's pushes), or a gradient codec per selected gradient (QSGD, TernGrad, top-k, 1-bit, PowerSGD, GradiVeQ; "
+                "see below); after gossip, powersgd sends the pushes as rank-r codes (options rank, consensus).",
                 CompressPass::PassInfoOptions(),
                 [] { return std::make_unique<CompressPass>(); },
                 "codec options (key=value) go to the codec: see the list of codecs below"};
