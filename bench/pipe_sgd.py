@@ -88,12 +88,37 @@ def cluster(args, command, timeout, logs):
 
 
 def measure_link(args, out):
+    """The link's allreduces on idle cores (link.json), then the same while
+    every rank's worth of compute runs on the host (busy_compute_link.json,
+    beside it): overlapped communication waits for cores that compute holds."""
     path = os.path.join(out, "link.json")
-    p = cluster(args, [NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M", "--rounds", "3", "--json", path], 600,
-                os.path.join(out, "logs_link"))
+    bench = [NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M", "--rounds", "3", "--json"]
+    p = cluster(args, bench + [path], 600, os.path.join(out, "logs_link"))
     if p.returncode != 0:
         sys.exit(f"pipe_sgd: the link benchmark failed (exit {p.returncode})")
+    load = []
+    for r in range(args.workers):  # one-worker training runs: the ranks' compute, without their network
+        cmd = [NEREID, "run"] + common_flags(args) + [
+            "--passes", f"autodiff,sgd({args.sgd})", "--max-steps", "1000000", "--epochs", "1000", "--test-limit", "100"]
+        load.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
+    try:
+        time.sleep(5)  # past their start-up (data loading), into the steps
+        if any(q.poll() is not None for q in load):
+            sys.exit("pipe_sgd: a compute load run ended before the link benchmark beside it")
+        p = cluster(args, bench + [busy_compute_link(path)], 600, os.path.join(out, "logs_busy_compute_link"))
+    finally:
+        for q in load:
+            q.terminate()
+        for q in load:
+            q.wait(timeout=60)
+    if p.returncode != 0:
+        sys.exit(f"pipe_sgd: the link benchmark beside compute failed (exit {p.returncode})")
     return path
+
+
+def busy_compute_link(link):
+    """Where measure_link put the link measured beside busy compute."""
+    return os.path.join(os.path.dirname(link), "busy_compute_link.json")
 
 
 def common_flags(args):
@@ -168,7 +193,8 @@ def predict(args, out, link, name, model_flags):
         busy_profile = profile_compute(args, out, name + "_busy")
     finally:
         stop_busy_link(load)
-    prediction = model_prediction(args, out, link, profile, name, model_flags + ["--busy-link-profile", busy_profile])
+    prediction = model_prediction(args, out, link, profile, name, model_flags + [
+        "--busy-link-profile", busy_profile, "--busy-compute-link", busy_compute_link(link)])
     return predicted_seconds(prediction, name)
 
 

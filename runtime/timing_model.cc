@@ -41,6 +41,11 @@ absl::Status Check(const TimingInputs& in) {
   if (!FiniteAtLeast(in.link.cores_per_worker, 0)) {
     return bad("cores per worker must be >= 0 (got ", in.link.cores_per_worker, ")");
   }
+  if (!FiniteAtLeast(in.busy_compute_link.alpha_seconds, 0) ||
+      !FiniteAtLeast(in.busy_compute_link.beta_bytes_per_second, 0)) {
+    return bad("the link beside busy compute must have latency and bandwidth >= 0 (got ",
+               in.busy_compute_link.alpha_seconds, " s, ", in.busy_compute_link.beta_bytes_per_second, " bytes/s)");
+  }
   if (!FiniteAtLeast(in.busy_link_compute_seconds, 0)) {
     return bad("compute time beside a busy link must be >= 0 (got ", in.busy_link_compute_seconds, " s)");
   }
@@ -282,15 +287,26 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
     add("parameter_server_ssp", absl::StrCat("parameter server, SSP (s=", in.ps_staleness, ")"),
         ssp_compute, links, ps_bytes, std::max(ssp_compute, links));
   }
+  // Communication beside compute: on the link measured beside busy cores
+  // when there is one (its reduction cost is the link's).
+  const bool busy_cores = in.busy_compute_link.beta_bytes_per_second > 0;
+  LinkModel beside_compute = busy_cores ? in.busy_compute_link : in.link;
+  beside_compute.gamma_seconds_per_byte = in.link.gamma_seconds_per_byte;
+  double overlapped_ring = 0;
+  for (int64_t b : in.bucket_bytes) {
+    overlapped_ring += RingAllReduceSeconds(in.workers, static_cast<double>(b) / in.compression_ratio, beside_compute);
+  }
+  p.overlapped_ring_comm_seconds = overlapped_ring;
   // Pipelined, the allreduce runs while the next step computes, for as long as
   // it lasts or the step does, and slows that computation.
   const bool pipelined = in.pipe_width >= 2;
   const double pipe_compute =
-      pipelined ? SlowedCompute(p.compute_seconds, ring_rho, p.ring_comm_seconds,
-                                [&](double t) { return std::min(p.ring_comm_seconds, t); })
+      pipelined ? SlowedCompute(p.compute_seconds, ring_rho, overlapped_ring,
+                                [&](double t) { return std::min(overlapped_ring, t); })
                 : sync.compute;
-  add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), pipe_compute, p.ring_comm_seconds,
-      p.wire_bytes_per_step, pipelined ? std::max(pipe_compute, p.ring_comm_seconds) : sync.total);
+  add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), pipe_compute,
+      pipelined ? overlapped_ring : p.ring_comm_seconds, p.wire_bytes_per_step,
+      pipelined ? std::max(pipe_compute, overlapped_ring) : sync.total);
   // SGP: a message per parameter to each peer; plain, after the update;
   // overlapped, beside the next steps' compute (which it slows as Pipe-SGD's
   // allreduce does).
@@ -307,21 +323,22 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
       messages.push_back(b);
     }
   }
-  double gossip_bytes = 0, gossip_comm = 0;
+  double gossip_bytes = 0, gossip_comm = 0, overlapped_gossip = 0;
   for (int64_t b : messages) {
     const double wire = in.gossip_peers * static_cast<double>(b) / in.compression_ratio;
     gossip_bytes += wire;
     gossip_comm += in.link.alpha_seconds + wire / in.link.beta_bytes_per_second;
+    overlapped_gossip += beside_compute.alpha_seconds + wire / beside_compute.beta_bytes_per_second;
   }
   double gossip_rho = cpu_per_byte * gossip_bytes / gossip_comm;
   if (in.busy_link_compute_seconds > 0) gossip_rho = ring_rho;
   const std::string peers = absl::StrCat(in.gossip_peers, in.gossip_peers == 1 ? " peer" : " peers");
   add("sgp", absl::StrCat("SGP (", peers, ")"), p.compute_seconds, gossip_comm, gossip_bytes,
       p.compute_seconds + gossip_comm);
-  const double gossip_compute = SlowedCompute(p.compute_seconds, gossip_rho, gossip_comm,
-                                              [&](double t) { return std::min(gossip_comm, t); });
+  const double gossip_compute = SlowedCompute(p.compute_seconds, gossip_rho, overlapped_gossip,
+                                              [&](double t) { return std::min(overlapped_gossip, t); });
   add("sgp_overlap", absl::StrCat("overlap SGP (", peers, ", tau=", in.gossip_overlap, ")"), gossip_compute,
-      gossip_comm, gossip_bytes, std::max(gossip_compute, gossip_comm));
+      overlapped_gossip, gossip_bytes, std::max(gossip_compute, overlapped_gossip));
   for (StrategyTime& t : p.strategies) t.speedup = sync.total / t.seconds_per_iteration;
   return p;
 }

@@ -142,6 +142,11 @@ struct TimingInputs {
   // measured, the interference then comes from the link's host CPU cost.
   double busy_link_compute_seconds = 0;
   LinkModel link;
+  // The same link measured while every rank of the host computes (an
+  // allreduce beside busy cores: its wake-ups wait for a core), for the
+  // communication that overlaps compute (Pipe-SGD, overlap SGP); bandwidth
+  // 0: not measured, the link above.
+  LinkModel busy_compute_link;
   int pipe_width = 2;            // K >= 1
   int servers = 1;               // parameter-server shards, S >= 1
   double compression_ratio = 1;  // R >= 1: bytes on the wire = bytes / R
@@ -175,6 +180,7 @@ struct StrategyTime {
 struct TimingPrediction {
   double compute_seconds = 0;                // T_compute' (compute + codec)
   double ring_comm_seconds = 0;              // T_comm of the ring allreduce
+  double overlapped_ring_comm_seconds = 0;   // the same beside busy compute (busy_compute_link; else T_comm)
   double ps_comm_seconds = 0;                // communication of the parameter server
   double ring_hidden_seconds = 0;            // of T_comm, what T_sync hides behind the backward pass
   double ps_hidden_seconds = 0;              // the same for the parameter server

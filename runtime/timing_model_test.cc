@@ -252,6 +252,29 @@ TEST(TimingModelTest, OverlappedCommunicationTakesCpuFromPipelinedCompute) {
   EXPECT_THAT(Find(PredictIteration(in).value(), "pipe_sgd").seconds_per_iteration, DoubleNear(0.020, kEps));
 }
 
+// On a host whose cores the ranks' compute holds, the communication that
+// overlaps compute runs at the link measured beside busy compute: Pipe-SGD's
+// and overlap SGP's stages lengthen, the synchronous step does not.
+TEST(TimingModelTest, OverlappedCommunicationRunsOnTheLinkBesideBusyCompute) {
+  TimingInputs in = Base();
+  const TimingPrediction quiet = PredictIteration(in).value();
+  EXPECT_THAT(quiet.overlapped_ring_comm_seconds, DoubleNear(0.0126, kEps));
+  EXPECT_THAT(Find(quiet, "sgp_overlap").seconds_per_iteration, DoubleNear(0.010, kEps));
+  // Half the bandwidth, twice the latency: each of the ring's 6 steps moves
+  // 250 KB in 0.2 + 4 ms.
+  in.busy_compute_link.alpha_seconds = 200e-6;
+  in.busy_compute_link.beta_bytes_per_second = 62.5e6;
+  const TimingPrediction p = PredictIteration(in).value();
+  EXPECT_THAT(p.overlapped_ring_comm_seconds, DoubleNear(0.0252, kEps));
+  EXPECT_THAT(Find(p, "pipe_sgd").comm_seconds, DoubleNear(0.0252, kEps));
+  EXPECT_THAT(Find(p, "pipe_sgd").seconds_per_iteration, DoubleNear(0.0252, kEps));
+  EXPECT_THAT(Find(p, "sync_allreduce").seconds_per_iteration,
+              DoubleNear(Find(quiet, "sync_allreduce").seconds_per_iteration, kEps));
+  // One 1,000,004-byte push (the bucket and the weight): 0.2 + 16.0 ms.
+  EXPECT_THAT(Find(p, "sgp_overlap").seconds_per_iteration, DoubleNear(0.0162, 1e-6));
+  EXPECT_THAT(Find(p, "sgp").seconds_per_iteration, DoubleNear(Find(quiet, "sgp").seconds_per_iteration, kEps));
+}
+
 TEST(TimingModelTest, CommunicationInsideTheComputeSlowsIt) {
   // Beside a busy link the step took 20 ms instead of 10: rho = (20 - 10) / 20.
   TimingInputs in = Base();
@@ -339,6 +362,8 @@ TEST(TimingModelTest, RejectsBadInputs) {
   EXPECT_THAT(error([](TimingInputs& in) { in.link.cpu_seconds_per_byte_sent = -1; }), HasSubstr("CPU cost"));
   EXPECT_THAT(error([](TimingInputs& in) { in.link.cores_per_worker = -1; }), HasSubstr("cores per worker"));
   EXPECT_THAT(error([](TimingInputs& in) { in.busy_link_compute_seconds = -1; }), HasSubstr("beside a busy link"));
+  EXPECT_THAT(error([](TimingInputs& in) { in.busy_compute_link.beta_bytes_per_second = -1; }),
+              HasSubstr("beside busy compute"));
   EXPECT_THAT(error([](TimingInputs& in) { in.busy_link_compute_seconds = std::nan(""); }),
               HasSubstr("beside a busy link"));
   EXPECT_THAT(error([](TimingInputs& in) { in.bucket_ready_fraction = {0.5, 0.5}; }),

@@ -61,8 +61,11 @@ Flags ModelFlags() {
       .Value("warmup-steps", "N", "profiled steps to skip in each trace (default 5)")
       .Value("compute-stat", "S",
              "what one iteration's compute is, from the profiled steps:\n"
-             "slowest (default: the expected slowest of --workers draws, since\n"
-             "every rank waits for the last one's gradients) or median")
+             "slowest (the expected slowest of --workers draws, since every\n"
+             "rank waits for the last one's gradients) or median; default\n"
+             "slowest, median when the ranks share cores (--link's report or\n"
+             "--cores-per-worker < 1: a step then ends when the shared cores\n"
+             "have done every rank's work, the profiles' median pace)")
       .Value("top", "N", "nodes to list from the profile (default 10)")
       .Value("busy-link-profile", "TRACE.json[,...]",
              "with --profile: the same runs taken while allreduces\n"
@@ -76,7 +79,11 @@ Flags ModelFlags() {
       .Switch("link-fit",
               "with --link: alpha and beta fitted to the allreduce times it measured\n"
               "(Nereid's communicator, overheads included) instead of the link's")
-      .Value("gamma-ns-per-byte", "Y", "cost of summing one byte in a reduction (default 0)");
+      .Value("gamma-ns-per-byte", "Y", "cost of summing one byte in a reduction (default 0)")
+      .Value("busy-compute-link", "BENCH.json",
+             "with --link: the same benchmark taken while every rank computes\n"
+             "(bench/pipe_sgd.py takes it); the communication that overlaps\n"
+             "compute (Pipe-SGD, overlap SGP) runs at its alpha and beta");
   f.Section("Host (the CPU an overlapped allreduce takes from the compute it overlaps, without\n"
             "--busy-link-profile; default: from --link's report when it measured them, else 0 = none)")
       .Value("comm-cpu-ns-per-byte", "K", "the machine's CPU time per byte a worker sends")
@@ -180,6 +187,7 @@ struct Report {
   std::unique_ptr<TraceProfile> profile;  // null: compute given
   std::string compute_stat;               // with a profile: how compute was taken
   std::string busy_link_source;           // with --busy-link-profile: its traces
+  std::string busy_compute_link_source;   // with --busy-compute-link: its benchmark
   int top = 10;                           // nodes listed from the profile
   std::optional<HybridInputs> hybrid;     // a hybrid plan's (hybrid_partition)
   HybridTime hybrid_time;
@@ -331,6 +339,13 @@ std::string FormatReport(const Report& r) {
     absl::StrAppendFormat(&out, ", gamma %.3f ns/byte", in.link.gamma_seconds_per_byte * 1e9);
   }
   absl::StrAppend(&out, "\n");
+  if (in.busy_compute_link.beta_bytes_per_second > 0) {
+    absl::StrAppendFormat(&out, "link beside busy compute (%s): alpha %.1f us, beta %.1f MB/s: an overlapped "
+                          "allreduce takes %s ms (%s alone)\n",
+                          r.busy_compute_link_source, in.busy_compute_link.alpha_seconds * 1e6,
+                          in.busy_compute_link.beta_bytes_per_second * 1e-6, Ms(p.overlapped_ring_comm_seconds),
+                          Ms(p.ring_comm_seconds));
+  }
   if (p.overlapped_comm_cpu_seconds > 0) {
     absl::StrAppendFormat(&out, "host: %.1f ns of CPU per byte sent, %.2f cores per worker: an overlapped allreduce "
                           "takes %s ms of CPU%s\n",
@@ -428,6 +443,9 @@ std::string ReportJson(const Report& r) {
   j["cores_per_worker"] = in.link.cores_per_worker;
   j["overlapped_comm_cpu_seconds"] = p.overlapped_comm_cpu_seconds;
   j["busy_link_compute_seconds"] = in.busy_link_compute_seconds;
+  j["overlapped_comm_seconds"] = p.overlapped_ring_comm_seconds;
+  j["busy_compute_alpha_seconds"] = in.busy_compute_link.alpha_seconds;
+  j["busy_compute_beta_bytes_per_second"] = in.busy_compute_link.beta_bytes_per_second;
   j["comm_interference"] = p.comm_interference;
   j["interference_source"] = p.interference_from_busy_profile ? "busy_link_profile"
                              : p.comm_interference > 0        ? "host_cpu"
@@ -556,6 +574,9 @@ int Model(const std::vector<std::string>& args) {
     return Usage("--latency-us must be >= 0 and --bandwidth-gbit > 0");
   }
   if (flags.Has("link-fit") && !flags.Has("link")) return Usage("--link-fit needs --link BENCH.json");
+  if (flags.Has("busy-compute-link") && !flags.Has("link")) {
+    return Usage("--busy-compute-link needs --link BENCH.json (the same benchmark on idle cores)");
+  }
   if (*gamma < 0) return Usage("--gamma-ns-per-byte must be >= 0");
   if (*ratio < 1) return Usage("--compression-ratio must be >= 1");
   if (*codec_ms < 0) return Usage("--codec-ms must be >= 0");
@@ -598,9 +619,33 @@ int Model(const std::vector<std::string>& args) {
     chunk_producers.push_back({c.producer});
   }
 
+  if (flags.Has("link")) {
+    bool fit = flags.Has("link-fit");
+    absl::StatusOr<LinkModel> link = ReadBenchLink(flags.String("link"), fit ? BenchLink::kFit : BenchLink::kProbe);
+    if (!link.ok()) return Fail(link.status());
+    in.link = *link;
+    r.link_source = absl::StrCat(fit ? "fitted to the allreduces of " : "measured ", flags.String("link"));
+    if (flags.Has("busy-compute-link")) {
+      absl::StatusOr<LinkModel> busy =
+          ReadBenchLink(flags.String("busy-compute-link"), fit ? BenchLink::kFit : BenchLink::kProbe);
+      if (!busy.ok()) return Fail(busy.status());
+      in.busy_compute_link = *busy;
+      r.busy_compute_link_source = flags.String("busy-compute-link");
+    }
+  } else {
+    in.link.alpha_seconds = *latency_us * 1e-6;
+    in.link.beta_bytes_per_second = *bandwidth * 1e9 / 8;
+    r.link_source = "given";
+  }
+  in.link.gamma_seconds_per_byte = *gamma * 1e-9;
+  if (flags.Has("comm-cpu-ns-per-byte")) in.link.cpu_seconds_per_byte_sent = *comm_cpu_ns * 1e-9;
+  if (flags.Has("cores-per-worker")) in.link.cores_per_worker = *cores;
   if (flags.Has("profile")) {
     const std::string path = flags.String("profile");
-    const std::string stat = flags.String("compute-stat", "slowest");
+    // Ranks that share cores finish a step together, when the cores have done
+    // all their work: the median pace, not the slowest of independent draws.
+    const bool shared_cores = in.link.cores_per_worker > 0 && in.link.cores_per_worker < 1;
+    const std::string stat = flags.String("compute-stat", shared_cores ? "median" : "slowest");
     if (stat != "slowest" && stat != "median") {
       std::fprintf(stderr, "error: --compute-stat %s: use slowest or median\n", stat.c_str());
       return kExitUsage;
@@ -623,27 +668,17 @@ int Model(const std::vector<std::string>& args) {
     for (size_t c = 0; c < chunk_ready.size() && c < in.server_chunks.size(); ++c) {
       in.server_chunks[c].ready_fraction = chunk_ready[c];
     }
-    r.compute_stat = stat == "median" ? "the median" : absl::StrCat("the expected slowest of ", in.workers);
+    r.compute_stat = stat == "median" ? (shared_cores && !flags.Has("compute-stat")
+                                             ? absl::StrFormat("the median (ranks share cores: %.2f each)",
+                                                               in.link.cores_per_worker)
+                                             : std::string("the median"))
+                                      : absl::StrCat("the expected slowest of ", in.workers);
     r.profile = std::make_unique<TraceProfile>(*std::move(profile));
     r.compute_source = absl::StrCat("profile ", path);
   } else {
     in.compute_seconds = *compute_ms * 1e-3;
     r.compute_source = "given";
   }
-  if (flags.Has("link")) {
-    bool fit = flags.Has("link-fit");
-    absl::StatusOr<LinkModel> link = ReadBenchLink(flags.String("link"), fit ? BenchLink::kFit : BenchLink::kProbe);
-    if (!link.ok()) return Fail(link.status());
-    in.link = *link;
-    r.link_source = absl::StrCat(fit ? "fitted to the allreduces of " : "measured ", flags.String("link"));
-  } else {
-    in.link.alpha_seconds = *latency_us * 1e-6;
-    in.link.beta_bytes_per_second = *bandwidth * 1e9 / 8;
-    r.link_source = "given";
-  }
-  in.link.gamma_seconds_per_byte = *gamma * 1e-9;
-  if (flags.Has("comm-cpu-ns-per-byte")) in.link.cpu_seconds_per_byte_sent = *comm_cpu_ns * 1e-9;
-  if (flags.Has("cores-per-worker")) in.link.cores_per_worker = *cores;
 
   absl::StatusOr<TimingPrediction> p = PredictIteration(in);
   if (!p.ok()) return Fail(p.status());

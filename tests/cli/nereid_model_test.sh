@@ -134,6 +134,25 @@ s = {x["name"]: x for x in r["strategies"]}
 assert abs(s["pipe_sgd"]["seconds_per_iteration"] - (0.010 + 0.5 * r["comm_seconds"])) < 1e-12, s
 assert abs(s["sync_allreduce"]["seconds_per_iteration"] - 0.0135617) < 1e-6, s  # one bucket at the end
 PY
+# Ranks that share cores (the link's report: 4 ranks on 2 cores) take the
+# profiles' median as the step's compute; beside busy compute the link is a
+# quarter as fast, and only the overlapped rows (Pipe-SGD) run on it.
+echo '{"world":4,"alpha_seconds":1e-4,"beta_bytes_per_second":1.25e8,"ranks_on_host":4,"host_cores":2,
+  "comm_cpu_seconds_per_byte":0,"cores_per_rank":0.5,"sizes":[]}' >"$tmp/shared.json"
+echo '{"world":4,"alpha_seconds":1e-4,"beta_bytes_per_second":3.125e7,"sizes":[]}' >"$tmp/slow.json"
+expect 0 "the median (ranks share cores: 0.50 each)" "$nereid" model models/lenet_fashion.pbtxt --workers 4 \
+  --batch 32 --profile "$tmp/trace.json" --warmup-steps 1 --link "$tmp/shared.json" \
+  --busy-compute-link "$tmp/slow.json" --json "$tmp/shared_out.json"
+python3 - "$tmp/shared_out.json" <<'PY' || fail "busy-compute link JSON is wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = {x["name"]: x for x in r["strategies"]}
+assert abs(r["overlapped_comm_seconds"] - 4 * r["comm_seconds"] + 18 * 1e-4) < 1e-9, r  # 6 latencies, 4x the bytes' time
+assert abs(s["pipe_sgd"]["seconds_per_iteration"] - max(r["compute_seconds"], r["overlapped_comm_seconds"])) < 1e-12, s
+assert abs(s["sync_allreduce"]["comm_seconds"] - r["comm_seconds"]) < 1e-12, s
+PY
+expect 2 "--busy-compute-link needs --link" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
+  --compute-ms 1 --latency-us 1 --bandwidth-gbit 1 --busy-compute-link "$tmp/slow.json"
 expect 2 "--busy-link-profile needs --profile" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
   --compute-ms 1 --busy-link-profile "$tmp/busy_trace.json" --link "$tmp/bench.json"
 expect 1 "truncated.json: not valid JSON" "$nereid" model models/lenet_fashion.pbtxt --workers 2 \
