@@ -198,7 +198,7 @@ TEST(GossipTest, SixteenBitCompressionMarksThePushes) {
   auto qsgd = ParsePipeline("autodiff,sgd(lr=0.1),gossip,compress(method=qsgd)");
   ASSERT_TRUE(qsgd.ok());
   EXPECT_THAT(std::string(RunPipeline(**again, *qsgd).status().message()),
-              HasSubstr("compress: gossip's pushes take fp16 or bf16"));
+              HasSubstr("compress: gossip's pushes take fp16, bf16 or powersgd"));
 }
 
 TEST(SgdTest, BatchNormRunningStatisticsAreCarried) {
