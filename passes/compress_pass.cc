@@ -39,6 +39,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compress/codec.h"
+#include "compress/low_rank_push.h"
 #include "core/status_macros.h"
 #include "core/tensor_shape.h"
 #include "ops/collective_schedule.h"
@@ -96,8 +97,8 @@ std::vector<std::vector<int64_t>> PushedDims(const Node& push) {
 }
 
 // compress(powersgd) after gossip: every push becomes a LowRankPush whose
-// matrices (dims[0] x the rest, min_elements values or more, biases skipped
-// unless skip_biases=false) travel as rank-r codes, the rest exactly; its
+// matrices (dims[0] x the rest, min_elements values or more, where rank r
+// saves bytes) travel as rank-r codes, the rest exactly; its
 // references, warm starts and started flags are per-rank state.
 absl::Status LowRankPushes(Graph& graph, const PassOptions& o,
                            const std::vector<std::pair<std::string, std::string>>& extra, PassLog* log) {
@@ -124,35 +125,29 @@ absl::Status LowRankPushes(Graph& graph, const PassOptions& o,
   }
   int64_t dense = 0, coded = 0, matrices = 0;
   for (Node* push : pushes) {
-    std::vector<int64_t> segments;
-    int64_t low_rank = 0;
+    // A 1-D value (a bias, the weight) is an n x 1 matrix: always exact.
+    std::vector<PushSegment> segments;
     for (const std::vector<int64_t>& d : PushedDims(*push)) {
       const int64_t elements = TensorShape(d).KnownElements();
       const int64_t rows = d.size() >= 2 ? d[0] : elements;
       const int64_t cols = elements / std::max<int64_t>(rows, 1);
       int64_t r = std::min(rank, std::min(rows, cols) - 1);
-      if (elements < o.GetInt("min_elements") || (o.GetBool("skip_biases") && d.size() <= 1) || d.size() < 2 ||
-          r < 1 || (rows + cols) * r >= elements) {
-        r = 0;
-      }
-      low_rank += r > 0;
-      segments.insert(segments.end(), {rows, cols, r});
-      dense += elements * 4;
-      coded += (r == 0 ? elements : (rows + cols) * r) * 4;
+      if (elements < o.GetInt("min_elements") || r < 1 || (rows + cols) * r >= elements) r = 0;
+      segments.push_back({rows, cols, r});
     }
-    matrices += low_rank;
-    if (low_rank == 0) continue;  // nothing to code: the push stays exact
-    const std::vector<int64_t> offsets(push->def().attr().at("offsets").list().i().begin(),
-                                       push->def().attr().at("offsets").list().i().end());
-    const int64_t slots = static_cast<int64_t>(offsets.size());
-    int64_t elements = 0, basis = 0;
-    for (size_t s = 0; s < segments.size(); s += 3) {
-      elements += segments[s] * segments[s + 1];
-      basis += segments[s + 1] * segments[s + 2];
+    ASSIGN_OR_RETURN(LowRankPush code, LowRankPush::Create(segments));
+    dense += code.elements() * 4;
+    coded += code.MessageFloats(/*started=*/true) * 4;
+    if (code.basis_floats() == 0) continue;  // nothing to code: the push stays exact
+    std::vector<int64_t> triples;
+    for (const PushSegment& g : segments) {
+      triples.insert(triples.end(), {g.rows, g.cols, g.rank});
+      matrices += g.rank > 0;
     }
+    const int64_t slots = push->def().attr().at("offsets").list().i_size();
     const std::vector<std::pair<std::string, std::vector<int64_t>>> state_specs = {
-        {"sent", {slots, elements}}, {"received", {slots, elements}}, {"bases", {slots, basis}},
-        {"started", {2, slots}}};
+        {"sent", {slots, code.elements()}}, {"received", {slots, code.elements()}},
+        {"bases", {slots, code.basis_floats()}}, {"started", {2, slots}}};
     const Edge* in = push->input_edge(0);
     std::vector<NodeOut> inputs = {NodeOut{in->src, in->src_port}};
     std::vector<Node*> state;
@@ -167,7 +162,7 @@ absl::Status LowRankPushes(Graph& graph, const PassOptions& o,
                                {{"group", push->def().attr().at("group")},
                                 {"group_size", push->def().attr().at("group_size")},
                                 {"offsets", push->def().attr().at("offsets")},
-                                {"segments", IntListAttr(segments)},
+                                {"segments", IntListAttr(triples)},
                                 {"consensus", FloatAttr(consensus)},
                                 {"seed", IntAttr(o.GetInt("seed"))}}));
     for (size_t i = 0; i < state.size(); ++i) {
