@@ -18,7 +18,10 @@ prediction of each row (compute profiled from --workers one-worker runs
 taken at once, sharing the cores as the cluster's ranks do). On loopback
 (the launcher) or, with --rate, on an emulated cluster where every rank has
 the same link and the servers --server-rate (bench/netem/cluster.sh, needs
-root).
+root; --congestion-control picks the emulated hosts' TCP congestion control,
+else the host's default). The model takes both links as `nereid bench
+allreduce` measures them between two emulated ranks at their rates
+(--nominal-link: their nominal rates instead).
 
 Example (a few minutes on 2 cores):
   bench/parameter_server.py --model mlp_fashion --workers 2 --servers 1,2 --steps 40
@@ -48,7 +51,7 @@ def train(args, ranks, passes, out, name, servers=0):
         flags += ["--dataset", "synthetic"]
     if args.rate:
         cmd = [CLUSTER, "--workers", str(ranks), "--rate", args.rate, "--timeout", "3600", "--logs",
-               os.path.join(out, "logs_" + name)]
+               os.path.join(out, "logs_" + name)] + congestion_control(args)
         for r in range(ranks - servers, ranks):  # the servers are the last ranks
             cmd += ["--rank-rate", f"{r}={args.server_rate}"]
         cmd += ["--", NEREID, "run"] + flags
@@ -82,20 +85,25 @@ def profile(args, out):
     return ",".join(traces)
 
 
-def measure_link(args, out):
-    """The workers' link as `nereid bench allreduce` measures it between two ranks at --rate
+def congestion_control(args):
+    """cluster.sh's flag for --congestion-control (none: the host's default)."""
+    return ["--congestion-control", args.congestion_control] if args.congestion_control else []
+
+
+def measure_link(args, out, rate=None, name="link"):
+    """A link of `rate` (default --rate) as `nereid bench allreduce` measures it between two ranks
     (latency and the payload's rate, TCP's headers and the transport's costs included)."""
-    path = os.path.join(out, "link.json")
-    cmd = [CLUSTER, "--workers", "2", "--rate", args.rate, "--timeout", "900", "--logs",
-           os.path.join(out, "logs_link"), "--", NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M",
-           "--rounds", "3", "--json", path]
+    path = os.path.join(out, name + ".json")
+    cmd = [CLUSTER, "--workers", "2", "--rate", rate or args.rate, "--timeout", "900", "--logs",
+           os.path.join(out, "logs_" + name)] + congestion_control(args) + [
+           "--", NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M", "--rounds", "3", "--json", path]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     if subprocess.run(cmd, timeout=960).returncode != 0:
         sys.exit("parameter_server: the link benchmark failed")
     return path
 
 
-def predict(args, traces, link, servers, chunk_kb, staleness, out, split=False):
+def predict(args, traces, link, server_link, servers, chunk_kb, staleness, out, split=False):
     """`nereid model`'s rows for these settings, by name."""
     path = os.path.join(out, f"model_{servers}_{chunk_kb:g}_{staleness}{'_split' if split else ''}.json")
     gbit = lambda rate: float(rate[:-4]) / 1000 if rate.endswith("mbit") else float(rate[:-4])
@@ -103,7 +111,7 @@ def predict(args, traces, link, servers, chunk_kb, staleness, out, split=False):
                   ["--latency-us", str(args.model_latency_us), "--bandwidth-gbit", str(gbit(args.rate))])
     cmd = [NEREID, "model", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--workers", str(args.workers),
            "--batch", str(args.batch), "--profile", traces] + link_flags + [
-           "--server-bandwidth-gbit", str(gbit(args.server_rate)),
+           *(["--server-link", server_link] if server_link else ["--server-bandwidth-gbit", str(gbit(args.server_rate))]),
            "--servers", str(servers), "--chunk-kb", f"{chunk_kb:g}", "--staleness", str(max(staleness, 1)),
            "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path] + (["--split"] if split else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -124,6 +132,8 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 45mbit (default: loopback)")
     ap.add_argument("--server-rate", default="1gbit", help="with --rate: the servers' links")
+    ap.add_argument("--congestion-control", default="",
+                    help="with --rate: the emulated hosts' TCP congestion control, e.g. cubic (default: the host's)")
     ap.add_argument("--only", default="", help="row numbers to run (0-based), e.g. 2,3; data parallel always")
     ap.add_argument("--optimizer", default="sgd(lr=0.02,momentum=0.9)")
     ap.add_argument("--epochs", type=int, default=1, help="each of --steps steps")
@@ -188,8 +198,10 @@ def main():
     if args.rate:
         traces = profile(args, args.out)
         link = None if args.nominal_link else measure_link(args, args.out)
+        server_link = None if args.nominal_link else measure_link(args, args.out, args.server_rate, "server_link")
         for name, _, _, _, (row, servers, chunk_kb, staleness, *split) in strategies:
-            predicted[name] = predict(args, traces, link, servers, chunk_kb, staleness, args.out, bool(split))[row]
+            predicted[name] = predict(args, traces, link, server_link, servers, chunk_kb, staleness, args.out,
+                                      bool(split))[row]
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step after the first (median) | "
              "first step, s | vs data parallel: median (min-max) | MB sent per rank and step | final train loss | "
              "test accuracy | nereid model: s/step (model / measured) |",

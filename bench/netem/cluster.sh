@@ -65,6 +65,12 @@ Options:
                   0.5 ms of line rate, at least 16K (the default). The token
                   bucket holds two segments. See README.md: smaller segments
                   keep the bucket's burst short but cost the kernel more CPU
+  --congestion-control NAME
+                  TCP congestion control of every emulated host, e.g. cubic
+                  (Linux's default) or bbr: set on the route between the
+                  workers, so the root namespace is untouched. Default: the
+                  host's (net.ipv4.tcp_congestion_control), which this script
+                  prints. It decides how flows share a link: see README.md
   --timeout S     bound on the whole run in seconds: when it passes every
                   worker is killed and the exit status is 124 (default 600)
   --logs DIR      keep each rank's stdout+stderr in DIR/rank<i>.log (by
@@ -106,6 +112,7 @@ declare -A rank_rate=()
 delay=0
 loss=0%
 segment=auto
+congestion_control=""
 timeout_s=600
 logs_dir=""
 append=1
@@ -125,6 +132,7 @@ parse_args() {
       --delay) delay=${2:?--delay needs a value}; shift 2 ;;
       --loss) loss=${2:?--loss needs a value}; shift 2 ;;
       --segment) segment=${2:?--segment needs a value}; shift 2 ;;
+      --congestion-control) congestion_control=${2:?--congestion-control needs a value}; shift 2 ;;
       --timeout) timeout_s=${2:?--timeout needs a value}; shift 2 ;;
       --logs) logs_dir=${2:?--logs needs a value}; shift 2 ;;
       --no-append) append=0; shift ;;
@@ -195,6 +203,24 @@ parse_segment() {
   segment_bytes=$((10#${BASH_REMATCH[1]}))
   [[ -z ${BASH_REMATCH[2]} ]] || segment_bytes=$((segment_bytes * 1024))
   ((segment_bytes >= 4096 && segment_bytes <= 65536)) || die_usage "--segment '$segment' is outside 4K..64K"
+}
+
+# --congestion-control must name one the kernel has.
+parse_congestion_control() {
+  [[ -z $congestion_control ]] && return
+  local have
+  have=$(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/dev/null || true)
+  [[ " $have " == *" $congestion_control "* ]] ||
+    die_usage "--congestion-control '$congestion_control': this kernel has ${have:-none listed}"
+}
+
+# What the emulated hosts' TCP uses, for the run's banner.
+congestion_control_in_use() {
+  if [[ -n $congestion_control ]]; then
+    echo "$congestion_control"
+  else
+    echo "$(cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null || echo unknown) (the host's default)"
+  fi
 }
 
 needs_netem() { ((delay_us > 0)) || awk -v p="$loss_pct" 'BEGIN { exit !(p > 0) }'; }
@@ -355,6 +381,9 @@ setup_network() {
     ip -n "$BRIDGE_NS" link set "v$r" up
     ip -n "$ns" addr add "$(addr_of "$r")/24" dev eth0
     ip -n "$ns" link set eth0 up
+    # Per route, as a namespace may not pick a default the host has not allowed.
+    [[ -z $congestion_control ]] ||
+      ip -n "$ns" route replace "$SUBNET.0/24" dev eth0 congctl "$congestion_control"
     shape_uplink "$ns"
     ((rate_bits == 0)) || ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_limit_output_bytes="$(tsq_bytes)"
     ((rate_bits == 0)) || add_rate "$BRIDGE_NS" "v$r"   # the worker's download
@@ -508,6 +537,7 @@ main_run() {
   local shaping="rate ${rate}, one-way delay ${delay}, loss ${loss}"
   for r in "${!rank_rate[@]}"; do shaping+=", rank $r at ${rank_rate[$r]}"; done
   ((rate_bits == 0)) || shaping+=", segments of $(gso_size) bytes"
+  shaping+=", TCP congestion control $(congestion_control_in_use)"
   if ((per_node > 1)); then
     say "$workers workers, $per_node per node, in namespaces ${PREFIX}w0..$((workers / per_node - 1)) ($addrs), $shaping"
   else
@@ -556,6 +586,7 @@ main() {
   parse_delay
   parse_loss
   parse_segment
+  parse_congestion_control
   case "$mode" in
     check)
       local why

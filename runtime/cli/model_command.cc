@@ -95,6 +95,9 @@ Flags ModelFlags() {
              "0: the pass's own choice); a model (not a plan) is planned with the pass to find them")
       .Switch("split", "the parameter server's chunks balanced over the servers, as parameter_server(split=true)")
       .Value("server-bandwidth-gbit", "G", "the servers' links (default: the workers')")
+      .Value("server-link", "BENCH.json",
+             "the servers' links as `nereid bench allreduce --json` measured one\n"
+             "between two ranks (its payload rate; instead of --server-bandwidth-gbit)")
       .Value("staleness", "S", "the stale-synchronous server's staleness (default 1)")
       .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
       .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)")
@@ -188,6 +191,7 @@ struct Report {
   std::string compute_stat;               // with a profile: how compute was taken
   std::string busy_link_source;           // with --busy-link-profile: its traces
   std::string busy_compute_link_source;   // with --busy-compute-link: its benchmark
+  std::string server_link_source;         // "given", or the --server-link benchmark
   int top = 10;                           // nodes listed from the profile
   std::optional<HybridInputs> hybrid;     // a hybrid plan's (hybrid_partition)
   HybridTime hybrid_time;
@@ -327,10 +331,11 @@ std::string FormatReport(const Report& r) {
   if (in.compression_ratio != 1) absl::StrAppendFormat(&out, ", compressed %gx", in.compression_ratio);
   absl::StrAppendFormat(&out, "; ring allreduce sends %s per worker per step\n", Bytes(p.wire_bytes_per_step));
   if (!in.server_chunks.empty()) {
-    absl::StrAppendFormat(&out, "parameter server: %d chunks on %d server%s, whose links carry %.3f Gbit/s\n",
+    absl::StrAppendFormat(&out, "parameter server: %d chunks on %d server%s, whose links carry %.3f Gbit/s (%s)\n",
                           in.server_chunks.size(), in.servers, in.servers == 1 ? "" : "s",
                           (in.server_beta_bytes_per_second > 0 ? in.server_beta_bytes_per_second
-                                                               : in.link.beta_bytes_per_second) * 8e-9);
+                                                               : in.link.beta_bytes_per_second) * 8e-9,
+                          r.server_link_source.empty() ? "the workers' link" : r.server_link_source);
   }
   absl::StrAppendFormat(&out, "link (%s): alpha %.1f us, beta %.3f Gbit/s (%.1f MB/s)", r.link_source,
                         in.link.alpha_seconds * 1e6, in.link.beta_bytes_per_second * 8e-9,
@@ -549,6 +554,9 @@ int Model(const std::vector<std::string>& args) {
   if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
   if (!(*chunk_kb == 0 || *chunk_kb >= 1)) return Usage("--chunk-kb must be >= 1 (or 0: the pass's default)");
   if (flags.Has("server-bandwidth-gbit") && !(*server_bandwidth > 0)) return Usage("--server-bandwidth-gbit must be > 0");
+  if (flags.Has("server-bandwidth-gbit") && flags.Has("server-link")) {
+    return Usage("give the servers' links one way: --server-bandwidth-gbit G or --server-link BENCH.json");
+  }
   if (*staleness < 1 || *staleness > 63) return Usage("--staleness must be in [1, 63]");
   if (*gossip_peers < 1 || *gossip_peers >= *workers) return Usage("--gossip-peers must be in [1, workers)");
   if (*gossip_overlap < 1 || *gossip_overlap > 16) return Usage("--gossip-overlap must be in [1, 16]");
@@ -605,6 +613,13 @@ int Model(const std::vector<std::string>& args) {
   in.codec_seconds = *codec_ms * 1e-3;
   in.ps_staleness = static_cast<int>(*staleness);
   in.server_beta_bytes_per_second = *server_bandwidth * 1e9 / 8;
+  if (flags.Has("server-bandwidth-gbit")) r.server_link_source = "given";
+  if (flags.Has("server-link")) {
+    absl::StatusOr<LinkModel> server_link = ReadBenchLink(flags.String("server-link"), BenchLink::kProbe);
+    if (!server_link.ok()) return Fail(server_link.status());
+    in.server_beta_bytes_per_second = server_link->beta_bytes_per_second;
+    r.server_link_source = absl::StrCat("measured ", flags.String("server-link"));
+  }
   absl::StatusOr<std::vector<PlannedChunk>> chunks =
       PlanServerChunks(flags.positional()[0], in.workers, in.servers, *chunk_kb, flags.Has("split"));
   if (!chunks.ok()) {

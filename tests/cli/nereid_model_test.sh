@@ -83,6 +83,12 @@ expect 1 "plan without gradient communication" "$nereid" model "$tmp/plan1.pbtxt
 # Servers behind 10 Gbit/s links: a chunk's transfer is the worker's link's.
 expect 0 "10 chunks on 1 server, whose links carry 10.000 Gbit/s" "$nereid" model models/lenet_fashion.pbtxt \
   --workers 4 --compute-ms 10 --link "$tmp/bench.json" --server-bandwidth-gbit 10
+# The servers' links as a benchmark measured them: its payload rate (1.25e9 B/s is 10 Gbit/s).
+echo '{"world":2,"alpha_seconds":2e-5,"beta_bytes_per_second":1.25e9,"sizes":[]}' >"$tmp/server_bench.json"
+expect 0 "whose links carry 10.000 Gbit/s (measured $tmp/server_bench.json)" "$nereid" model \
+  models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 --link "$tmp/bench.json" --server-link "$tmp/server_bench.json"
+expect 2 "give the servers' links one way" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
+  --link "$tmp/bench.json" --server-link "$tmp/server_bench.json" --server-bandwidth-gbit 10
 expect 0 "parameter server, SSP (s=3)" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
   --link "$tmp/bench.json" --staleness 3 --chunk-kb 16
 expect 2 "--chunk-kb must be >= 1" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \

@@ -135,6 +135,31 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "--segment 2K exited $rc, expected 2 (usage)"
 grep -q "'2K' is outside 4K..64K" "$tmp/bad_segment.err" || fail "--segment 2K: $(cat "$tmp/bad_segment.err")"
 
+# 5. --congestion-control: a connection between two ranks runs the named
+# algorithm (reno: every Linux kernel has it, and it is nobody's default
+# here), while the root namespace's default stays as it was; an algorithm
+# the kernel lacks is a usage error that names it.
+default_cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control)
+run_cluster cc --workers 2 --congestion-control reno --no-append --timeout 30 -- bash -c '
+  peer=${NEREID_CLUSTER_ADDRS##*,}
+  if [ "$NEREID_CLUSTER_RANK" = 1 ]; then timeout 10 python3 -c "
+import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((\"$peer\", 5099)); s.listen(1); c, _ = s.accept(); c.recv(1)"
+  else
+    sleep 1; timeout 10 python3 -c "
+import socket, subprocess; s = socket.socket(); s.connect((\"$peer\", 5099))
+print(subprocess.run([\"ss\", \"-tni\", \"dst\", \"$peer\"], capture_output=True, text=True).stdout); s.send(b\"x\")"
+  fi'
+[ "$rc" -eq 0 ] || fail "--congestion-control reno: exit $rc: $(cat "$tmp/cc.err")"
+grep -qw reno "$tmp/cc.out" || fail "--congestion-control reno: the connection does not use it: $(cat "$tmp/cc.out")"
+grep -q "TCP congestion control reno" "$tmp/cc.err" || fail "--congestion-control reno: not announced"
+[ "$(cat /proc/sys/net/ipv4/tcp_congestion_control)" = "$default_cc" ] || fail "the host's default congestion control changed"
+no_namespaces_left "after --congestion-control" cc
+"$cluster" --workers 2 --congestion-control no_such_cc -- true >/dev/null 2>"$tmp/bad_cc.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "--congestion-control no_such_cc exited $rc, expected 2 (usage)"
+grep -q "'no_such_cc': this kernel has" "$tmp/bad_cc.err" || fail "--congestion-control no_such_cc: $(cat "$tmp/bad_cc.err")"
+
 # The root namespace's links are untouched.
 [ "$(ip -o link show | wc -l)" -eq "$root_links_before" ] || fail "the root namespace's links changed"
 

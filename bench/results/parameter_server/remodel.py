@@ -11,5 +11,5 @@ traces = ",".join(sorted(glob.glob(os.path.join(out, f"profile_{model}_*.json"))
 link = os.path.join(out, "link.json")
 for spec_ in sys.argv[5:]:
     row, servers, chunk, st, split = spec_.split(":")
-    r = ps.predict(args, traces, link, int(servers), float(chunk), int(st), os.path.join(out, "final_model"), split == "1")
+    r = ps.predict(args, traces, link, None, int(servers), float(chunk), int(st), os.path.join(out, "final_model"), split == "1")
     print(spec_, round(r[row], 3))
