@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -153,47 +156,95 @@ ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<Serve
                                          int servers, const LinkModel& link, double server_beta) {
   const double n = workers;
   const double beta = link.beta_bytes_per_second, beta_s = server_beta > 0 ? server_beta : beta;
+  // A worker's transfer to or from one server gets at most 1/n of that
+  // server's link (its n workers' pieces go through it at once).
+  const double per_worker_cap = beta_s / n;
+  const size_t num_servers = static_cast<size_t>(std::max(servers, 0));
   std::vector<size_t> order(chunks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return chunks[a].ready_fraction < chunks[b].ready_fraction; });
-  // Each worker's uplink and downlink, and each server's ingress and egress,
-  // are free from these times on. A chunk's pieces leave every worker at its
-  // link's rate (up) and enter the server, all n at once, at the server's
-  // (in); the slower of the two ends the push, and a worker's link is free
-  // for its next chunk (to another server, say) once its own piece is out.
-  double uplink = 0, downlink = 0;
-  std::vector<double> ingress(static_cast<size_t>(servers), 0), egress(static_cast<size_t>(servers), 0);
-  // Each link's work per step (a pull moves what its push moved, so the
-  // downlinks and egresses carry what the uplinks and ingresses do).
-  std::vector<double> server_work(static_cast<size_t>(servers), 0);
-  double worker_work = 0;
-  ServerChunkSchedule s;
-  auto during = [&](double start, double end) { return std::min(end, compute) - std::min(start, compute); };
+  // One push stream and one pull stream per server, each a FIFO of chunks
+  // (the plan orders a server's pushes; its pulls follow its pushes). The
+  // streams active at a moment share the worker's uplink (pushes) or
+  // downlink (pulls) evenly, each capped by its server's share: fluid
+  // max-min fairness, as TCP connections through one FIFO come close to.
+  struct Pending {
+    size_t chunk;
+    double available;  // when it may start
+    double remaining;  // bytes of a worker's piece still to move
+  };
+  std::vector<std::deque<Pending>> push(num_servers), pull(num_servers);
   for (size_t i : order) {
     const ServerChunk& c = chunks[i];
-    const double m = static_cast<double>(c.bytes);
-    const double up = m / beta, in = n * m / beta_s;
-    const size_t server = static_cast<size_t>(c.server);
-    const double push_start = std::max(c.ready_fraction * compute, uplink);
-    const double server_in_end = std::max(push_start, ingress[server]) + in;
-    const double push_end =
-        link.alpha_seconds + std::max(push_start + up, server_in_end) + (n - 1) * m * link.gamma_seconds_per_byte;
-    uplink = push_start + up;
-    ingress[server] = server_in_end;
-    const double pull_start = std::max(push_end, downlink);
-    const double pull_down_end = pull_start + up;
-    const double server_out_end = std::max(push_end, egress[server]) + in;
-    const double pull_end = link.alpha_seconds + std::max(pull_down_end, server_out_end);
-    downlink = pull_down_end;
-    egress[server] = server_out_end;
-    s.last_pull_end = std::max(s.last_pull_end, pull_end);
-    s.busy_during_compute += during(push_start, push_end) + during(pull_start, pull_end);
-    worker_work += up;  // latency delays a message but does not occupy the link
-    server_work[server] += in;
+    push[static_cast<size_t>(c.server)].push_back({i, c.ready_fraction * compute, static_cast<double>(c.bytes)});
+  }
+  ServerChunkSchedule s;
+  double worker_work = 0;
+  std::vector<double> server_work(num_servers, 0);
+  for (const ServerChunk& c : chunks) {
+    worker_work += static_cast<double>(c.bytes) / beta;  // latency delays a message but does not occupy the link
+    server_work[static_cast<size_t>(c.server)] += n * static_cast<double>(c.bytes) / beta_s;
   }
   s.push_seconds = s.pull_seconds =
-      std::max(worker_work, servers > 0 ? *std::max_element(server_work.begin(), server_work.end()) : 0.0);
+      std::max(worker_work, num_servers > 0 ? *std::max_element(server_work.begin(), server_work.end()) : 0.0);
+
+  double t = 0;
+  // Each step of the loop ends a transfer, starts one, or waits for one to
+  // become ready: at most 6 per chunk (a push and a pull each).
+  for (size_t events = 0; events <= 8 * chunks.size() + 8; ++events) {
+    double next_start = std::numeric_limits<double>::infinity();
+    std::vector<char> up(num_servers, 0), down(num_servers, 0);  // the streams moving bytes now
+    int active_up = 0, active_down = 0;
+    for (size_t k = 0; k < num_servers; ++k) {
+      for (auto [q, on, count] : {std::make_tuple(&push[k], &up[k], &active_up),
+                                  std::make_tuple(&pull[k], &down[k], &active_down)}) {
+        if (q->empty()) continue;
+        if (q->front().available <= t) {
+          *on = 1;
+          ++*count;
+        } else {
+          next_start = std::min(next_start, q->front().available);
+        }
+      }
+    }
+    if (active_up + active_down == 0) {
+      if (std::isinf(next_start)) break;  // all done
+      t = next_start;
+      continue;
+    }
+    const double rate_up = active_up > 0 ? std::min(per_worker_cap, beta / active_up) : 0;
+    const double rate_down = active_down > 0 ? std::min(per_worker_cap, beta / active_down) : 0;
+    double dt = next_start - t;
+    for (size_t k = 0; k < num_servers; ++k) {
+      if (up[k]) dt = std::min(dt, push[k].front().remaining / rate_up);
+      if (down[k]) dt = std::min(dt, pull[k].front().remaining / rate_down);
+    }
+    // The links' use inside [0, compute]: the CPU it costs slows the compute.
+    const double inside = std::max(0.0, std::min(t + dt, compute) - std::min(t, compute));
+    s.busy_during_compute += inside * (active_up * rate_up + active_down * rate_down) / beta;
+    t += dt;
+    for (size_t k = 0; k < num_servers; ++k) {
+      if (down[k]) {
+        Pending& p = pull[k].front();
+        p.remaining -= rate_down * dt;
+        if (p.remaining <= 1e-9 * static_cast<double>(chunks[p.chunk].bytes)) {
+          s.last_pull_end = std::max(s.last_pull_end, t + link.alpha_seconds);
+          pull[k].pop_front();
+        }
+      }
+      if (up[k]) {
+        Pending& p = push[k].front();
+        p.remaining -= rate_up * dt;
+        if (p.remaining <= 1e-9 * static_cast<double>(chunks[p.chunk].bytes)) {
+          const double m = static_cast<double>(chunks[p.chunk].bytes);
+          // Every worker's piece is in one latency later, summed, then pulled.
+          pull[k].push_back({p.chunk, t + link.alpha_seconds + (n - 1) * m * link.gamma_seconds_per_byte, m});
+          push[k].pop_front();
+        }
+      }
+    }
+  }
   return s;
 }
 

@@ -82,19 +82,22 @@
 // parameter on one of S servers, cut into chunks of chunk_kb, each chunk
 // pushed as soon as its gradient is ready and pulled back as soon as the
 // server has every worker's piece and updated it). The servers' links may
-// be faster than the workers' (beta_s). A chunk of m bytes on server s
-// takes m / beta of each worker's link and n m / beta_s of server s's (n
-// workers' pieces through its one link at once):
-//     push ends at alpha + max(its start on the worker's uplink + m / beta,
-//                             its start on s's ingress + n m / beta_s)
-//                  + (n-1) m gamma
-//     pull likewise on the worker's downlink and s's egress, after the push.
-// A worker's uplink is free for its next chunk once its own piece is out
-// (while server s still takes the other workers' pieces, a chunk to another
-// server can go); chunks go in the order their gradients are ready (f_c
-// T'', as the buckets above). Synchronous: T_ps = max(T'', the last pull's end). Stale-
-// synchronous (mode=ssp, staleness >= 1) pipelines steps as Pipe-SGD does:
-// T_ssp = max(T'', sum of pushes, sum of pulls), each link's work per step.
+// be faster than the workers' (beta_s). A worker's messages to one server
+// go through one connection, one after another, so each server has a push
+// stream and a pull stream of chunks; pushes to different servers go at
+// once. The streams active at a moment share a worker's uplink (pushes) or
+// downlink (pulls) evenly, as TCP connections through one queue do, and
+// each is capped at beta_s / n, its share of its server's link, which
+// takes the n workers' pieces at once (fluid max-min fairness, simulated
+// event by event):
+//     rate of a push stream = min(beta_s / n, beta / active push streams)
+// A chunk's pull may start alpha + (n-1) m gamma after its push's last
+// byte (every piece in, summed); a pull ends alpha after its last byte.
+// Chunks enter their server's push stream in the order their gradients are
+// ready (f_c T'', as the buckets above). Synchronous: T_ps = max(T'', the
+// last pull's end). Stale-synchronous (mode=ssp, staleness >= 1) pipelines
+// steps as Pipe-SGD does: T_ssp = max(T'', sum of pushes, sum of pulls),
+// each link's work per step.
 // The server's update of a chunk is taken to be free (it is elementwise and
 // small beside a chunk's transfer).
 //

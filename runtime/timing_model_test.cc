@@ -372,42 +372,61 @@ TEST(TimingModelTest, RejectsBadInputs) {
               HasSubstr("bucket 0 ready fraction must be in [0, 1]"));
 }
 
-// Chunks on two servers behind fast links: pushes share the worker's uplink
-// (B waits for A), pulls its downlink; each transfer is the worker's link's
-// 10 ms (the servers' 2 x 1 MB / 1 GB/s = 2 ms is shorter).
+// Chunks on two servers behind fast links: the two pushes share the
+// worker's uplink (50 MB/s each, both 50-70 ms), then the two pulls its
+// downlink (70-90 ms). The links are busy 20 ms each inside the compute.
 TEST(ServerChunkScheduleTest, PushesAndPullsShareTheWorkersLinks) {
   LinkModel link;
   link.beta_bytes_per_second = 1e8;
   const std::vector<ServerChunk> chunks = {{1000000, 0, 0.5}, {1000000, 1, 0.5}};
   const ServerChunkSchedule s = ScheduleServerChunks(0.1, chunks, 2, 2, link, 1e9);
-  EXPECT_NEAR(s.last_pull_end, 0.080, 1e-12);  // push A 50-60, B 60-70; pull A 60-70, B 70-80 ms
+  EXPECT_NEAR(s.last_pull_end, 0.090, 1e-12);
   EXPECT_NEAR(s.busy_during_compute, 0.040, 1e-12);
   EXPECT_NEAR(s.push_seconds, 0.020, 1e-12);
   EXPECT_NEAR(s.pull_seconds, 0.020, 1e-12);
   // Behind the workers' own links, one server takes both chunks' pieces from
-  // 2 workers through its link: 2 MB / 1e8 = 20 ms a transfer.
+  // 2 workers through its link: each worker gets half of it, 2 MB / 1e8 =
+  // 20 ms a transfer, one chunk after the other.
   const std::vector<ServerChunk> one = {{1000000, 0, 0.5}, {1000000, 0, 0.5}};
   const ServerChunkSchedule slow = ScheduleServerChunks(0.1, one, 2, 1, link, 0);
-  EXPECT_NEAR(slow.last_pull_end, 0.050 + 4 * 0.020 - 0.020, 1e-12);  // pushes 50-70, 70-90; pulls 70-90, 90-110
+  EXPECT_NEAR(slow.last_pull_end, 0.110, 1e-12);  // pushes 50-70, 70-90; pulls 70-90, 90-110
   EXPECT_NEAR(slow.push_seconds, 0.040, 1e-12);
+  // The links carry half their rate while the one server's link is the
+  // bottleneck: pushes 50-90 and pulls 70-100 ms inside the compute.
+  EXPECT_NEAR(slow.busy_during_compute, (0.040 + 0.030) / 2, 1e-12);
 }
 
-// Servers behind links as slow as the workers': a worker's piece of chunk A
-// is out after 10 ms while server 0 still takes the other worker's (20 ms),
-// so chunk B, on server 1, goes at once. Two servers end the step 10 ms
-// sooner than one, and the busiest link per step is a worker's (20 ms), not
-// the one server's (40 ms).
+// Servers behind links as slow as the workers': with two servers the two
+// chunks go at once, each at half a worker's link (which is also each
+// worker's share of its server's), and end the step 20 ms sooner than one
+// server, which takes them one after another. The busiest link per step is
+// a worker's (20 ms) with two servers, the one server's (40 ms) with one.
 TEST(ServerChunkScheduleTest, ASecondServerTakesChunksWhileTheFirstIsBusy) {
   LinkModel link;
   link.beta_bytes_per_second = 1e8;
   const std::vector<ServerChunk> two = {{1000000, 0, 0.5}, {1000000, 1, 0.5}};
   const ServerChunkSchedule s = ScheduleServerChunks(0.1, two, 2, 2, link, 1e8);
-  EXPECT_NEAR(s.last_pull_end, 0.100, 1e-12);  // pushes end 70, 80; pulls 70-90, 80-100 ms
+  EXPECT_NEAR(s.last_pull_end, 0.090, 1e-12);  // pushes 50-70, pulls 70-90 ms
   EXPECT_NEAR(s.push_seconds, 0.020, 1e-12);
   const std::vector<ServerChunk> one = {{1000000, 0, 0.5}, {1000000, 0, 0.5}};
   const ServerChunkSchedule single = ScheduleServerChunks(0.1, one, 2, 1, link, 1e8);
   EXPECT_NEAR(single.last_pull_end, 0.110, 1e-12);  // server 0's egress: 70-90, 90-110 ms
   EXPECT_NEAR(single.push_seconds, 0.040, 1e-12);
+}
+
+// A chunk becomes a stream's only when ready, its pull one latency (plus
+// the summing) after its push's last byte, and the pull ends a latency
+// after its own last byte: one 1 MB chunk, 2 workers, alpha 1 ms, gamma
+// 1 ns per byte, ready at 30 ms: push 30-40, pull from 40 + 1 + 1 = 42 to
+// 52, seen at 53 ms.
+TEST(ServerChunkScheduleTest, LatencyAndSummingDelayEachPull) {
+  LinkModel link;
+  link.beta_bytes_per_second = 1e8;
+  link.alpha_seconds = 1e-3;
+  link.gamma_seconds_per_byte = 1e-9;
+  const ServerChunkSchedule s = ScheduleServerChunks(0.1, {{1000000, 0, 0.3}}, 2, 1, link, 1e9);
+  EXPECT_NEAR(s.last_pull_end, 0.053, 1e-12);
+  EXPECT_NEAR(s.busy_during_compute, 0.020, 1e-12);
 }
 
 }  // namespace
