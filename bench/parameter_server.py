@@ -15,7 +15,8 @@ step's own time, the speedup against data
 parallel, bytes sent per rank and step (servers included in the average),
 the final loss and test accuracy and, with --rate, `nereid model`'s
 prediction of each row (compute profiled from --workers one-worker runs
-taken at once, sharing the cores as the cluster's ranks do). On loopback
+taken at once, sharing the cores as the cluster's ranks do; --slow-ms as
+its straggler). On loopback
 (the launcher) or, with --rate, on an emulated cluster where every rank has
 the same link and the servers --server-rate (bench/netem/cluster.sh, needs
 root; --congestion-control picks the emulated hosts' TCP congestion control,
@@ -113,7 +114,8 @@ def predict(args, traces, link, server_link, servers, chunk_kb, staleness, out, 
            "--batch", str(args.batch), "--profile", traces] + link_flags + [
            *(["--server-link", server_link] if server_link else ["--server-bandwidth-gbit", str(gbit(args.server_rate))]),
            "--servers", str(servers), "--chunk-kb", f"{chunk_kb:g}", "--staleness", str(max(staleness, 1)),
-           "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path] + (["--split"] if split else [])
+           "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path,
+           "--straggler-ms", str(getattr(args, "slow_ms", 0))] + (["--split"] if split else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(path) as f:
         return {s["name"]: s["seconds_per_iteration"] for s in json.load(f)["strategies"]}

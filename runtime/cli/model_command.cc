@@ -51,6 +51,10 @@ Flags ModelFlags() {
       .Value("json", "PATH", "write the prediction as JSON");
   f.Section("Compute (one of)")
       .Value("compute-ms", "X", "one worker's step, in milliseconds")
+      .Value("straggler-ms", "X",
+             "one worker computes X ms longer every step (as NEREID_FAULTS\n"
+             "slow=X): each strategy here moves at its slowest worker's pace,\n"
+             "so every worker's step is taken to be X ms longer (default 0)")
       .Value("profile", "TRACE.json[,...]",
              "traces of 1-worker `nereid run --trace` runs (same\n"
              "batch; several taken at once share the cores as the cluster's\n"
@@ -192,6 +196,7 @@ struct Report {
   std::string busy_link_source;           // with --busy-link-profile: its traces
   std::string busy_compute_link_source;   // with --busy-compute-link: its benchmark
   std::string server_link_source;         // "given", or the --server-link benchmark
+  double straggler_seconds = 0;           // --straggler-ms, included in in.compute_seconds
   int top = 10;                           // nodes listed from the profile
   std::optional<HybridInputs> hybrid;     // a hybrid plan's (hybrid_partition)
   HybridTime hybrid_time;
@@ -378,6 +383,10 @@ std::string FormatReport(const Report& r) {
   } else {
     absl::StrAppendFormat(&out, "compute: %s ms per step (given)\n", Ms(in.compute_seconds));
   }
+  if (r.straggler_seconds > 0) {
+    absl::StrAppendFormat(&out, "straggler: one worker %s ms slower per step, included above: every strategy "
+                          "moves at its pace\n", Ms(r.straggler_seconds));
+  }
   if (in.codec_seconds > 0) {
     absl::StrAppendFormat(&out, "codec: %s ms per step added to compute\n", Ms(in.codec_seconds));
   }
@@ -470,6 +479,7 @@ std::string ReportJson(const Report& r) {
   j["compression_ratio"] = in.compression_ratio;
   j["codec_seconds"] = in.codec_seconds;
   j["compute_source"] = r.compute_source;
+  j["straggler_seconds"] = r.straggler_seconds;
   j["link_source"] = r.link_source;
   j["one_worker_samples_per_second"] = p.one_worker_samples_per_second;
   Json strategies = Json::array();
@@ -542,9 +552,10 @@ int Model(const std::vector<std::string>& args) {
                          ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0),
                          comm_cpu_ns = Number(flags, "comm-cpu-ns-per-byte", 0),
                          cores = Number(flags, "cores-per-worker", 0), chunk_kb = Number(flags, "chunk-kb", 0),
-                         server_bandwidth = Number(flags, "server-bandwidth-gbit", 0);
+                         server_bandwidth = Number(flags, "server-bandwidth-gbit", 0),
+                         straggler_ms = Number(flags, "straggler-ms", 0);
   for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms, &comm_cpu_ns, &cores,
-                        &chunk_kb, &server_bandwidth}) {
+                        &chunk_kb, &server_bandwidth, &straggler_ms}) {
     if (!v->ok()) return Usage(std::string(v->status().message()));
   }
   if (!flags.Has("workers")) return Usage("--workers is required");
@@ -568,6 +579,7 @@ int Model(const std::vector<std::string>& args) {
     return Usage("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
   }
   if (flags.Has("compute-ms") && !(*compute_ms > 0)) return Usage("--compute-ms must be > 0");
+  if (!(*straggler_ms >= 0)) return Usage("--straggler-ms must be >= 0");
   if (flags.Has("busy-link-profile") && !flags.Has("profile")) {
     return Usage("--busy-link-profile needs --profile (the same runs without the busy link)");
   }
@@ -694,6 +706,12 @@ int Model(const std::vector<std::string>& args) {
     in.compute_seconds = *compute_ms * 1e-3;
     r.compute_source = "given";
   }
+  // A straggler holds every strategy modelled here to its pace: the
+  // synchronous ones wait for it each step, the pipelined and stale ones
+  // within their bound of steps (their gradients' ready times stretch with it).
+  r.straggler_seconds = *straggler_ms * 1e-3;
+  in.compute_seconds += r.straggler_seconds;
+  if (in.busy_link_compute_seconds > 0) in.busy_link_compute_seconds += r.straggler_seconds;
 
   absl::StatusOr<TimingPrediction> p = PredictIteration(in);
   if (!p.ok()) return Fail(p.status());

@@ -30,6 +30,21 @@ expect 0 "conv1/conv" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --p
   --link "$tmp/bench.json"
 expect 0 "25600" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
   --link "$tmp/bench.json"  # Pipe-SGD: max(10 ms, 3.562 ms); 4 x 64 samples / 10 ms
+# A worker 5 ms slower per step holds every strategy to its pace: the same
+# rows as 15 ms of compute, and the report says so.
+expect 0 "straggler: one worker 5.000 ms slower per step" "$nereid" model models/lenet_fashion.pbtxt --workers 4 \
+  --compute-ms 10 --straggler-ms 5 --link "$tmp/bench.json" --json "$tmp/straggler.json"
+"$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 15 --link "$tmp/bench.json" \
+  --json "$tmp/no_straggler.json" >/dev/null || fail "model with 15 ms of compute failed"
+python3 - "$tmp/straggler.json" "$tmp/no_straggler.json" <<'PY' || fail "a straggler is not its extra compute"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["straggler_seconds"] == 0.005 and b["straggler_seconds"] == 0, (a["straggler_seconds"], b["straggler_seconds"])
+rows = lambda r: {s["name"]: s["seconds_per_iteration"] for s in r["strategies"]}
+assert rows(a) == rows(b) and rows(a)["sync_allreduce"] > 0.015, (rows(a), rows(b))
+PY
+expect 2 "--straggler-ms must be >= 0" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
+  --straggler-ms -1 --link "$tmp/bench.json"
 # Hybrid on mlp_fashion, 2 workers, batch 32, 10 ms compute, 100 us, 1 Gbit/s (runtime/hybrid_timing.h):
 # data parallel: 10 ms + 2 * (100 us + 2678824 / 2.5e8 s) = 31.631 ms; hybrid: 10 ms + exchanges of 784, 512
 # and 512 floats per sample (3 * 100 us + 4 * 32 * 1808 / 1.25e8 s = 2.151 ms) + the replicated 22568 bytes
