@@ -53,8 +53,9 @@ Flags ModelFlags() {
       .Value("compute-ms", "X", "one worker's step, in milliseconds")
       .Value("straggler-ms", "X",
              "one worker computes X ms longer every step (as NEREID_FAULTS\n"
-             "slow=X): each strategy here moves at its slowest worker's pace,\n"
-             "so every worker's step is taken to be X ms longer (default 0)")
+             "slow=X, before its step's compute): each strategy here moves at\n"
+             "its slowest worker's pace, so every step is taken to be X ms\n"
+             "longer, its gradients ready X ms later (default 0)")
       .Value("profile", "TRACE.json[,...]",
              "traces of 1-worker `nereid run --trace` runs (same\n"
              "batch; several taken at once share the cores as the cluster's\n"
@@ -708,10 +709,16 @@ int Model(const std::vector<std::string>& args) {
   }
   // A straggler holds every strategy modelled here to its pace: the
   // synchronous ones wait for it each step, the pipelined and stale ones
-  // within their bound of steps (their gradients' ready times stretch with it).
+  // within their bound of steps. It starts each step's compute late (as the
+  // fault does), so its gradients are ready X + f c into the longer step.
   r.straggler_seconds = *straggler_ms * 1e-3;
-  in.compute_seconds += r.straggler_seconds;
-  if (in.busy_link_compute_seconds > 0) in.busy_link_compute_seconds += r.straggler_seconds;
+  if (r.straggler_seconds > 0) {
+    const double c = in.compute_seconds, x = r.straggler_seconds;
+    for (double& f : in.bucket_ready_fraction) f = (x + f * c) / (x + c);
+    for (ServerChunk& chunk : in.server_chunks) chunk.ready_fraction = (x + chunk.ready_fraction * c) / (x + c);
+    in.compute_seconds += x;
+    if (in.busy_link_compute_seconds > 0) in.busy_link_compute_seconds += x;
+  }
 
   absl::StatusOr<TimingPrediction> p = PredictIteration(in);
   if (!p.ok()) return Fail(p.status());

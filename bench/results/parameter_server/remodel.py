@@ -1,15 +1,34 @@
 """The model column of a finished bench/parameter_server.py run, again, with the nereid built now:
-    python3 bench/results/parameter_server/remodel.py OUT MODEL SERVER_RATE OPTIMIZER ROW:SERVERS:CHUNK_KB:STALENESS:SPLIT ...
-(from the repository root; reads OUT's profiles and link.json, writes OUT/final_model/). Used on 2026-11-27
-after the chunk schedule stopped charging a server's link for a worker's (docs/PARAMETER_SERVER.md)."""
-import importlib.util, sys, os, glob, argparse, json
-spec = importlib.util.spec_from_file_location("ps", "bench/parameter_server.py"); ps = importlib.util.module_from_spec(spec); spec.loader.exec_module(ps)
-out, model, server_rate, opt = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-args = argparse.Namespace(model=model, workers=4, batch=32, model_latency_us=200, rate="45mbit", server_rate=server_rate, optimizer=opt)
+    python3 bench/results/parameter_server/remodel.py [--slow-ms N] OUT MODEL SERVER_RATE OPTIMIZER \
+        ROW:SERVERS:CHUNK_KB:STALENESS:SPLIT ...
+(from the repository root; reads OUT's profiles, link.json and, where the run measured it,
+server_link.json; writes OUT/final_model/). --slow-ms: the run's straggler (its --slow-ms).
+Used on 2026-11-27 after the chunk schedule stopped charging a server's link for a worker's, and
+again after the chunks became a stream per server and the straggler joined the model
+(docs/PARAMETER_SERVER.md)."""
+import argparse
+import glob
+import importlib.util
+import os
+import sys
+
+spec = importlib.util.spec_from_file_location("ps", "bench/parameter_server.py")
+ps = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ps)
+argv = sys.argv[1:]
+slow_ms = 0
+if argv[:1] == ["--slow-ms"]:
+    slow_ms, argv = int(argv[1]), argv[2:]
+out, model, server_rate, opt = argv[:4]
+args = argparse.Namespace(model=model, workers=4, batch=32, model_latency_us=200, rate="45mbit",
+                          server_rate=server_rate, optimizer=opt, slow_ms=slow_ms)
 os.makedirs(os.path.join(out, "final_model"), exist_ok=True)
 traces = ",".join(sorted(glob.glob(os.path.join(out, f"profile_{model}_*.json"))))
 link = os.path.join(out, "link.json")
-for spec_ in sys.argv[5:]:
+server_link = os.path.join(out, "server_link.json")
+server_link = server_link if os.path.exists(server_link) else None  # else the nominal --server-rate
+for spec_ in argv[4:]:
     row, servers, chunk, st, split = spec_.split(":")
-    r = ps.predict(args, traces, link, None, int(servers), float(chunk), int(st), os.path.join(out, "final_model"), split == "1")
+    r = ps.predict(args, traces, link, server_link, int(servers), float(chunk), int(st),
+                   os.path.join(out, "final_model"), split == "1")
     print(spec_, round(r[row], 3))
