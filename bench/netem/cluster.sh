@@ -418,10 +418,16 @@ start_worker() {  # rank
   if ((append)); then
     argv+=(--rendezvous "file:$run_dir/rendezvous" --rank "$r" --world "$workers" --bind "$addr")
   fi
-  # setsid: the worker leads its own process group, so that killing it also
-  # kills whatever it started, and a Ctrl-C reaches this script only.
+  # The worker leads its own process group, so that killing it also kills
+  # whatever it started, and a Ctrl-C reaches this script only. It stays in
+  # this script's session: setsid would give each rank a scheduling group of
+  # its own (Linux's autogroup), whose CPU share is capped against the other
+  # ranks', so a rank's communication thread waited while other "machines"
+  # computed, which no cluster does (Pipe-SGD lost 10-13 ms of a 70 ms ring
+  # per step to it; README.md). perl-base is in every Debian system.
   NEREID_CLUSTER_RANK=$r NEREID_CLUSTER_WORLD=$workers NEREID_CLUSTER_ADDR=$addr \
-    setsid ip netns exec "$ns" "${argv[@]}" </dev/null >"$out" 2>"$err" &
+    perl -e 'setpgrp(0, 0) or die "setpgrp: $!\n"; exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\n"' \
+    ip netns exec "$ns" "${argv[@]}" </dev/null >"$out" 2>"$err" &
   worker_pids[r]=$!
 }
 
