@@ -115,7 +115,7 @@ def predict(args, traces, link, server_link, servers, chunk_kb, staleness, out, 
            *(["--server-link", server_link] if server_link else ["--server-bandwidth-gbit", str(gbit(args.server_rate))]),
            "--servers", str(servers), "--chunk-kb", f"{chunk_kb:g}", "--staleness", str(max(staleness, 1)),
            "--passes", f"autodiff,data_parallel,{args.optimizer}", "--json", path,
-           "--straggler-ms", str(getattr(args, "slow_ms", 0))] + (["--split"] if split else [])
+           "--straggler-ms", str(args.slow_ms)] + (["--split"] if split else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(path) as f:
         return {s["name"]: s["seconds_per_iteration"] for s in json.load(f)["strategies"]}

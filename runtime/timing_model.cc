@@ -4,7 +4,6 @@
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -165,48 +164,50 @@ ServerChunkSchedule ScheduleServerChunks(double compute, const std::vector<Serve
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return chunks[a].ready_fraction < chunks[b].ready_fraction; });
   // One push stream and one pull stream per server, each a FIFO of chunks
-  // (the plan orders a server's pushes; its pulls follow its pushes). The
-  // streams active at a moment share the worker's uplink (pushes) or
-  // downlink (pulls) evenly, each capped by its server's share: fluid
-  // max-min fairness, as TCP connections through one FIFO come close to.
+  // (a worker's messages to one server share one connection; a chunk's pull
+  // follows its push). The streams active at a moment share the worker's
+  // uplink (pushes) or downlink (pulls) evenly, each capped by its server's
+  // share: fluid max-min fairness, as TCP connections through one FIFO come
+  // close to.
   struct Pending {
     size_t chunk;
     double available;  // when it may start
     double remaining;  // bytes of a worker's piece still to move
   };
   std::vector<std::deque<Pending>> push(num_servers), pull(num_servers);
-  for (size_t i : order) {
-    const ServerChunk& c = chunks[i];
-    push[static_cast<size_t>(c.server)].push_back({i, c.ready_fraction * compute, static_cast<double>(c.bytes)});
-  }
-  ServerChunkSchedule s;
+  // Each link's work per step (a pull moves what its push moved).
   double worker_work = 0;
   std::vector<double> server_work(num_servers, 0);
-  for (const ServerChunk& c : chunks) {
-    worker_work += static_cast<double>(c.bytes) / beta;  // latency delays a message but does not occupy the link
-    server_work[static_cast<size_t>(c.server)] += n * static_cast<double>(c.bytes) / beta_s;
+  for (size_t i : order) {
+    const ServerChunk& c = chunks[i];
+    const double m = static_cast<double>(c.bytes);
+    push[static_cast<size_t>(c.server)].push_back({i, c.ready_fraction * compute, m});
+    worker_work += m / beta;  // latency delays a message but does not occupy the link
+    server_work[static_cast<size_t>(c.server)] += n * m / beta_s;
   }
+  ServerChunkSchedule s;
   s.push_seconds = s.pull_seconds =
       std::max(worker_work, num_servers > 0 ? *std::max_element(server_work.begin(), server_work.end()) : 0.0);
 
   double t = 0;
+  std::vector<char> up(num_servers), down(num_servers);  // the streams moving bytes now
   // Each step of the loop ends a transfer, starts one, or waits for one to
   // become ready: at most 6 per chunk (a push and a pull each).
   for (size_t events = 0; events <= 8 * chunks.size() + 8; ++events) {
     double next_start = std::numeric_limits<double>::infinity();
-    std::vector<char> up(num_servers, 0), down(num_servers, 0);  // the streams moving bytes now
     int active_up = 0, active_down = 0;
+    // Whether the stream's head may move now; else when it may.
+    auto moving = [&](const std::deque<Pending>& q) {
+      if (q.empty()) return false;
+      if (q.front().available <= t) return true;
+      next_start = std::min(next_start, q.front().available);
+      return false;
+    };
     for (size_t k = 0; k < num_servers; ++k) {
-      for (auto [q, on, count] : {std::make_tuple(&push[k], &up[k], &active_up),
-                                  std::make_tuple(&pull[k], &down[k], &active_down)}) {
-        if (q->empty()) continue;
-        if (q->front().available <= t) {
-          *on = 1;
-          ++*count;
-        } else {
-          next_start = std::min(next_start, q->front().available);
-        }
-      }
+      up[k] = moving(push[k]);
+      down[k] = moving(pull[k]);
+      active_up += up[k];
+      active_down += down[k];
     }
     if (active_up + active_down == 0) {
       if (std::isinf(next_start)) break;  // all done

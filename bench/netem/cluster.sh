@@ -423,7 +423,7 @@ start_worker() {  # rank
   # this script's session: setsid would give each rank a scheduling group of
   # its own (Linux's autogroup), whose CPU share is capped against the other
   # ranks', so a rank's communication thread waited while other "machines"
-  # computed, which no cluster does (Pipe-SGD lost 10-13 ms of a 70 ms ring
+  # computed, which no cluster does (Pipe-SGD lost 11-13 ms of a 70 ms ring
   # per step to it; README.md). perl-base is in every Debian system.
   NEREID_CLUSTER_RANK=$r NEREID_CLUSTER_WORLD=$workers NEREID_CLUSTER_ADDR=$addr \
     perl -e 'setpgrp(0, 0) or die "setpgrp: $!\n"; exec { $ARGV[0] } @ARGV or die "exec $ARGV[0]: $!\n"' \

@@ -10,24 +10,27 @@ import argparse
 import glob
 import importlib.util
 import os
-import sys
 
 spec = importlib.util.spec_from_file_location("ps", "bench/parameter_server.py")
 ps = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ps)
-argv = sys.argv[1:]
-slow_ms = 0
-if argv[:1] == ["--slow-ms"]:
-    slow_ms, argv = int(argv[1]), argv[2:]
-out, model, server_rate, opt = argv[:4]
+ap = argparse.ArgumentParser()
+ap.add_argument("--slow-ms", type=int, default=0)
+ap.add_argument("out")
+ap.add_argument("model")
+ap.add_argument("server_rate")
+ap.add_argument("optimizer")
+ap.add_argument("rows", nargs="+")
+given = ap.parse_args()
+out, model = given.out, given.model
 args = argparse.Namespace(model=model, workers=4, batch=32, model_latency_us=200, rate="45mbit",
-                          server_rate=server_rate, optimizer=opt, slow_ms=slow_ms)
+                          server_rate=given.server_rate, optimizer=given.optimizer, slow_ms=given.slow_ms)
 os.makedirs(os.path.join(out, "final_model"), exist_ok=True)
 traces = ",".join(sorted(glob.glob(os.path.join(out, f"profile_{model}_*.json"))))
 link = os.path.join(out, "link.json")
 server_link = os.path.join(out, "server_link.json")
 server_link = server_link if os.path.exists(server_link) else None  # else the nominal --server-rate
-for spec_ in argv[4:]:
+for spec_ in given.rows:
     row, servers, chunk, st, split = spec_.split(":")
     r = ps.predict(args, traces, link, server_link, int(servers), float(chunk), int(st),
                    os.path.join(out, "final_model"), split == "1")
