@@ -45,6 +45,13 @@ int64_t Conv2DCost(const InferenceContext& c, const std::vector<ShapeAndType>& o
   return cost_fns::SaturatingMul(2 * out[0].shape.KnownElements(), f.dim(1) * f.dim(2) * f.dim(3));
 }
 
+// Both gradients take the forward's multiply-adds: each of dy's elements
+// meets one filter window (per input channel of its group).
+int64_t ConvGradientCost(const InferenceContext& c, const std::vector<ShapeAndType>& out) {
+  const TensorShape& f = c.input_shape(1);
+  return cost_fns::SaturatingMul(2 * c.input_shape(2).KnownElements(), f.dim(1) * f.dim(2) * f.dim(3));
+}
+
 const std::vector<std::string> kConvAttrs = {"strides", "dilations", "padding", "pads", "groups"};
 
 absl::StatusOr<GradResult> Conv2DGrad(GradientBuilder& g) {
@@ -61,7 +68,8 @@ OpDefBuilder ConvGradientOp(const char* name, const char* summary, int shape_fro
       .Attr("dilations", AttrType::kIntList, IntListAttr({1, 1}))
       .EnumAttr("padding", {"VALID", "SAME", "EXPLICIT"}, "VALID")
       .Attr("pads", AttrType::kIntList, IntListAttr({}))
-      .Attr("groups", AttrType::kInt, IntAttr(1));
+      .Attr("groups", AttrType::kInt, IntAttr(1))
+      .SetCostFn(ConvGradientCost);
 }
 
 NEREID_REGISTER_OP(ConvGradientOp("Conv2DBackpropInput",

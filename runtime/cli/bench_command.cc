@@ -2,6 +2,8 @@
 // alpha-beta bound of the measured link, per message size.
 // nereid bench compress MODEL: the aggregation time of the model's gradients,
 // uncompressed and with each compressor (compress/aggregation_bench.h).
+// nereid bench peak: the cores' float32 FMA peak (core/fma_peak.h), the roof
+// a compute-bound step is measured against.
 
 #include <cstdio>
 #include <string>
@@ -17,6 +19,7 @@
 #include "comm/communicator_factory.h"
 #include "compress/aggregation_bench.h"
 #include "core/file_io.h"
+#include "core/fma_peak.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 #include "ops/model_loader.h"
@@ -30,7 +33,8 @@ namespace nereid {
 namespace {
 
 Flags BenchFlags() {
-  Flags f("nereid bench allreduce [flags]\n       nereid bench compress MODEL --methods LIST [flags]",
+  Flags f("nereid bench allreduce [flags]\n       nereid bench compress MODEL --methods LIST [flags]\n"
+          "       nereid bench peak [--threads T] [--rounds R] [--json PATH]",
           "allreduce: times allreduce through Nereid's Gloo communicator and through raw Gloo\n"
           "(alternating, in the same processes), per size: time, algbw and busbw as nccl-tests define\n"
           "them, and the ratio to the alpha-beta bound of the link measured between ranks 0 and 1; and\n"
@@ -39,7 +43,10 @@ Flags BenchFlags() {
           "compress: aggregates one step's gradients of MODEL across the workers, back to back with no\n"
           "training compute, uncompressed and with each method, alternating in rounds: the median of\n"
           "the slowest rank's aggregation time, its encode+decode time, and the bytes sent (GradiVeQ's\n"
-          "measure).");
+          "measure).\n\n"
+          "peak: the float32 fused multiply-add rate of T cores at once (default 1), in every vector\n"
+          "ISA this CPU has, the median of R trials (default 5) of 0.2 s: the roof for a training\n"
+          "step's matrix products (bench/train_vs_pytorch.py reports each engine's share of it).");
   f.Value("workers", "N", "local worker processes (default 2)")
       .Value("rounds", "R", "alternations (allreduce: of ours and raw Gloo per size; default 3)")
       .Value("json", "PATH", "write the results as JSON");
@@ -132,12 +139,43 @@ absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& mo
   return plans;
 }
 
+int BenchPeak(const Flags& flags) {
+  for (const char* other : {"workers", "sizes", "also", "shm", "no-link-probe", "methods", "iterations", "warmup",
+                            "rendezvous", "rank", "world", "bind", "worker-timeout"}) {
+    if (flags.Has(other)) {
+      std::fprintf(stderr, "error: --%s is not an option of `nereid bench peak`\n", other);
+      return kExitUsage;
+    }
+  }
+  absl::StatusOr<int64_t> threads = flags.Int("threads", 1), rounds = flags.Int("rounds", 5);
+  for (const auto* v : {&threads, &rounds}) {
+    if (!v->ok()) return Fail(v->status());
+  }
+  if (*threads < 1 || *threads > 1024 || *rounds < 1 || *rounds > 1000) {
+    std::fprintf(stderr, "error: --threads must be 1-1024 and --rounds 1-1000\n");
+    return kExitUsage;
+  }
+  FmaPeakOptions options;
+  options.threads = static_cast<int>(*threads);
+  options.trials = static_cast<int>(*rounds);
+  absl::StatusOr<FmaPeak> peak = MeasureFmaPeak(options);
+  if (!peak.ok()) return Fail(peak.status());
+  std::fputs(FormatFmaPeak(*peak).c_str(), stdout);
+  if (flags.Has("json")) {
+    absl::Status written = WriteFileAtomically(flags.String("json"), FmaPeakJson(*peak));
+    if (!written.ok()) return Fail(written);
+  }
+  return kExitOk;
+}
+
 int Bench(const std::vector<std::string>& args) {
   Flags flags = BenchFlags();
   absl::Status parsed = flags.Parse(args);
   const bool compress = parsed.ok() && flags.positional().size() == 2 && flags.positional()[0] == "compress";
+  if (parsed.ok() && flags.positional().size() == 1 && flags.positional()[0] == "peak") return BenchPeak(flags);
   if (parsed.ok() && !compress && (flags.positional().size() != 1 || flags.positional()[0] != "allreduce")) {
-    parsed = absl::InvalidArgumentError("nereid bench allreduce, or nereid bench compress MODEL (see nereid bench --help)");
+    parsed = absl::InvalidArgumentError(
+        "nereid bench allreduce, nereid bench compress MODEL, or nereid bench peak (see nereid bench --help)");
   }
   if (!parsed.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
@@ -262,6 +300,6 @@ int Bench(const std::vector<std::string>& args) {
 
 }  // namespace
 
-NEREID_REGISTER_COMMAND(Command{"bench", "benchmarks: allreduce (ours vs raw Gloo vs the link's bound), compress (gradient aggregation time)", [] { return BenchFlags().Help(); }, Bench});
+NEREID_REGISTER_COMMAND(Command{"bench", "benchmarks: allreduce (ours vs raw Gloo vs the link's bound), compress (gradient aggregation time), peak (the cores' FMA rate)", [] { return BenchFlags().Help(); }, Bench});
 
 }  // namespace nereid

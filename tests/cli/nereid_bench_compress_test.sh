@@ -29,5 +29,5 @@ expect 1 "unbalanced '('" "$nereid" bench compress models/lenet_fashion.pbtxt --
 expect 1 "unbalanced ')'" "$nereid" bench compress models/lenet_fashion.pbtxt --methods 'qsgd)'
 expect 1 "must end with ')'" "$nereid" bench compress models/lenet_fashion.pbtxt --methods 'qsgd(bits=4)x'
 
-expect 2 "nereid bench compress MODEL (see nereid bench --help)" "$nereid" bench compress
+expect 2 "nereid bench compress MODEL, or nereid bench peak (see nereid bench --help)" "$nereid" bench compress
 finish "bench compress checks"

@@ -41,7 +41,7 @@ one_line_error "--json needs a value" "$nereid" check $model --json
 one_line_error "nereid passes takes no arguments (got 'sgd')" "$nereid" passes sgd
 one_line_error "unknown flag --all" "$nereid" ops --all
 one_line_error "nereid trace summary TRACE..." "$nereid" trace
-one_line_error "nereid bench allreduce, or nereid bench compress MODEL" "$nereid" bench
+one_line_error "nereid bench allreduce, nereid bench compress MODEL, or nereid bench peak" "$nereid" bench
 one_line_error "unknown flag --methds (did you mean --methods?)" "$nereid" bench compress $model --methds none
 one_line_error "give one checkpoint, -o OUT" "$nereid" export
 one_line_error "give one .onnx model and -o OUT" "$nereid" import

@@ -240,6 +240,19 @@ TEST(ShapeTest, FlopsPerSample) {
   EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("y")), 2 * 784 * 10);
 }
 
+// A convolution's two gradients each cost what its forward does.
+TEST(ShapeTest, ConvolutionGradientFlopsPerSample) {
+  std::string g = kImage + ParamNode("f", {8, 3, 5, 5}) + OpNode("y", "Conv2D", {"x", "f"}) +
+                  InputNode("dy", {-1, 8, 28, 28}) + OpNode("dx", "Conv2DBackpropInput", {"x", "f", "dy"}) +
+                  OpNode("df", "Conv2DBackpropFilter", {"x", "f", "dy"});
+  auto graph = LoadText(g);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const int64_t forward = 2 * (8 * 28 * 28) * (3 * 5 * 5);
+  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("y")), forward);
+  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("dx")), forward);
+  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("df")), forward);
+}
+
 // Runs last in this file (gtest keeps declaration order within a binary).
 // Gradient and training ops: each output takes the shape of the input it is
 // the gradient of (or the parameter's).
