@@ -697,8 +697,9 @@ void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vecto
   // the executor may be destroyed (FinishStep after a failure returns then).
   absl::Cleanup done_running = [this] {
     std::lock_guard<std::mutex> lock(mu_);
-    --running_;
-    changed_.notify_all();
+    // Only the waits for every node to return need this; waking the driver
+    // at every node cost a futex call and a context switch each.
+    if (--running_ == 0) changed_.notify_all();
   };
   if (!status.ok()) {
     if (cores_held > 0) {
