@@ -22,7 +22,8 @@ ModelSummary SummarizeModel(const Graph& graph) {
       (is_trainable ? s.parameters : s.state) = elements;
       summary.parameter_bytes += elements * DataTypeSize(s.outputs[0].dtype);
     }
-    s.flops_per_sample = ForwardFlopsPerSample(*node);
+    s.flops_per_sample = FlopsPerSample(*node);
+    if (node->op() == "Gradient") summary.has_gradients = true;
     for (const ShapeAndType& out : s.outputs) {
       if (out.shape.HasUnknownDim()) {
         s.activation_bytes_per_sample += out.shape.KnownElements() * DataTypeSize(out.dtype);

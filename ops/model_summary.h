@@ -21,7 +21,7 @@ struct NodeSummary {
   std::vector<ShapeAndType> outputs;
   int64_t parameters = 0;        // elements, trainable
   int64_t state = 0;             // elements, non-trainable (running statistics)
-  int64_t flops_per_sample = 0;  // forward
+  int64_t flops_per_sample = 0;  // what this node computes per sample of the batch
   int64_t activation_bytes_per_sample = 0;
 };
 
@@ -32,6 +32,9 @@ struct ModelSummary {
   int64_t parameter_bytes = 0;  // trainable and state
   int64_t flops_per_sample = 0;
   int64_t activation_bytes_per_sample = 0;
+  // Whether autodiff has run (the graph holds Gradient nodes): its FLOPs are
+  // then the training step's, forward and backward, not the forward pass's.
+  bool has_gradients = false;
 };
 
 // Expects a graph that passed ValidateAndInferShapes.

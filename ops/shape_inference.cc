@@ -79,7 +79,7 @@ absl::Status InferShapes(Graph& graph) {
   return absl::OkStatus();
 }
 
-int64_t ForwardFlopsPerSample(const Node& node) {
+int64_t FlopsPerSample(const Node& node) {
   const OpDef* def = OpRegistry::Global().Find(node.op());
   if (def == nullptr || !def->cost_fn || node.outputs().empty()) return 0;
   std::vector<const ShapeAndType*> inputs = InputsOf(node);

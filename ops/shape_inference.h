@@ -16,8 +16,9 @@ namespace nereid {
 
 absl::Status InferShapes(Graph& graph);
 
-// Forward FLOPs per sample of one node (after InferShapes).
-int64_t ForwardFlopsPerSample(const Node& node);
+// FLOPs per sample of the batch of one node (after InferShapes): its
+// op's cost function; an optimizer update's, whose work is per step, is 0.
+int64_t FlopsPerSample(const Node& node);
 
 // Validate, then infer shapes: what every loader of a model calls.
 absl::Status ValidateAndInferShapes(Graph& graph);

@@ -100,7 +100,9 @@ NEREID_REGISTER_OP(OpDefBuilder("ApplySgd")
                        .NoGradient("an optimizer update")
                        .Elementwise()
                        .SetShapeFn([](const InferenceContext& c) { return UpdateShape(c, 2); })
-                       .SetCostFn(cost_fns::FlopsPerOutput(2)));
+                       // Costs are per sample; an update's work is per step,
+                       // whatever the batch.
+                       .SetCostFn(cost_fns::NoFlops));
 
 NEREID_REGISTER_OP(OpDefBuilder("ApplyAdam")
                        .Summary("Adam (Kingma & Ba) with bias correction; weight_decay is decoupled "
@@ -121,7 +123,7 @@ NEREID_REGISTER_OP(OpDefBuilder("ApplyAdam")
                        .NoGradient("an optimizer update")
                        .Elementwise()
                        .SetShapeFn([](const InferenceContext& c) { return UpdateShape(c, 3); })
-                       .SetCostFn(cost_fns::FlopsPerOutput(8)));
+                       .SetCostFn(cost_fns::NoFlops));  // per step, as ApplySgd's
 
 }  // namespace
 }  // namespace nereid

@@ -115,7 +115,12 @@ std::string FormatTable(const std::string& path, const ModelSummary& summary) {
   }
   absl::StrAppend(&out, "parameter bytes:       ", Grouped(summary.parameter_bytes), " (",
                   Bytes(summary.parameter_bytes), ")\n");
-  absl::StrAppend(&out, "forward FLOPs/sample:  ", Grouped(summary.flops_per_sample), "\n");
+  if (summary.has_gradients) {
+    absl::StrAppend(&out, "step FLOPs/sample:     ", Grouped(summary.flops_per_sample),
+                    " (forward and backward; optimizer updates are per step)\n");
+  } else {
+    absl::StrAppend(&out, "forward FLOPs/sample:  ", Grouped(summary.flops_per_sample), "\n");
+  }
   absl::StrAppend(&out, "activations/sample:    ", Grouped(summary.activation_bytes_per_sample), " bytes (",
                   Bytes(summary.activation_bytes_per_sample), ")\n");
   return out;
@@ -149,6 +154,7 @@ Json SummaryJson(const std::string& path, const ModelSummary& summary) {
   totals["state_elements"] = summary.state_elements;
   totals["parameter_bytes"] = summary.parameter_bytes;
   totals["flops_per_sample"] = summary.flops_per_sample;
+  totals["flops_include_backward"] = summary.has_gradients;
   totals["activation_bytes_per_sample"] = summary.activation_bytes_per_sample;
   j["totals"] = std::move(totals);
   return j;

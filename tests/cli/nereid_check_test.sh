@@ -22,6 +22,34 @@ expect 2 "unknown flag --jsn (did you mean --json?)" "$nereid" check models/mlp_
 expect 2 "no model given" "$nereid" check
 expect 1 "cannot open graph file" "$nereid" check "$tmp/missing.pbtxt"
 
+# A model's FLOPs are its forward pass's; a training plan's, forward and
+# backward, every matrix product and convolution included, and an optimizer
+# update (per step, whatever the batch) counts none per sample.
+expect 0 "forward FLOPs/sample:  1,339,442" "$nereid" check models/mlp_fashion.pbtxt
+"$nereid" plan models/mlp_fashion.pbtxt --passes 'autodiff,sgd(momentum=0.9)' -o "$tmp/mlp_plan.pbtxt" >/dev/null ||
+  fail "plan mlp_fashion failed"
+# 3 forward products, 3 weight gradients, 2 input gradients: 3,209,216; the
+# bias adds, ReLUs and the loss 2,098.
+expect 0 "step FLOPs/sample:     3,211,314 (forward and backward" "$nereid" check "$tmp/mlp_plan.pbtxt"
+"$nereid" plan models/lenet_fashion.pbtxt --passes autodiff,sgd -o "$tmp/lenet_plan.pbtxt" >/dev/null ||
+  fail "plan lenet_fashion failed"
+"$nereid" check "$tmp/lenet_plan.pbtxt" --json - >"$tmp/lenet_plan.json" || fail "check of lenet's plan failed"
+python3 - "$tmp/lenet_plan.json" <<'PY' || fail "lenet plan's FLOPs are wrong"
+import json, sys
+report = json.load(open(sys.argv[1]))
+assert report["totals"]["flops_include_backward"] is True, report["totals"]
+flops = {}
+for n in report["nodes"]:
+    flops[n["op"]] = flops.get(n["op"], 0) + n["flops_per_sample"]
+# conv1's input gradient is never needed (the images'), so the gradients
+# cost conv1's forward once and conv2's twice.
+by_name = {n["name"]: n["flops_per_sample"] for n in report["nodes"]}
+assert "conv1/conv/grad/x" not in by_name, sorted(by_name)
+assert by_name["conv2/conv/grad/x"] == by_name["conv2/conv"] == by_name["conv2/conv/grad/filter"] > 0, by_name
+assert flops["Conv2DBackpropFilter"] == flops["Conv2D"], flops
+assert flops.get("ApplySgd", 0) == 0, flops
+PY
+
 # --json is valid JSON with the same totals.
 "$nereid" check models/lenet_fashion.pbtxt --json - >"$tmp/lenet.json" || fail "check --json failed"
 python3 - "$tmp/lenet.json" <<'PY' || fail "JSON report is wrong"

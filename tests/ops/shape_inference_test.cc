@@ -127,7 +127,7 @@ TEST(ShapeTest, FlopCountsSaturateInsteadOfOverflowing) {
                          Attr("padding", "s: \"EXPLICIT\"") + Attr("pads", IntsValue({1 << 15, 1 << 15, 1 << 15, 1 << 15})));
   auto graph = LoadText(g);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  EXPECT_GT(ForwardFlopsPerSample(*(*graph)->FindNode("y")), 0);
+  EXPECT_GT(FlopsPerSample(*(*graph)->FindNode("y")), 0);
 }
 
 TEST(ShapeTest, MaxPool) {
@@ -237,7 +237,7 @@ TEST(ShapeTest, FlopsPerSample) {
   std::string g = InputNode("x", {-1, 784}) + ParamNode("w", {784, 10}) + OpNode("y", "MatMul", {"x", "w"});
   auto graph = LoadText(g);
   ASSERT_TRUE(graph.ok());
-  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("y")), 2 * 784 * 10);
+  EXPECT_EQ(FlopsPerSample(*(*graph)->FindNode("y")), 2 * 784 * 10);
 }
 
 // A convolution's two gradients each cost what its forward does.
@@ -248,9 +248,9 @@ TEST(ShapeTest, ConvolutionGradientFlopsPerSample) {
   auto graph = LoadText(g);
   ASSERT_TRUE(graph.ok()) << graph.status();
   const int64_t forward = 2 * (8 * 28 * 28) * (3 * 5 * 5);
-  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("y")), forward);
-  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("dx")), forward);
-  EXPECT_EQ(ForwardFlopsPerSample(*(*graph)->FindNode("df")), forward);
+  EXPECT_EQ(FlopsPerSample(*(*graph)->FindNode("y")), forward);
+  EXPECT_EQ(FlopsPerSample(*(*graph)->FindNode("dx")), forward);
+  EXPECT_EQ(FlopsPerSample(*(*graph)->FindNode("df")), forward);
 }
 
 // Runs last in this file (gtest keeps declaration order within a binary).
