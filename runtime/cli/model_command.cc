@@ -714,8 +714,9 @@ int Model(const std::vector<std::string>& args) {
   r.straggler_seconds = *straggler_ms * 1e-3;
   if (r.straggler_seconds > 0) {
     const double c = in.compute_seconds, x = r.straggler_seconds;
-    for (double& f : in.bucket_ready_fraction) f = (x + f * c) / (x + c);
-    for (ServerChunk& chunk : in.server_chunks) chunk.ready_fraction = (x + chunk.ready_fraction * c) / (x + c);
+    auto later = [&](double& f) { f = (x + f * c) / (x + c); };
+    for (double& f : in.bucket_ready_fraction) later(f);
+    for (ServerChunk& chunk : in.server_chunks) later(chunk.ready_fraction);
     in.compute_seconds += x;
     if (in.busy_link_compute_seconds > 0) in.busy_link_compute_seconds += x;
   }
