@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/npz_file.h"
+#include "core/status_macros.h"
 
 namespace nereid {
 namespace data {
@@ -22,6 +23,23 @@ template <typename T>
 void CastInto(const Tensor& t, std::vector<float>& out) {
   const T* p = t.data<T>();
   out.assign(p, p + t.num_elements());
+}
+
+// Integer features (token ids) travel in the dataset's floats, which hold
+// every integer up to 2^24 exactly; a model's integer Input gets them back
+// as integers.
+template <typename T>
+absl::Status IntegersInto(const Tensor& t, std::vector<float>& out, const std::string& path) {
+  constexpr int64_t kExact = int64_t{1} << 24;
+  const T* p = t.data<T>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (static_cast<int64_t>(p[i]) > kExact || static_cast<int64_t>(p[i]) < -kExact) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' element ", i, " is ", p[i],
+                                                     "; integer features must lie within +-2^24 (16777216)"));
+    }
+  }
+  out.assign(p, p + t.num_elements());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -61,9 +79,11 @@ absl::StatusOr<Dataset> LoadNpzDataset(const std::string& dir, const std::string
     case DT_FLOAT: CastInto<float>(*images, ds.images); break;
     case DT_DOUBLE: CastInto<double>(*images, ds.images); break;
     case DT_UINT8: CastInto<uint8_t>(*images, ds.images); break;
+    case DT_INT32: RETURN_IF_ERROR(IntegersInto<int32_t>(*images, ds.images, path)); break;
+    case DT_INT64: RETURN_IF_ERROR(IntegersInto<int64_t>(*images, ds.images, path)); break;
     default:
       return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' is ", images->DebugString(),
-                                                     "; expected float32, float64 or uint8"));
+                                                     "; expected float32, float64, uint8, int32 or int64"));
   }
   ds.labels.resize(ds.num_examples);
   for (int64_t i = 0; i < ds.num_examples; ++i) {

@@ -1,4 +1,7 @@
-// Elementwise nonlinearities and softmax.
+// Elementwise nonlinearities (ReLU and its bounded forms, the sigmoids, GELU)
+// and softmax / log-softmax along an axis.
+
+#include <cfloat>
 
 #include "absl/strings/str_cat.h"
 #include "ops/gradient_builder.h"
@@ -8,33 +11,38 @@
 namespace nereid {
 namespace {
 
-// The gradient of y = f(x) expressed through y: dx = FGrad(dy, y).
-GradFn GradientFromOutput(const char* grad_op, std::vector<std::string> attrs = {}) {
-  return [grad_op, attrs](GradientBuilder& g) -> absl::StatusOr<GradResult> {
-    ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
-    ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", grad_op, {dy, g.output(0)}, attrs));
-    return GradResult{dx};
-  };
-}
-
-OpDefBuilder Unary(const char* name, const char* summary, int64_t flops_per_element, const char* grad_op) {
-  return OpDefBuilder(name)
-      .Summary(summary)
-      .Input("x", kFloatTypes)
-      .Output("y")
-      .SetShapeFn(shape_fns::UnchangedShape)
-      .SetCostFn(cost_fns::FlopsPerOutput(flops_per_element))
-      .SetGradient(GradientFromOutput(grad_op));
-}
-
-NEREID_REGISTER_OP(Unary("Relu", "max(x, 0), elementwise.", 1, "ReluGrad"));
-NEREID_REGISTER_OP(Unary("Sigmoid", "1 / (1 + exp(-x)), elementwise.", 4, "SigmoidGrad"));
-NEREID_REGISTER_OP(Unary("Tanh", "tanh(x), elementwise.", 4, "TanhGrad"));
+NEREID_REGISTER_OP(UnaryOp("Relu", "max(x, 0), elementwise.", 1, GradientThroughOutput("ReluGrad")));
+NEREID_REGISTER_OP(UnaryOp("Sigmoid", "1 / (1 + exp(-x)), elementwise.", 4, GradientThroughOutput("SigmoidGrad")));
+NEREID_REGISTER_OP(UnaryOp("Tanh", "tanh(x), elementwise.", 4, GradientThroughOutput("TanhGrad")));
+NEREID_REGISTER_OP(UnaryOp("Gelu", "x * Phi(x) (erf), or its tanh approximation, elementwise.", 8,
+                           GradientThroughInput("GeluGrad", {"approximate"}))
+                       .EnumAttr("approximate", {"none", "tanh"}, "none", "PyTorch's and ONNX's two forms"));
+NEREID_REGISTER_OP(UnaryOp("Clip", "min(max(x, min), max), elementwise (ReLU6: min 0, max 6).", 2,
+                           GradientThroughInput("ClipGrad", {"min", "max"}))
+                       .Attr("min", AttrType::kFloat, FloatAttr(-FLT_MAX))
+                       .Attr("max", AttrType::kFloat, FloatAttr(FLT_MAX)));
+NEREID_REGISTER_OP(UnaryOp("HardSigmoid", "max(0, min(1, alpha * x + beta)), elementwise.", 3,
+                           GradientThroughInput("HardSigmoidGrad", {"alpha", "beta"}))
+                       .Attr("alpha", AttrType::kFloat, FloatAttr(0.2f))
+                       .Attr("beta", AttrType::kFloat, FloatAttr(0.5f)));
+NEREID_REGISTER_OP(UnaryOp("HardSwish", "x * max(0, min(1, x / 6 + 1 / 2)), elementwise.", 4,
+                           GradientThroughInput("HardSwishGrad")));
 
 NEREID_REGISTER_OP(GradientOp("ReluGrad", "dy where y > 0, else 0.", {"dy", "y"}, 0));
 NEREID_REGISTER_OP(GradientOp("SigmoidGrad", "dy * y * (1 - y).", {"dy", "y"}, 0));
 NEREID_REGISTER_OP(GradientOp("TanhGrad", "dy * (1 - y^2).", {"dy", "y"}, 0));
+NEREID_REGISTER_OP(GradientOp("GeluGrad", "dy * d/dx GELU(x).", {"dy", "x"}, 0)
+                       .EnumAttr("approximate", {"none", "tanh"}, "none"));
+NEREID_REGISTER_OP(GradientOp("ClipGrad", "dy where min < x < max, else 0.", {"dy", "x"}, 0)
+                       .Attr("min", AttrType::kFloat, FloatAttr(-FLT_MAX))
+                       .Attr("max", AttrType::kFloat, FloatAttr(FLT_MAX)));
+NEREID_REGISTER_OP(GradientOp("HardSigmoidGrad", "dy * alpha where 0 < alpha * x + beta < 1, else 0.", {"dy", "x"}, 0)
+                       .Attr("alpha", AttrType::kFloat, FloatAttr(0.2f))
+                       .Attr("beta", AttrType::kFloat, FloatAttr(0.5f)));
+NEREID_REGISTER_OP(GradientOp("HardSwishGrad", "dy * d/dx HardSwish(x).", {"dy", "x"}, 0));
 NEREID_REGISTER_OP(GradientOp("SoftmaxGrad", "y * (dy - sum(dy * y)) along `axis`.", {"dy", "y"}, 0)
+                       .Attr("axis", AttrType::kInt, IntAttr(-1)));
+NEREID_REGISTER_OP(GradientOp("LogSoftmaxGrad", "dy - exp(y) * sum(dy) along `axis`.", {"dy", "y"}, 0)
                        .Attr("axis", AttrType::kInt, IntAttr(-1)));
 
 absl::StatusOr<std::vector<ShapeAndType>> SoftmaxShape(const InferenceContext& c) {
@@ -47,14 +55,19 @@ absl::StatusOr<std::vector<ShapeAndType>> SoftmaxShape(const InferenceContext& c
   return shape_fns::UnchangedShape(c);
 }
 
-NEREID_REGISTER_OP(OpDefBuilder("Softmax")
-                       .Summary("exp(x) / sum(exp(x)) along `axis`.")
-                       .Input("x", kFloatTypes)
-                       .Output("y")
-                       .Attr("axis", AttrType::kInt, IntAttr(-1))
-                       .SetShapeFn(SoftmaxShape)
-                       .SetCostFn(cost_fns::FlopsPerOutput(5))
-                       .SetGradient(GradientFromOutput("SoftmaxGrad", {"axis"})));
+OpDefBuilder SoftmaxOp(const char* name, const char* summary, const char* grad_op) {
+  return OpDefBuilder(name)
+      .Summary(summary)
+      .Input("x", kFloatTypes)
+      .Output("y")
+      .Attr("axis", AttrType::kInt, IntAttr(-1))
+      .SetShapeFn(SoftmaxShape)
+      .SetCostFn(cost_fns::FlopsPerOutput(5))
+      .SetGradient(GradientThroughOutput(grad_op, {"axis"}));
+}
+
+NEREID_REGISTER_OP(SoftmaxOp("Softmax", "exp(x) / sum(exp(x)) along `axis`.", "SoftmaxGrad"));
+NEREID_REGISTER_OP(SoftmaxOp("LogSoftmax", "x - log(sum(exp(x))) along `axis`.", "LogSoftmaxGrad"));
 
 }  // namespace
 }  // namespace nereid

@@ -1,4 +1,5 @@
-// Shape-changing ops that move no arithmetic: Flatten, Reshape, Concat.
+// Shape-changing ops that move no arithmetic: Flatten, Reshape, Slice, Concat,
+// Transpose.
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,7 +44,9 @@ absl::StatusOr<std::vector<ShapeAndType>> ReshapeShape(const InferenceContext& c
   std::string target_str = absl::StrCat("[", absl::StrJoin(target, ","), "]");
   int64_t known_in = x.KnownElements();
   if (x.HasUnknownDim()) {
-    if (inferred < 0 || known_target == 0 || known_in % known_target != 0) {
+    // The -1 absorbs the unknown dimension, possibly with known ones beside it
+    // ([T*B, D] -> [T, -1, D]): the sizes are checked when the batch is known.
+    if (inferred < 0 || known_target == 0) {
       return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", shape_fns::DescribeInput(c, 0), " to ",
                                                      target_str, ": with an unknown input dimension the "
                                                      "target needs one -1 that absorbs it"));
@@ -63,8 +66,8 @@ absl::StatusOr<std::vector<ShapeAndType>> ReshapeShape(const InferenceContext& c
   return shape_fns::Single(TensorShape(std::move(target)), c.input_dtype(0));
 }
 
-// [.., n, ..] -> [.., size, ..] from `begin` along `axis` (the parameter
-// server's chunks: passes that run after autodiff need no gradient for it).
+// [.., n, ..] -> [.., size, ..]: elements begin, begin + stride, .. along
+// `axis` (ONNX Slice and Split, the parameter server's chunks).
 absl::StatusOr<std::vector<ShapeAndType>> SliceShape(const InferenceContext& c) {
   const TensorShape& x = c.input_shape(0);
   int64_t axis = c.GetInt("axis");
@@ -73,15 +76,27 @@ absl::StatusOr<std::vector<ShapeAndType>> SliceShape(const InferenceContext& c) 
     return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"), " is out of range for ",
                                                    shape_fns::DescribeInput(c, 0)));
   }
-  const int64_t begin = c.GetInt("begin"), size = c.GetInt("size");
+  const int64_t begin = c.GetInt("begin"), size = c.GetInt("size"), stride = c.GetInt("stride");
   const int64_t n = x.dim(static_cast<int>(axis));
-  if (begin < 0 || size < 1 || (n != kUnknownDim && begin + size > n)) {
-    return absl::InvalidArgumentError(absl::StrCat("slice [", begin, ", ", begin + size, ") is not inside dimension ",
-                                                   axis, " of ", shape_fns::DescribeInput(c, 0)));
+  if (stride < 1 || stride > shape_fns::kMaxWindowValue) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'stride' must be in [1, 2^31], got ", stride));
+  }
+  if (begin < 0 || size < 1 || size > n || (n != kUnknownDim && begin + (size - 1) * stride >= n)) {
+    return absl::InvalidArgumentError(absl::StrCat("slice of ", size, " elements from ", begin, " in steps of ", stride,
+                                                   " is not inside dimension ", axis, " of ",
+                                                   shape_fns::DescribeInput(c, 0)));
   }
   std::vector<int64_t> out = x.dims();
   out[axis] = size;
   return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
+// The slice's gradient: dy put back where its elements came from, zeros
+// elsewhere.
+absl::StatusOr<GradResult> SliceGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "SliceGrad", {dy, g.input(0)}, {"axis", "begin", "stride"}));
+  return GradResult{dx};
 }
 
 absl::StatusOr<std::vector<ShapeAndType>> ConcatShape(const InferenceContext& c) {
@@ -113,6 +128,48 @@ absl::StatusOr<std::vector<ShapeAndType>> ConcatShape(const InferenceContext& c)
     }
   }
   return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
+// `perm` as given, or reversed dims when empty (ONNX's default); an error
+// unless it is a permutation of 0..rank-1.
+absl::StatusOr<std::vector<int64_t>> Permutation(std::vector<int64_t> perm, int rank) {
+  if (perm.empty()) {
+    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+  }
+  std::vector<bool> seen(rank, false);
+  bool ok = static_cast<int>(perm.size()) == rank;
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    ok = perm[i] >= 0 && perm[i] < rank && !seen[perm[i]];
+    if (ok) seen[perm[i]] = true;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'perm' [", absl::StrJoin(perm, ","), "] is not a permutation of 0..", rank - 1));
+  }
+  return perm;
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> TransposeShape(const InferenceContext& c) {
+  const TensorShape& x = c.input_shape(0);
+  absl::StatusOr<std::vector<int64_t>> perm = Permutation(c.GetIntList("perm"), x.rank());
+  if (!perm.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(perm.status().message(), " for ", shape_fns::DescribeInput(c, 0)));
+  }
+  std::vector<int64_t> out;
+  for (int64_t p : *perm) out.push_back(x.dim(static_cast<int>(p)));
+  return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
+// The gradient of a transpose is the transpose by the inverse permutation.
+absl::StatusOr<GradResult> TransposeGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  const int rank = g.node().outputs()[0].shape.rank();
+  std::vector<int64_t> given(g.attr("perm").list().i().begin(), g.attr("perm").list().i().end());
+  ASSIGN_OR_RETURN(std::vector<int64_t> perm, Permutation(given, rank));
+  std::vector<int64_t> inverse(rank);
+  for (int i = 0; i < rank; ++i) inverse[perm[i]] = i;
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "Transpose", {dy}, {{"perm", IntListAttr(inverse)}}));
+  return GradResult{dx};
 }
 
 // Reshapes move no data, so their gradient is dy given x's shape back.
@@ -171,15 +228,29 @@ NEREID_REGISTER_OP(OpDefBuilder("Reshape")
                        .SetGradient(ReshapeGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Slice")
-                       .Summary("x[..., begin : begin + size, ...] along `axis`.")
+                       .Summary("x[..., begin : begin + size * stride : stride, ...] along `axis`.")
                        .Input("x")
                        .Output("y")
                        .Attr("axis", AttrType::kInt, IntAttr(0))
                        .RequiredAttr("begin", AttrType::kInt)
                        .RequiredAttr("size", AttrType::kInt)
+                       .Attr("stride", AttrType::kInt, IntAttr(1))
                        .SetShapeFn(SliceShape)
                        .SetCostFn(cost_fns::NoFlops)
-                       .NoGradient("cuts values into messages after autodiff (the parameter server's chunks)"));
+                       .SetGradient(SliceGradient));
+NEREID_REGISTER_OP(GradientOp("SliceGrad", "Zeros of x's shape with dy where Slice took its elements.", {"dy", "x"}, 1)
+                       .Attr("axis", AttrType::kInt, IntAttr(0))
+                       .RequiredAttr("begin", AttrType::kInt)
+                       .Attr("stride", AttrType::kInt, IntAttr(1)));
+
+NEREID_REGISTER_OP(OpDefBuilder("Transpose")
+                       .Summary("Permutes the dimensions: y.dim(i) = x.dim(perm[i]); no perm reverses them.")
+                       .Input("x")
+                       .Output("y")
+                       .Attr("perm", AttrType::kIntList, IntListAttr({}))
+                       .SetShapeFn(TransposeShape)
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(TransposeGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Concat")
                        .Summary("Joins tensors along `axis`.")

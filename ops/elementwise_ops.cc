@@ -1,4 +1,4 @@
-// Binary elementwise arithmetic with NumPy broadcasting.
+// Binary elementwise arithmetic with NumPy broadcasting: +, -, *, /, ^.
 
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
@@ -22,12 +22,41 @@ absl::StatusOr<GradResult> AddGradient(GradientBuilder& g) {
   return GradResult{da, db};
 }
 
+absl::StatusOr<GradResult> SubGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut minus_dy, g.Add("minus_dy", "Neg", {dy}));
+  ASSIGN_OR_RETURN(NodeOut da, g.Add("a", "ReduceToShapeOf", {dy, g.input(0)}));
+  ASSIGN_OR_RETURN(NodeOut db, g.Add("b", "ReduceToShapeOf", {minus_dy, g.input(1)}));
+  return GradResult{da, db};
+}
+
 absl::StatusOr<GradResult> MulGradient(GradientBuilder& g) {
   ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
   ASSIGN_OR_RETURN(NodeOut dy_b, g.Add("dy_times_b", "Mul", {dy, g.input(1)}));
   ASSIGN_OR_RETURN(NodeOut dy_a, g.Add("dy_times_a", "Mul", {dy, g.input(0)}));
   ASSIGN_OR_RETURN(NodeOut da, g.Add("a", "ReduceToShapeOf", {dy_b, g.input(0)}));
   ASSIGN_OR_RETURN(NodeOut db, g.Add("b", "ReduceToShapeOf", {dy_a, g.input(1)}));
+  return GradResult{da, db};
+}
+
+// y = a / b: da = dy / b, db = -dy * y / b.
+absl::StatusOr<GradResult> DivGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dy_over_b, g.Add("dy_over_b", "Div", {dy, g.input(1)}));
+  ASSIGN_OR_RETURN(NodeOut db_full, g.Add("db_full", "DivGradDivisor", {dy, g.output(0), g.input(1)}));
+  ASSIGN_OR_RETURN(NodeOut da, g.Add("a", "ReduceToShapeOf", {dy_over_b, g.input(0)}));
+  ASSIGN_OR_RETURN(NodeOut db, g.Add("b", "ReduceToShapeOf", {db_full, g.input(1)}));
+  return GradResult{da, db};
+}
+
+// y = a^b: da = dy * b * a^(b-1), db = dy * y * log(a) (pruned when b is a
+// constant, as in PyTorch's x.pow(2)).
+absl::StatusOr<GradResult> PowGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut da_full, g.Add("da_full", "PowGradBase", {dy, g.input(0), g.input(1)}));
+  ASSIGN_OR_RETURN(NodeOut db_full, g.Add("db_full", "PowGradExponent", {dy, g.input(0), g.output(0)}));
+  ASSIGN_OR_RETURN(NodeOut da, g.Add("a", "ReduceToShapeOf", {da_full, g.input(0)}));
+  ASSIGN_OR_RETURN(NodeOut db, g.Add("b", "ReduceToShapeOf", {db_full, g.input(1)}));
   return GradResult{da, db};
 }
 
@@ -43,15 +72,15 @@ OpDefBuilder Binary(const char* name, const char* summary, GradFn grad) {
 }
 
 NEREID_REGISTER_OP(Binary("Add", "a + b, elementwise, with broadcasting.", AddGradient));
+NEREID_REGISTER_OP(Binary("Sub", "a - b, elementwise, with broadcasting.", SubGradient));
 NEREID_REGISTER_OP(Binary("Mul", "a * b, elementwise, with broadcasting.", MulGradient));
-NEREID_REGISTER_OP(OpDefBuilder("Div")
-                       .Summary("a / b, elementwise, with broadcasting (no gradient: for passes after autodiff).")
-                       .Input("a", kFloatTypes)
-                       .Input("b", kFloatTypes)
-                       .Output("y")
-                       .SetShapeFn(BinaryShape)
-                       .SetCostFn(cost_fns::OneFlopPerOutput)
-                       .NoGradient("inserted after autodiff (gossip's de-biasing x / w)"));
+NEREID_REGISTER_OP(Binary("Div", "a / b, elementwise, with broadcasting.", DivGradient));
+NEREID_REGISTER_OP(Binary("Pow", "a ^ b, elementwise, with broadcasting.", PowGradient));
+// Three-input gradient pieces, broadcast to dy's shape (summed back by
+// ReduceToShapeOf).
+NEREID_REGISTER_OP(GradientOp("DivGradDivisor", "-dy * y / b.", {"dy", "y", "b"}, 0));
+NEREID_REGISTER_OP(GradientOp("PowGradBase", "dy * b * a^(b - 1).", {"dy", "a", "b"}, 0));
+NEREID_REGISTER_OP(GradientOp("PowGradExponent", "dy * y * log(a).", {"dy", "a", "y"}, 0));
 NEREID_REGISTER_OP(GradientOp("ReduceToShapeOf", "dy summed over the dimensions along which x was broadcast.",
                               {"dy", "x"}, 1));
 

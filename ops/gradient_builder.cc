@@ -60,6 +60,34 @@ OpDefBuilder GradientOp(const char* name, const char* summary, const std::vector
   return b;
 }
 
+OpDefBuilder UnaryOp(const char* name, const char* summary, int64_t flops_per_element, GradFn grad) {
+  return OpDefBuilder(name)
+      .Summary(summary)
+      .Input("x", kFloatTypes)
+      .Output("y")
+      .SetShapeFn(shape_fns::UnchangedShape)
+      .SetCostFn(cost_fns::FlopsPerOutput(flops_per_element))
+      .SetGradient(std::move(grad));
+}
+
+namespace {
+GradFn GradientThrough(const char* grad_op, std::vector<std::string> attrs, bool from_output) {
+  return [grad_op, attrs, from_output](GradientBuilder& g) -> absl::StatusOr<GradResult> {
+    ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+    ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", grad_op, {dy, from_output ? g.output(0) : g.input(0)}, attrs));
+    return GradResult{dx};
+  };
+}
+}  // namespace
+
+GradFn GradientThroughOutput(const char* grad_op, std::vector<std::string> attrs) {
+  return GradientThrough(grad_op, std::move(attrs), /*from_output=*/true);
+}
+
+GradFn GradientThroughInput(const char* grad_op, std::vector<std::string> attrs) {
+  return GradientThrough(grad_op, std::move(attrs), /*from_output=*/false);
+}
+
 absl::StatusOr<GradResult> PassThroughGradient(GradientBuilder& g) {
   ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
   GradResult result(g.node().num_inputs());

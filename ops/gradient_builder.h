@@ -66,6 +66,17 @@ class GradientBuilder {
 OpDefBuilder GradientOp(const char* name, const char* summary, const std::vector<const char*>& inputs,
                         int shape_from);
 
+// An elementwise op x -> y of x's shape and dtype costing `flops_per_element`,
+// whose gradient is `grad`.
+OpDefBuilder UnaryOp(const char* name, const char* summary, int64_t flops_per_element, GradFn grad);
+
+// The gradient of an elementwise y = f(x) through one gradient op:
+// dx = GRAD_OP(dy, y) when f' is cheapest from the output (exp, sigmoid,
+// sqrt), dx = GRAD_OP(dy, x) when it needs the input (erf, GELU, clip). The
+// gradient op gets the forward node's `attrs` (clip's bounds).
+GradFn GradientThroughOutput(const char* grad_op, std::vector<std::string> attrs = {});
+GradFn GradientThroughInput(const char* grad_op, std::vector<std::string> attrs = {});
+
 // Passes the output's gradient through to input 0 unchanged (Identity-like ops).
 absl::StatusOr<GradResult> PassThroughGradient(GradientBuilder& g);
 

@@ -1,4 +1,4 @@
-// Batch normalisation and dropout.
+// Batch and layer normalisation, and dropout.
 
 #include "absl/strings/str_cat.h"
 #include "ops/gradient_builder.h"
@@ -51,6 +51,49 @@ absl::StatusOr<std::vector<ShapeAndType>> BatchNormGradShape(const InferenceCont
   return std::vector<ShapeAndType>{{c.input_shape(1), t}, {channels, t}, {channels, t}};
 }
 
+// x [d0, .., d(axis), .., d(r-1)] normalised over dimensions axis..r-1;
+// scale and bias have those dimensions; mean and rstd keep x's rank with 1s
+// there (as ONNX's LayerNormalization outputs them).
+absl::StatusOr<std::vector<ShapeAndType>> LayerNormShape(const InferenceContext& c) {
+  const TensorShape& x = c.input_shape(0);
+  int64_t axis = c.GetInt("axis");
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"), " is out of range for ",
+                                                   shape_fns::DescribeInput(c, 0)));
+  }
+  if (c.GetFloat("epsilon") <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'epsilon' must be > 0, got ", c.GetFloat("epsilon")));
+  }
+  std::vector<int64_t> normalized(x.dims().begin() + axis, x.dims().end());
+  for (int i = 1; i < 3; ++i) {
+    RETURN_IF_ERROR(shape_fns::RequireSameDtype(c, 0, i));
+    const TensorShape& p = c.input_shape(i);
+    bool agree = p.rank() == static_cast<int>(normalized.size());
+    for (int d = 0; agree && d < p.rank(); ++d) agree = shape_fns::DimsAgree(p.dim(d), normalized[d]);
+    if (!agree) {
+      return absl::InvalidArgumentError(absl::StrCat(shape_fns::DescribeInput(c, i), " must have the normalised dims (",
+                                                     axis, "..) of ", shape_fns::DescribeInput(c, 0)));
+    }
+  }
+  std::vector<int64_t> stats(x.dims().begin(), x.dims().begin() + axis);
+  stats.resize(x.rank(), 1);
+  DataType t = c.input_dtype(0);
+  return std::vector<ShapeAndType>{{x, t}, {TensorShape(stats), t}, {TensorShape(stats), t}};
+}
+
+absl::StatusOr<GradResult> LayerNormGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "LayerNormGrad",
+                                                {dy, g.input(0), g.input(1), g.output(1), g.output(2)}, {"axis"}));
+  return GradResult{dx, NodeOut{dx.node, 1}, NodeOut{dx.node, 2}};
+}
+
+absl::StatusOr<std::vector<ShapeAndType>> LayerNormGradShape(const InferenceContext& c) {
+  DataType t = c.input_dtype(0);
+  return std::vector<ShapeAndType>{{c.input_shape(1), t}, {c.input_shape(2), t}, {c.input_shape(2), t}};
+}
+
 absl::StatusOr<GradResult> DropoutGradient(GradientBuilder& g) {
   ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
   ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "DropoutGrad", {dy}, {"rate", "seed"}));
@@ -100,6 +143,36 @@ NEREID_REGISTER_OP(OpDefBuilder("BatchNormGrad")
                        .Attr("epsilon", AttrType::kFloat, FloatAttr(1e-5f))
                        .NoGradient("a gradient op (no second derivatives)")
                        .SetShapeFn(BatchNormGradShape)
+                       .SetCostFn(cost_fns::NoFlops));
+
+NEREID_REGISTER_OP(OpDefBuilder("LayerNorm")
+                       .Summary("Normalises x over dimensions axis.. (mean 0, variance 1 within each), then "
+                                "scale * x_hat + bias; also outputs the mean and 1/sqrt(var + epsilon).")
+                       .Input("x", kFloatTypes)
+                       .Input("scale", kFloatTypes)
+                       .Input("bias", kFloatTypes)
+                       .Output("y")
+                       .Output("mean")
+                       .Output("rstd")
+                       .Attr("axis", AttrType::kInt, IntAttr(-1))
+                       .Attr("epsilon", AttrType::kFloat, FloatAttr(1e-5f))
+                       .SetShapeFn(LayerNormShape)
+                       .SetCostFn(cost_fns::FlopsPerOutput(8))
+                       .SetGradient(LayerNormGradient));
+
+NEREID_REGISTER_OP(OpDefBuilder("LayerNormGrad")
+                       .Summary("Gradients of LayerNorm: dx, dscale, dbias.")
+                       .Input("dy", kFloatTypes)
+                       .Input("x", kFloatTypes)
+                       .Input("scale", kFloatTypes)
+                       .Input("mean", kFloatTypes)
+                       .Input("rstd", kFloatTypes)
+                       .Output("dx")
+                       .Output("dscale")
+                       .Output("dbias")
+                       .Attr("axis", AttrType::kInt, IntAttr(-1))
+                       .NoGradient("a gradient op (no second derivatives)")
+                       .SetShapeFn(LayerNormGradShape)
                        .SetCostFn(cost_fns::NoFlops));
 
 NEREID_REGISTER_OP(OpDefBuilder("Dropout")

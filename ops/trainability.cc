@@ -66,8 +66,10 @@ absl::StatusOr<TrainabilityReport> CheckTrainable(const Graph& graph, const std:
       }
       report.labels = Describe(*n);
     } else if (feed == "images") {
-      if (n->outputs()[0].dtype != DT_FLOAT || shape.rank() < 2) {
-        return NodeError(graph, *n, absl::StrCat("is fed the images, float32 [-1, ...]; it is ", Describe(*n)),
+      const DataType dtype = n->outputs()[0].dtype;
+      if ((dtype != DT_FLOAT && dtype != DT_INT32 && dtype != DT_INT64) || shape.rank() < 2) {
+        return NodeError(graph, *n, absl::StrCat("is fed the images, float32 (or int32 / int64 ids) [-1, ...]; it is ",
+                                                 Describe(*n)),
                          absl::StatusCode::kFailedPrecondition);
       }
       if (!example.empty()) {

@@ -45,6 +45,7 @@
 #include "compress/departure_plan.h"
 #include "compress/linear_code.h"
 #include "ops/coded_round_stats.h"
+#include "runtime/batch_feeds.h"
 #include "runtime/checkpoint.h"
 #include "runtime/coded_partitions.h"
 #include "runtime/step_log.h"
@@ -68,17 +69,6 @@ int64_t PeakRssBytes() {
   rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
-
-absl::StatusOr<FeedMap> FeedsOf(const data::Batch& batch) {
-  FeedMap feeds;
-  ASSIGN_OR_RETURN(Tensor images, Tensor::Allocate(DT_FLOAT, batch.image_dims));
-  std::memcpy(images.raw(), batch.images.data(), images.num_bytes());
-  ASSIGN_OR_RETURN(Tensor labels, Tensor::Allocate(DT_INT32, {batch.size}));
-  std::memcpy(labels.raw(), batch.labels.data(), labels.num_bytes());
-  feeds["images"] = std::move(images);
-  feeds["labels"] = std::move(labels);
-  return feeds;
 }
 
 // An epoch's figures as the metrics and the step log write them.
@@ -231,7 +221,7 @@ bool EqualShards(const Graph& graph) { return !GraphAttr(graph, "groups").empty(
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
                                            const TrainOptions& options, const EvaluationPart& part,
                                            DataShard shard, bool equal_shards, StepInfo info,
-                                           DataParallelGroup* group) {
+                                           DataParallelGroup* group, const FeedLayout& layout) {
   data::LoaderOptions lo;
   lo.batch_size = options.eval_batch;
   lo.shuffle = false;
@@ -254,7 +244,7 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   int64_t correct = 0, seen = 0;
   double loss_sum = 0;
   while (std::optional<data::Batch> batch = loader->Next()) {
-    ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch));
+    ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch, layout));
     info.step_in_epoch = batch->index_in_epoch;  // the key of its group collectives
     if (fetches.empty()) break;  // this rank's part takes no part in evaluation
     ASSIGN_OR_RETURN(std::vector<Tensor> out, executor.Evaluate(info, feeds, fetches));
@@ -659,6 +649,7 @@ class TrainingRun {
     ASSIGN_OR_RETURN(FaultPlan faults, FaultPlanFromEnv(ProcessEnv()));
     eopts.slow_step = faults.SlowStepFor(group_ != nullptr ? group_->rank() : 0);
     ASSIGN_OR_RETURN(executor_, Executor::Create(graph_.get(), eopts));
+    feed_layout_ = FeedLayoutOf(*graph_);
     // Error-feedback residuals: each rank checkpoints and keeps its own.
     per_rank_ = DataParallelGroup::PerRankState(*graph_);
     for (std::string& name : DataParallelGroup::RunningStatistics(*graph_)) running_statistics_.insert(std::move(name));
@@ -791,7 +782,7 @@ class TrainingRun {
       } else {
         RETURN_IF_ERROR(ResendToReturningWorkers());
       }
-      ASSIGN_OR_RETURN(FeedMap feeds, coded_ ? absl::StatusOr<FeedMap>(coded_feeds_) : FeedsOf(*batch));
+      ASSIGN_OR_RETURN(FeedMap feeds, coded_ ? absl::StatusOr<FeedMap>(coded_feeds_) : FeedsOf(*batch, feed_layout_));
       const int64_t examples = coded_ ? train_->num_examples : batch->size;
       while (static_cast<int>(flight.size()) >= in_flight_) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
       StepInfo info{epoch, step_, index, steps_per_epoch_, options_.epochs, true};
@@ -959,7 +950,7 @@ class TrainingRun {
       ASSIGN_OR_RETURN(evaluator, CodedEvaluator(part));
     }
     ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*evaluator, test_, options_, part, shard_, EqualShards(*graph_),
-                                                      eval_info, group_.get()));
+                                                      eval_info, group_.get(), feed_layout_));
     eval_span.End();
     for (auto& [name, value] : own) RETURN_IF_ERROR(executor_->SetState(name, value));
     m.test_accuracy = eval.accuracy;
@@ -1231,6 +1222,7 @@ class TrainingRun {
   std::unique_ptr<DataParallelGroup> group_;
   std::shared_ptr<const data::Dataset> train_, test_;
   std::unique_ptr<Executor> executor_;
+  FeedLayout feed_layout_;  // how batches feed this rank's images Input
   absl::flat_hash_set<std::string> per_rank_;
   absl::flat_hash_set<std::string> running_statistics_;  // per-rank, averaged before each evaluation
   std::unique_ptr<data::BatchLoader> loader_;

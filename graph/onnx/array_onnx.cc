@@ -1,8 +1,12 @@
-// ONNX Flatten, Reshape, Concat, Constant and Dropout -> Flatten / Reshape,
-// Concat, Const, Dropout. Shapes that ONNX passes as tensors must be
+// ONNX Flatten, Reshape, Squeeze, Unsqueeze, Concat, Slice, Split,
+// Transpose, Gather, Constant and Dropout -> Flatten / Reshape, Concat,
+// Slice, Transpose, Gather, Const, Dropout. Shapes that ONNX passes as tensors must be
 // constants here: Nereid's Reshape takes its target as an attribute.
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "graph/onnx/onnx_converter.h"
 
@@ -44,35 +48,207 @@ absl::Status ConvertFlatten(OnnxNodeContext& c) {
 }
 
 // ONNX's 0 copies the input's dimension: resolved here from the static
-// shape, or to -1 for the batch dimension when nothing else is -1.
+// shape, or to -1 for the batch dimension when nothing else is -1. A target
+// folded from the input's own shape may hold one dimension that varies (the
+// batch): it becomes the -1.
 absl::Status ConvertReshape(OnnxNodeContext& c) {
-  std::optional<std::vector<int64_t>> target = c.ConstantInts(1);
-  if (!target) return c.Unsupported("the target shape is computed at run time; Nereid needs it constant");
-  std::optional<std::vector<int64_t>> dims = c.InputDims(0);
-  const bool allow_zero = c.IntAttr("allowzero", 0) != 0;
+  std::optional<std::vector<std::optional<int64_t>>> partial = c.PartialInts(1);
+  if (!partial) return c.Unsupported("the target shape is computed at run time; Nereid needs it constant");
+  std::vector<int64_t> target;
   bool has_minus_one = false;
-  for (int64_t d : *target) has_minus_one |= d == -1;
-  for (size_t i = 0; i < target->size(); ++i) {
-    if ((*target)[i] != 0 || allow_zero) continue;
+  int unknown = 0;
+  for (const std::optional<int64_t>& d : *partial) {
+    target.push_back(d.value_or(-1));
+    has_minus_one |= d == -1;
+    unknown += d.has_value() ? 0 : 1;
+  }
+  if (unknown + (has_minus_one ? 1 : 0) > 1) {
+    return c.Unsupported("the target shape has more than one dimension that is unknown at import");
+  }
+  has_minus_one |= unknown > 0;
+  std::optional<std::vector<int64_t>> dims = c.InputDims(0);
+  bool input_varies = false;
+  for (int64_t d : dims.value_or(std::vector<int64_t>{})) input_varies |= d < 0;
+  bool copies = false;
+  for (int64_t d : target) copies |= d == 0 && !c.IntAttr("allowzero", 0);
+  if (input_varies && !has_minus_one && !copies) {
+    return c.Unsupported(absl::StrCat(
+        "the target shape [", absl::StrJoin(target, ","), "] is fixed, but the input's batch varies: the model was "
+        "exported with a fixed batch size; export it with dynamic_axes={INPUT: {0: 'batch'}} so that its shapes "
+        "follow the batch"));
+  }
+  const bool allow_zero = c.IntAttr("allowzero", 0) != 0;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] != 0 || allow_zero) continue;
     if (!dims || i >= dims->size()) return c.Unsupported(absl::StrCat("dimension ", i, " copies an unknown input dimension"));
     if ((*dims)[i] >= 0) {
-      (*target)[i] = (*dims)[i];
+      target[i] = (*dims)[i];
     } else if (!has_minus_one) {
-      (*target)[i] = -1;
+      target[i] = -1;
       has_minus_one = true;
     } else {
       return c.Unsupported(absl::StrCat("dimension ", i, " copies an input dimension that is not static"));
     }
   }
   if (allow_zero) {
-    for (int64_t d : *target) {
+    for (int64_t d : target) {
       if (d == 0) return c.Unsupported("allowzero with a zero dimension (empty tensors are not supported)");
     }
   }
   ASSIGN_OR_RETURN(std::string x, c.Input(0));
   google::protobuf::Map<std::string, AttrValue> attrs;
-  attrs["shape"] = IntsAttrValue(*target);
+  attrs["shape"] = IntsAttrValue(target);
   c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
+  return absl::OkStatus();
+}
+
+// Squeeze and Unsqueeze move no data: a Reshape to the output's dims, which
+// shape inference knows whenever the input's are (one unknown dimension, the
+// batch, becomes -1).
+absl::Status ConvertToReshape(OnnxNodeContext& c) {
+  std::optional<std::vector<int64_t>> out = c.OutputDims(0);
+  if (!out) return c.Unsupported("the output's shape is unknown");
+  int unknown = 0;
+  for (int64_t& d : *out) {
+    if (d < 0) {
+      d = -1;
+      ++unknown;
+    }
+  }
+  if (unknown > 1) return c.Unsupported("more than one output dimension is unknown");
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["shape"] = IntsAttrValue(*out);
+  c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
+  return absl::OkStatus();
+}
+
+absl::Status ConvertTranspose(OnnxNodeContext& c) {
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  if (c.HasAttr("perm")) attrs["perm"] = IntsAttrValue(c.IntsAttr("perm"));
+  c.SetOutput(0, c.AddNode("Transpose", {x}, attrs));
+  return absl::OkStatus();
+}
+
+// One Nereid Slice per sliced axis: elements start, start + step, .. before
+// `end` (ONNX's clamping), on the dims shape inference found.
+absl::StatusOr<std::string> SliceAxes(OnnxNodeContext& c, std::string x, const std::vector<int64_t>& dims,
+                                      const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                                      const std::vector<int64_t>& axes, const std::vector<int64_t>& steps) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (axis < 0 || axis >= rank) return c.Malformed(absl::StrCat("axis ", axes[k], " is out of range"));
+    const int64_t dim = dims[axis], step = steps[k];
+    if (dim < 0) return c.Unsupported(absl::StrCat("slices dimension ", axis, ", whose size is unknown"));
+    if (step <= 0) return c.Unsupported(absl::StrCat("step ", step, " (only positive steps are supported)"));
+    auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+    const int64_t begin = clamp(starts[k]), end = clamp(ends[k]);
+    const int64_t size = end > begin ? (end - begin + step - 1) / step : 0;
+    if (size == 0) return c.Unsupported("an empty slice (empty tensors are not supported)");
+    if (size == dim) continue;  // the whole axis
+    google::protobuf::Map<std::string, AttrValue> attrs;
+    attrs["axis"] = IntAttrValue(axis);
+    attrs["begin"] = IntAttrValue(begin);
+    attrs["size"] = IntAttrValue(size);
+    if (step != 1) attrs["stride"] = IntAttrValue(step);
+    x = c.AddNode("Slice", {x}, attrs, absl::StrCat("axis", axis));
+  }
+  return x;
+}
+
+// Bounds are attributes before opset 10 and constant inputs after.
+absl::Status ConvertSlice(OnnxNodeContext& c) {
+  std::optional<std::vector<int64_t>> dims = c.InputDims(0);
+  if (!dims) return c.Unsupported("the input's rank is unknown");
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() < 10) {
+    starts = c.IntsAttr("starts");
+    ends = c.IntsAttr("ends");
+    axes = c.IntsAttr("axes");
+  } else {
+    std::optional<std::vector<int64_t>> s = c.ConstantInts(1), e = c.ConstantInts(2);
+    if (!s || !e) return c.Unsupported("the bounds are computed at run time; Nereid needs them constant");
+    starts = *s;
+    ends = *e;
+    if (c.HasInput(3)) {
+      std::optional<std::vector<int64_t>> a = c.ConstantInts(3);
+      if (!a) return c.Unsupported("the axes are computed at run time");
+      axes = *a;
+    }
+    if (c.HasInput(4)) {
+      std::optional<std::vector<int64_t>> st = c.ConstantInts(4);
+      if (!st) return c.Unsupported("the steps are computed at run time");
+      steps = *st;
+    }
+  }
+  if (axes.empty()) {
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return c.Malformed("starts, ends, axes and steps differ in length");
+  }
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  ASSIGN_OR_RETURN(std::string y, SliceAxes(c, x, *dims, starts, ends, axes, steps));
+  c.SetOutput(0, y == x ? c.AddNode("Identity", {x}) : y);
+  return absl::OkStatus();
+}
+
+// Split: one Slice per output, sizes given (an attribute before opset 13,
+// an input after) or equal parts.
+absl::Status ConvertSplit(OnnxNodeContext& c) {
+  std::optional<std::vector<int64_t>> dims = c.InputDims(0);
+  if (!dims) return c.Unsupported("the input's rank is unknown");
+  const int64_t rank = static_cast<int64_t>(dims->size());
+  int64_t axis = c.IntAttr("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return c.Malformed(absl::StrCat("axis ", c.IntAttr("axis", 0), " is out of range"));
+  const int64_t dim = (*dims)[axis];
+  if (dim < 0) return c.Unsupported(absl::StrCat("splits dimension ", axis, ", whose size is unknown"));
+  std::vector<int64_t> sizes = c.IntsAttr("split");
+  if (c.HasInput(1)) {
+    std::optional<std::vector<int64_t>> given = c.ConstantInts(1);
+    if (!given) return c.Unsupported("the split sizes are computed at run time");
+    sizes = *given;
+  }
+  const int64_t parts = c.node().output_size();
+  if (sizes.empty()) {
+    if (dim % parts != 0) return c.Unsupported(absl::StrCat(dim, " does not split into ", parts, " equal parts"));
+    sizes.assign(parts, dim / parts);
+  }
+  int64_t total = 0;
+  for (int64_t size : sizes) total += size;
+  if (static_cast<int64_t>(sizes.size()) != parts || total != dim) {
+    return c.Malformed(absl::StrCat("split sizes do not add up to dimension ", axis, " (", dim, ") in ", parts, " parts"));
+  }
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  int64_t begin = 0;
+  for (int64_t i = 0; i < parts; ++i) {
+    if (sizes[i] <= 0) return c.Unsupported("an empty part (empty tensors are not supported)");
+    google::protobuf::Map<std::string, AttrValue> attrs;
+    attrs["axis"] = IntAttrValue(axis);
+    attrs["begin"] = IntAttrValue(begin);
+    attrs["size"] = IntAttrValue(sizes[i]);
+    c.SetOutput(static_cast<int>(i), c.AddNode("Slice", {x}, attrs, absl::StrCat("part", i)));
+    begin += sizes[i];
+  }
+  return absl::OkStatus();
+}
+
+// Gather picks from float data by integer ids (an embedding lookup).
+absl::Status ConvertGather(OnnxNodeContext& c) {
+  std::optional<int32_t> data = c.InputElemType(0), ids = c.InputElemType(1);
+  if (data && *data != onnx::TensorProto::FLOAT) return c.Unsupported("only float data can be gathered");
+  if (ids && *ids != onnx::TensorProto::INT64 && *ids != onnx::TensorProto::INT32) {
+    return c.Malformed("the indices must be int32 or int64");
+  }
+  ASSIGN_OR_RETURN(std::string params, c.Input(0));
+  ASSIGN_OR_RETURN(std::string indices, c.Input(1));
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["axis"] = IntAttrValue(c.IntAttr("axis", 0));
+  c.SetOutput(0, c.AddNode("Gather", {params, indices}, attrs));
   return absl::OkStatus();
 }
 
@@ -141,7 +317,13 @@ absl::Status ConvertDropout(OnnxNodeContext& c) {
 
 NEREID_REGISTER_ONNX_OP("Flatten", "axis", ConvertFlatten);
 NEREID_REGISTER_ONNX_OP("Reshape", "allowzero", ConvertReshape);
+NEREID_REGISTER_ONNX_OP("Squeeze", "axes", ConvertToReshape);
+NEREID_REGISTER_ONNX_OP("Unsqueeze", "axes", ConvertToReshape);
 NEREID_REGISTER_ONNX_OP("Concat", "axis", ConvertConcat);
+NEREID_REGISTER_ONNX_OP("Slice", "starts ends axes", ConvertSlice);
+NEREID_REGISTER_ONNX_OP("Split", "axis split", ConvertSplit);
+NEREID_REGISTER_ONNX_OP("Transpose", "perm", ConvertTranspose);
+NEREID_REGISTER_ONNX_OP("Gather", "axis", ConvertGather);
 NEREID_REGISTER_ONNX_OP("Constant", "value value_float value_floats value_int value_ints", ConvertConstant);
 NEREID_REGISTER_ONNX_OP("Dropout", "ratio seed", ConvertDropout);
 

@@ -1,4 +1,5 @@
-// ONNX Gemm and MatMul -> MatMul (+ BiasAdd / Add, + Mul for alpha and beta).
+// ONNX Gemm and MatMul -> MatMul (+ BiasAdd / Add, + Mul for alpha and beta);
+// MatMul of higher rank (an nn.Linear on [B, T, K], attention) -> BatchMatMul.
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -45,13 +46,19 @@ absl::Status ConvertGemm(OnnxNodeContext& c) {
 }
 
 absl::Status ConvertMatMul(OnnxNodeContext& c) {
+  bool matrices = true;
   for (int i = 0; i < 2; ++i) {
-    if (!c.InputDims(i)) return c.Unsupported(absl::StrCat("the rank of input ", i, " is unknown"));
-    RETURN_IF_ERROR(RequireMatrix(c, i));
+    std::optional<std::vector<int64_t>> dims = c.InputDims(i);
+    if (!dims) return c.Unsupported(absl::StrCat("the rank of input ", i, " is unknown"));
+    if (dims->size() < 2) {
+      return c.Unsupported(absl::StrCat("input ", i, " is a vector (rank ", dims->size(),
+                                        "); Nereid multiplies matrices and batches of them"));
+    }
+    matrices = matrices && dims->size() == 2;
   }
   ASSIGN_OR_RETURN(std::string a, c.Input(0));
   ASSIGN_OR_RETURN(std::string b, c.Input(1));
-  c.SetOutput(0, c.AddNode("MatMul", {a, b}));
+  c.SetOutput(0, c.AddNode(matrices ? "MatMul" : "BatchMatMul", {a, b}));
   return absl::OkStatus();
 }
 

@@ -1,3 +1,5 @@
+// ONNX LayerNormalization -> LayerNorm (with its mean and inverse standard
+// deviation outputs); a missing bias becomes zeros.
 // ONNX BatchNormalization -> BatchNorm. The running mean and variance become
 // Parameters that are not trained. ONNX's momentum weighs the old running
 // value; Nereid's weighs the batch statistic, hence 1 - momentum.
@@ -29,8 +31,33 @@ absl::Status ConvertBatchNormalization(OnnxNodeContext& c) {
   return absl::OkStatus();
 }
 
+absl::Status ConvertLayerNormalization(OnnxNodeContext& c) {
+  if (c.IntAttr("stash_type", 1) != 1) return c.Unsupported("statistics kept in a type other than float");
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  ASSIGN_OR_RETURN(std::string scale, c.Input(1));
+  std::string bias;
+  if (c.HasInput(2)) {
+    ASSIGN_OR_RETURN(bias, c.Input(2));
+  } else {
+    std::optional<std::vector<int64_t>> dims = c.InputDims(1);
+    int64_t n = 1;
+    for (int64_t d : dims ? *dims : std::vector<int64_t>{-1}) n = d < 0 ? -1 : n * d;
+    if (!dims || n < 0) return c.Unsupported("no bias, and the scale's shape is unknown");
+    bias = c.AddFloatConstant(std::vector<float>(n, 0.0f), *dims, "zero_bias");
+  }
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["axis"] = IntAttrValue(c.IntAttr("axis", -1));
+  attrs["epsilon"] = FloatAttrValue(c.FloatAttr("epsilon", 1e-5f));
+  const std::string node = c.AddNode("LayerNorm", {x, scale, bias}, attrs);
+  c.SetOutput(0, node);
+  c.SetOutput(1, absl::StrCat(node, ":1"));
+  c.SetOutput(2, absl::StrCat(node, ":2"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+NEREID_REGISTER_ONNX_OP("LayerNormalization", "axis epsilon stash_type", ConvertLayerNormalization);
 NEREID_REGISTER_ONNX_OP("BatchNormalization", "epsilon momentum training_mode spatial", ConvertBatchNormalization);
 
 }  // namespace nereid

@@ -57,10 +57,16 @@ class OnnxNodeContext {
   // nullopt when not even the rank is known.
   std::optional<std::vector<int64_t>> InputDims(int i) const;
   std::optional<std::vector<int64_t>> OutputDims(int i) const;
+  // Input i's ONNX element type (onnx::TensorProto::FLOAT, INT64, ...), or
+  // nullopt when the model does not say.
+  std::optional<int32_t> InputElemType(int i) const;
   // The values of a constant input (an initializer or a Constant node's
   // output) as integers or floats; nullopt when it is computed at run time.
   std::optional<std::vector<int64_t>> ConstantInts(int i) const;
   std::optional<std::vector<float>> ConstantFloats(int i) const;
+  // Like ConstantInts, but a value folded from shapes may hold unknown
+  // entries (a dimension that varies, such as the batch).
+  std::optional<std::vector<std::optional<int64_t>>> PartialInts(int i) const;
   bool OutputUsed(int i) const;
 
   // Attributes, with ONNX's defaults.
@@ -78,6 +84,9 @@ class OnnxNodeContext {
                       const std::string& suffix = "");
   // A scalar float constant, for scaling factors.
   std::string AddScalar(float value, const std::string& suffix);
+  // A float constant of `dims` (row-major `values`).
+  std::string AddFloatConstant(const std::vector<float>& values, const std::vector<int64_t>& dims,
+                               const std::string& suffix);
   // Makes ONNX output i of this node resolve to `nereid_ref`.
   void SetOutput(int i, const std::string& nereid_ref);
 

@@ -1,7 +1,10 @@
 #include "graph/onnx/onnx_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <exception>
 #include <utility>
 
@@ -10,9 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 #include "core/tensor_shape.h"
 #include "graph/graph_io.h"
 #include "graph/onnx/onnx_converter.h"
+#include "graph/onnx/shape_folding.h"
 #include "onnx/shape_inference/implementation.h"
 
 namespace nereid {
@@ -43,11 +48,18 @@ class OnnxGraphBuilder {
       }
       dims_[v.name()] = std::move(dims);
     };
+    auto record_type = [&](const onnx::ValueInfoProto& v) {
+      if (v.type().has_tensor_type()) types_[v.name()] = v.type().tensor_type().elem_type();
+    };
+    for (const auto& v : graph.input()) record_type(v);
+    for (const auto& v : graph.value_info()) record_type(v);
+    for (const auto& v : graph.output()) record_type(v);
     for (const auto& v : graph.input()) record(v);
     for (const auto& v : graph.value_info()) record(v);
     for (const auto& v : graph.output()) record(v);
     for (const onnx::TensorProto& t : graph.initializer()) {
       dims_[t.name()] = std::vector<int64_t>(t.dims().begin(), t.dims().end());
+      types_[t.name()] = t.data_type();
     }
   }
 
@@ -105,11 +117,58 @@ class OnnxGraphBuilder {
     if (it == dims_.end()) return std::nullopt;
     return it->second;
   }
+  std::optional<int32_t> ElemType(const std::string& value) const {
+    auto it = types_.find(value);
+    if (it != types_.end()) return it->second;
+    const onnx::TensorProto* constant = Constant(value);
+    if (constant != nullptr) return constant->data_type();
+    return std::nullopt;
+  }
   const onnx::TensorProto* Constant(const std::string& value) const {
     auto it = constants_.find(value);
     return it == constants_.end() ? nullptr : it->second;
   }
   bool Used(const std::string& value) const { return used_.contains(value); }
+
+  // What the shape folder may treat as known: values of Constant nodes,
+  // integer initializers (never trained), and earlier folds. A float
+  // initializer is a Parameter that training changes, never a constant.
+  std::optional<FoldedValue> Known(const std::string& value) const {
+    auto folded = folded_.find(value);
+    if (folded != folded_.end()) return folded->second;
+    const onnx::TensorProto* t = Constant(value);
+    if (t == nullptr) return std::nullopt;
+    const bool integer = t->data_type() == onnx::TensorProto::INT64 || t->data_type() == onnx::TensorProto::INT32 ||
+                         t->data_type() == onnx::TensorProto::BOOL;
+    if (!constant_nodes_.contains(value) && !integer) return std::nullopt;
+    absl::StatusOr<FoldedValue> v = FoldedValue::FromTensor(*t);
+    if (!v.ok()) return std::nullopt;
+    return *std::move(v);
+  }
+  FoldingInputs Folding() const {
+    return FoldingInputs{[this](const std::string& v) { return Known(v); },
+                         [this](const std::string& v) { return Dims(v); }};
+  }
+  // Records a folded node's outputs; fully known ones become constants that
+  // a Const node holds if anything uses them as data.
+  void RecordFolded(const onnx::NodeProto& node, std::vector<FoldedValue> values) {
+    for (int i = 0; i < node.output_size() && i < static_cast<int>(values.size()); ++i) {
+      const std::string& out = node.output(i);
+      if (values[i].FullyKnown()) {
+        folded_tensors_.push_back(values[i].ToTensor(out));
+        constants_[out] = &folded_tensors_.back();
+        constant_nodes_.insert(out);
+      }
+      folded_[out] = std::move(values[i]);
+    }
+  }
+  // A folded value with unknown entries (the batch), nullopt when the value
+  // is not folded.
+  std::optional<FoldedValue> Folded(const std::string& value) const {
+    auto it = folded_.find(value);
+    if (it == folded_.end()) return std::nullopt;
+    return it->second;
+  }
 
  private:
   std::string source_;
@@ -120,6 +179,9 @@ class OnnxGraphBuilder {
   absl::flat_hash_set<std::string> constant_nodes_;  // outputs of Constant nodes
   absl::flat_hash_set<std::string> used_;
   absl::flat_hash_map<std::string, std::vector<int64_t>> dims_;
+  absl::flat_hash_map<std::string, int32_t> types_;  // ONNX element types
+  absl::flat_hash_map<std::string, FoldedValue> folded_;
+  std::deque<onnx::TensorProto> folded_tensors_;  // what constants_ points at for folded values
 };
 
 namespace {
@@ -190,9 +252,29 @@ std::optional<std::vector<int64_t>> OnnxNodeContext::OutputDims(int i) const {
   return builder_.Dims(node_.output(i));
 }
 
+std::optional<int32_t> OnnxNodeContext::InputElemType(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  return builder_.ElemType(node_.input(i));
+}
+
 std::optional<std::vector<int64_t>> OnnxNodeContext::ConstantInts(int i) const {
   if (!HasInput(i)) return std::nullopt;
   return ConstantValues<int64_t>(builder_.Constant(node_.input(i)));
+}
+
+std::optional<std::vector<std::optional<int64_t>>> OnnxNodeContext::PartialInts(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  std::optional<FoldedValue> v = builder_.Folded(node_.input(i));
+  if (!v) {
+    std::optional<std::vector<int64_t>> known = ConstantInts(i);
+    if (!known) return std::nullopt;
+    return std::vector<std::optional<int64_t>>(known->begin(), known->end());
+  }
+  std::vector<std::optional<int64_t>> out;
+  for (double d : v->values) {
+    out.push_back(std::isnan(d) ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(d)));
+  }
+  return out;
 }
 
 std::optional<std::vector<float>> OnnxNodeContext::ConstantFloats(int i) const {
@@ -246,11 +328,17 @@ std::string OnnxNodeContext::AddNode(const std::string& op, const std::vector<st
 }
 
 std::string OnnxNodeContext::AddScalar(float value, const std::string& suffix) {
+  return AddFloatConstant({value}, {}, suffix);
+}
+
+std::string OnnxNodeContext::AddFloatConstant(const std::vector<float>& values, const std::vector<int64_t>& dims,
+                                              const std::string& suffix) {
   google::protobuf::Map<std::string, AttrValue> attrs;
   TensorProto* t = attrs["value"].mutable_tensor();
   t->set_dtype(DT_FLOAT);
-  t->add_float_val(value);
-  t->mutable_shape();  // a scalar: no dims
+  for (float v : values) t->add_float_val(v);
+  TensorShapeProto* shape = t->mutable_shape();  // no dims: a scalar
+  for (int64_t d : dims) shape->add_dim(d);
   return AddNode("Const", {}, attrs, suffix);
 }
 
@@ -417,16 +505,105 @@ absl::Status ConvertNode(OnnxGraphBuilder& b, const onnx::NodeProto& node, int64
     return context.Unsupported(absl::StrCat("domain '", node.domain(), "' is not supported"));
   }
   const OnnxConverter* converter = OnnxConverterRegistry::Global().Find(node.op_type());
-  if (converter == nullptr) {
-    return context.Unsupported(absl::StrCat("op not supported (supported: ",
-                                            absl::StrJoin(OnnxConverterRegistry::Global().OpTypes(), ", "), ")"));
-  }
+  if (converter == nullptr) return context.Unsupported("op not supported");
   for (const onnx::AttributeProto& a : node.attribute()) {
     if (converter->attributes.count(a.name()) == 0) {
       return context.Unsupported(absl::StrCat("attribute '", a.name(), "' is not supported"));
     }
   }
   return converter->convert(context);
+}
+
+// Folds or converts every node. A node that cannot be expressed (an op with
+// no converter, or one the converter refuses) does not stop the import: its
+// outputs are marked and the nodes that depend on them skipped, so that one
+// error names every node the model needs and every op missing, with counts.
+absl::Status ConvertNodes(OnnxGraphBuilder& b, const onnx::GraphProto& graph, int64_t opset) {
+  absl::flat_hash_set<std::string> lost;  // outputs of nodes that could not be imported
+  std::vector<std::string> refusals;
+  std::map<std::string, int> missing_ops;
+  for (const onnx::NodeProto& node : graph.node()) {
+    bool depends_on_lost = false;
+    for (const std::string& in : node.input()) depends_on_lost |= lost.contains(in);
+    if (depends_on_lost) {  // not converted, but an op it lacks is still named
+      for (const std::string& out : node.output()) lost.insert(out);
+      if (OnnxConverterRegistry::Global().Find(node.op_type()) == nullptr) {
+        ++missing_ops[node.op_type()];
+        refusals.push_back(std::string(OnnxNodeContext(b, node, opset).Unsupported("op not supported").message()));
+      }
+      continue;
+    }
+    absl::StatusOr<std::optional<std::vector<FoldedValue>>> folded = TryFold(node, b.Folding());
+    if (!folded.ok()) return absl::InvalidArgumentError(absl::StrCat(b.source(), ": ", folded.status().message()));
+    if (folded->has_value()) {
+      b.RecordFolded(node, **std::move(folded));
+      continue;
+    }
+    absl::Status status = ConvertNode(b, node, opset);
+    if (status.ok()) continue;
+    if (!absl::IsUnimplemented(status)) return status;
+    for (const std::string& out : node.output()) lost.insert(out);
+    if (OnnxConverterRegistry::Global().Find(node.op_type()) == nullptr) ++missing_ops[node.op_type()];
+    refusals.push_back(std::string(status.message()));
+  }
+  if (refusals.empty()) return absl::OkStatus();
+  std::vector<std::string> ops;
+  for (const auto& [op, count] : missing_ops) ops.push_back(absl::StrCat(op, " (", count, count == 1 ? " node)" : " nodes)"));
+  constexpr size_t kListed = 20;
+  std::string listed = absl::StrJoin(refusals.begin(), refusals.begin() + std::min(refusals.size(), kListed), "\n  ");
+  if (refusals.size() > kListed) absl::StrAppend(&listed, "\n  ... and ", refusals.size() - kListed, " more");
+  return absl::UnimplementedError(absl::StrCat(
+      b.source(), ": ", refusals.size(), refusals.size() == 1 ? " ONNX node" : " ONNX nodes",
+      " cannot be imported", ops.empty() ? "" : absl::StrCat("; ops with no converter: ", absl::StrJoin(ops, ", ")),
+      "\n  ", listed, ops.empty() ? "" : absl::StrCat("\n(supported: ", absl::StrJoin(OnnxConverterRegistry::Global().OpTypes(), ", "), ")")));
+}
+
+absl::Status InferShapes(onnx::ModelProto& model, const std::string& source) {
+  try {
+    // Node-level inference errors are not fatal (error_mode 0): a value
+    // whose shape stays unknown makes the converters that need it refuse.
+    // Data propagation carries shape values through Shape -> Gather ->
+    // Concat, so a Reshape to a computed shape gets static dims.
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, /*enable_data_propagation=*/true));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX shape inference failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+// Replaces every node whose outputs all fold to known values by Constant
+// nodes holding them, and infers shapes again: a Slice whose bounds were
+// computed then gets static dims, so the Shape read after it folds too.
+// Repeated until nothing changes (at most 8 rounds; each round folds at
+// least one more node or stops).
+absl::Status FoldConstantNodes(onnx::ModelProto& model, const std::string& source) {
+  for (int round = 0; round < 8; ++round) {
+    onnx::GraphProto* graph = model.mutable_graph();
+    OnnxGraphBuilder b(*graph, source);
+    int replaced = 0;
+    for (onnx::NodeProto& node : *graph->mutable_node()) {
+      absl::StatusOr<std::optional<std::vector<FoldedValue>>> folded = TryFold(node, b.Folding());
+      if (!folded.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", folded.status().message()));
+      if (!folded->has_value()) continue;
+      std::vector<FoldedValue> values = **folded;
+      b.RecordFolded(node, values);
+      if (node.op_type() == "Constant" || node.output_size() != 1 || !values[0].FullyKnown()) continue;
+      onnx::NodeProto constant;
+      constant.set_name(node.name());
+      constant.set_op_type("Constant");
+      constant.add_output(node.output(0));
+      onnx::AttributeProto* value = constant.add_attribute();
+      value->set_name("value");
+      value->set_type(onnx::AttributeProto::TENSOR);
+      *value->mutable_t() = values[0].ToTensor(node.output(0));
+      node = std::move(constant);
+      ++replaced;
+    }
+    if (replaced == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(InferShapes(model, source));
+  }
+  return absl::OkStatus();
 }
 
 void SetGraphAttr(GraphDef& def, const std::string& key, const std::string& value) {
@@ -451,14 +628,8 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const
       if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_param("nereid_batch");
     }
   }
-  try {
-    // Node-level inference errors are not fatal (error_mode 0): a value
-    // whose shape stays unknown makes the converters that need it refuse.
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, false));
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": ONNX shape inference failed: ", e.what()));
-  }
+  RETURN_IF_ERROR(InferShapes(model, source));
+  RETURN_IF_ERROR(FoldConstantNodes(model, source));
   const onnx::GraphProto& graph = model.graph();
   OnnxGraphBuilder b(graph, source);
   GraphDef& def = b.def();
@@ -482,10 +653,7 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const
         AddGraphInput(b, *v, /*batch=*/!options.forward_only, options.forward_only ? "" : "images");
     if (!input.ok()) return input.status();
   }
-  for (const onnx::NodeProto& node : graph.node()) {
-    absl::Status status = ConvertNode(b, node, *opset);
-    if (!status.ok()) return status;
-  }
+  RETURN_IF_ERROR(ConvertNodes(b, graph, *opset));
 
   if (options.forward_only) {
     for (const onnx::ValueInfoProto& v : graph.output()) {

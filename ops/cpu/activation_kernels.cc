@@ -1,49 +1,14 @@
 // Elementwise nonlinearities and their gradients as vectorisable loops;
-// softmax through oneDNN.
+// softmax and log-softmax through oneDNN.
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "ops/cpu/cpu_util.h"
+#include "ops/cpu/elementwise_loops.h"
 
 namespace nereid {
 namespace {
-
-// y[i] = F(x[i]).
-template <typename F>
-class UnaryKernel : public OpKernel {
- public:
-  absl::Status Compute(OpKernelContext* ctx) override {
-    const float* x = ctx->input(0).data<float>();
-    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
-    float* out = y->data<float>();
-    cpu::ParallelFor(ctx, y->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = F::Apply(x[i]);
-    });
-    return absl::OkStatus();
-  }
-};
-
-// dx[i] = G(dy[i], y[i]).
-template <typename G>
-class UnaryGradKernel : public OpKernel {
- public:
-  absl::Status Compute(OpKernelContext* ctx) override {
-    const float* dy = ctx->input(0).data<float>();
-    const float* y = ctx->input(1).data<float>();
-    if (ctx->input(0).dims() != ctx->input(1).dims()) {
-      return absl::InvalidArgumentError(absl::StrCat("dy ", ctx->input(0).DebugString(), " and y ",
-                                                     ctx->input(1).DebugString(), " differ"));
-    }
-    ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
-    float* out = dx->data<float>();
-    cpu::ParallelFor(ctx, dx->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = G::Apply(dy[i], y[i]);
-    });
-    return absl::OkStatus();
-  }
-};
 
 struct Relu {
   static float Apply(float x) { return x > 0 ? x : 0; }
@@ -64,7 +29,72 @@ struct TanhGrad {
   static float Apply(float dy, float y) { return dy * (1 - y * y); }
 };
 
+// GELU: x * Phi(x) with Phi the normal CDF, or PyTorch's tanh approximation.
+struct Gelu {
+  explicit Gelu(const AttrMap& attrs) : tanh_form(attrs.at("approximate")->s() == "tanh") {}
+  Gelu() = default;
+  bool tanh_form = false;
+  static constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  static constexpr float kCubic = 0.044715f;
+  float Apply(float x) const {
+    if (tanh_form) return 0.5f * x * (1 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+    return 0.5f * x * (1 + std::erf(x * static_cast<float>(M_SQRT1_2)));
+  }
+};
+struct GeluGrad {
+  explicit GeluGrad(const AttrMap& attrs) : tanh_form(attrs.at("approximate")->s() == "tanh") {}
+  GeluGrad() = default;
+  bool tanh_form = false;
+  float Apply(float dy, float x) const {
+    if (tanh_form) {
+      float t = std::tanh(Gelu::kSqrt2OverPi * (x + Gelu::kCubic * x * x * x));
+      return dy * (0.5f * (1 + t) +
+                   0.5f * x * (1 - t * t) * Gelu::kSqrt2OverPi * (1 + 3 * Gelu::kCubic * x * x));
+    }
+    const float cdf = 0.5f * (1 + std::erf(x * static_cast<float>(M_SQRT1_2)));
+    const float pdf = std::exp(-0.5f * x * x) * static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    return dy * (cdf + x * pdf);
+  }
+};
+
+// The bounded forms: ReLU6 (Clip 0..6), HardSigmoid, HardSwish (MobileNetV3).
+struct Clip {
+  explicit Clip(const AttrMap& attrs) : lo(attrs.at("min")->f()), hi(attrs.at("max")->f()) {}
+  Clip() = default;
+  float lo = 0, hi = 0;
+  float Apply(float x) const { return x < lo ? lo : (x > hi ? hi : x); }
+};
+struct ClipGrad : Clip {
+  using Clip::Clip;
+  float Apply(float dy, float x) const { return x > lo && x < hi ? dy : 0; }
+};
+struct HardSigmoid {
+  explicit HardSigmoid(const AttrMap& attrs) : alpha(attrs.at("alpha")->f()), beta(attrs.at("beta")->f()) {}
+  HardSigmoid() = default;
+  float alpha = 0, beta = 0;
+  float Apply(float x) const {
+    const float v = alpha * x + beta;
+    return v < 0 ? 0 : (v > 1 ? 1 : v);
+  }
+};
+struct HardSigmoidGrad : HardSigmoid {
+  using HardSigmoid::HardSigmoid;
+  float Apply(float dy, float x) const {
+    const float v = alpha * x + beta;
+    return v > 0 && v < 1 ? dy * alpha : 0;
+  }
+};
+struct HardSwish {
+  static float Apply(float x) { return x <= -3 ? 0 : (x >= 3 ? x : x * (x + 3) / 6); }
+};
+struct HardSwishGrad {
+  static float Apply(float dy, float x) { return x < -3 ? 0 : (x > 3 ? dy : dy * (2 * x + 3) / 6); }
+};
+
 // Softmax forward (input: x) and backward (inputs: dy, y) along `axis`.
+// oneDNN's softmax and logsoftmax primitives share one interface: Fwd and
+// Bwd are the primitive classes.
+template <typename Fwd, typename Bwd>
 class SoftmaxKernel : public OpKernel {
  public:
   explicit SoftmaxKernel(bool backward = false) : backward_(backward) {}
@@ -82,11 +112,11 @@ class SoftmaxKernel : public OpKernel {
     dnnl::memory::desc md = cpu::PlainDesc(first.dims());
     int threads = ctx->AcquireThreads(out->num_elements(), cpu::kElementwiseGrain);
     ASSIGN_OR_RETURN(const dnnl::primitive* primitive, cache_.Get(first.dims(), threads, [&] {
-      dnnl::softmax_forward::primitive_desc fwd(
-          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis), cpu::CpuEngine());
-      if (!backward_) return dnnl::primitive(dnnl::softmax_forward(fwd));
-      return dnnl::primitive(dnnl::softmax_backward(
-          dnnl::softmax_backward::primitive_desc(dnnl::softmax_backward::desc(md, md, axis), cpu::CpuEngine(), fwd)));
+      typename Fwd::primitive_desc fwd(typename Fwd::desc(dnnl::prop_kind::forward_training, md, axis),
+                                       cpu::CpuEngine());
+      if (!backward_) return dnnl::primitive(Fwd(fwd));
+      return dnnl::primitive(
+          Bwd(typename Bwd::primitive_desc(typename Bwd::desc(md, md, axis), cpu::CpuEngine(), fwd)));
     }, "softmax"));
     if (backward_) {
       return cpu::RunPrimitive(*primitive,
@@ -105,10 +135,19 @@ class SoftmaxKernel : public OpKernel {
   cpu::PrimitiveCache<std::vector<int64_t>, dnnl::primitive> cache_;
 };
 
-class SoftmaxGradKernel : public SoftmaxKernel {
+template <typename Fwd, typename Bwd>
+class SoftmaxGradKernel : public SoftmaxKernel<Fwd, Bwd> {
  public:
-  SoftmaxGradKernel() : SoftmaxKernel(/*backward=*/true) {}
+  SoftmaxGradKernel() : SoftmaxKernel<Fwd, Bwd>(/*backward=*/true) {}
 };
+
+using Softmax = SoftmaxKernel<dnnl::softmax_forward, dnnl::softmax_backward>;
+using SoftmaxGrad = SoftmaxGradKernel<dnnl::softmax_forward, dnnl::softmax_backward>;
+using LogSoftmax = SoftmaxKernel<dnnl::logsoftmax_forward, dnnl::logsoftmax_backward>;
+using LogSoftmaxGrad = SoftmaxGradKernel<dnnl::logsoftmax_forward, dnnl::logsoftmax_backward>;
+
+using cpu::UnaryGradKernel;
+using cpu::UnaryKernel;
 
 NEREID_REGISTER_KERNEL("Relu", kCpu, DT_FLOAT, UnaryKernel<Relu>);
 NEREID_REGISTER_KERNEL("ReluGrad", kCpu, DT_FLOAT, UnaryGradKernel<ReluGrad>);
@@ -116,8 +155,18 @@ NEREID_REGISTER_KERNEL("Sigmoid", kCpu, DT_FLOAT, UnaryKernel<Sigmoid>);
 NEREID_REGISTER_KERNEL("SigmoidGrad", kCpu, DT_FLOAT, UnaryGradKernel<SigmoidGrad>);
 NEREID_REGISTER_KERNEL("Tanh", kCpu, DT_FLOAT, UnaryKernel<Tanh>);
 NEREID_REGISTER_KERNEL("TanhGrad", kCpu, DT_FLOAT, UnaryGradKernel<TanhGrad>);
-NEREID_REGISTER_KERNEL("Softmax", kCpu, DT_FLOAT, SoftmaxKernel);
-NEREID_REGISTER_KERNEL("SoftmaxGrad", kCpu, DT_FLOAT, SoftmaxGradKernel);
+NEREID_REGISTER_KERNEL("Gelu", kCpu, DT_FLOAT, UnaryKernel<Gelu>);
+NEREID_REGISTER_KERNEL("GeluGrad", kCpu, DT_FLOAT, UnaryGradKernel<GeluGrad>);
+NEREID_REGISTER_KERNEL("Clip", kCpu, DT_FLOAT, UnaryKernel<Clip>);
+NEREID_REGISTER_KERNEL("ClipGrad", kCpu, DT_FLOAT, UnaryGradKernel<ClipGrad>);
+NEREID_REGISTER_KERNEL("HardSigmoid", kCpu, DT_FLOAT, UnaryKernel<HardSigmoid>);
+NEREID_REGISTER_KERNEL("HardSigmoidGrad", kCpu, DT_FLOAT, UnaryGradKernel<HardSigmoidGrad>);
+NEREID_REGISTER_KERNEL("HardSwish", kCpu, DT_FLOAT, UnaryKernel<HardSwish>);
+NEREID_REGISTER_KERNEL("HardSwishGrad", kCpu, DT_FLOAT, UnaryGradKernel<HardSwishGrad>);
+NEREID_REGISTER_KERNEL("Softmax", kCpu, DT_FLOAT, Softmax);
+NEREID_REGISTER_KERNEL("SoftmaxGrad", kCpu, DT_FLOAT, SoftmaxGrad);
+NEREID_REGISTER_KERNEL("LogSoftmax", kCpu, DT_FLOAT, LogSoftmax);
+NEREID_REGISTER_KERNEL("LogSoftmaxGrad", kCpu, DT_FLOAT, LogSoftmaxGrad);
 
 }  // namespace
 }  // namespace nereid

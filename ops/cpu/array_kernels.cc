@@ -1,5 +1,5 @@
 // Concat and the slice that is its gradient: both copy contiguous runs of
-// [outer, axis, inner] views.
+// [outer, axis, inner] views; Transpose: a strided gather.
 
 #include <cstring>
 
@@ -46,8 +46,7 @@ class ConcatKernel : public OpKernel {
   int64_t axis_ = 1;
 };
 
-// (dy, x) -> dy[..., begin : begin + x.dim(axis), ...]; Slice's (x) ->
-// x[..., begin : begin + size, ...] is the same copy.
+// (dy, x) -> dy[..., begin : begin + x.dim(axis), ...] (Concat's gradient).
 class SliceLikeKernel : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
@@ -76,10 +75,103 @@ class SliceLikeKernel : public OpKernel {
   int64_t axis_ = 1, begin_ = 0;
 };
 
+// Slice (x) -> x[.., begin : .. : stride, ..] along `axis`, and its gradient
+// (dy, x) -> zeros of x's shape with dy written back there. Both walk the
+// [outer, n, inner] view of the large side and copy runs of `inner`.
+template <bool kGradient>
+class StridedSliceKernel : public OpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    axis_ = attrs.at("axis")->i();
+    begin_ = attrs.at("begin")->i();
+    stride_ = attrs.at("stride")->i();
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& in = ctx->input(0);
+    ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
+    const Tensor& whole = kGradient ? *out : in;
+    const Tensor& part = kGradient ? in : *out;
+    const int axis = NormalizeAxis(axis_, whole.rank());
+    const int64_t outer = Product(whole.dims(), 0, axis), inner = Product(whole.dims(), axis + 1, whole.rank());
+    const int64_t n = whole.dim(axis), size = part.dim(axis);
+    if (begin_ < 0 || begin_ + (size - 1) * stride_ >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("slice of ", size, " from ", begin_, " in steps of ", stride_,
+                                                     " is outside dimension ", axis, " of ", whole.DebugString()));
+    }
+    if (kGradient) std::memset(out->raw(), 0, out->num_bytes());
+    float* dst = out->data<float>();
+    const float* src = in.data<float>();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < size; ++i) {
+        const int64_t whole_at = (o * n + begin_ + i * stride_) * inner, part_at = (o * size + i) * inner;
+        std::memcpy(dst + (kGradient ? whole_at : part_at), src + (kGradient ? part_at : whole_at),
+                    inner * sizeof(float));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t axis_ = 0, begin_ = 0, stride_ = 1;
+};
+
+// y[i] = x[offset of y's index i seen through the permuted strides]; each
+// thread walks its range of y with an odometer over the output index.
+template <typename T>
+class TransposeKernel : public OpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    const auto& given = attrs.at("perm")->list().i();
+    perm_.assign(given.begin(), given.end());
+    if (perm_.empty()) {
+      for (int i = node.outputs()[0].shape.rank() - 1; i >= 0; --i) perm_.push_back(i);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0, x.dtype()));
+    const int rank = x.rank();
+    std::vector<int64_t> in_strides(rank, 1), strides(rank);
+    for (int d = rank - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * x.dim(d + 1);
+    for (int d = 0; d < rank; ++d) strides[d] = in_strides[perm_[d]];
+    const std::vector<int64_t>& out_dims = y->dims();
+    const T* in = x.data<T>();
+    T* out = y->data<T>();
+    cpu::ParallelFor(ctx, y->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> index(rank);
+      int64_t offset = 0, rest = begin;
+      for (int d = rank - 1; d >= 0; --d) {
+        index[d] = rest % out_dims[d];
+        rest /= out_dims[d];
+        offset += index[d] * strides[d];
+      }
+      for (int64_t i = begin; i < end; ++i) {
+        out[i] = in[offset];
+        for (int d = rank - 1; d >= 0; --d) {
+          offset += strides[d];
+          if (++index[d] < out_dims[d]) break;
+          offset -= strides[d] * out_dims[d];
+          index[d] = 0;
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+};
+
+NEREID_REGISTER_KERNEL("Transpose", kCpu, DT_FLOAT, TransposeKernel<float>);
+NEREID_REGISTER_KERNEL("Transpose", kCpu, DT_INT32, TransposeKernel<int32_t>);
+NEREID_REGISTER_KERNEL("Transpose", kCpu, DT_INT64, TransposeKernel<int64_t>);
 NEREID_REGISTER_KERNEL("Concat", kCpu, DT_FLOAT, ConcatKernel);
 NEREID_REGISTER_KERNEL("SliceLike", kCpu, DT_FLOAT, SliceLikeKernel);
 // The output's shape holds the size: the same copy.
-NEREID_REGISTER_KERNEL("Slice", kCpu, DT_FLOAT, SliceLikeKernel);
+NEREID_REGISTER_KERNEL("Slice", kCpu, DT_FLOAT, StridedSliceKernel</*gradient=*/false>);
+NEREID_REGISTER_KERNEL("SliceGrad", kCpu, DT_FLOAT, StridedSliceKernel</*gradient=*/true>);
 
 }  // namespace
 }  // namespace nereid

@@ -1,68 +1,39 @@
-// Add, Mul and Div with NumPy broadcasting, the reduction that undoes a broadcast
+// Add, Sub, Mul, Div and Pow with NumPy broadcasting (and the pieces of their
+// gradients), the reduction that undoes a broadcast
 // in the backward pass, and AddN (gradient accumulation).
+
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "ops/cpu/cpu_util.h"
+#include "ops/cpu/elementwise_loops.h"
 
 namespace nereid {
 namespace {
 
-// Strides of `in` seen from an output of rank out_rank: aligned at the
-// right, 0 where `in` is broadcast.
-std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t stride = 1;
-  for (int i = static_cast<int>(in.size()) - 1, o = static_cast<int>(out.size()) - 1; i >= 0; --i, --o) {
-    strides[o] = in[i] == 1 && out[o] != 1 ? 0 : stride;
-    stride *= in[i];
-  }
-  return strides;
-}
-
-// The offset into an input with `strides` of output element `index`.
-int64_t OffsetOf(int64_t index, const std::vector<int64_t>& out, const std::vector<int64_t>& strides) {
-  int64_t offset = 0;
-  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-    offset += (index % out[d]) * strides[d];
-    index /= out[d];
-  }
-  return offset;
-}
-
-template <typename F>
-class BinaryKernel : public OpKernel {
- public:
-  absl::Status Compute(OpKernelContext* ctx) override {
-    const Tensor& a = ctx->input(0);
-    const Tensor& b = ctx->input(1);
-    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
-    const float* pa = a.data<float>();
-    const float* pb = b.data<float>();
-    float* out = y->data<float>();
-    if (a.dims() == b.dims()) {
-      cpu::ParallelFor(ctx, y->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = F::Apply(pa[i], pb[i]);
-      });
-      return absl::OkStatus();
-    }
-    const std::vector<int64_t>& dims = y->dims();
-    std::vector<int64_t> sa = BroadcastStrides(a.dims(), dims), sb = BroadcastStrides(b.dims(), dims);
-    cpu::ParallelFor(ctx, y->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = F::Apply(pa[OffsetOf(i, dims, sa)], pb[OffsetOf(i, dims, sb)]);
-    });
-    return absl::OkStatus();
-  }
-};
-
 struct AddOp {
   static float Apply(float a, float b) { return a + b; }
+};
+struct SubOp {
+  static float Apply(float a, float b) { return a - b; }
 };
 struct MulOp {
   static float Apply(float a, float b) { return a * b; }
 };
 struct DivOp {
   static float Apply(float a, float b) { return a / b; }
+};
+struct PowOp {
+  static float Apply(float a, float b) { return std::pow(a, b); }
+};
+struct DivGradDivisor {
+  static float Apply(float dy, float y, float b) { return -dy * y / b; }
+};
+struct PowGradBase {
+  static float Apply(float dy, float a, float b) { return dy * b * std::pow(a, b - 1); }
+};
+struct PowGradExponent {
+  static float Apply(float dy, float a, float y) { return dy * y * std::log(a); }
 };
 
 // (dy, x) -> dy summed down to x's shape; dy itself when nothing was
@@ -73,11 +44,11 @@ class ReduceToShapeOfKernel : public OpKernel {
     const Tensor& dy = ctx->input(0);
     if (dy.dims() == ctx->output_dims(0)) return ctx->SetOutput(0, dy);
     ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
-    std::vector<int64_t> strides = BroadcastStrides(dx->dims(), dy.dims());
+    std::vector<int64_t> strides = cpu::BroadcastStrides(dx->dims(), dy.dims());
     float* out = dx->data<float>();
     for (int64_t i = 0; i < dx->num_elements(); ++i) out[i] = 0;
     const float* in = dy.data<float>();
-    for (int64_t i = 0; i < dy.num_elements(); ++i) out[OffsetOf(i, dy.dims(), strides)] += in[i];
+    for (int64_t i = 0; i < dy.num_elements(); ++i) out[cpu::BroadcastOffset(i, dy.dims(), strides)] += in[i];
     return absl::OkStatus();
   }
 };
@@ -108,9 +79,19 @@ class AddNKernel : public OpKernel {
   }
 };
 
-NEREID_REGISTER_KERNEL("Add", kCpu, DT_FLOAT, BinaryKernel<AddOp>);
-NEREID_REGISTER_KERNEL("Mul", kCpu, DT_FLOAT, BinaryKernel<MulOp>);
-NEREID_REGISTER_KERNEL("Div", kCpu, DT_FLOAT, BinaryKernel<DivOp>);
+template <typename F>
+using Binary = cpu::BroadcastKernel<2, F>;
+template <typename F>
+using Ternary = cpu::BroadcastKernel<3, F>;
+
+NEREID_REGISTER_KERNEL("Add", kCpu, DT_FLOAT, Binary<AddOp>);
+NEREID_REGISTER_KERNEL("Sub", kCpu, DT_FLOAT, Binary<SubOp>);
+NEREID_REGISTER_KERNEL("Mul", kCpu, DT_FLOAT, Binary<MulOp>);
+NEREID_REGISTER_KERNEL("Div", kCpu, DT_FLOAT, Binary<DivOp>);
+NEREID_REGISTER_KERNEL("Pow", kCpu, DT_FLOAT, Binary<PowOp>);
+NEREID_REGISTER_KERNEL("DivGradDivisor", kCpu, DT_FLOAT, Ternary<DivGradDivisor>);
+NEREID_REGISTER_KERNEL("PowGradBase", kCpu, DT_FLOAT, Ternary<PowGradBase>);
+NEREID_REGISTER_KERNEL("PowGradExponent", kCpu, DT_FLOAT, Ternary<PowGradExponent>);
 NEREID_REGISTER_KERNEL("ReduceToShapeOf", kCpu, DT_FLOAT, ReduceToShapeOfKernel);
 NEREID_REGISTER_KERNEL("AddN", kCpu, DT_FLOAT, AddNKernel);
 

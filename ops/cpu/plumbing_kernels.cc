@@ -77,14 +77,20 @@ NEREID_REGISTER_KERNEL("Input", kCpu, DT_FLOAT, SourceKernel);
 NEREID_REGISTER_KERNEL("Input", kCpu, DT_INT32, SourceKernel);
 NEREID_REGISTER_KERNEL("Input", kCpu, DT_INT64, SourceKernel);
 NEREID_REGISTER_KERNEL("Parameter", kCpu, DT_FLOAT, SourceKernel);
+NEREID_REGISTER_KERNEL("Parameter", kCpu, DT_INT32, SourceKernel);
+NEREID_REGISTER_KERNEL("Parameter", kCpu, DT_INT64, SourceKernel);
 NEREID_REGISTER_KERNEL("Const", kCpu, DT_FLOAT, ConstKernel);
 NEREID_REGISTER_KERNEL("Const", kCpu, DT_INT32, ConstKernel);
+NEREID_REGISTER_KERNEL("Const", kCpu, DT_INT64, ConstKernel);
 NEREID_REGISTER_KERNEL("Identity", kCpu, DT_FLOAT, ForwardKernel);
 NEREID_REGISTER_KERNEL("Identity", kCpu, DT_INT32, ForwardKernel);
+NEREID_REGISTER_KERNEL("Identity", kCpu, DT_INT64, ForwardKernel);
 NEREID_REGISTER_KERNEL("Feedback", kCpu, DT_FLOAT, ForwardKernel);
 NEREID_REGISTER_KERNEL("Gradient", kCpu, DT_FLOAT, GradientKernel);
 NEREID_REGISTER_KERNEL("Flatten", kCpu, DT_FLOAT, ReshapeKernel);
 NEREID_REGISTER_KERNEL("Reshape", kCpu, DT_FLOAT, ReshapeKernel);
+NEREID_REGISTER_KERNEL("Reshape", kCpu, DT_INT32, ReshapeKernel);
+NEREID_REGISTER_KERNEL("Reshape", kCpu, DT_INT64, ReshapeKernel);
 NEREID_REGISTER_KERNEL("ReshapeLike", kCpu, DT_FLOAT, ReshapeKernel);
 
 }  // namespace

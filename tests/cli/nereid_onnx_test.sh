@@ -31,7 +31,10 @@ graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", Tens
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], [w1, b1, w2, b2])
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/mlp.onnx")
 # Models Nereid must refuse, each for a reason it names.
-sub = helper.make_graph([helper.make_node("Sub", ["x", "x"], ["y"], name="minus")], "sub",
+sub = helper.make_graph([helper.make_node("Sin", ["x"], ["s"], name="sine"),
+                         helper.make_node("Cos", ["s"], ["c"], name="cosine"),
+                         helper.make_node("Sin", ["x"], ["t"], name="sine2"),
+                         helper.make_node("Add", ["c", "t"], ["y"], name="sum")], "sub",
                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 20])],
                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 20])])
 onnx.save(helper.make_model(sub, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/sub.onnx")
@@ -47,7 +50,11 @@ expect 0 "written to $tmp/mlp.pbtxt" "$nereid" import "$tmp/mlp.onnx" -o "$tmp/m
 expect 0 "trainable parameters:  387" "$nereid" check "$tmp/mlp.pbtxt"
 expect 0 "fc1/matmul" "$nereid" check "$tmp/mlp.onnx" --dataset "npy:$tmp/data"
 expect 1 "is fed fashion-mnist images of [1,28,28] (784 values each) but holds 20" "$nereid" check "$tmp/mlp.onnx"
-expect 1 "ONNX node 'minus' (Sub): op not supported" "$nereid" import "$tmp/sub.onnx" -o "$tmp/sub.pbtxt"
+# Every node that cannot be imported is named at once, with the missing ops counted.
+expect 1 "3 ONNX nodes cannot be imported; ops with no converter: Cos (1 node), Sin (2 nodes)" \
+  "$nereid" import "$tmp/sub.onnx" -o "$tmp/sub.pbtxt"
+expect 1 "ONNX node 'cosine' (Cos): op not supported" "$nereid" import "$tmp/sub.onnx" -o "$tmp/sub.pbtxt"
+expect 1 "ONNX node 'sine2' (Sin): op not supported" "$nereid" import "$tmp/sub.onnx" -o "$tmp/sub.pbtxt"
 expect 1 "ONNX node 'act' (Relu): attribute 'alpha' is not supported" "$nereid" check "$tmp/odd.onnx"
 echo "not a model" >"$tmp/junk.onnx"
 expect 1 "not an ONNX model" "$nereid" import "$tmp/junk.onnx" -o "$tmp/junk.pbtxt"

@@ -200,7 +200,73 @@ TEST(ShapeTest, Slice) {
                      "y"),
             "[?,2,32,32] float32");
   EXPECT_THAT(LoadError(g + OpNode("y", "Slice", {"v"}, Attr("begin", "i: 4") + Attr("size", "i: 7"))),
-              HasSubstr("slice [4, 11) is not inside dimension 0"));
+              HasSubstr("slice of 7 elements from 4 in steps of 1 is not inside dimension 0"));
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Slice", {"v"}, Attr("begin", "i: 1") + Attr("size", "i: 5") + Attr("stride", "i: 2")),
+                     "y"),
+            "[5] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "Slice", {"v"}, Attr("begin", "i: 1") + Attr("size", "i: 5") +
+                                                            Attr("stride", "i: 3"))),
+              HasSubstr("in steps of 3 is not inside"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "Slice", {"v"}, Attr("begin", "i: 1") + Attr("size", "i: 2") +
+                                                            Attr("stride", "i: 0"))),
+              HasSubstr("'stride' must be in [1, 2^31]"));
+}
+
+TEST(ShapeTest, ElementwiseMath) {
+  for (const char* op : {"Sqrt", "Reciprocal", "Exp", "Log", "Neg", "Erf", "Gelu", "Clip", "HardSigmoid", "HardSwish",
+                         "LogSoftmax"}) {
+    EXPECT_EQ(OutputOf(kImage + OpNode("y", op, {"x"}), "y"), "[?,3,32,32] float32") << op;
+  }
+  std::string g = kImage + ParamNode("c", {3, 1, 1});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Sub", {"x", "c"}), "y"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Pow", {"c", "x"}), "y"), "[?,3,32,32] float32");
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Gelu", {"x"}, Attr("approximate", "s: \"fast\""))),
+              HasSubstr("approximate"));
+}
+
+TEST(ShapeTest, Transpose) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Transpose", {"x"}, Attr("perm", IntsValue({0, 2, 3, 1}))), "y"),
+            "[?,32,32,3] float32");
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Transpose", {"x"}), "y"), "[32,32,3,?] float32");
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Transpose", {"x"}, Attr("perm", IntsValue({0, 1, 1, 2})))),
+              HasSubstr("is not a permutation of 0..3"));
+}
+
+TEST(ShapeTest, BatchMatMul) {
+  std::string g = InputNode("a", {-1, 4, 5, 6}) + ParamNode("w", {6, 7}) + ParamNode("b", {3, 1, 6, 2}) +
+                  ParamNode("v", {6}) + ParamNode("c", {3, 2, 6, 2});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "BatchMatMul", {"a", "w"}), "y"), "[?,4,5,7] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "BatchMatMul", {"b", "w"}, Attr("transpose_a", "b: true")), "y"),
+            "[3,1,2,7] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "BatchMatMul", {"a", "c"})), HasSubstr("do not broadcast"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "BatchMatMul", {"w", "w"})), HasSubstr("inner dimensions disagree"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "BatchMatMul", {"a", "v"})), HasSubstr("must have rank >= 2"));
+}
+
+TEST(ShapeTest, Gather) {
+  std::string g = ParamNode("table", {10, 4}) + InputNode("ids", {-1, 7}, "DT_INT64") + InputNode("f", {-1, 7});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Gather", {"table", "ids"}), "y"), "[?,7,4] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Gather", {"table", "ids"}, Attr("axis", "i: 1")), "y"), "[10,?,7] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "Gather", {"table", "f"})), HasSubstr("indices"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "Gather", {"table", "ids"}, Attr("axis", "i: 2"))), HasSubstr("out of range"));
+}
+
+TEST(ShapeTest, LayerNorm) {
+  std::string g = InputNode("x", {-1, 16, 32}) + ParamNode("s", {32}) + ParamNode("b", {32}) + ParamNode("s2", {16, 32});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LayerNorm", {"x", "s", "b"}), "y"), "[?,16,32] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LayerNorm", {"x", "s2", "s2"}, Attr("axis", "i: 1")), "y"), "[?,16,32] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "LayerNorm", {"x", "s2", "b"})), HasSubstr("must have the normalised dims"));
+}
+
+TEST(ShapeTest, Reductions) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "ReduceSum", {"x"}, Attr("axes", IntsValue({1})) + Attr("keepdims", "b: false")),
+                     "y"),
+            "[?,32,32] float32");
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "ReduceMean", {"x"}, Attr("axes", IntsValue({-2, -1}))), "y"),
+            "[?,3,1,1] float32");
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "ReduceMax", {"x"}), "y"), "[1,1,1,1] float32");
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "ReduceSum", {"x"}, Attr("axes", IntsValue({1, -3})))),
+              HasSubstr("repeats an axis"));
 }
 
 TEST(ShapeTest, Concat) {
@@ -279,6 +345,20 @@ TEST(ShapeTest, GradientOps) {
             "[3] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "BatchNormGrad", {"dy", "x", "c", "c", "c"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "DropoutGrad", {"dy"}), "y"), "[?,3,32,32] float32");
+  for (const char* op : {"GeluGrad", "ClipGrad", "HardSigmoidGrad", "HardSwishGrad", "LogSoftmaxGrad", "SqrtGrad",
+                         "ReciprocalGrad", "ExpGrad", "LogGrad", "ErfGrad", "ExpandReduced", "SliceGrad"}) {
+    std::string attrs = std::string(op) == "SliceGrad" ? Attr("begin", "i: 0") : "";
+    EXPECT_EQ(OutputOf(g + OpNode("y", op, {"dy", "x"}, attrs), "y"), "[?,3,32,32] float32") << op;
+  }
+  for (const char* op : {"DivGradDivisor", "PowGradBase", "PowGradExponent", "ReduceMaxGrad"}) {
+    EXPECT_EQ(OutputOf(g + OpNode("y", op, {"dy", "x", "c"}), "y"), "[?,3,32,32] float32") << op;
+  }
+  EXPECT_EQ(OutputOf(g + ParamNode("table", {9, 4}) + InputNode("ids", {-1}, "DT_INT32") + InputNode("rows", {-1, 4}) +
+                         OpNode("y", "GatherGrad", {"rows", "ids", "table"}),
+                     "y"),
+            "[9,4] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LayerNormGrad", {"dy", "x", "f", "c", "c"}, Attr("axis", "i: 1")), "y"),
+            "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "AddN", {"dy", "x"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "Gradient", {"f"}, Attr("parameter", "s: \"f\"")), "y"), "[3,3,3,3] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "LearningRate", {}, Attr("base", "f: 0.1")), "y"), "[] float32");
