@@ -11,10 +11,10 @@ PACKAGES=(
   dataset-fashion-mnist redis-server iproute2 python3
 )
 # `./setup.sh --bench` adds the peer the benchmarks compare against: PyTorch
-# 1.13 with OpenBLAS (without libopenblas0, torch falls back to the slow
+# 1.13 (and torchvision's model definitions) with OpenBLAS (without libopenblas0, torch falls back to the slow
 # reference BLAS and every comparison would flatter Nereid).
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(python3-torch python3-numpy libopenblas0 gnuplot-nox)
+  PACKAGES+=(python3-torch python3-torchvision python3-numpy libopenblas0 gnuplot-nox)
 fi
 
 missing=()

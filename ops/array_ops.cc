@@ -1,5 +1,5 @@
 // Shape-changing ops that move no arithmetic: Flatten, Reshape, Slice, Concat,
-// Transpose.
+// Transpose, Pad.
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -172,6 +172,36 @@ absl::StatusOr<GradResult> TransposeGradient(GradientBuilder& g) {
   return GradResult{dx};
 }
 
+// pads: begins for every axis, then ends (ONNX's order); the output grows by
+// both.
+absl::StatusOr<std::vector<ShapeAndType>> PadShape(const InferenceContext& c) {
+  const TensorShape& x = c.input_shape(0);
+  std::vector<int64_t> pads = c.GetIntList("pads");
+  if (static_cast<int>(pads.size()) != 2 * x.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("attribute 'pads' has ", pads.size(), " entries; ",
+                                                   shape_fns::DescribeInput(c, 0), " needs ", 2 * x.rank(),
+                                                   " (every axis's begin, then every end)"));
+  }
+  std::vector<int64_t> out = x.dims();
+  for (int i = 0; i < x.rank(); ++i) {
+    const int64_t begin = pads[i], end = pads[i + x.rank()];
+    if (begin < 0 || end < 0 || begin > shape_fns::kMaxWindowValue || end > shape_fns::kMaxWindowValue) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute 'pads' [", absl::StrJoin(pads, ","),
+                                                     "] must hold values in [0, 2^31]"));
+    }
+    if (out[i] != kUnknownDim) {
+      ASSIGN_OR_RETURN(out[i], shape_fns::MultiplyDims(1, out[i] + begin + end));
+    }
+  }
+  return shape_fns::Single(TensorShape(std::move(out)), c.input_dtype(0));
+}
+
+absl::StatusOr<GradResult> PadGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.AddWithAttrsOf("x", "PadGrad", {dy, g.input(0)}, {"pads"}));
+  return GradResult{dx};
+}
+
 // Reshapes move no data, so their gradient is dy given x's shape back.
 absl::StatusOr<GradResult> ReshapeGradient(GradientBuilder& g) {
   ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
@@ -251,6 +281,18 @@ NEREID_REGISTER_OP(OpDefBuilder("Transpose")
                        .SetShapeFn(TransposeShape)
                        .SetCostFn(cost_fns::NoFlops)
                        .SetGradient(TransposeGradient));
+
+NEREID_REGISTER_OP(OpDefBuilder("Pad")
+                       .Summary("x surrounded by `value`: pads[i] before and pads[rank + i] after axis i.")
+                       .Input("x", kFloatTypes)
+                       .Output("y")
+                       .RequiredAttr("pads", AttrType::kIntList)
+                       .Attr("value", AttrType::kFloat, FloatAttr(0.0f))
+                       .SetShapeFn(PadShape)
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(PadGradient));
+NEREID_REGISTER_OP(GradientOp("PadGrad", "The part of dy Pad copied x into.", {"dy", "x"}, 1)
+                       .RequiredAttr("pads", AttrType::kIntList));
 
 NEREID_REGISTER_OP(OpDefBuilder("Concat")
                        .Summary("Joins tensors along `axis`.")

@@ -1,6 +1,6 @@
-// ONNX Flatten, Reshape, Squeeze, Unsqueeze, Concat, Slice, Split,
+// ONNX Flatten, Reshape, Squeeze, Unsqueeze, Concat, Slice, Split, Pad,
 // Transpose, Gather, Constant and Dropout -> Flatten / Reshape, Concat,
-// Slice, Transpose, Gather, Const, Dropout. Shapes that ONNX passes as tensors must be
+// Slice, Pad, Transpose, Gather, Const, Dropout. Shapes that ONNX passes as tensors must be
 // constants here: Nereid's Reshape takes its target as an attribute.
 
 #include <algorithm>
@@ -47,11 +47,38 @@ absl::Status ConvertFlatten(OnnxNodeContext& c) {
   return absl::OkStatus();
 }
 
+// Squeeze and Unsqueeze (and a Reshape whose result shape inference found)
+// move no data: a Reshape to the output's dims, which shape inference knows
+// whenever the input's are (one unknown dimension, the batch, becomes -1).
+absl::Status ConvertToReshape(OnnxNodeContext& c) {
+  std::optional<std::vector<int64_t>> out = c.OutputDims(0);
+  if (!out) return c.Unsupported("the output's shape is unknown");
+  int unknown = 0;
+  for (int64_t& d : *out) {
+    if (d < 0) {
+      d = -1;
+      ++unknown;
+    }
+  }
+  if (unknown > 1) return c.Unsupported("more than one output dimension is unknown");
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["shape"] = IntsAttrValue(*out);
+  c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
+  return absl::OkStatus();
+}
+
 // ONNX's 0 copies the input's dimension: resolved here from the static
 // shape, or to -1 for the batch dimension when nothing else is -1. A target
 // folded from the input's own shape may hold one dimension that varies (the
 // batch): it becomes the -1.
 absl::Status ConvertReshape(OnnxNodeContext& c) {
+  // Shape inference (which knows the batch is one symbol) usually has the
+  // answer: [0, 0, -1] of [T, B, 2, H] is [T, B, 2H].
+  std::optional<std::vector<int64_t>> out = c.OutputDims(0);
+  if (out && std::count_if(out->begin(), out->end(), [](int64_t d) { return d < 0; }) == 1) {
+    return ConvertToReshape(c);
+  }
   std::optional<std::vector<std::optional<int64_t>>> partial = c.PartialInts(1);
   if (!partial) return c.Unsupported("the target shape is computed at run time; Nereid needs it constant");
   std::vector<int64_t> target;
@@ -98,27 +125,6 @@ absl::Status ConvertReshape(OnnxNodeContext& c) {
   ASSIGN_OR_RETURN(std::string x, c.Input(0));
   google::protobuf::Map<std::string, AttrValue> attrs;
   attrs["shape"] = IntsAttrValue(target);
-  c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
-  return absl::OkStatus();
-}
-
-// Squeeze and Unsqueeze move no data: a Reshape to the output's dims, which
-// shape inference knows whenever the input's are (one unknown dimension, the
-// batch, becomes -1).
-absl::Status ConvertToReshape(OnnxNodeContext& c) {
-  std::optional<std::vector<int64_t>> out = c.OutputDims(0);
-  if (!out) return c.Unsupported("the output's shape is unknown");
-  int unknown = 0;
-  for (int64_t& d : *out) {
-    if (d < 0) {
-      d = -1;
-      ++unknown;
-    }
-  }
-  if (unknown > 1) return c.Unsupported("more than one output dimension is unknown");
-  ASSIGN_OR_RETURN(std::string x, c.Input(0));
-  google::protobuf::Map<std::string, AttrValue> attrs;
-  attrs["shape"] = IntsAttrValue(*out);
   c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
   return absl::OkStatus();
 }
@@ -237,6 +243,39 @@ absl::Status ConvertSplit(OnnxNodeContext& c) {
   return absl::OkStatus();
 }
 
+// Constant padding (pads an attribute before opset 11, a constant input
+// after); no padding at all is the input itself. Reflect and edge modes are
+// not supported.
+absl::Status ConvertPad(OnnxNodeContext& c) {
+  const std::string mode = c.StringAttr("mode", "constant");
+  if (mode != "constant") return c.Unsupported(absl::StrCat("mode '", mode, "' (only constant padding is supported)"));
+  std::vector<int64_t> pads = c.IntsAttr("pads");
+  float value = c.FloatAttr("value", 0.0f);
+  if (c.opset() >= 11) {
+    std::optional<std::vector<int64_t>> given = c.ConstantInts(1);
+    if (!given) return c.Unsupported("the pads are computed at run time; Nereid needs them constant");
+    pads = *given;
+    if (c.HasInput(2)) {
+      std::optional<std::vector<float>> v = c.ConstantFloats(2);
+      if (!v || v->size() != 1) return c.Unsupported("the padding value must be a constant scalar");
+      value = (*v)[0];
+    }
+  }
+  for (int64_t p : pads) {
+    if (p < 0) return c.Unsupported("negative pads (cropping)");
+  }
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) {
+    c.SetOutput(0, c.AddNode("Identity", {x}));
+    return absl::OkStatus();
+  }
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["pads"] = IntsAttrValue(pads);
+  if (value != 0.0f) attrs["value"] = FloatAttrValue(value);
+  c.SetOutput(0, c.AddNode("Pad", {x}, attrs));
+  return absl::OkStatus();
+}
+
 // Gather picks from float data by integer ids (an embedding lookup).
 absl::Status ConvertGather(OnnxNodeContext& c) {
   std::optional<int32_t> data = c.InputElemType(0), ids = c.InputElemType(1);
@@ -322,6 +361,7 @@ NEREID_REGISTER_ONNX_OP("Unsqueeze", "axes", ConvertToReshape);
 NEREID_REGISTER_ONNX_OP("Concat", "axis", ConvertConcat);
 NEREID_REGISTER_ONNX_OP("Slice", "starts ends axes", ConvertSlice);
 NEREID_REGISTER_ONNX_OP("Split", "axis split", ConvertSplit);
+NEREID_REGISTER_ONNX_OP("Pad", "mode pads value", ConvertPad);
 NEREID_REGISTER_ONNX_OP("Transpose", "perm", ConvertTranspose);
 NEREID_REGISTER_ONNX_OP("Gather", "axis", ConvertGather);
 NEREID_REGISTER_ONNX_OP("Constant", "value value_float value_floats value_int value_ints", ConvertConstant);

@@ -1,6 +1,6 @@
 // ONNX LayerNormalization -> LayerNorm (with its mean and inverse standard
 // deviation outputs); a missing bias becomes zeros.
-// ONNX BatchNormalization -> BatchNorm. The running mean and variance become
+// ONNX BatchNormalization (either training_mode) -> BatchNorm. The running mean and variance become
 // Parameters that are not trained. ONNX's momentum weighs the old running
 // value; Nereid's weighs the batch statistic, hence 1 - momentum.
 
@@ -12,9 +12,9 @@ namespace nereid {
 namespace {
 
 absl::Status ConvertBatchNormalization(OnnxNodeContext& c) {
-  if (c.IntAttr("training_mode", 0) != 0) {
-    return c.Unsupported("training_mode 1 (Nereid uses batch statistics while training on its own)");
-  }
+  // training_mode 1 (opset 14+ exports of a module in train mode) is what
+  // Nereid's BatchNorm does while training; it uses the running statistics
+  // when evaluating, as the module does in eval mode.
   if (c.IntAttr("spatial", 1) != 1) return c.Unsupported("spatial 0 (per-element statistics) is not supported");
   for (int i = 1; i < 5; ++i) {
     if (c.OutputUsed(i)) return c.Unsupported(absl::StrCat("output ", i, " (running or saved statistics) is not supported"));

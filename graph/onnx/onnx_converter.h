@@ -67,6 +67,10 @@ class OnnxNodeContext {
   // Like ConstantInts, but a value folded from shapes may hold unknown
   // entries (a dimension that varies, such as the batch).
   std::optional<std::vector<std::optional<int64_t>>> PartialInts(int i) const;
+  // The one value every element of input i holds, when the importer knows it
+  // (a constant of equal elements, or zeros expanded to a shape holding the
+  // batch: an RNN's initial state).
+  std::optional<float> UniformInput(int i) const;
   bool OutputUsed(int i) const;
 
   // Attributes, with ONNX's defaults.

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <exception>
+#include <map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -21,6 +21,22 @@
 #include "onnx/shape_inference/implementation.h"
 
 namespace nereid {
+namespace {
+
+bool HasNonFinite(const TensorProto& t) {
+  const std::string& raw = t.raw_data();
+  for (size_t i = 0; i + sizeof(float) <= raw.size(); i += sizeof(float)) {
+    float v;
+    std::memcpy(&v, raw.data() + i, sizeof(float));
+    if (!std::isfinite(v)) return true;
+  }
+  for (float v : t.float_val()) {
+    if (!std::isfinite(v)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 // Holds the graph being built and what the converters look up: which Nereid
 // output each ONNX value is, the initializers and Constant values not yet
@@ -97,7 +113,10 @@ class OnnxGraphBuilder {
       return absl::Status(tensor.status().code(), absl::StrCat(source_, ": tensor '", value, "': ", tensor.status().message()));
     }
     NodeDef* node;
-    if (constant_nodes_.contains(value)) {
+    // A float initializer is a trained Parameter, unless it holds values no
+    // parameter can (an attention mask's -inf, registered by PyTorch as a
+    // buffer): a constant.
+    if (constant_nodes_.contains(value) || (tensor->dtype() == DT_FLOAT && HasNonFinite(*tensor))) {
       node = AddNode(value, "Const");
       *(*node->mutable_attr())["value"].mutable_tensor() = *tensor;
     } else {
@@ -275,6 +294,18 @@ std::optional<std::vector<std::optional<int64_t>>> OnnxNodeContext::PartialInts(
     out.push_back(std::isnan(d) ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(d)));
   }
   return out;
+}
+
+std::optional<float> OnnxNodeContext::UniformInput(int i) const {
+  if (!HasInput(i)) return std::nullopt;
+  std::optional<FoldedValue> v = builder_.Known(node_.input(i));
+  if (!v) return std::nullopt;
+  if (v->uniform) return static_cast<float>(*v->uniform);
+  if (!v->FullyKnown() || v->values.empty()) return std::nullopt;
+  for (double x : v->values) {
+    if (x != v->values[0]) return std::nullopt;
+  }
+  return static_cast<float>(v->values[0]);
 }
 
 std::optional<std::vector<float>> OnnxNodeContext::ConstantFloats(int i) const {
@@ -582,10 +613,41 @@ absl::Status FoldConstantNodes(onnx::ModelProto& model, const std::string& sourc
     onnx::GraphProto* graph = model.mutable_graph();
     OnnxGraphBuilder b(*graph, source);
     int replaced = 0;
+    std::vector<onnx::NodeProto> targets;  // Reshape targets made static, placed first
     for (onnx::NodeProto& node : *graph->mutable_node()) {
       absl::StatusOr<std::optional<std::vector<FoldedValue>>> folded = TryFold(node, b.Folding());
       if (!folded.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", folded.status().message()));
-      if (!folded->has_value()) continue;
+      if (!folded->has_value()) {
+        // A Reshape to a folded shape whose one unknown entry is the batch
+        // (x.view(x.size(0), ...) through a Cast or a Div that shape
+        // inference does not follow) gets that shape with -1 there, so the
+        // dims after it are known again.
+        std::optional<FoldedValue> shape =
+            node.op_type() == "Reshape" && node.input_size() == 2 ? b.Folded(node.input(1)) : std::nullopt;
+        if (!shape || shape->FullyKnown() || shape->values.size() != static_cast<size_t>(shape->num_elements())) continue;
+        int unknown = 0;
+        bool plain = true;
+        for (double v : shape->values) {
+          unknown += std::isnan(v) ? 1 : 0;
+          plain = plain && (std::isnan(v) || v > 0);
+        }
+        if (unknown != 1 || !plain) continue;
+        FoldedValue target = *shape;
+        for (double& v : target.values) v = std::isnan(v) ? -1 : v;
+        const std::string name = absl::StrCat(node.input(1), "/nereid_static");
+        onnx::NodeProto constant;
+        constant.set_name(name);
+        constant.set_op_type("Constant");
+        constant.add_output(name);
+        onnx::AttributeProto* value = constant.add_attribute();
+        value->set_name("value");
+        value->set_type(onnx::AttributeProto::TENSOR);
+        *value->mutable_t() = target.ToTensor(name);
+        targets.push_back(std::move(constant));
+        node.set_input(1, name);
+        ++replaced;
+        continue;
+      }
       std::vector<FoldedValue> values = **folded;
       b.RecordFolded(node, values);
       if (node.op_type() == "Constant" || node.output_size() != 1 || !values[0].FullyKnown()) continue;
@@ -601,6 +663,12 @@ absl::Status FoldConstantNodes(onnx::ModelProto& model, const std::string& sourc
       ++replaced;
     }
     if (replaced == 0) return absl::OkStatus();
+    if (!targets.empty()) {
+      google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+      for (onnx::NodeProto& t : targets) *nodes.Add() = std::move(t);
+      for (onnx::NodeProto& n : *graph->mutable_node()) *nodes.Add() = std::move(n);
+      graph->mutable_node()->Swap(&nodes);
+    }
     RETURN_IF_ERROR(InferShapes(model, source));
   }
   return absl::OkStatus();

@@ -294,10 +294,15 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
       r.elem_type = v->elem_type;
       fill = v->values[0];
     }
+    bool varies = false;
     for (double d : in[0].values) {
-      if (std::isnan(d)) return Result();  // a size that varies: made at run time, not here
-      if (d < 0) return Malformed(node, "negative dimension");
-      r.dims.push_back(static_cast<int64_t>(d));
+      if (!std::isnan(d) && d < 0) return Malformed(node, "negative dimension");
+      varies |= std::isnan(d);
+      r.dims.push_back(std::isnan(d) ? -1 : static_cast<int64_t>(d));
+    }
+    if (varies) {  // a size that varies: only its value is known
+      r.uniform = fill;
+      return Result(std::vector<FoldedValue>{r});
     }
     if (Count(r.dims) > kMaxFoldedElements) return Malformed(node, "folded value too large");
     r.values.assign(Count(r.dims), fill);
@@ -315,6 +320,14 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) r.values.push_back(start + static_cast<double>(i) * delta);
     r.dims = {static_cast<int64_t>(r.values.size())};
     return one(r);
+  }
+  if (op == "Expand" && in.size() == 2 && in[0].FullyKnown() && !in[1].FullyKnown() && !in[0].values.empty() &&
+      std::all_of(in[0].values.begin(), in[0].values.end(), [&](double v) { return v == in[0].values[0]; })) {
+    FoldedValue r;  // one repeated value to a shape that varies
+    r.elem_type = in[0].elem_type;
+    r.uniform = in[0].values[0];
+    for (double d : in[1].values) r.dims.push_back(std::isnan(d) ? -1 : static_cast<int64_t>(d));
+    return Result(std::vector<FoldedValue>{r});
   }
   if (op == "Expand") {
     FoldedValue shape;
@@ -347,6 +360,7 @@ bool IsFoldableOp(const std::string& op_type) {
 }
 
 bool FoldedValue::FullyKnown() const {
+  if (static_cast<int64_t>(values.size()) != Count(dims)) return false;  // a uniform value of varying size
   for (double v : values) {
     if (std::isnan(v)) return false;
   }

@@ -37,6 +37,10 @@ struct FoldedValue {
   int32_t elem_type = onnx::TensorProto::INT64;
   std::vector<int64_t> dims;
   std::vector<double> values;
+  // A tensor of one repeated value whose size varies (an RNN's zero state,
+  // ConstantOfShape / Expand to a shape holding the batch): `dims` holds -1
+  // there and `values` is empty.
+  std::optional<double> uniform;
 
   bool FullyKnown() const;
   int64_t num_elements() const;

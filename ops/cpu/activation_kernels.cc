@@ -1,5 +1,5 @@
 // Elementwise nonlinearities and their gradients as vectorisable loops;
-// softmax and log-softmax through oneDNN.
+// GELU, softmax and log-softmax through oneDNN.
 
 #include <cmath>
 
@@ -29,32 +29,57 @@ struct TanhGrad {
   static float Apply(float dy, float y) { return dy * (1 - y * y); }
 };
 
-// GELU: x * Phi(x) with Phi the normal CDF, or PyTorch's tanh approximation.
-struct Gelu {
-  explicit Gelu(const AttrMap& attrs) : tanh_form(attrs.at("approximate")->s() == "tanh") {}
-  Gelu() = default;
-  bool tanh_form = false;
-  static constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  static constexpr float kCubic = 0.044715f;
-  float Apply(float x) const {
-    if (tanh_form) return 0.5f * x * (1 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
-    return 0.5f * x * (1 + std::erf(x * static_cast<float>(M_SQRT1_2)));
+// GELU (erf or tanh form) through oneDNN's JIT eltwise primitives, forward
+// (x -> y) and backward ((dy, x) -> dx): vectorised erf and tanh, which the
+// loops below cannot have without giving up float's exact semantics.
+class GeluKernel : public OpKernel {
+ public:
+  explicit GeluKernel(bool backward = false) : backward_(backward) {}
+
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    algorithm_ = attrs.at("approximate")->s() == "tanh" ? dnnl::algorithm::eltwise_gelu_tanh
+                                                        : dnnl::algorithm::eltwise_gelu_erf;
+    return absl::OkStatus();
   }
-};
-struct GeluGrad {
-  explicit GeluGrad(const AttrMap& attrs) : tanh_form(attrs.at("approximate")->s() == "tanh") {}
-  GeluGrad() = default;
-  bool tanh_form = false;
-  float Apply(float dy, float x) const {
-    if (tanh_form) {
-      float t = std::tanh(Gelu::kSqrt2OverPi * (x + Gelu::kCubic * x * x * x));
-      return dy * (0.5f * (1 + t) +
-                   0.5f * x * (1 - t * t) * Gelu::kSqrt2OverPi * (1 + 3 * Gelu::kCubic * x * x));
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(backward_ ? 1 : 0);
+    ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
+    if (out->num_elements() == 0) return absl::OkStatus();
+    if (backward_ && ctx->input(0).dims() != x.dims()) {
+      return absl::InvalidArgumentError(absl::StrCat("dy ", ctx->input(0).DebugString(), " and x ", x.DebugString(),
+                                                     " differ"));
     }
-    const float cdf = 0.5f * (1 + std::erf(x * static_cast<float>(M_SQRT1_2)));
-    const float pdf = std::exp(-0.5f * x * x) * static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-    return dy * (cdf + x * pdf);
+    // One flat run: the op is elementwise, so the shape does not matter.
+    dnnl::memory::desc md = cpu::PlainDesc({out->num_elements()});
+    int threads = ctx->AcquireThreads(out->num_elements(), cpu::kElementwiseGrain);
+    ASSIGN_OR_RETURN(const dnnl::primitive* primitive, cache_.Get(out->num_elements(), threads, [&] {
+      dnnl::eltwise_forward::primitive_desc fwd(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm_, md, 0.0f, 0.0f), cpu::CpuEngine());
+      if (!backward_) return dnnl::primitive(dnnl::eltwise_forward(fwd));
+      return dnnl::primitive(dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+          dnnl::eltwise_backward::desc(algorithm_, md, md, 0.0f, 0.0f), cpu::CpuEngine(), fwd)));
+    }, "gelu"));
+    if (backward_) {
+      return cpu::RunPrimitive(*primitive,
+                               {{DNNL_ARG_SRC, cpu::Wrap(md, x)},
+                                {DNNL_ARG_DIFF_DST, cpu::Wrap(md, ctx->input(0))},
+                                {DNNL_ARG_DIFF_SRC, cpu::Wrap(md, *out)}},
+                               threads, "gelu backward");
+    }
+    return cpu::RunPrimitive(*primitive, {{DNNL_ARG_SRC, cpu::Wrap(md, x)}, {DNNL_ARG_DST, cpu::Wrap(md, *out)}}, threads,
+                             "gelu");
   }
+
+ private:
+  bool backward_;
+  dnnl::algorithm algorithm_ = dnnl::algorithm::eltwise_gelu_erf;
+  cpu::PrimitiveCache<int64_t, dnnl::primitive> cache_;
+};
+
+class GeluGradKernel : public GeluKernel {
+ public:
+  GeluGradKernel() : GeluKernel(/*backward=*/true) {}
 };
 
 // The bounded forms: ReLU6 (Clip 0..6), HardSigmoid, HardSwish (MobileNetV3).
@@ -155,8 +180,8 @@ NEREID_REGISTER_KERNEL("Sigmoid", kCpu, DT_FLOAT, UnaryKernel<Sigmoid>);
 NEREID_REGISTER_KERNEL("SigmoidGrad", kCpu, DT_FLOAT, UnaryGradKernel<SigmoidGrad>);
 NEREID_REGISTER_KERNEL("Tanh", kCpu, DT_FLOAT, UnaryKernel<Tanh>);
 NEREID_REGISTER_KERNEL("TanhGrad", kCpu, DT_FLOAT, UnaryGradKernel<TanhGrad>);
-NEREID_REGISTER_KERNEL("Gelu", kCpu, DT_FLOAT, UnaryKernel<Gelu>);
-NEREID_REGISTER_KERNEL("GeluGrad", kCpu, DT_FLOAT, UnaryGradKernel<GeluGrad>);
+NEREID_REGISTER_KERNEL("Gelu", kCpu, DT_FLOAT, GeluKernel);
+NEREID_REGISTER_KERNEL("GeluGrad", kCpu, DT_FLOAT, GeluGradKernel);
 NEREID_REGISTER_KERNEL("Clip", kCpu, DT_FLOAT, UnaryKernel<Clip>);
 NEREID_REGISTER_KERNEL("ClipGrad", kCpu, DT_FLOAT, UnaryGradKernel<ClipGrad>);
 NEREID_REGISTER_KERNEL("HardSigmoid", kCpu, DT_FLOAT, UnaryKernel<HardSigmoid>);

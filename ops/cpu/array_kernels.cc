@@ -1,6 +1,7 @@
 // Concat and the slice that is its gradient: both copy contiguous runs of
-// [outer, axis, inner] views; Transpose: a strided gather.
+// [outer, axis, inner] views; Transpose: a strided gather; Pad and its gradient.
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -115,6 +116,57 @@ class StridedSliceKernel : public OpKernel {
  private:
   int64_t axis_ = 0, begin_ = 0, stride_ = 1;
 };
+
+// Pad (x) -> y, and its gradient (dy, x) -> dx: the copy between x and the
+// interior of the padded tensor, a run of the last axis at a time.
+template <bool kGradient>
+class PadKernel : public OpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    const auto& pads = attrs.at("pads")->list().i();
+    pads_.assign(pads.begin(), pads.end());
+    auto value = attrs.find("value");
+    value_ = value == attrs.end() ? 0.0f : value->second->f();
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
+    const Tensor& small = kGradient ? *out : ctx->input(0);
+    const Tensor& large = kGradient ? ctx->input(0) : *out;
+    const int rank = small.rank();
+    if (static_cast<int>(pads_.size()) != 2 * rank) return absl::InvalidArgumentError("pads do not match the rank");
+    if (!kGradient) std::fill(out->data<float>(), out->data<float>() + out->num_elements(), value_);
+    if (small.num_elements() == 0) return absl::OkStatus();
+    // Strides of the large tensor; each run of the small one's last axis
+    // starts at the large offset of its index shifted by the begin pads.
+    std::vector<int64_t> strides(rank, 1);
+    for (int d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * large.dim(d + 1);
+    const int64_t row = rank == 0 ? 1 : small.dim(rank - 1);
+    const int64_t rows = small.num_elements() / row;
+    const float* src = ctx->input(0).data<float>();
+    float* dst = out->data<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t rest = r, offset = rank == 0 ? 0 : pads_[rank - 1];
+      for (int d = rank - 2; d >= 0; --d) {
+        offset += (rest % small.dim(d) + pads_[d]) * strides[d];
+        rest /= small.dim(d);
+      }
+      if (kGradient) {
+        std::memcpy(dst + r * row, src + offset, row * sizeof(float));
+      } else {
+        std::memcpy(dst + offset, src + r * row, row * sizeof(float));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<int64_t> pads_;
+  float value_ = 0.0f;
+};
+
+NEREID_REGISTER_KERNEL("Pad", kCpu, DT_FLOAT, PadKernel</*gradient=*/false>);
+NEREID_REGISTER_KERNEL("PadGrad", kCpu, DT_FLOAT, PadKernel</*gradient=*/true>);
 
 // y[i] = x[offset of y's index i seen through the permuted strides]; each
 // thread walks its range of y with an odometer over the output index.

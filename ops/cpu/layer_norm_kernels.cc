@@ -46,11 +46,8 @@ class LayerNormKernel : public OpKernel {
     cpu::ParallelFor(ctx, v.rows, RowsPerThread(v.width), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const float* row = in + r * v.width;
-        float sum = 0;
-        for (int64_t i = 0; i < v.width; ++i) sum += row[i];
-        const float mu = sum / static_cast<float>(v.width);
-        float squares = 0;
-        for (int64_t i = 0; i < v.width; ++i) squares += (row[i] - mu) * (row[i] - mu);
+        const float mu = cpu::SumLanes(row, v.width) / static_cast<float>(v.width);
+        const float squares = cpu::SumLanes(v.width, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
         const float inv = 1.0f / std::sqrt(squares / static_cast<float>(v.width) + epsilon_);
         float* dst = out + r * v.width;
         for (int64_t i = 0; i < v.width; ++i) dst[i] = (row[i] - mu) * inv * scale[i] + bias[i];
@@ -98,12 +95,9 @@ class LayerNormGradKernel : public OpKernel {
         const float* row_dy = pdy + r * v.width;
         const float* row_x = px + r * v.width;
         const float mu = mean[r], inv = rstd[r];
-        float sum_g = 0, sum_gx = 0;
-        for (int64_t i = 0; i < v.width; ++i) {
-          const float g = row_dy[i] * scale[i];
-          sum_g += g;
-          sum_gx += g * (row_x[i] - mu) * inv;
-        }
+        const float sum_g = cpu::SumLanes(v.width, [&](int64_t i) { return row_dy[i] * scale[i]; });
+        const float sum_gx =
+            cpu::SumLanes(v.width, [&](int64_t i) { return row_dy[i] * scale[i] * (row_x[i] - mu) * inv; });
         const float mean_g = sum_g * inv_width, mean_gx = sum_gx * inv_width;
         float* dst = out + r * v.width;
         for (int64_t i = 0; i < v.width; ++i) {

@@ -104,24 +104,10 @@ class BiasAddKernel : public OpKernel {
 };
 
 // Sums dy over every dimension but 1. Each thread owns a range of channels
-// and adds in a fixed order, so the result does not depend on scheduling.
+// and adds in a fixed order, so the result does not depend on scheduling;
+// each plane is summed in lanes (3x one running sum on lenet's first layer
+// at batch 256, 4.6x on its second).
 class BiasAddGradKernel : public OpKernel {
- private:
-  // One plane's sum in eight lanes (the compiler keeps them in one vector
-  // register), combined in a fixed order: a fixed summation for every run,
-  // and shorter dependency chains than one running sum (3x faster on
-  // lenet's first layer at batch 256, 4.6x on its second).
-  static float PlaneSum(const float* src, int64_t n) {
-    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      for (int l = 0; l < 8; ++l) lane[l] += src[i + l];
-    }
-    float tail = 0;
-    for (; i < n; ++i) tail += src[i];
-    return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + tail;
-  }
-
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& dy = ctx->input(0);
@@ -143,7 +129,7 @@ class BiasAddGradKernel : public OpKernel {
                      [&](int64_t begin, int64_t end) {
                        for (int64_t c = begin; c < end; ++c) {
                          float sum = 0;
-                         for (int64_t n = 0; n < v.outer; ++n) sum += PlaneSum(in + n * row + c * v.inner, v.inner);
+                         for (int64_t n = 0; n < v.outer; ++n) sum += cpu::SumLanes(in + n * row + c * v.inner, v.inner);
                          out[c] = sum;
                        }
                      });

@@ -71,6 +71,13 @@ class ReduceKernel : public OpKernel {
       for (int i = 0; i < r.first; ++i) outer *= x.dim(i);
       for (int i = r.last + 1; i < x.rank(); ++i) inner *= x.dim(i);
       const int64_t n = r.count;
+      if (inner == 1) {  // the reduced elements are adjacent: eight lanes, combined in a fixed order
+        cpu::ParallelFor(ctx, outer, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(1, n)),
+                         [&](int64_t begin, int64_t end) {
+                           for (int64_t o = begin; o < end; ++o) out[o] = Finish(Lanes(in + o * n, n, init), n);
+                         });
+        return absl::OkStatus();
+      }
       cpu::ParallelFor(ctx, outer * inner, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(1, n)),
                        [&](int64_t begin, int64_t end) {
                          for (int64_t j = begin; j < end; ++j) {
@@ -94,6 +101,21 @@ class ReduceKernel : public OpKernel {
 
  private:
   static float Combine(float acc, float v) { return kKind == Kind::kMax ? std::max(acc, v) : acc + v; }
+  // n adjacent values combined in eight independent lanes (one vector
+  // register), then the lanes in a fixed order: the same result in every
+  // run, and no chain of n dependent additions.
+  static float Lanes(const float* src, int64_t n, float init) {
+    float lane[8] = {init, init, init, init, init, init, init, init};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+      for (int l = 0; l < 8; ++l) lane[l] = Combine(lane[l], src[k + l]);
+    }
+    float tail = init;
+    for (; k < n; ++k) tail = Combine(tail, src[k]);
+    return Combine(Combine(Combine(Combine(lane[0], lane[1]), Combine(lane[2], lane[3])),
+                           Combine(Combine(lane[4], lane[5]), Combine(lane[6], lane[7]))),
+                   tail);
+  }
   static float Finish(float acc, int64_t n) { return kKind == Kind::kMean ? acc / static_cast<float>(n) : acc; }
 
   std::vector<int64_t> axes_;
@@ -122,6 +144,44 @@ class ExpandKernel : public OpKernel {
     const float* px = x.data<float>();
     const float* py = kKind == Kind::kMax ? ctx->input(2).data<float>() : nullptr;
     float* out = dx->data<float>();
+    if (r.contiguous && r.first >= 0) {
+      // [outer, n, inner] of x against [outer, inner] of dy: no index arithmetic per element.
+      int64_t outer = 1, inner = 1;
+      for (int i = 0; i < r.first; ++i) outer *= x.dim(i);
+      for (int i = r.last + 1; i < x.rank(); ++i) inner *= x.dim(i);
+      const int64_t n = r.count;
+      if (inner == 1) {  // runs of n elements share one gradient value
+        cpu::ParallelFor(ctx, outer * n, cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+          int64_t o = begin / n, k = begin % n;
+          for (int64_t j = begin; j < end; k = 0, ++o) {
+            const int64_t run = std::min(end - j, n - k);
+            if constexpr (kKind == Kind::kMax) {
+              for (int64_t t = j; t < j + run; ++t) out[t] = px[t] == py[o] ? pdy[o] : 0.0f;
+            } else {
+              std::fill(out + j, out + j + run, pdy[o] * scale);
+            }
+            j += run;
+          }
+        });
+        return absl::OkStatus();
+      }
+      cpu::ParallelFor(ctx, outer * n, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(1, inner)),
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t j = begin; j < end; ++j) {
+                           const int64_t o = j / n;
+                           const float* g = pdy + o * inner;
+                           float* dst = out + j * inner;
+                           if constexpr (kKind == Kind::kMax) {
+                             const float* src = px + j * inner;
+                             const float* top = py + o * inner;
+                             for (int64_t i = 0; i < inner; ++i) dst[i] = src[i] == top[i] ? g[i] : 0.0f;
+                           } else {
+                             for (int64_t i = 0; i < inner; ++i) dst[i] = g[i] * scale;
+                           }
+                         }
+                       });
+      return absl::OkStatus();
+    }
     cpu::ParallelFor(ctx, x.num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t o = cpu::BroadcastOffset(i, x.dims(), strides);

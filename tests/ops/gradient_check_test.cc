@@ -175,6 +175,9 @@ const std::vector<GradCase>& Cases() {
       {"Conv2DValid", "Conv2D", {{{2, 3, 7, 7}}, {{4, 3, 3, 3}}}, Conv({1, 1}, "VALID")},
       {"Conv2DSameStride2", "Conv2D", {{{2, 3, 7, 7}}, {{4, 3, 3, 3}}}, Conv({2, 2}, "SAME")},
       {"Conv2DGroups", "Conv2D", {{{1, 4, 6, 6}}, {{4, 2, 3, 3}}}, Conv({1, 1}, "VALID", 2)},
+      // Depthwise (one channel per group), on maps smaller than the window.
+      {"Conv2DDepthwiseTiny", "Conv2D", {{{2, 4, 2, 2}}, {{4, 1, 3, 3}}}, Conv({1, 1}, "SAME", 4)},
+      {"Conv2DDepthwise", "Conv2D", {{{2, 3, 5, 5}}, {{3, 1, 3, 3}}}, Conv({1, 1}, "SAME", 3)},
       {"Conv2DDilated", "Conv2D", {{{1, 2, 7, 7}}, {{3, 2, 3, 3}}}, Conv({1, 1}, "VALID", 1, {2, 2})},
       {"MaxPool", "MaxPool", {{{2, 3, 6, 6}, Values::kDistinct}}, Pool({2, 2}, {2, 2}, "VALID")},
       // Wide enough for the four-window SSE2 path, with a scalar tail and an
@@ -229,6 +232,7 @@ const std::vector<GradCase>& Cases() {
       {"Slice", "Slice", {{{3, 7}}}, Attr("axis", "i: 1") + Attr("begin", "i: 1") + Attr("size", "i: 4")},
       {"SliceStrided", "Slice", {{{2, 7, 3}}},
        Attr("axis", "i: 1") + Attr("begin", "i: 0") + Attr("size", "i: 4") + Attr("stride", "i: 2")},
+      {"Pad", "Pad", {{{2, 3, 4}}}, Attr("pads", IntsValue({0, 1, 2, 1, 0, 1})) + Attr("value", "f: 0.5")},
       {"Gather", "Gather", {{{5, 3}}}, "", {0, 3, 4, 1, 3}},
       {"GatherAxis1", "Gather", {{{2, 5, 3}}}, Attr("axis", "i: 1"), {4, 0, 4}},
       {"LayerNorm", "LayerNorm", {{{4, 6}}, {{6}}, {{6}}}},

@@ -224,6 +224,14 @@ TEST(ShapeTest, ElementwiseMath) {
               HasSubstr("approximate"));
 }
 
+TEST(ShapeTest, Pad) {
+  EXPECT_EQ(OutputOf(kImage + OpNode("y", "Pad", {"x"}, Attr("pads", IntsValue({0, 0, 1, 2, 0, 0, 3, 4}))), "y"),
+            "[?,3,36,38] float32");
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Pad", {"x"}, Attr("pads", IntsValue({1, 1})))), HasSubstr("needs 8"));
+  EXPECT_THAT(LoadError(kImage + OpNode("y", "Pad", {"x"}, Attr("pads", IntsValue({0, 0, -1, 0, 0, 0, 0, 0})))),
+              HasSubstr("must hold values in [0, 2^31]"));
+}
+
 TEST(ShapeTest, Transpose) {
   EXPECT_EQ(OutputOf(kImage + OpNode("y", "Transpose", {"x"}, Attr("perm", IntsValue({0, 2, 3, 1}))), "y"),
             "[?,32,32,3] float32");
@@ -346,8 +354,10 @@ TEST(ShapeTest, GradientOps) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "BatchNormGrad", {"dy", "x", "c", "c", "c"}), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "DropoutGrad", {"dy"}), "y"), "[?,3,32,32] float32");
   for (const char* op : {"GeluGrad", "ClipGrad", "HardSigmoidGrad", "HardSwishGrad", "LogSoftmaxGrad", "SqrtGrad",
-                         "ReciprocalGrad", "ExpGrad", "LogGrad", "ErfGrad", "ExpandReduced", "SliceGrad"}) {
-    std::string attrs = std::string(op) == "SliceGrad" ? Attr("begin", "i: 0") : "";
+                         "ReciprocalGrad", "ExpGrad", "LogGrad", "ErfGrad", "ExpandReduced", "SliceGrad", "PadGrad"}) {
+    std::string attrs = std::string(op) == "SliceGrad" ? Attr("begin", "i: 0")
+                        : std::string(op) == "PadGrad" ? Attr("pads", IntsValue({0, 0, 0, 0, 0, 0, 0, 0}))
+                                                        : "";
     EXPECT_EQ(OutputOf(g + OpNode("y", op, {"dy", "x"}, attrs), "y"), "[?,3,32,32] float32") << op;
   }
   for (const char* op : {"DivGradDivisor", "PowGradBase", "PowGradExponent", "ReduceMaxGrad"}) {
