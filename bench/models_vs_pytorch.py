@@ -173,6 +173,7 @@ def compare(name, build, data, args, tmp):
     # model's own sensitivity, the floor for any comparison of two engines.
     perturbed = train(perturb=True)
     sensitivity = max(abs(a - b) / abs(b) for a, b in zip(perturbed, torch_losses))
+    one_step = abs(perturbed[1] - torch_losses[1]) / abs(torch_losses[1]) if args.steps > 1 else 0.0
     data_dir = os.path.join(tmp, f"{name}_data")
     os.makedirs(data_dir, exist_ok=True)
     for split in ("train", "test"):
@@ -184,7 +185,9 @@ def compare(name, build, data, args, tmp):
     if len(nereid_losses) != args.steps:
         raise RuntimeError(f"{name}: nereid logged {len(nereid_losses)} steps, expected {args.steps}")
     training = max(abs(a - b) / abs(b) for a, b in zip(nereid_losses, torch_losses))
+    after_one = abs(nereid_losses[1] - torch_losses[1]) / abs(torch_losses[1]) if args.steps > 1 else 0.0
     return {"model": name, "forward_rel": forward, "loss_rel": training, "pytorch_sensitivity": sensitivity,
+            "second_loss_rel": after_one, "pytorch_second_loss_sensitivity": one_step,
             "losses": {"pytorch": torch_losses, "nereid": nereid_losses},
             "first_loss": torch_losses[0], "last_loss": torch_losses[-1], "nereid_last_loss": nereid_losses[-1]}
 
@@ -215,7 +218,8 @@ def main():
             else:
                 print(f"{name:22s} forward max rel diff {row['forward_rel']:.2e}   "
                       f"loss over {args.steps} steps max rel diff {row['loss_rel']:.2e} "
-                      f"(PyTorch against itself perturbed by rounding: {row['pytorch_sensitivity']:.2e})   "
+                      f"(PyTorch against itself perturbed by rounding: {row['pytorch_sensitivity']:.2e}); "
+                      f"after one step {row['second_loss_rel']:.2e} ({row['pytorch_second_loss_sensitivity']:.2e})   "
                       f"(loss {row['first_loss']:.4f} -> {row['last_loss']:.4f})", flush=True)
     if args.json:
         with open(args.json, "w") as f:

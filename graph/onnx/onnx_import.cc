@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -22,6 +23,9 @@
 
 namespace nereid {
 namespace {
+
+// The symbol the batch dimension gets while training (it varies).
+constexpr char kBatchSymbol[] = "nereid_batch";
 
 bool HasNonFinite(const TensorProto& t) {
   const std::string& raw = t.raw_data();
@@ -60,7 +64,7 @@ class OnnxGraphBuilder {
       if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
       std::vector<int64_t> dims;
       for (const auto& d : v.type().tensor_type().shape().dim()) {
-        dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        dims.push_back(d.has_dim_value() ? d.dim_value() : d.dim_param() == kBatchSymbol ? kBatchDim : -1);
       }
       dims_[v.name()] = std::move(dims);
     };
@@ -291,7 +295,7 @@ std::optional<std::vector<std::optional<int64_t>>> OnnxNodeContext::PartialInts(
   }
   std::vector<std::optional<int64_t>> out;
   for (double d : v->values) {
-    out.push_back(std::isnan(d) ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(d)));
+    out.push_back(!std::isfinite(d) ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(d)));
   }
   return out;
 }
@@ -589,6 +593,84 @@ absl::Status ConvertNodes(OnnxGraphBuilder& b, const onnx::GraphProto& graph, in
       "\n  ", listed, ops.empty() ? "" : absl::StrCat("\n(supported: ", absl::StrJoin(OnnxConverterRegistry::Global().OpTypes(), ", "), ")")));
 }
 
+// A folded Reshape target with unknown entries as a static one: the batch
+// entry (+inf) becomes -1; an explicit -1 beside it is computed from the
+// input's dims, whose one batch dimension cancels the target's. Nullopt when
+// that cannot be done exactly (two unknowns, an unknown that is not the batch,
+// sizes that do not divide).
+struct StaticTarget {
+  FoldedValue shape;  // -1 at the batch
+  int batch;          // its position
+};
+
+std::optional<StaticTarget> StaticReshapeTarget(const FoldedValue& shape, std::optional<std::vector<int64_t>> in) {
+  FoldedValue target = shape;
+  int batch = -1, minus_one = -1, unknown = 0;
+  int64_t known = 1;
+  for (size_t i = 0; i < target.values.size(); ++i) {
+    double& v = target.values[i];
+    if (v == 0 && in && i < in->size()) v = (*in)[i] == kBatchDim ? std::numeric_limits<double>::infinity()
+                                          : (*in)[i] >= 0      ? static_cast<double>((*in)[i])
+                                                               : v;
+    if (std::isinf(v) && v > 0) {
+      batch = static_cast<int>(i);
+    } else if (std::isnan(v) || v == 0) {
+      ++unknown;
+    } else if (v == -1) {
+      minus_one = static_cast<int>(i);
+    } else {
+      known *= static_cast<int64_t>(v);
+    }
+  }
+  if (batch < 0 || unknown > 0 || std::count_if(target.values.begin(), target.values.end(),
+                                                 [](double v) { return std::isinf(v); }) != 1) {
+    return std::nullopt;
+  }
+  if (minus_one >= 0) {
+    if (!in) return std::nullopt;
+    int64_t in_known = 1;
+    int in_batch = 0;
+    for (int64_t d : *in) {
+      if (d == kBatchDim) {
+        ++in_batch;
+      } else if (d < 0) {
+        return std::nullopt;
+      } else {
+        in_known *= d;
+      }
+    }
+    if (in_batch != 1 || known == 0 || in_known % known != 0) return std::nullopt;
+    target.values[minus_one] = static_cast<double>(in_known / known);
+  }
+  target.values[batch] = -1;
+  return StaticTarget{std::move(target), batch};
+}
+
+// Gives the Reshape output `value` the dims of `target`, the batch's symbol
+// at its position, so shape inference carries the batch on.
+void MarkBatch(onnx::GraphProto& graph, const std::string& value, const StaticTarget& target,
+               std::optional<int32_t> elem_type) {
+  if (!elem_type) return;
+  onnx::ValueInfoProto* info = nullptr;
+  for (onnx::ValueInfoProto& v : *graph.mutable_value_info()) {
+    if (v.name() == value) info = &v;
+  }
+  if (info == nullptr) info = graph.add_value_info();
+  info->set_name(value);
+  onnx::TypeProto::Tensor* tensor = info->mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(*elem_type);
+  onnx::TensorShapeProto* dims = tensor->mutable_shape();
+  dims->clear_dim();
+  for (size_t i = 0; i < target.shape.values.size(); ++i) {
+    onnx::TensorShapeProto::Dimension* d = dims->add_dim();
+    if (static_cast<int>(i) == target.batch) {
+      d->set_dim_param(kBatchSymbol);
+    } else {
+      d->set_dim_value(static_cast<int64_t>(target.shape.values[i]));
+    }
+  }
+}
+
 absl::Status InferShapes(onnx::ModelProto& model, const std::string& source) {
   try {
     // Node-level inference errors are not fatal (error_mode 0): a value
@@ -605,11 +687,14 @@ absl::Status InferShapes(onnx::ModelProto& model, const std::string& source) {
 
 // Replaces every node whose outputs all fold to known values by Constant
 // nodes holding them, and infers shapes again: a Slice whose bounds were
-// computed then gets static dims, so the Shape read after it folds too.
-// Repeated until nothing changes (at most 8 rounds; each round folds at
-// least one more node or stops).
+// computed then gets static dims, so the Shape read after it folds too. Each
+// round reaches one block further into a network that computes its shapes
+// block by block (ShuffleNet's channel shuffles), so rounds repeat until
+// nothing changes, at most kMaxFoldingRounds.
+constexpr int kMaxFoldingRounds = 256;
+
 absl::Status FoldConstantNodes(onnx::ModelProto& model, const std::string& source) {
-  for (int round = 0; round < 8; ++round) {
+  for (int round = 0; round < kMaxFoldingRounds; ++round) {
     onnx::GraphProto* graph = model.mutable_graph();
     OnnxGraphBuilder b(*graph, source);
     int replaced = 0;
@@ -621,19 +706,12 @@ absl::Status FoldConstantNodes(onnx::ModelProto& model, const std::string& sourc
         // A Reshape to a folded shape whose one unknown entry is the batch
         // (x.view(x.size(0), ...) through a Cast or a Div that shape
         // inference does not follow) gets that shape with -1 there, so the
-        // dims after it are known again.
+        // dims after it are known again; the batch keeps its symbol.
         std::optional<FoldedValue> shape =
             node.op_type() == "Reshape" && node.input_size() == 2 ? b.Folded(node.input(1)) : std::nullopt;
         if (!shape || shape->FullyKnown() || shape->values.size() != static_cast<size_t>(shape->num_elements())) continue;
-        int unknown = 0;
-        bool plain = true;
-        for (double v : shape->values) {
-          unknown += std::isnan(v) ? 1 : 0;
-          plain = plain && (std::isnan(v) || v > 0);
-        }
-        if (unknown != 1 || !plain) continue;
-        FoldedValue target = *shape;
-        for (double& v : target.values) v = std::isnan(v) ? -1 : v;
+        std::optional<StaticTarget> target = StaticReshapeTarget(*shape, b.Dims(node.input(0)));
+        if (!target) continue;
         const std::string name = absl::StrCat(node.input(1), "/nereid_static");
         onnx::NodeProto constant;
         constant.set_name(name);
@@ -642,7 +720,8 @@ absl::Status FoldConstantNodes(onnx::ModelProto& model, const std::string& sourc
         onnx::AttributeProto* value = constant.add_attribute();
         value->set_name("value");
         value->set_type(onnx::AttributeProto::TENSOR);
-        *value->mutable_t() = target.ToTensor(name);
+        *value->mutable_t() = target->shape.ToTensor(name);
+        MarkBatch(*graph, node.output(0), *target, b.ElemType(node.input(0)));
         targets.push_back(std::move(constant));
         node.set_input(1, name);
         ++replaced;
@@ -693,7 +772,7 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const
     for (onnx::ValueInfoProto& v : *model.mutable_graph()->mutable_input()) {
       if (std::find(initializer_names.begin(), initializer_names.end(), v.name()) != initializer_names.end()) continue;
       auto* shape = v.mutable_type()->mutable_tensor_type()->mutable_shape();
-      if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_param("nereid_batch");
+      if (shape->dim_size() > 0) shape->mutable_dim(0)->set_dim_param(kBatchSymbol);
     }
   }
   RETURN_IF_ERROR(InferShapes(model, source));

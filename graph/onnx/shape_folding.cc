@@ -10,6 +10,10 @@ namespace nereid {
 namespace {
 
 constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+constexpr double kBatch = std::numeric_limits<double>::infinity();
+// Not a number: unknown (NaN), or the batch (+inf, kept by copying ops and
+// lost by arithmetic, so an entry still +inf is exactly the batch).
+bool Unknown(double v) { return !std::isfinite(v); }
 
 bool IsInteger(int32_t type) {
   return type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || type == onnx::TensorProto::BOOL ||
@@ -125,7 +129,10 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     int64_t start = std::clamp<int64_t>(Normalize(IntAttr(node, "start", 0), rank), 0, rank);
     int64_t end = std::clamp<int64_t>(Normalize(IntAttr(node, "end", rank), rank), 0, rank);
     FoldedValue r;
-    for (int64_t i = start; i < end; ++i) r.values.push_back((*dims)[i] < 0 ? kUnknown : static_cast<double>((*dims)[i]));
+    for (int64_t i = start; i < end; ++i) {
+      const int64_t d = (*dims)[i];
+      r.values.push_back(d == kBatchDim ? kBatch : d < 0 ? kUnknown : static_cast<double>(d));
+    }
     r.dims = {static_cast<int64_t>(r.values.size())};
     return one(r);
   }
@@ -161,7 +168,7 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     r.dims.insert(r.dims.end(), data.dims.begin() + axis + 1, data.dims.end());
     for (int64_t o = 0; o < outer; ++o) {
       for (double id : idx.values) {
-        if (std::isnan(id)) return Result();
+        if (Unknown(id)) return Result();
         int64_t k = Normalize(static_cast<int64_t>(id), data.dims[axis]);
         if (k < 0 || k >= data.dims[axis]) return Malformed(node, absl::StrCat("index ", id, " is out of range"));
         for (int64_t i = 0; i < inner; ++i) r.values.push_back(data.values[(o * data.dims[axis] + k) * inner + i]);
@@ -253,7 +260,7 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     const bool c_remainder = IntAttr(node, "fmod", 0) != 0;  // Mod's sign follows the dividend
     const int32_t type = compare ? static_cast<int32_t>(onnx::TensorProto::BOOL) : in[0].elem_type;
     absl::StatusOr<FoldedValue> r = Broadcast(node, in[0], in[1], type, [&](double a, double b) -> double {
-      if (std::isnan(a) || std::isnan(b)) return kUnknown;
+      if (Unknown(a) || Unknown(b)) return kUnknown;
       if (op == "Add") return a + b;
       if (op == "Sub") return a - b;
       if (op == "Mul") return a * b;
@@ -278,7 +285,7 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     if (!cond.ok()) return cond.status();
     // Each element comes from exactly one side: merge where the other is unknown.
     absl::StatusOr<FoldedValue> merged = Broadcast(node, *picked_a, *cond, in[1].elem_type, [](double a, double b) {
-      return std::isnan(a) ? b : a;
+      return Unknown(a) ? b : a;
     });
     if (!merged.ok()) return merged.status();
     return one(*std::move(merged));
@@ -296,9 +303,9 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     }
     bool varies = false;
     for (double d : in[0].values) {
-      if (!std::isnan(d) && d < 0) return Malformed(node, "negative dimension");
-      varies |= std::isnan(d);
-      r.dims.push_back(std::isnan(d) ? -1 : static_cast<int64_t>(d));
+      if (!Unknown(d) && d < 0) return Malformed(node, "negative dimension");
+      varies |= Unknown(d);
+      r.dims.push_back(Unknown(d) ? -1 : static_cast<int64_t>(d));
     }
     if (varies) {  // a size that varies: only its value is known
       r.uniform = fill;
@@ -311,7 +318,7 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
   if (op == "Range") {
     if (in.size() != 3) return Result();
     const double start = in[0].values.at(0), limit = in[1].values.at(0), delta = in[2].values.at(0);
-    if (std::isnan(start) || std::isnan(limit) || std::isnan(delta)) return Result();
+    if (Unknown(start) || Unknown(limit) || Unknown(delta)) return Result();
     if (delta == 0) return Malformed(node, "delta 0");
     const double n = std::max(0.0, std::ceil((limit - start) / delta));
     if (n > static_cast<double>(kMaxFoldedElements)) return Malformed(node, "folded value too large");
@@ -326,14 +333,14 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     FoldedValue r;  // one repeated value to a shape that varies
     r.elem_type = in[0].elem_type;
     r.uniform = in[0].values[0];
-    for (double d : in[1].values) r.dims.push_back(std::isnan(d) ? -1 : static_cast<int64_t>(d));
+    for (double d : in[1].values) r.dims.push_back(Unknown(d) ? -1 : static_cast<int64_t>(d));
     return Result(std::vector<FoldedValue>{r});
   }
   if (op == "Expand") {
     FoldedValue shape;
     shape.dims = {static_cast<int64_t>(in[1].values.size())};
     for (double d : in[1].values) {
-      if (std::isnan(d)) return Result();
+      if (Unknown(d)) return Result();
     }
     FoldedValue ones;
     ones.elem_type = in[0].elem_type;
@@ -362,7 +369,7 @@ bool IsFoldableOp(const std::string& op_type) {
 bool FoldedValue::FullyKnown() const {
   if (static_cast<int64_t>(values.size()) != Count(dims)) return false;  // a uniform value of varying size
   for (double v : values) {
-    if (std::isnan(v)) return false;
+    if (Unknown(v)) return false;
   }
   return true;
 }

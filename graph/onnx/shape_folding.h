@@ -31,8 +31,13 @@ namespace nereid {
 
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
 
+// In the dims the folder is given: the batch while training (ONNX's symbol
+// nereid_batch), as opposed to -1, any other unknown dimension.
+inline constexpr int64_t kBatchDim = -2;
+
 // A value known at import: its dims and its elements as doubles (exact for
-// integers below 2^53), NaN where an element is unknown.
+// integers below 2^53); NaN where an element is unknown, +inf where it is the
+// batch (copied from a shape, never computed from it).
 struct FoldedValue {
   int32_t elem_type = onnx::TensorProto::INT64;
   std::vector<int64_t> dims;
