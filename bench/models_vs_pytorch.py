@@ -3,8 +3,8 @@
 
 For each model (an attention classifier over token ids written by hand, an
 nn.TransformerEncoder classifier, LSTM and bidirectional GRU sequence
-classifiers, a Conv1d classifier, and with --vision the torchvision
-networks): build it in PyTorch 1.13 with a fixed seed and dropout
+classifiers, a Conv1d classifier, and with --vision the CIFAR ResNet-20 with
+both shortcuts and torchvision's networks): build it in PyTorch 1.13 with a fixed seed and dropout
 0, export it with torch.onnx.export (the batch dimension dynamic; train mode
 kept, so batch norm stays a layer), then
 
@@ -93,6 +93,42 @@ class Recurrent(nn.Module):
         return self.head(y[:, -1])
 
 
+class ResNet20(nn.Module):
+    """The CIFAR ResNet-20 of He et al.; shortcut "A" pads the subsampled identity with zero channels, "B" projects."""
+
+    class Block(nn.Module):
+        def __init__(self, c_in, c_out, stride, option):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(c_out)
+            self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(c_out)
+            self.option, self.pad = option, c_out - c_in
+            self.project = (nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+                            if option == "B" and (stride != 1 or c_in != c_out) else None)
+            self.subsample = stride != 1 or c_in != c_out
+
+        def forward(self, x):
+            y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+            if self.project is not None:
+                x = self.project(x)
+            elif self.subsample:
+                x = nn.functional.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad // 2, self.pad // 2))
+            return torch.relu(y + x)
+
+    def __init__(self, option):
+        super().__init__()
+        layers, c = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()], 16
+        for c_out, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                layers.append(self.Block(c, c_out, stride if i == 0 else 1, option))
+                c = c_out
+        self.net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, C))
+
+    def forward(self, x):
+        return self.net(x)
+
+
 def conv1d():
     return nn.Sequential(nn.Conv1d(3, 8, 5, padding=2), nn.ReLU(), nn.MaxPool1d(2), nn.Conv1d(8, 8, 3),
                          nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(8, C))
@@ -112,9 +148,12 @@ def models(vision, image_size=32):
         import torchvision.models as tv  # noqa: E402
         size = image_size
         image = lambda n, rng: torch.from_numpy(rng.standard_normal((n, 3, size, size)).astype(np.float32))  # noqa: E731
+        out.append(("resnet20_a", lambda: ResNet20("A"), image))
+        out.append(("resnet20_b", lambda: ResNet20("B"), image))
         for name in ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0", "shufflenet_v2_x0_5",
                      "densenet121", "efficientnet_b0"]:
             out.append((name, lambda name=name: getattr(tv, name)(num_classes=C), image))
+        out.append(("googlenet", lambda: tv.googlenet(num_classes=C, aux_logits=False, init_weights=True), image))
     return out
 
 

@@ -203,6 +203,33 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
     }
     return one(r);
   }
+  if (op == "Transpose") {
+    const FoldedValue& x = in[0];
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    std::vector<int64_t> perm;
+    if (const onnx::AttributeProto* a = FindAttr(node, "perm")) perm.assign(a->ints().begin(), a->ints().end());
+    if (perm.empty()) {
+      for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+    }
+    if (static_cast<int64_t>(perm.size()) != rank) return Malformed(node, "perm does not match the rank");
+    std::vector<int64_t> strides(rank, 1);
+    for (int64_t d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * x.dims[d + 1];
+    FoldedValue r;
+    r.elem_type = x.elem_type;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= rank) return Malformed(node, "perm out of range");
+      r.dims.push_back(x.dims[p]);
+    }
+    for (int64_t i = 0; i < static_cast<int64_t>(x.values.size()); ++i) {
+      int64_t rest = i, offset = 0;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        offset += (rest % r.dims[d]) * strides[perm[d]];
+        rest /= r.dims[d];
+      }
+      r.values.push_back(x.values[offset]);
+    }
+    return one(r);
+  }
   if (op == "Concat") {
     FoldedValue r = in[0];
     const int64_t rank = static_cast<int64_t>(r.dims.size());
@@ -357,7 +384,7 @@ absl::StatusOr<std::optional<std::vector<FoldedValue>>> Fold(const onnx::NodePro
 }  // namespace
 
 bool IsFoldableOp(const std::string& op_type) {
-  static const char* const kOps[] = {"Shape", "Identity", "Cast", "Gather", "Unsqueeze", "Squeeze", "Concat",
+  static const char* const kOps[] = {"Shape", "Identity", "Cast", "Gather", "Unsqueeze", "Squeeze", "Concat", "Transpose",
                                      "Slice", "Reshape", "Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Equal",
                                      "Less", "Greater", "Where", "ConstantOfShape", "Range", "Expand"};
   for (const char* op : kOps) {

@@ -33,11 +33,13 @@ Flags ExportFlags() {
   f.Value("o,output", "PATH",
           ".npz: one array per parameter, named as in the graph\n"
           "(numpy.load(PATH)['fc1/weight']); .onnx: MODEL (an .onnx file) with\n"
-          "the trained values as its initializers")
+          "the trained values as its initializers, as an inference graph (batch\n"
+          "norm on its running statistics, dropout removed)")
       .Value("model", "MODEL",
              "keep only MODEL's parameters (weights and running statistics), not\n"
              "the optimizer's state; required for .onnx output")
-      .Value("rank", "R", "whose per-rank state to take (default 0)");
+      .Value("rank", "R", "whose per-rank state to take (default 0)")
+      .Switch("training-graph", ".onnx: keep MODEL's training graph (batch norm on batch statistics, dropout)");
   return f;
 }
 
@@ -87,8 +89,29 @@ absl::StatusOr<Arrays> ModelParameters(const std::string& model, const Arrays& a
   return out;
 }
 
-// `model` (ONNX) with each initializer's data replaced by the trained value.
-absl::Status WriteOnnx(const std::string& model, const Arrays& values, const std::string& out) {
+// The model as it deploys: BatchNormalization normalises with its running
+// statistics (training_mode 0, no statistics outputs) and Dropout passes its
+// input through (an Identity). What PyTorch exports from a module in eval
+// mode, without folding batch norm into the convolutions.
+void ToInferenceGraph(onnx::GraphProto& graph) {
+  for (onnx::NodeProto& node : *graph.mutable_node()) {
+    if (node.op_type() == "BatchNormalization") {
+      for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+        if (a.name() == "training_mode") a.set_i(0);
+      }
+      while (node.output_size() > 1) node.mutable_output()->RemoveLast();
+    } else if (node.op_type() == "Dropout") {
+      node.set_op_type("Identity");
+      node.clear_attribute();
+      while (node.input_size() > 1) node.mutable_input()->RemoveLast();
+      while (node.output_size() > 1) node.mutable_output()->RemoveLast();
+    }
+  }
+}
+
+// `model` (ONNX) with each initializer's data replaced by the trained value,
+// as an inference graph unless `training_graph`.
+absl::Status WriteOnnx(const std::string& model, const Arrays& values, const std::string& out, bool training_graph) {
   ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(model));
   onnx::ModelProto proto;
   if (!proto.ParseFromString(bytes)) return absl::InvalidArgumentError(absl::StrCat(model, ": not an ONNX model"));
@@ -122,6 +145,7 @@ absl::Status WriteOnnx(const std::string& model, const Arrays& values, const std
       return absl::FailedPreconditionError(absl::StrCat("parameter '", name, "' matches no initializer of ", model));
     }
   }
+  if (!training_graph) ToInferenceGraph(*proto.mutable_graph());
   std::string serialized;
   if (!proto.SerializeToString(&serialized)) return absl::InternalError("cannot serialise the ONNX model");
   return WriteFileAtomically(out, serialized);
@@ -161,7 +185,7 @@ int Export(const std::vector<std::string>& args) {
     if (!kept.ok()) return fail(kept.status());
     arrays = *std::move(kept);
   }
-  absl::Status written = onnx_out ? WriteOnnx(model, arrays, out) : WriteNpz(out, arrays);
+  absl::Status written = onnx_out ? WriteOnnx(model, arrays, out, flags.Has("training-graph")) : WriteNpz(out, arrays);
   if (!written.ok()) return fail(written);
   int64_t values = 0;
   for (const auto& [name, t] : arrays) values += t.num_elements();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A user's own ONNX model and numpy arrays, end to end: build an MLP with
 # onnx.helper, save arrays with numpy.savez, import, train on 2 local workers,
-# export the weights, and recompute the test accuracy in numpy from them.
+# export the weights, and recompute the test accuracy in numpy from them; the
+# same with batch norm and dropout, exported as an inference graph.
 set -uo pipefail
 nereid="$1"
 source tests/cli/expect.sh || exit 1
@@ -42,6 +43,25 @@ odd = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="act", alph
                         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 20])],
                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 20])])
 onnx.save(helper.make_model(odd, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/odd.onnx")
+# The same MLP with batch norm and dropout as PyTorch exports a module in
+# train mode at opset 14: BatchNormalization training_mode 1, Dropout with a
+# true training_mode input.
+gamma = numpy_helper.from_array(np.ones(16, np.float32), "bn.weight")
+beta = numpy_helper.from_array(np.zeros(16, np.float32), "bn.bias")
+mean = numpy_helper.from_array(np.zeros(16, np.float32), "bn.running_mean")
+var = numpy_helper.from_array(np.ones(16, np.float32), "bn.running_var")
+ratio = numpy_helper.from_array(np.array(0.2, np.float32), "ratio")
+train_mode = numpy_helper.from_array(np.array(True), "train_mode")
+bn_nodes = [helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="fc1", transB=1),
+            helper.make_node("BatchNormalization", ["h", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+                             ["hn", "bn_mean_out", "bn_var_out"], name="bn", training_mode=1),
+            helper.make_node("Relu", ["hn"], ["r"], name="relu"),
+            helper.make_node("Dropout", ["r", "ratio", "train_mode"], ["d"], name="drop"),
+            helper.make_node("Gemm", ["d", "fc2.weight", "fc2.bias"], ["y"], name="fc2", transB=1)]
+bn_graph = helper.make_graph(bn_nodes, "mlp_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 20])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                             [w1, b1, gamma, beta, mean, var, ratio, train_mode, w2, b2])
+onnx.save(helper.make_model(bn_graph, opset_imports=[helper.make_opsetid("", 14)]), f"{out}/mlp_bn.onnx")
 os.makedirs(f"{out}/bad", exist_ok=True)
 np.savez(f"{out}/bad/train.npz", x=np.zeros((4, 20), np.float32))
 PY
@@ -85,6 +105,36 @@ print(f"accuracy from the exported weights {acc:.4f}, reported by nereid {report
 assert abs(acc - reported) < 1e-6 and acc > 0.9, (acc, reported)
 for t in onnx.load(f"{out}/trained.onnx").graph.initializer:
     assert np.array_equal(numpy_helper.to_array(t), w[t.name]), t.name
+PY
+# The exported ONNX deploys: batch norm on its running statistics, no dropout;
+# evaluated in numpy from the ONNX file alone, it scores what Nereid reported.
+expect 0 "test accuracy" "$nereid" run "$tmp/mlp_bn.onnx" --dataset "npy:$tmp/data" --batch 32 --epochs 2 \
+  --checkpoint "$tmp/bn_mlp_ckpt" --metrics-json "$tmp/bn_metrics.json" --quiet
+expect 0 "written to $tmp/deploy.onnx" "$nereid" export "$tmp/bn_mlp_ckpt" --model "$tmp/mlp_bn.onnx" -o "$tmp/deploy.onnx"
+expect 0 "written to $tmp/train_graph.onnx" "$nereid" export "$tmp/bn_mlp_ckpt" --model "$tmp/mlp_bn.onnx" \
+  -o "$tmp/train_graph.onnx" --training-graph
+$py - "$tmp" <<'PY' || fail "the exported inference ONNX does not reproduce Nereid's accuracy"
+import json, sys, numpy as np, onnx
+from onnx import numpy_helper
+out = sys.argv[1]
+model = onnx.load(f"{out}/deploy.onnx")
+onnx.checker.check_model(model)
+ops = [n.op_type for n in model.graph.node]
+assert "Dropout" not in ops, ops
+bn = next(n for n in model.graph.node if n.op_type == "BatchNormalization")
+assert len(bn.output) == 1 and all(a.i == 0 for a in bn.attribute if a.name == "training_mode"), bn
+kept = onnx.load(f"{out}/train_graph.onnx")
+assert "Dropout" in [n.op_type for n in kept.graph.node], "--training-graph dropped the dropout"
+w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+assert np.abs(w["bn.running_mean"]).sum() > 0, "running statistics never trained"
+test = np.load(f"{out}/data/test.npz")
+h = test["images"] @ w["fc1.weight"].T + w["fc1.bias"]
+h = (h - w["bn.running_mean"]) / np.sqrt(w["bn.running_var"] + 1e-5) * w["bn.weight"] + w["bn.bias"]
+logits = np.maximum(h, 0) @ w["fc2.weight"].T + w["fc2.bias"]
+acc = float(np.mean(logits.argmax(1) == test["labels"]))
+reported = json.load(open(f"{out}/bn_metrics.json"))["final_test_accuracy"]
+print(f"accuracy of the exported inference model {acc:.4f}, reported by nereid {reported:.4f}")
+assert abs(acc - reported) < 1e-6 and acc > 0.9, (acc, reported)
 PY
 # Batch norm on 2 ranks: each updates its running statistics from its own
 # batches; before the evaluation they take the average, so both ranks save
