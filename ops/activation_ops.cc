@@ -46,12 +46,7 @@ NEREID_REGISTER_OP(GradientOp("LogSoftmaxGrad", "dy - exp(y) * sum(dy) along `ax
                        .Attr("axis", AttrType::kInt, IntAttr(-1)));
 
 absl::StatusOr<std::vector<ShapeAndType>> SoftmaxShape(const InferenceContext& c) {
-  int rank = c.input_shape(0).rank();
-  int64_t axis = c.GetInt("axis");
-  if (rank == 0 || axis < -rank || axis >= rank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute 'axis' ", axis, " is out of range for ", shape_fns::DescribeInput(c, 0)));
-  }
+  RETURN_IF_ERROR(shape_fns::AxisAttr(c, "axis").status());
   return shape_fns::UnchangedShape(c);
 }
 

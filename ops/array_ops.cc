@@ -70,12 +70,7 @@ absl::StatusOr<std::vector<ShapeAndType>> ReshapeShape(const InferenceContext& c
 // `axis` (ONNX Slice and Split, the parameter server's chunks).
 absl::StatusOr<std::vector<ShapeAndType>> SliceShape(const InferenceContext& c) {
   const TensorShape& x = c.input_shape(0);
-  int64_t axis = c.GetInt("axis");
-  if (axis < 0) axis += x.rank();
-  if (axis < 0 || axis >= x.rank()) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"), " is out of range for ",
-                                                   shape_fns::DescribeInput(c, 0)));
-  }
+  ASSIGN_OR_RETURN(const int axis, shape_fns::AxisAttr(c, "axis"));
   const int64_t begin = c.GetInt("begin"), size = c.GetInt("size"), stride = c.GetInt("stride");
   const int64_t n = x.dim(static_cast<int>(axis));
   if (stride < 1 || stride > shape_fns::kMaxWindowValue) {
@@ -102,12 +97,7 @@ absl::StatusOr<GradResult> SliceGradient(GradientBuilder& g) {
 absl::StatusOr<std::vector<ShapeAndType>> ConcatShape(const InferenceContext& c) {
   const TensorShape& first = c.input_shape(0);
   int rank = first.rank();
-  int64_t axis = c.GetInt("axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"),
-                                                   " is out of range for ", shape_fns::DescribeInput(c, 0)));
-  }
+  ASSIGN_OR_RETURN(const int axis, shape_fns::AxisAttr(c, "axis"));
   std::vector<int64_t> out = first.dims();
   for (int i = 1; i < c.num_inputs(); ++i) {
     RETURN_IF_ERROR(shape_fns::RequireSameDtype(c, 0, i));

@@ -13,12 +13,7 @@ namespace {
 absl::StatusOr<std::vector<ShapeAndType>> GatherShape(const InferenceContext& c) {
   const TensorShape& params = c.input_shape(0);
   const TensorShape& indices = c.input_shape(1);
-  int64_t axis = c.GetInt("axis");
-  if (axis < 0) axis += params.rank();
-  if (axis < 0 || axis >= params.rank()) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"), " is out of range for ",
-                                                   shape_fns::DescribeInput(c, 0)));
-  }
+  ASSIGN_OR_RETURN(const int axis, shape_fns::AxisAttr(c, "axis"));
   std::vector<int64_t> out(params.dims().begin(), params.dims().begin() + axis);
   out.insert(out.end(), indices.dims().begin(), indices.dims().end());
   out.insert(out.end(), params.dims().begin() + axis + 1, params.dims().end());

@@ -56,12 +56,7 @@ absl::StatusOr<std::vector<ShapeAndType>> BatchNormGradShape(const InferenceCont
 // there (as ONNX's LayerNormalization outputs them).
 absl::StatusOr<std::vector<ShapeAndType>> LayerNormShape(const InferenceContext& c) {
   const TensorShape& x = c.input_shape(0);
-  int64_t axis = c.GetInt("axis");
-  if (axis < 0) axis += x.rank();
-  if (axis < 0 || axis >= x.rank()) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute 'axis' ", c.GetInt("axis"), " is out of range for ",
-                                                   shape_fns::DescribeInput(c, 0)));
-  }
+  ASSIGN_OR_RETURN(const int axis, shape_fns::AxisAttr(c, "axis"));
   if (c.GetFloat("epsilon") <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("attribute 'epsilon' must be > 0, got ", c.GetFloat("epsilon")));
   }

@@ -35,6 +35,17 @@ absl::Status RequireSameDtype(const InferenceContext& c, int i, int j) {
       " is ", DataTypeName(c.input_dtype(j)), "; they must have the same dtype"));
 }
 
+absl::StatusOr<int> AxisAttr(const InferenceContext& c, absl::string_view name) {
+  const int rank = c.input_shape(0).rank();
+  const int64_t given = c.GetInt(name);
+  const int64_t axis = given < 0 ? given + rank : given;
+  if (axis < 0 || axis >= rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute '", name, "' ", given, " is out of range for ", DescribeInput(c, 0)));
+  }
+  return static_cast<int>(axis);
+}
+
 bool DimsAgree(int64_t a, int64_t b) { return a == b || a == kUnknownDim || b == kUnknownDim; }
 
 absl::StatusOr<int64_t> MultiplyDims(int64_t a, int64_t b) {

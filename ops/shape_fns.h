@@ -31,6 +31,10 @@ absl::Status RequireRank(const InferenceContext& c, int i, int rank, absl::strin
 // Fails unless inputs `i` and `j` have the same dtype.
 absl::Status RequireSameDtype(const InferenceContext& c, int i, int j);
 
+// The int attribute `name` as an axis of input 0 (negative: from the end),
+// in [0, rank); the error names the attribute and the input.
+absl::StatusOr<int> AxisAttr(const InferenceContext& c, absl::string_view name);
+
 // Two dims agree when equal or when either is unknown.
 bool DimsAgree(int64_t a, int64_t b);
 // a * b with overflow and kMaxTensorElements checks; unknown stays unknown.
