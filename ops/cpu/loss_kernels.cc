@@ -1,7 +1,9 @@
-// Classification losses over logits [N, K] and integer labels [N], and their
-// gradients. Each returns the batch mean; rows are independent, so the loops
-// are plain and summed in row order (deterministic). A label outside [0, K)
-// is an error naming the row and the value, never an out-of-bounds read.
+// Classification losses over logits [..., K] and integer labels [...] (rows:
+// every position but the classes), and their gradients. Each returns the
+// mean over the labelled rows (a label equal to ignore_index is skipped);
+// rows are independent, so the loops are plain and summed in row order
+// (deterministic). A label outside [0, K) that is not ignore_index is an
+// error naming the row and the value, never an out-of-bounds read.
 
 #include <algorithm>
 #include <cmath>
@@ -13,10 +15,16 @@
 namespace nereid {
 namespace {
 
-absl::StatusOr<std::vector<int64_t>> ReadLabels(const Tensor& labels, int64_t num_classes) {
+constexpr int64_t kIgnored = -1;  // a row out of the loss
+
+absl::StatusOr<std::vector<int64_t>> ReadLabels(const Tensor& labels, int64_t num_classes, int64_t ignore_index) {
   std::vector<int64_t> out(labels.num_elements());
   for (int64_t i = 0; i < labels.num_elements(); ++i) {
     int64_t v = labels.dtype() == DT_INT64 ? labels.data<int64_t>()[i] : labels.data<int32_t>()[i];
+    if (v == ignore_index) {
+      out[i] = kIgnored;
+      continue;
+    }
     if (v < 0 || v >= num_classes) {
       return absl::InvalidArgumentError(
           absl::StrCat("label ", v, " in row ", i, " is outside [0, ", num_classes, ")"));
@@ -81,17 +89,30 @@ struct LogisticLoss {
   }
 };
 
-// Reads the hinge margin (the other losses have none).
+// Reads the hinge margin (the other losses have none) and the ignored label.
 class ClassLossKernelBase : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     auto it = attrs.find("margin");
     if (it != attrs.end()) margin_ = it->second->f();
+    auto ignore = attrs.find("ignore_index");
+    if (ignore != attrs.end()) ignore_index_ = ignore->second->i();
     return absl::OkStatus();
   }
 
  protected:
+  // Rows (every position but the last) and classes of logits; the labelled
+  // rows' count.
+  static std::pair<int64_t, int64_t> RowsOf(const Tensor& logits) {
+    const int64_t k = logits.dim(logits.rank() - 1);
+    return {k == 0 ? 0 : logits.num_elements() / k, k};
+  }
+  static int64_t Labelled(const std::vector<int64_t>& labels) {
+    return static_cast<int64_t>(std::count_if(labels.begin(), labels.end(), [](int64_t y) { return y != kIgnored; }));
+  }
+
   float margin_ = 1.0f;
+  int64_t ignore_index_ = -100;
 };
 
 template <typename L>
@@ -99,12 +120,15 @@ class LossKernel : public ClassLossKernelBase {
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& logits = ctx->input(0);
-    int64_t n = logits.dim(0), k = logits.dim(1);
-    ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadLabels(ctx->input(1), k));
+    const auto [n, k] = RowsOf(logits);
+    ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadLabels(ctx->input(1), k, ignore_index_));
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     double total = 0;
-    for (int64_t i = 0; i < n; ++i) total += L::Loss(logits.data<float>() + i * k, k, labels[i], margin_);
-    out->data<float>()[0] = n > 0 ? static_cast<float>(total / static_cast<double>(n)) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      if (labels[i] != kIgnored) total += L::Loss(logits.data<float>() + i * k, k, labels[i], margin_);
+    }
+    const int64_t labelled = Labelled(labels);
+    out->data<float>()[0] = labelled > 0 ? static_cast<float>(total / static_cast<double>(labelled)) : 0.0f;
     return absl::OkStatus();
   }
 };
@@ -115,12 +139,17 @@ class LossGradKernel : public ClassLossKernelBase {
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& logits = ctx->input(0);
-    int64_t n = logits.dim(0), k = logits.dim(1);
-    ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadLabels(ctx->input(1), k));
-    float scale = n > 0 ? ctx->input(2).data<float>()[0] / static_cast<float>(n) : 0.0f;
+    const auto [n, k] = RowsOf(logits);
+    ASSIGN_OR_RETURN(std::vector<int64_t> labels, ReadLabels(ctx->input(1), k, ignore_index_));
+    const int64_t labelled = Labelled(labels);
+    float scale = labelled > 0 ? ctx->input(2).data<float>()[0] / static_cast<float>(labelled) : 0.0f;
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     for (int64_t i = 0; i < n; ++i) {
       float* ds = out->data<float>() + i * k;
+      if (labels[i] == kIgnored) {
+        std::fill(ds, ds + k, 0.0f);
+        continue;
+      }
       L::Grad(logits.data<float>() + i * k, k, labels[i], margin_, ds);
       for (int64_t j = 0; j < k; ++j) ds[j] *= scale;
     }

@@ -45,10 +45,12 @@ struct GradCase {
   std::string attrs;                     // text of the op node's attrs
   std::vector<int32_t> labels;           // for loss ops: a labels Const as the last input
   bool scalar_output = false;            // loss ops: the op itself is the loss
+  std::vector<int64_t> labels_dims;      // the labels' dims when not [labels.size()]
 };
 
-std::string LabelsConst(const std::vector<int32_t>& labels) {
-  std::string values = "tensor { dtype: DT_INT32 " + ShapeValue({static_cast<int64_t>(labels.size())}) + " ";
+std::string LabelsConst(const std::vector<int32_t>& labels, std::vector<int64_t> dims = {}) {
+  if (dims.empty()) dims = {static_cast<int64_t>(labels.size())};
+  std::string values = "tensor { dtype: DT_INT32 " + ShapeValue(dims) + " ";
   for (int32_t l : labels) absl::StrAppend(&values, "int_val: ", l, " ");
   return values + "}";
 }
@@ -64,7 +66,7 @@ std::string BuildGraph(const GradCase& c) {
     inputs.push_back(name);
   }
   if (!c.labels.empty()) {
-    text += OpNode("labels", "Const", {}, Attr("value", LabelsConst(c.labels)));
+    text += OpNode("labels", "Const", {}, Attr("value", LabelsConst(c.labels, c.labels_dims)));
     inputs.push_back("labels");
   }
   if (c.scalar_output) {
@@ -192,6 +194,9 @@ const std::vector<GradCase>& Cases() {
       {"SoftmaxCrossEntropy", "SoftmaxCrossEntropy", {{{4, 5}}}, "", {0, 3, 4, 1}, true},
       {"HingeLoss", "HingeLoss", {{{4, 5}, Values::kDistinct}}, "", {0, 3, 4, 1}, true},
       {"LogisticLoss", "LogisticLoss", {{{4, 5}}}, "", {0, 3, 4, 1}, true},
+      // Next-token loss over [B, T, V] with a padded (ignored) position.
+      {"SoftmaxCrossEntropySequence", "SoftmaxCrossEntropy", {{{2, 3, 5}}}, Attr("ignore_index", "i: -1"),
+       {0, 4, -1, 2, 2, 1}, true, {2, 3}},
       {"AddBroadcast", "Add", {{{3, 4}}, {{4}}}},
       {"MulBroadcast", "Mul", {{{3, 4}}, {{3, 1}}}},
       {"Flatten", "Flatten", {{{2, 3, 4}}}},

@@ -159,6 +159,9 @@ TEST(ShapeTest, Losses) {
   for (const char* op : {"SoftmaxCrossEntropy", "HingeLoss", "LogisticLoss"}) {
     EXPECT_EQ(OutputOf(g + OpNode("loss", op, {"s", "l"}), "loss"), "[] float32") << op;
   }
+  std::string seq = InputNode("s", {-1, 16, 50}) + InputNode("l", {-1, 16}, "DT_INT64") + InputNode("l1", {-1}, "DT_INT64");
+  EXPECT_EQ(OutputOf(seq + OpNode("loss", "SoftmaxCrossEntropy", {"s", "l"}), "loss"), "[] float32");
+  EXPECT_THAT(LoadError(seq + OpNode("loss", "SoftmaxCrossEntropy", {"s", "l1"})), HasSubstr("must have rank 2"));
   std::string mismatch = InputNode("s", {8, 10}) + InputNode("l", {4}, "DT_INT32");
   EXPECT_THAT(LoadError(mismatch + OpNode("loss", "HingeLoss", {"s", "l"})),
               HasSubstr("batch sizes disagree: input 'logits' [8,10] vs input 'labels' [4]"));
