@@ -461,7 +461,10 @@ absl::StatusOr<FoldedValue> FoldedValue::FromTensor(const onnx::TensorProto& t) 
 
 absl::StatusOr<std::optional<std::vector<FoldedValue>>> TryFold(const onnx::NodeProto& node,
                                                                 const FoldingInputs& inputs) {
-  if (!node.domain().empty() && node.domain() != "ai.onnx") return std::optional<std::vector<FoldedValue>>();
+  // Ops it never evaluates are turned away before their inputs are read.
+  if ((!node.domain().empty() && node.domain() != "ai.onnx") || !IsFoldableOp(node.op_type())) {
+    return std::optional<std::vector<FoldedValue>>();
+  }
   std::vector<FoldedValue> in;
   for (int i = 0; i < node.input_size(); ++i) {
     if (node.input(i).empty()) {
