@@ -71,10 +71,10 @@ class ReduceKernel : public OpKernel {
       for (int i = 0; i < r.first; ++i) outer *= x.dim(i);
       for (int i = r.last + 1; i < x.rank(); ++i) inner *= x.dim(i);
       const int64_t n = r.count;
-      if (inner == 1) {  // the reduced elements are adjacent: eight lanes, combined in a fixed order
+      if (inner == 1) {  // the reduced elements are adjacent
         cpu::ParallelFor(ctx, outer, std::max<int64_t>(1, cpu::kElementwiseGrain / std::max<int64_t>(1, n)),
                          [&](int64_t begin, int64_t end) {
-                           for (int64_t o = begin; o < end; ++o) out[o] = Finish(Lanes(in + o * n, n, init), n);
+                           for (int64_t o = begin; o < end; ++o) out[o] = Finish(Adjacent(in + o * n, n), n);
                          });
         return absl::OkStatus();
       }
@@ -101,22 +101,17 @@ class ReduceKernel : public OpKernel {
 
  private:
   static float Combine(float acc, float v) { return kKind == Kind::kMax ? std::max(acc, v) : acc + v; }
-  // n adjacent values combined in eight independent lanes (one vector
-  // register), then the lanes in a fixed order: the same result in every
-  // run, and no chain of n dependent additions.
-  static float Lanes(const float* src, int64_t n, float init) {
-    float lane[8] = {init, init, init, init, init, init, init, init};
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-      for (int l = 0; l < 8; ++l) lane[l] = Combine(lane[l], src[k + l]);
-    }
-    float tail = init;
-    for (; k < n; ++k) tail = Combine(tail, src[k]);
-    return Combine(Combine(Combine(Combine(lane[0], lane[1]), Combine(lane[2], lane[3])),
-                           Combine(Combine(lane[4], lane[5]), Combine(lane[6], lane[7]))),
-                   tail);
-  }
   static float Finish(float acc, int64_t n) { return kKind == Kind::kMean ? acc / static_cast<float>(n) : acc; }
+  // n adjacent values: a sum in cpu::SumLanes's fixed order, or the largest.
+  static float Adjacent(const float* src, int64_t n) {
+    if constexpr (kKind == Kind::kMax) {
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < n; ++k) top = std::max(top, src[k]);
+      return top;
+    } else {
+      return cpu::SumLanes(src, n);
+    }
+  }
 
   std::vector<int64_t> axes_;
 };
