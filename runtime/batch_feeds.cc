@@ -1,5 +1,6 @@
 #include "runtime/batch_feeds.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -33,11 +34,11 @@ FeedLayout FeedLayoutOf(const Graph& graph) {
     if (n->op() != "Input" || feed == attr.end() || feed->second.s() != "images") continue;
     const ShapeAndType& out = n->outputs()[0];
     layout.images_dtype = out.dtype;
-    if (out.shape.rank() >= 1) {
-      layout.example_dims.assign(out.shape.dims().begin() + 1, out.shape.dims().end());
-      for (int64_t d : layout.example_dims) {
-        if (d == kUnknownDim) layout.example_dims.clear();  // only the batch may vary; else feed as batched
-      }
+    // Only the batch may vary; an Input with another unknown dimension is fed
+    // the batch's own dims.
+    const std::vector<int64_t>& dims = out.shape.dims();
+    if (!dims.empty() && std::find(dims.begin() + 1, dims.end(), kUnknownDim) == dims.end()) {
+      layout.example_dims.assign(dims.begin() + 1, dims.end());
     }
     break;
   }
