@@ -26,6 +26,9 @@ Five tables, each run back to back on this machine:
             bound of docs/CODED.md (inclusion-exclusion), which is exact for the
             supports and an upper bound for the rank.
 
+Prints the tables (docs/RESULTS.md and bench/results/coded/*.md keep them); each
+run's metrics and the ranks' logs go to OUT/raw/, which git ignores.
+
 Example (about ten minutes on 2 cores; the opt binary first):
   bazel build -c opt //runtime/cli:nereid
   bench/coded.py --tables bytes,rounds,decode
@@ -48,7 +51,7 @@ CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 
 def run(args, model, ranks, passes, name, examples, steps, check=True):
     """Rank 0's metrics of `steps` full-batch steps (one per epoch), or None."""
-    metrics = os.path.join(args.out, name + ".json")
+    metrics = os.path.join(args.out, "raw", name + ".json")
     if os.path.exists(metrics):
         os.remove(metrics)
     flags = [os.path.join(ROOT, "models", model + ".pbtxt"), "--threads", "1", "--batch", str(examples),
@@ -56,7 +59,7 @@ def run(args, model, ranks, passes, name, examples, steps, check=True):
              "--quiet", "--comm-timeout", "300", "--metrics-json", metrics, "--passes", passes]
     if args.rate and ranks > 1:
         cmd = [CLUSTER, "--workers", str(ranks), "--rate", args.rate, "--timeout", "3600", "--logs",
-               os.path.join(args.out, "logs_" + name), "--", args.nereid, "run"] + flags
+               os.path.join(args.out, "raw", "logs_" + name), "--", args.nereid, "run"] + flags
     else:
         cmd = [args.nereid, "run"] + flags + ["--workers", str(ranks)]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -240,7 +243,7 @@ def main():
                     help="the binary (default: the opt build; the bytes and tolerance tables count bytes, "
                          "which any build gives)")
     args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)  # each run's metrics and logs (ignored by git)
     tables = {"bytes": bytes_table, "rounds": rounds_table, "accuracy": accuracy_table, "decode": decode_table,
               "tolerance": tolerance_table}
     for name in args.tables.split(","):

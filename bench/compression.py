@@ -15,7 +15,8 @@ K=2), and prints a table:
                   (uncompressed - compressed s/iteration) + codec time (target < 10%)
   time to the target accuracy, final accuracy, and its change against the
   uncompressed run of the same strategy
-Writes DIR/results.json, DIR/curves.csv and, with gnuplot, DIR/accuracy_vs_time.png.
+Writes DIR/results.json, DIR/curves.csv and, with gnuplot, DIR/accuracy_vs_time.png;
+each run's metrics and the ranks' logs go to DIR/raw/ (ignored by git).
 
 Needs root (network namespaces); exits 77 with the harness's reason otherwise.
 Example (the defaults: lenet_fashion, 4 workers, 35mbit, 5 epochs; ~25 minutes on 2 cores):
@@ -53,7 +54,8 @@ STRATEGIES = [("sync", ""), ("pipe2", "pipeline(width=2)")]
 
 
 def train(args, name, passes):
-    metrics = os.path.join(args.out, f"{name}.json")
+    raw = pipe_sgd.raw_dir(args.out)
+    metrics = os.path.join(raw, f"{name}.json")
     cmd = [NEREID, "run"] + pipe_sgd.common_flags(args) + [
         "--passes", f"autodiff,{passes}sgd({args.sgd})", "--epochs", str(args.epochs), "--metrics-json", metrics,
         "--comm-timeout", "120"]
@@ -62,7 +64,7 @@ def train(args, name, passes):
     if args.max_steps:
         cmd += ["--max-steps", str(args.max_steps), "--test-limit", "256"]
     started = time.monotonic()
-    p = pipe_sgd.cluster(args, cmd, args.run_timeout, os.path.join(args.out, f"logs_{name}"))
+    p = pipe_sgd.cluster(args, cmd, args.run_timeout, os.path.join(raw, f"logs_{name}"))
     if p.returncode != 0:
         sys.exit(f"compression: the {name} run failed (exit {p.returncode})")
     with open(metrics) as f:

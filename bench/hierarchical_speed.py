@@ -9,7 +9,9 @@ ring neighbours sit behind) and with `--transport hierarchical` (the ranks of
 a machine sum through shared memory; only the machines' leaders cross the
 links). The table gives the median time per iteration and the median of the
 per-round ratios, with the lowest and highest; the losses must agree to
-rounding (the sums are taken in another order).
+rounding (the sums are taken in another order). Writes OUT/report.md and
+OUT/results.json; each run's metrics and the ranks' logs go to OUT/raw/,
+which git ignores.
 
 Needs root (network namespaces); exits 77 otherwise.
 
@@ -66,10 +68,12 @@ def main():
         sys.exit(77)
     subprocess.run(["bazel", "build", "-c", "opt", "//runtime/cli:nereid"], cwd=ROOT, check=True)
     os.makedirs(args.out, exist_ok=True)
+    raw = os.path.join(args.out, "raw")  # each run's metrics and the ranks' logs (ignored by git)
+    os.makedirs(raw, exist_ok=True)
     runs = {"gloo": [], "hierarchical": []}
     for rnd in range(args.rounds):
         for transport in runs:
-            runs[transport].append(train(args, args.out, f"{transport}_round{rnd}", transport))
+            runs[transport].append(train(args, raw, f"{transport}_round{rnd}", transport))
         print(f"round {rnd + 1}/{args.rounds}: " + ", ".join(
             f"{t} {r[-1]['seconds_per_iteration'] * 1000:.1f} ms" for t, r in runs.items()), file=sys.stderr, flush=True)
     ratios = [g["seconds_per_iteration"] / h["seconds_per_iteration"]

@@ -22,7 +22,10 @@ the same link and the servers --server-rate (bench/netem/cluster.sh, needs
 root; --congestion-control picks the emulated hosts' TCP congestion control,
 else the host's default). The model takes both links as `nereid bench
 allreduce` measures them between two emulated ranks at their rates
-(--nominal-link: their nominal rates instead).
+(--nominal-link: their nominal rates instead). Writes the table to
+OUT/table_MODEL_RATE.md; each run's metrics, the link measurements, compute
+profiles, the model's outputs and the ranks' logs go to OUT/raw/, which git
+ignores (bench/results/parameter_server/remodel.py reads them there).
 
 Example (a few minutes on 2 cores):
   bench/parameter_server.py --model mlp_fashion --workers 2 --servers 1,2 --steps 40
@@ -153,6 +156,8 @@ def main():
     if args.chunk_kb is None:
         args.chunk_kb = 32.0 if args.rate else 256.0
     os.makedirs(args.out, exist_ok=True)
+    raw = os.path.join(args.out, "raw")  # what the table is made from (ignored by git)
+    os.makedirs(raw, exist_ok=True)
     # (name, ranks, servers, passes, the model's row: (name, servers, chunk_kb, staleness))
     strategies = [("data parallel (ring allreduce)", args.workers, 0, f"autodiff,{args.optimizer},data_parallel",
                    ("sync_allreduce", 1, args.chunk_kb, 0)),
@@ -182,7 +187,7 @@ def main():
     runs = {name: [] for name, _, _, _, _ in strategies}
     for rnd in range(args.rounds):
         for i, (name, ranks, servers, passes, _) in enumerate(strategies):
-            runs[name].append(train(args, ranks, passes, args.out,
+            runs[name].append(train(args, ranks, passes, raw,
                                     f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers))
     def per_step(m):
         """Rank 0's steady step: from its first step's end to its last's, over the steps between (the
@@ -198,11 +203,11 @@ def main():
         where += f", rank 1 +{args.slow_ms} ms per step"
     predicted = {}
     if args.rate:
-        traces = profile(args, args.out)
-        link = None if args.nominal_link else measure_link(args, args.out)
-        server_link = None if args.nominal_link else measure_link(args, args.out, args.server_rate, "server_link")
+        traces = profile(args, raw)
+        link = None if args.nominal_link else measure_link(args, raw)
+        server_link = None if args.nominal_link else measure_link(args, raw, args.server_rate, "server_link")
         for name, _, _, _, (row, servers, chunk_kb, staleness, *split) in strategies:
-            predicted[name] = predict(args, traces, link, server_link, servers, chunk_kb, staleness, args.out,
+            predicted[name] = predict(args, traces, link, server_link, servers, chunk_kb, staleness, raw,
                                       bool(split))[row]
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step after the first (median) | "
              "first step, s | vs data parallel: median (min-max) | MB sent per rank and step | final train loss | "

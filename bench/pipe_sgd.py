@@ -15,7 +15,9 @@ and prints a table: time per iteration, speedup over sync and over sync_overlap,
 time to a target test accuracy, final accuracy, bytes per iteration, and the
 timing model's prediction (nereid model)
 against the measurement. Writes DIR/results.json, DIR/curves.csv and, when
-gnuplot is installed, DIR/accuracy_vs_time.png.
+gnuplot is installed, DIR/accuracy_vs_time.png; every run's metrics, the
+link measurements, the model's inputs and outputs and the ranks' logs go to
+DIR/raw/, which git ignores.
 
 Inputs the timing model gets, measured in this run:
   - the link: `nereid bench allreduce` on the same emulated network (alpha, beta,
@@ -65,6 +67,15 @@ def strategies(overlap_kb=64):
         ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
          ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
     ]
+
+
+def raw_dir(out):
+    """OUT/raw: where a bench puts what its summary is made from (each run's metrics,
+    link measurements, compute profiles, nereid model's outputs, the ranks' logs).
+    .gitignore leaves every bench/results/**/raw/ out; OUT itself keeps the summary."""
+    raw = os.path.join(out, "raw")
+    os.makedirs(raw, exist_ok=True)
+    return raw
 
 
 def run(cmd, timeout, **kw):
@@ -329,14 +340,15 @@ def main():
     if check.returncode == 77:
         sys.exit(77)
     os.makedirs(args.out, exist_ok=True)
+    raw = raw_dir(args.out)
     build()
-    link = measure_link(args, args.out)
+    link = measure_link(args, raw)
     rows = []
     for name, label, passes, after, model_flags in strategies(args.overlap_bucket_kb):
         if args.only and name not in args.only.split(","):
             continue
-        predicted = predict(args, args.out, link, name, model_flags)  # right before the run it predicts
-        m = train(args, args.out, name, passes, after)
+        predicted = predict(args, raw, link, name, model_flags)  # right before the run it predicts
+        m = train(args, raw, name, passes, after)
         rows.append(summarize(args, name, label, m, predicted))
     sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])
     overlap_row = next((r for r in rows if r["name"] == "sync_overlap"), None)

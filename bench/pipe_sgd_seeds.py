@@ -11,7 +11,8 @@ pipe2_ahead: synchronous allreduce SGD, Pipe-SGD width 2, and Pipe-SGD width 2
 with the lookahead pass, docs/PIPE_SGD.md).
 
 Prints a table (each seed, mean, sample standard deviation, gap to sync) and
-writes OUT/results.json with every run's metrics file beside it.
+writes OUT/results.json; every run's metrics file goes to OUT/raw/ (ignored
+by git), where a later call finds it and does not run that seed again.
 
 Example (about 4 minutes per strategy on 2 cores with the default 4 seeds):
   bench/pipe_sgd_seeds.py --seeds 1,2,3,4 --only sync,pipe2,pipe2_ahead
@@ -24,10 +25,10 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import NEREID, ROOT, build, strategies, write_report
+from pipe_sgd import NEREID, ROOT, build, raw_dir, strategies, write_report
 
 def run(args, name, before, after, seed):
-    metrics = os.path.join(args.out, f"{name}_seed{seed}.json")
+    metrics = os.path.join(raw_dir(args.out), f"{name}_seed{seed}.json")
     if os.path.exists(metrics) and not args.rerun:
         with open(metrics) as f:
             return json.load(f)
@@ -53,7 +54,7 @@ def main():
     ap.add_argument("--seeds", default="1,2,3,4")
     ap.add_argument("--only", default="sync,pipe2,pipe2_ahead", help="comma-separated strategies")
     ap.add_argument("--run-timeout", type=int, default=1800)
-    ap.add_argument("--rerun", action="store_true", help="run again even where OUT has a seed's metrics")
+    ap.add_argument("--rerun", action="store_true", help="run again even where OUT/raw has a seed's metrics")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/pipe_sgd_seeds"))
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]

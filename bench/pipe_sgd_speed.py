@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import sys
 
-from pipe_sgd import CLUSTER, ROOT, add_run_args, build, measure_link, predict, strategies, train, write_report
+from pipe_sgd import CLUSTER, ROOT, add_run_args, build, measure_link, predict, raw_dir, strategies, train, write_report
 
 
 def main():
@@ -53,16 +53,17 @@ def main():
     if subprocess.run([CLUSTER, "--check", "--delay", args.delay]).returncode == 77:
         sys.exit(77)
     os.makedirs(args.out, exist_ok=True)
+    raw = raw_dir(args.out)  # runs' metrics, link, profiles, model outputs, logs; results.json stays in OUT
     build()
     predicted = {}
     if not args.no_model:
-        link = measure_link(args, args.out)
-        predicted = {name: predict(args, args.out, link, name, known[name][4]) for name in chosen}
+        link = measure_link(args, raw)
+        predicted = {name: predict(args, raw, link, name, known[name][4]) for name in chosen}
     times = {n: [] for n in chosen}
     for rnd in range(args.rounds):
         for name in chosen:
             _, _, passes, after, _ = known[name]
-            m = train(args, args.out, f"{name}_round{rnd}", passes, after)
+            m = train(args, raw, f"{name}_round{rnd}", passes, after)
             times[name].append(sum(e["seconds"] for e in m["per_epoch"]) / m["steps"])
         print(f"round {rnd + 1}/{args.rounds}: " +
               ", ".join(f"{n} {times[n][-1] * 1000:.1f} ms" for n in chosen), file=sys.stderr, flush=True)

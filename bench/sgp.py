@@ -8,7 +8,9 @@ ratios are taken within a round): s/step, time to reach AllReduce's final
 test accuracy minus 0.5 points (per-epoch evaluation), final accuracy,
 bytes sent per rank and step, and SGP's consensus distance. On loopback (the
 launcher) or, with --rate, on an emulated cluster (bench/netem/cluster.sh,
-needs root).
+needs root). Writes OUT/table.md (and with --plot OUT/curves.csv and
+OUT/accuracy_vs_time.png); every run's metrics and the ranks' logs go to
+OUT/raw/, which git ignores.
 
 Example (about 10 minutes on 2 cores):
   bench/sgp.py --workers 4 --epochs 2 --rounds 2 --rate 45mbit
@@ -99,10 +101,11 @@ def main():
     if args.only:
         STRATEGIES = [STRATEGIES[int(i)] for i in args.only.split(",")]
     os.makedirs(args.out, exist_ok=True)
+    raw = pipe_sgd.raw_dir(args.out)
     runs = {name: [] for name, _ in STRATEGIES}
     for rnd in range(args.rounds):
         for i, (name, passes) in enumerate(STRATEGIES):
-            runs[name].append(train(args, passes, args.out, f"r{rnd}_{i}"))
+            runs[name].append(train(args, passes, raw, f"r{rnd}_{i}"))
     base = STRATEGIES[0][0]
     where = f"{args.workers} workers, {args.rate or 'loopback'}"
     if args.straggler_ms:

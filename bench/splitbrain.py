@@ -10,6 +10,8 @@ be had here), data parallel and hybrid alternated for --rounds rounds, each run
 --steps steps; the speedup is taken within each round (the machine's speed
 drifts), reported as the median with min-max. On loopback (the launcher) and,
 with --rate, on an emulated cluster (bench/netem/cluster.sh, needs root).
+Writes OUT/results.json; each run's metrics and the ranks' logs go to
+OUT/raw/, which git ignores.
 
 Example (about 15 minutes on 2 cores):
   bench/splitbrain.py --memory-workers 2,4,8 --rounds 3 --rate 100mbit
@@ -108,22 +110,24 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/splitbrain"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    raw = os.path.join(args.out, "raw")  # each run's metrics and the ranks' logs (ignored by git)
+    os.makedirs(raw, exist_ok=True)
     subprocess.run([os.path.join(ROOT, "nereid"), "--help"], check=True, stdout=subprocess.DEVNULL)  # builds -c opt
     report = {"settings": vars(args), "date": time.strftime("%Y-%m-%d")}
     text = []
     if args.memory_workers:
-        table, report["memory"] = memory_table(args, args.out)
+        table, report["memory"] = memory_table(args, raw)
         text.append("vgg11_cifar, one step, rank 0 (loopback):\n\n" + table)
     if args.rounds > 0:
         table, report["speed_loopback"] = speed_table(
-            args, args.out, "loopback", lambda passes, name: local(args, 4, passes, args.steps, args.out, name))
+            args, args.out, "loopback", lambda passes, name: local(args, 4, passes, args.steps, raw, name))
         text.append(f"vgg11_cifar, 4 workers, batch {args.batch} per worker, {args.steps} steps per run, "
                     f"{args.rounds} rounds, loopback:\n\n" + table)
         if args.rate:
             if subprocess.run([CLUSTER, "--check"]).returncode == 77:
                 sys.exit(77)
             table, report["speed_emulated"] = speed_table(
-                args, args.out, args.rate, lambda passes, name: emulated(args, passes, args.steps, args.out, name))
+                args, args.out, args.rate, lambda passes, name: emulated(args, passes, args.steps, raw, name))
             text.append(f"vgg11_cifar, 4 workers, {args.rate} links (bench/netem/cluster.sh):\n\n" + table)
     print("\n\n".join(text))
     report["tables"] = text
