@@ -51,8 +51,8 @@ run_pass() {  # name, bazel args...
 }
 
 # Every package with C++ in it (the sanitizer passes skip models/ and bench/).
-CPP_PACKAGES=(//core/... //graph/... //comm/... //data/... //compress/... //ops/... //passes/...
-              //schedulers/... //runtime/... //tests/...)
+CPP_PACKAGES=(//core/... //graph/... //comm/... //data/... //compress/... //ops/... //passes/... //plan/...
+              //schedulers/... //runtime/... //timing/... //benchmarks/... //tests/...)
 
 if [ "$suites" -eq 1 ]; then
   echo "== layering: tests/check_layers.py"

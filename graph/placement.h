@@ -7,7 +7,7 @@
 //   role: "server"   the members of the declared group "server" (NodeDef.role,
 //                    graph attribute "groups", e.g. "server=ranks:0-1");
 //   neither          every rank.
-// Values cross placements only from a Send to its Recv (ops/placement_plan.h).
+// Values cross placements only from a Send to its Recv (plan/split_by_rank.h).
 
 #include <optional>
 #include <string>

@@ -6,7 +6,7 @@
 // (both nodes are identities there), and autodiff derives the backward
 // transfer: the gradient of a Recv is a Send on the receiver's rank and a
 // Recv on the sender's, carrying the gradient back. Each rank runs its own
-// part (ops/placement_plan.h, ProjectForRank); there the edge is cut and each
+// part (plan/split_by_rank.h, ProjectForRank); there the edge is cut and each
 // end learns its peer (`peer`), and the Recv's output shape comes with the
 // message. Pairs are numbered (`channel`) after every pass, like the group
 // collectives, so a transfer's tag is the same on both ends.

@@ -66,7 +66,8 @@ class Pass {
 
 // What the plan is for, as far as choosing passes goes.
 struct PlanTarget {
-  int workers = 1;
+  int workers = 1;  // every rank of the run, servers included
+  int servers = -1;  // parameter servers among them; -1: whatever the plan has
 };
 
 struct PassInfo {

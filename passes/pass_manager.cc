@@ -11,7 +11,7 @@
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "ops/collective_schedule.h"
-#include "ops/placement_plan.h"
+#include "ops/placement_propagation.h"
 #include "ops/shape_inference.h"
 #include "passes/pass_properties.h"
 

@@ -38,8 +38,10 @@
 #include "ops/model_loader.h"
 #include "ops/trainability.h"
 #include "ops/op_registry.h"
-#include "ops/placement_plan.h"
-#include "ops/rank_plan_file.h"
+#include "ops/placement_propagation.h"
+#include "plan/split_by_rank.h"
+#include "plan/build_plan.h"
+#include "plan/plan_file.h"
 #include "passes/pass_manager.h"
 #include "passes/pass_properties.h"
 #include "compress/departure_plan.h"
@@ -57,13 +59,6 @@ namespace {
 
 // The gossip pass's push-sum weight (per rank, state).
 constexpr char kPushSumWeight[] = "gossip/weight";
-
-bool IsPlanned(const Graph& graph) {
-  for (Node* n : graph.nodes()) {
-    if (n->op() == "Feedback") return true;
-  }
-  return false;
-}
 
 int64_t PeakRssBytes() {
   rusage usage;
@@ -312,20 +307,6 @@ class PeriodicReporter {
 // starving computation of a busy machine's other processes.
 constexpr int kComputeNiceWithPeers = 5;
 
-// The pipeline to plan with: --passes plus what the run implies (with several
-// workers and no communication pass, data_parallel right after autodiff).
-absl::StatusOr<std::vector<PipelineStage>> PipelineFor(const TrainOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(options.passes));
-  RETURN_IF_ERROR(AddImpliedPasses(pipeline, PlanTarget{options.workers}));
-  return pipeline;
-}
-
-// The pipeline as written, with the implied passes (the metrics' "passes").
-std::string PassesFor(const TrainOptions& options) {
-  absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(options);
-  return pipeline.ok() ? PipelineText(*pipeline) : options.passes;
-}
-
 // Whether this rank's part sends to or receives from another rank.
 bool HasPointToPoint(const Graph& graph) {
   for (const Node* n : graph.nodes()) {
@@ -441,39 +422,29 @@ class TrainingRun {
   TrainingRun(const TrainOptions& options, TraceRecorder* trace)
       : options_(options), trace_(trace), start_(absl::Now()) {}
 
-  // Loads the model and plans it (a plan file is used as it is; a per-rank
-  // plan file gives this rank's graph); finds the nodes evaluation reads.
+  // This rank's part of the plan: the launcher's, or one built here from the
+  // model and the passes (plan/build_plan.h); finds the nodes evaluation reads.
   absl::Status Plan() {
     if (trace_ != nullptr) trace_->NameThisThread("driver");
-    ASSIGN_OR_RETURN(std::optional<PlanDef> per_rank, ReadPlanFile(options_.model_path));
-    std::vector<std::unique_ptr<Graph>> parts;  // every rank's graph, when they differ
-    if (per_rank.has_value()) {
-      if (per_rank->worker_size() != options_.workers) {
-        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " holds graphs for ",
-                                                          per_rank->worker_size(), " workers, not ", options_.workers));
-      }
-      ASSIGN_OR_RETURN(parts, LoadRankGraphs(*per_rank, options_.model_path));
-      plan_fingerprint_ = PlanFingerprint(parts);
+    if (options_.plan != nullptr) {
+      plan_ = *options_.plan;
     } else {
-      ASSIGN_OR_RETURN(graph_, LoadModel(options_.model_path));
-      // A model that cannot train says why before any pass or peer is involved.
-      if (!HasPlacedNodes(*graph_)) RETURN_IF_ERROR(CheckTrainable(*graph_, options_.dataset).status());
-      RETURN_IF_ERROR(PlanModel());
-      plan_fingerprint_ = PlanFingerprint(*graph_);
-      if (HasPlacedNodes(*graph_)) {
-        // A hand-written plan: unplaced nodes follow their placed inputs.
-        RETURN_IF_ERROR(PropagatePlacement(*graph_));
-        ASSIGN_OR_RETURN(parts, SplitPlanAcrossRanks(*graph_, options_.workers));
-      }
+      PlanTarget target{options_.workers, options_.servers};
+      ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_.passes, target));
+      ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(PlanRequest{options_.model_path, std::move(pipeline), target,
+                                                              options_.dataset}));
+      plan_ = std::move(built.plan);
     }
-    if (!parts.empty()) {
-      // Progress is printed by the first rank holding the loss.
-      const std::string loss = GraphAttr(*parts[0], "loss");
-      auto holder = std::find_if(parts.begin(), parts.end(), [&](const auto& g) { return g->FindNode(loss) != nullptr; });
-      if (holder == parts.end()) return absl::FailedPreconditionError(absl::StrCat("no rank holds the loss '", loss, "'"));
-      progress_rank_ = static_cast<int>(holder - parts.begin());
-      graph_ = std::move(parts[options_.rank]);
+    const int world = plan_.replicated() ? plan_.config().world_size() : plan_.worker_size();
+    if (world != options_.workers) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.model_path, ": the plan is for ", world, " workers, not ", options_.workers));
     }
+    ASSIGN_OR_RETURN(RankPlan mine, LoadRankPlan(plan_, options_.rank, options_.model_path));
+    graph_ = std::move(mine.graph);
+    progress_rank_ = mine.loss_rank;
+    plan_fingerprint_ = plan_.fingerprint();
+    result_.passes = plan_.config().passes();
     placed_ = HasPlacedNodes(*graph_);
     result_.model = GraphAttr(*graph_, "name").empty() ? options_.model_path : GraphAttr(*graph_, "name");
     logits_ = GraphAttr(*graph_, "logits");
@@ -490,36 +461,8 @@ class TrainingRun {
                                                      "model the same"));
     }
     coded_ = !GraphAttr(*graph_, "coded").empty();
-    if (const int64_t planned = GraphAttrInt(*graph_, "servers", 0); options_.servers >= 0 && planned != options_.servers) {
-      const bool colocated = GraphAttr(*graph_, "parameter_server") == "colocated";
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--servers ", options_.servers, ", but the plan has ", planned, " parameter server", planned == 1 ? "" : "s",
-          planned > 0   ? absl::StrCat(" (parameter_server(servers=", planned, "))")
-          : colocated ? std::string(" of its own (colocated: every worker serves; leave --servers out)")
-                      : std::string(" (no parameter_server pass)"),
-          colocated ? "" : ": give the same count"));
-    }
     ASSIGN_OR_RETURN(shard_, DataShardOf(*graph_, options_.rank, options_.workers));
     if (coded_) shard_ = DataShard{};  // the master and the coded workers see the whole set, coded or not
-    return absl::OkStatus();
-  }
-
-  // Runs the pass pipeline on a model; a one-graph plan file is used as it is.
-  absl::Status PlanModel() {
-    if (IsPlanned(*graph_)) {
-      // A plan made for a number of workers runs on that many.
-      const int64_t planned = GraphAttrInt(*graph_, "workers", options_.workers);
-      if (planned != options_.workers) {
-        return absl::FailedPreconditionError(absl::StrCat(options_.model_path, " was planned for ", planned,
-                                                          " workers, not ", options_.workers));
-      }
-      return absl::OkStatus();
-    }
-    // Passes that partition the model need the number of workers.
-    if (options_.workers > 1) (*graph_->mutable_header()->mutable_attr())["workers"] = IntAttr(options_.workers);
-    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_));
-    ASSIGN_OR_RETURN(std::vector<PassReport> reports, RunPipeline(*graph_, pipeline));
-    for (const PassReport& r : reports) result_.plan_summary.emplace_back(r.pass, FormatReport(r));
     return absl::OkStatus();
   }
 
@@ -993,7 +936,10 @@ class TrainingRun {
   // coded) and its current parameters.
   absl::StatusOr<Executor*> CodedEvaluator(EvaluationPart& part) {
     if (coded_evaluator_ == nullptr) {
-      ASSIGN_OR_RETURN(coded_model_, LoadModel(options_.model_path));
+      GraphFile source;
+      source.path = absl::StrCat(options_.model_path, " (the model the plan came from)");
+      source.def = plan_.source();
+      ASSIGN_OR_RETURN(coded_model_, LoadModel(source));
       ExecutorOptions eopts;
       eopts.threads = options_.threads;
       ASSIGN_OR_RETURN(coded_evaluator_, Executor::Create(coded_model_.get(), eopts));
@@ -1205,7 +1151,8 @@ class TrainingRun {
   TrainResult result_;
   std::unique_ptr<Graph> graph_;
   std::string logits_, loss_;
-  std::string plan_fingerprint_;  // of the whole plan, the same on every rank
+  PlanDef plan_;                  // every rank's, the same on every rank
+  std::string plan_fingerprint_;  // of the whole plan
   DataShard shard_;
   int progress_rank_ = 0;  // the rank that prints progress (the first holding the loss)
   bool placed_ = false;    // the plan runs different nodes on different ranks
@@ -1316,7 +1263,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   }
   j["dataset"] = r.dataset;
   j["normalization"] = r.normalization;
-  j["passes"] = PassesFor(options);
+  j["passes"] = r.passes;
   j["pipeline_width"] = r.pipeline_width;
   j["compression"] = r.compression;
   j["epochs"] = r.epochs;

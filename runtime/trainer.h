@@ -12,19 +12,24 @@
 #include <vector>
 
 #include <functional>
+#include <memory>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "compress/layer_bytes.h"
+#include "graph/graph.pb.h"
 #include "graph/ir.h"
 
 namespace nereid {
 
 struct TrainOptions {
   std::string model_path;
-  // Ignored for a plan. With workers > 1, data_parallel is added after
-  // autodiff when the pipeline has no communication pass.
-  std::string passes = "autodiff,sgd(lr=0.01,momentum=0.9)";
+  // The plan the local launcher built (plan/build_plan.h) for every rank;
+  // null: this rank builds it from model_path and passes.
+  std::shared_ptr<const PlanDef> plan;
+  // Ignored for a plan. "" = the default pipeline; with workers > 1,
+  // data_parallel is added after autodiff when there is no communication pass.
+  std::string passes;
   // Data parallelism: this process is rank `rank` of `workers`, meeting the
   // others through `rendezvous` ("file:DIR", "redis://HOST:PORT"). The
   // launcher (runtime/launcher/) starts local workers with these set.
@@ -165,7 +170,7 @@ struct TrainResult {
   // Ranks per model-parallel group (1: none).
   int64_t model_parallel = 1;
   std::vector<EpochMetrics> per_epoch;
-  std::vector<std::pair<std::string, std::string>> plan_summary;  // pass -> what it did
+  std::string passes;  // the pipeline the plan was made with ("" for a plan given as a file)
 };
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& options);

@@ -9,8 +9,10 @@ The layers, bottom first (docs/ARCHITECTURE.md draws them):
   2 compress/             gradient codecs (on comm/'s communicator)
   3 ops/                  op registry, shape inference, validation, kernels
   4 passes/ schedulers/   graph rewrites; executor, progress, collective engine
-  5 runtime/ runtime/launcher/   the trainer, checkpoints, timing model; local processes
-  6 runtime/cli/          the nereid command
+  5 plan/                 BuildPlan: a model and a pipeline to every rank's graph
+  6 runtime/ runtime/launcher/   the trainer, checkpoints; local processes
+    timing/ benchmarks/   offline timing models and trace analysis; what `nereid bench` measures
+  7 runtime/cli/          the nereid command
 
 A file may use its own folder and any folder on a lower layer; two folders
 on one layer stay apart. tests/, bench/ and models/ sit above everything and
@@ -28,8 +30,9 @@ LAYERS = {
     'compress': 2,
     'ops': 3,
     'passes': 4, 'schedulers': 4,
-    'runtime': 5, 'runtime/launcher': 5,
-    'runtime/cli': 6,
+    'plan': 5,
+    'runtime': 6, 'runtime/launcher': 6, 'timing': 6, 'benchmarks': 6,
+    'runtime/cli': 7,
 }
 UNCHECKED = ('tests', 'bench', 'models', 'third_party', 'docs')
 SOURCE_EXT = ('.cc', '.h', '.cu', '.proto')

@@ -1,8 +1,8 @@
 // nereid bench allreduce: Nereid's allreduce against raw Gloo and the
 // alpha-beta bound of the measured link, per message size.
 // nereid bench compress MODEL: the aggregation time of the model's gradients,
-// uncompressed and with each compressor (compress/aggregation_bench.h).
-// nereid bench peak: the cores' float32 FMA peak (core/fma_peak.h), the roof
+// uncompressed and with each compressor (benchmarks/aggregation_bench.h).
+// nereid bench peak: the cores' float32 FMA peak (benchmarks/fma_peak.h), the roof
 // a compute-bound step is measured against.
 
 #include <cstdio>
@@ -13,17 +13,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "comm/allreduce_bench.h"
+#include "benchmarks/allreduce_bench.h"
 #include "comm/launch_env.h"
 #include "comm/rendezvous.h"
 #include "comm/communicator_factory.h"
-#include "compress/aggregation_bench.h"
+#include "benchmarks/aggregation_bench.h"
 #include "core/file_io.h"
-#include "core/fma_peak.h"
+#include "benchmarks/fma_peak.h"
 #include "core/status_macros.h"
 #include "core/version.h"
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
+#include "plan/build_plan.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "runtime/cli/local_launch.h"
@@ -129,11 +130,14 @@ absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& mo
       }
       absl::StrAppend(&passes, ",compress(method=", method, options.empty() ? "" : ",", options, ")");
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<Graph> graph, LoadModel(model));
-    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, ParsePipeline(passes));
-    absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(*graph, pipeline);
-    if (!reports.ok()) return absl::Status(reports.status().code(), absl::StrCat(spec, ": ", reports.status().message()));
-    ASSIGN_OR_RETURN(AggregationPlan plan, AggregationPlanOf(*graph, spec));
+    ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(passes, PlanTarget{}));
+    PlanRequest request{model, std::move(pipeline), PlanTarget{}};
+    request.check_trainable = false;
+    request.whole_only = true;
+    absl::StatusOr<BuiltPlan> built = BuildPlan(request);
+    if (!built.ok()) return absl::Status(built.status().code(), absl::StrCat(spec, ": ", built.status().message()));
+    if (built->reports.empty()) return absl::InvalidArgumentError(absl::StrCat(model, " is a plan already: give the model"));
+    ASSIGN_OR_RETURN(AggregationPlan plan, AggregationPlanOf(*built->whole, spec));
     plans.push_back(std::move(plan));
   }
   return plans;

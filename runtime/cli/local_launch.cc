@@ -16,6 +16,7 @@
 #include "comm/fault_plan.h"
 #include "comm/shm_segment.h"
 #include "core/logging.h"
+#include "graph/plan_io.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cli/command.h"
 #include "runtime/launcher/launcher.h"
@@ -118,6 +119,15 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
     options.startup_timeout = std::max(launch.worker_timeout, absl::Minutes(2));
     const int first_rank = launch.node_rank * launch.workers;
     const std::string rendezvous = launch.rendezvous.empty() ? "file:" + store : launch.rendezvous;
+    const std::string plan_path = store + "/plan.plan.pb";
+    if (launch.plan != nullptr) {
+      if (absl::Status written = WritePlanFile(*launch.plan, plan_path); !written.ok()) {
+        std::fprintf(stderr, "error: cannot hand the workers their plan: %s\n", std::string(written.message()).c_str());
+        std::filesystem::remove_all(store, ec);
+        close(store_lock);
+        return kExitFailure;
+      }
+    }
     for (int r = 0; r < launch.workers; ++r) {
       std::vector<std::string> argv = {exe, launch.command};
       argv.insert(argv.end(), passed.begin(), passed.end());
@@ -128,6 +138,7 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
         argv.push_back(a);
       }
       argv.insert(argv.end(), launch.worker_args.begin(), launch.worker_args.end());
+      if (launch.plan != nullptr) argv.insert(argv.end(), {"--plan-file", plan_path});
       if (resume) argv.push_back("--resume");
       if (first_rank + r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
       options.workers.push_back({argv, {{kRestartEnvVar, absl::StrCat(restart)}}});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "graph/graph.pb.h"
 
 namespace nereid {
 
@@ -24,6 +25,9 @@ struct LocalLaunch {
   absl::Duration worker_timeout = absl::Minutes(5);
   std::vector<std::string> rank0_args;  // extra arguments for rank 0 only
   std::vector<std::string> worker_args; // extra arguments for every worker
+  // The plan the launcher built once (plan/build_plan.h): written beside the
+  // rendezvous and handed to every worker as `--plan-file PATH`.
+  const PlanDef* plan = nullptr;
   // Elastic restarts: when a worker dies, hangs or fails, every worker is
   // stopped and the run started again, up to `max_restarts` times, from the
   // last checkpoint in `checkpoint_dir` (`--resume` added), or from the start

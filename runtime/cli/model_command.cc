@@ -1,6 +1,6 @@
 // nereid model: predicts the iteration time of synchronous ring-allreduce SGD,
 // a parameter server and Pipe-SGD from a compute profile, the plan's gradient
-// buckets and the link (runtime/timing_model.h, docs/TIMING_MODEL.md).
+// buckets and the link (timing/timing_model.h, docs/TIMING_MODEL.md).
 
 #include <algorithm>
 #include <cmath>
@@ -22,16 +22,16 @@
 #include "graph/ir.h"
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
+#include "plan/build_plan.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
-#include "runtime/hybrid_timing.h"
-#include "runtime/timing_model.h"
-#include "runtime/trace_profile.h"
+#include "timing/hybrid_timing.h"
+#include "timing/timing_model.h"
+#include "timing/trace_profile.h"
 
 namespace nereid {
 namespace {
 
-constexpr char kDefaultPasses[] = "autodiff,data_parallel,sgd(lr=0.01)";
 
 Flags ModelFlags() {
   Flags f("nereid model MODEL_OR_PLAN --workers N (--compute-ms X | --profile TRACE.json)\n"
@@ -45,9 +45,8 @@ Flags ModelFlags() {
       .Value("batch", "B", "samples per worker per step (default 64)")
       .Value("width", "K", "Pipe-SGD width (default 2; 1 is synchronous SGD)")
       .Value("passes", "PIPELINE",
-             "passes for a model that is not planned yet (default\n"
-             "autodiff,data_parallel,sgd(lr=0.01); data_parallel is added after\n"
-             "autodiff when missing)")
+             "passes for a model that is not planned yet (default: the same as\n"
+             "nereid run's; data_parallel is added after autodiff when missing)")
       .Value("json", "PATH", "write the prediction as JSON");
   f.Section("Compute (one of)")
       .Value("compute-ms", "X", "one worker's step, in milliseconds")
@@ -214,18 +213,19 @@ struct PlannedChunk {
 
 absl::StatusOr<std::vector<PlannedChunk>> PlanServerChunks(const std::string& path, int workers, int servers,
                                                            double chunk_kb, bool split) {
-  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
-  if (!graph.ok()) return graph.status();
-  for (Node* n : (*graph)->nodes()) {
-    if (n->op() == "Feedback") return std::vector<PlannedChunk>{};  // a plan: its own strategy
-  }
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(workers + servers);
-  absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(
-      absl::StrCat("autodiff,sgd(lr=0.01),parameter_server(servers=", servers, ",chunk_kb=", chunk_kb,
-                   split ? ",split=true" : "", ")"));
-  if (!pipeline.ok()) return pipeline.status();
-  absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, *pipeline);
-  if (!reports.ok()) return reports.status();
+  const PlanTarget target{workers + servers, servers};
+  ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline,
+                   PipelineFor(absl::StrCat("autodiff,sgd(lr=0.01),parameter_server(servers=", servers,
+                                            ",chunk_kb=", chunk_kb, split ? ",split=true" : "", ")"),
+                               target));
+  PlanRequest request{path, std::move(pipeline), target};
+  request.check_trainable = false;
+  request.whole_only = true;
+  absl::StatusOr<BuiltPlan> built = BuildPlan(request);
+  if (!built.ok()) return built.status();
+  // A plan given as the model has its own strategy.
+  if (built->reports.empty() || built->whole == nullptr) return std::vector<PlannedChunk>{};
+  const std::unique_ptr<Graph>* graph = &built->whole;
   std::vector<PlannedChunk> chunks;
   for (Node* n : (*graph)->nodes()) {
     // A worker's push: Send <- Slice (the chunk) <- Reshape (the flat gradient) <- the gradient.
@@ -244,22 +244,21 @@ absl::StatusOr<std::vector<PlannedChunk>> PlanServerChunks(const std::string& pa
 // with `passes` if it is not planned yet.
 absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::vector<PipelineStage>& pipeline,
                                            int workers, std::string* model, std::optional<HybridInputs>* hybrid) {
-  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(path);
-  if (!graph.ok()) return graph.status();
-  auto& header = *(*graph)->mutable_header()->mutable_attr();
-  if (!header.contains("workers")) header["workers"].set_i(workers);  // for the passes that partition
-  bool has_allreduce = false, planned = false;
-  for (Node* n : (*graph)->nodes()) {
-    has_allreduce |= n->op() == "AllReduce";
-    planned |= n->op() == "Feedback";  // an optimizer's update: the graph is a plan
+  PlanRequest request{path, pipeline, PlanTarget{workers}};
+  request.check_trainable = false;
+  request.whole_only = true;
+  absl::StatusOr<BuiltPlan> built = BuildPlan(request);
+  if (!built.ok()) return built.status();
+  if (built->whole == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is a per-rank plan: give the model, or a one-graph plan (nereid plan without --per-rank)"));
   }
-  if (!has_allreduce && planned) {
+  const std::unique_ptr<Graph>* graph = &built->whole;
+  bool has_allreduce = false;
+  for (Node* n : (*graph)->nodes()) has_allreduce |= n->op() == "AllReduce";
+  if (!has_allreduce && built->reports.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " is a plan without gradient communication: plan the model with data_parallel, or give the model"));
-  }
-  if (!has_allreduce) {
-    absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, pipeline);
-    if (!reports.ok()) return reports.status();
   }
   absl::StatusOr<PlannedBuckets> buckets = BucketsOf(**graph, path);
   if (buckets.ok() && buckets->bytes.empty()) {
@@ -420,7 +419,7 @@ absl::StatusOr<std::string> HybridSection(const Report& r) {
   std::string out = absl::StrFormat(
       "\nhybrid (hybrid_partition, groups of %d; the strategies above average only its replicated gradients):\n"
       "  data parallel %s ms per iteration (%.1f MB sent per worker), hybrid %s ms (%s ms of group exchanges, %.1f MB"
-      " sent): %.2fx\n  (runtime/hybrid_timing.h: neither overlaps its communication)\n",
+      " sent): %.2fx\n  (timing/hybrid_timing.h: neither overlaps its communication)\n",
       in.group_size, Ms(t.data_parallel_seconds), t.data_parallel_bytes_sent / 1e6, Ms(t.hybrid_seconds),
       Ms(t.exchange_seconds), t.hybrid_bytes_sent / 1e6, t.speedup);
   absl::StrAppendFormat(&out, "\nscaling (one group of all workers, latency %.0f us, the same compute per worker):\n",
@@ -601,11 +600,10 @@ int Model(const std::vector<std::string>& args) {
   if (*gamma < 0) return Usage("--gamma-ns-per-byte must be >= 0");
   if (*ratio < 1) return Usage("--compression-ratio must be >= 1");
   if (*codec_ms < 0) return Usage("--codec-ms must be >= 0");
-  absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(flags.String("passes", kDefaultPasses));
   // The run modelled has several workers: the passes they imply (data_parallel) join, as with `nereid run`.
-  absl::Status implied = pipeline.ok() ? AddImpliedPasses(*pipeline, PlanTarget{static_cast<int>(*workers)})
-                                       : pipeline.status();
-  if (!implied.ok()) return Usage(absl::StrCat("--passes: ", implied.message()));
+  absl::StatusOr<std::vector<PipelineStage>> pipeline =
+      PipelineFor(flags.String("passes"), PlanTarget{static_cast<int>(*workers)});
+  if (!pipeline.ok()) return Usage(absl::StrCat("--passes: ", pipeline.status().message()));
 
   Report r;
   r.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));

@@ -11,10 +11,8 @@
 #include "graph/graph_io.h"
 #include "graph/plan_io.h"
 #include "graph/import_export.h"
-#include "ops/model_loader.h"
-#include "ops/op_registry.h"
-#include "ops/placement_plan.h"
-#include "ops/rank_plan_file.h"
+#include "plan/split_by_rank.h"
+#include "plan/build_plan.h"
 #include "passes/pass_manager.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/rank_parts.h"
@@ -54,20 +52,17 @@ int Plan(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   const std::string model = flags.positional()[0], output = flags.String("output");
-  absl::StatusOr<std::vector<PipelineStage>> pipeline = ParsePipeline(flags.String("passes"));
-  if (!pipeline.ok()) {
-    std::fprintf(stderr, "error: --passes: %s\n", std::string(pipeline.status().message()).c_str());
-    return kExitUsage;
-  }
-  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(model);
-  if (!graph.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
-    return kExitFailure;
-  }
   // Passes that partition the model (hybrid_partition) plan for this many.
   absl::StatusOr<int64_t> workers = flags.Int("workers", 1);
-  if (!workers.ok() || *workers < 1) {
-    std::fprintf(stderr, "error: --workers must be an integer >= 1\n");
+  if (!workers.ok() || *workers < 1 || *workers > 1 << 20) {
+    std::fprintf(stderr, "error: --workers must be an integer in [1, 1048576]\n");
+    return kExitUsage;
+  }
+  const PlanTarget target{static_cast<int>(*workers)};
+  // The passes a run on this many workers implies join, as with `nereid run`.
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(flags.String("passes"), target);
+  if (!pipeline.ok()) {
+    std::fprintf(stderr, "error: --passes: %s\n", std::string(pipeline.status().message()).c_str());
     return kExitUsage;
   }
   const bool per_rank = flags.Has("per-rank");
@@ -76,51 +71,49 @@ int Plan(const std::vector<std::string>& args) {
                  output.c_str());
     return kExitUsage;
   }
-  const GraphDef source = ExportGraph(**graph);
-  if (*workers > 1) (*(*graph)->mutable_header()->mutable_attr())["workers"] = IntAttr(*workers);
-  PipelineOptions options;
-  if (flags.Has("dump-after")) options.dump_after = absl::StrSplit(flags.String("dump-after"), ',');
-  options.dump = [&](const std::string& pass, const Graph& g) {
+  PlanRequest request{model, *std::move(pipeline), target};
+  request.check_trainable = false;  // a compiler's output is looked at, not only trained
+  if (flags.Has("dump-after")) request.pipeline_options.dump_after = absl::StrSplit(flags.String("dump-after"), ',');
+  request.pipeline_options.dump = [&](const std::string& pass, const Graph& g) {
     std::string path = absl::StrCat(output, ".after-", pass, ".pbtxt");
     std::printf("wrote %s\n", path.c_str());
     return WriteGraphFile(ExportGraph(g), path, GraphFormat::kText);
   };
-  absl::StatusOr<std::vector<PassReport>> reports = RunPipeline(**graph, *pipeline, options);
-  if (!reports.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(reports.status().message()).c_str());
+  absl::StatusOr<BuiltPlan> built = BuildPlan(request);
+  if (!built.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
     return kExitFailure;
   }
-  for (const PassReport& r : *reports) std::printf("%s\n", FormatReport(r).c_str());
-  // Every rank's graph, checked together; kept for a per-rank file and the table.
-  const bool split = per_rank || (*workers > 1 && (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty()));
-  std::vector<std::unique_ptr<Graph>> parts;
-  if (split) {
-    absl::StatusOr<std::vector<std::unique_ptr<Graph>>> made = SplitPlanAcrossRanks(**graph, static_cast<int>(*workers));
-    if (!made.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(made.status().message()).c_str());
+  for (const PassReport& r : built->reports) std::printf("%s\n", FormatReport(r).c_str());
+  if (per_rank) {
+    absl::Status written = WritePlanFile(built->plan, output);
+    if (!written.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(written.message()).c_str());
       return kExitFailure;
     }
-    parts = *std::move(made);
+    std::printf("wrote %s (%s)\n", output.c_str(),
+                built->plan.replicated() ? absl::StrCat("one graph for all ", *workers, " ranks").c_str()
+                                         : absl::StrCat(built->plan.worker_size(), " ranks' graphs").c_str());
   }
-  absl::Status written;
-  if (per_rank) {
-    RunConfig config;
-    config.set_passes(PipelineText(*pipeline));
-    written = WritePlanFile(MakePlanDef(parts, source, config), output);
-  } else {
-    written = WriteGraphFile(ExportGraph(**graph), output, FormatFor(output));
-  }
-  if (!written.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(written.message()).c_str());
-    return kExitFailure;
-  }
-  if (per_rank) {
-    std::printf("wrote %s (%zu ranks' graphs)\n", output.c_str(), parts.size());
-  } else {
-    std::printf("wrote %s (%d nodes)\n", output.c_str(), (*graph)->num_nodes());
+  if (built->whole == nullptr) return kExitOk;  // the model was a per-rank plan already
+  const Graph& graph = *built->whole;
+  if (!per_rank) {
+    absl::Status written = WriteGraphFile(ExportGraph(graph), output, FormatFor(output));
+    if (!written.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(written.message()).c_str());
+      return kExitFailure;
+    }
+    std::printf("wrote %s (%d nodes)\n", output.c_str(), graph.num_nodes());
   }
   // A plan whose ranks run different parts, or declare groups: each rank's.
-  if (*workers > 1 && split) std::fputs(RankPartsTable(parts).c_str(), stdout);
+  if (*workers > 1 && (HasPlacedNodes(graph) || !GraphAttr(graph, "groups").empty())) {
+    absl::StatusOr<std::vector<std::unique_ptr<Graph>>> parts = SplitPlanAcrossRanks(graph, static_cast<int>(*workers));
+    if (!parts.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(parts.status().message()).c_str());
+      return kExitFailure;
+    }
+    std::fputs(RankPartsTable(*parts).c_str(), stdout);
+  }
   return kExitOk;
 }
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "ops/collective_schedule.h"
 #include "ops/model_summary.h"
-#include "ops/placement_plan.h"
+#include "ops/placement_propagation.h"
 
 namespace nereid {
 

@@ -2,7 +2,7 @@
 #define NEREID_RUNTIME_CLI_RANK_PARTS_H_
 
 // What `nereid check` and `nereid plan` print of a plan made for N workers:
-// each rank's part (ops/placement_plan.h), what it holds and what it moves.
+// each rank's part (plan/split_by_rank.h), what it holds and what it moves.
 
 #include <cstdint>
 #include <memory>

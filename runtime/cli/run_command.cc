@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +22,8 @@
 #include "runtime/cli/flags.h"
 #include "runtime/cli/local_launch.h"
 #include "runtime/cli/run_config.h"
+#include "graph/plan_io.h"
+#include "plan/build_plan.h"
 #include "runtime/launcher/progress_reporter.h"
 #include "runtime/trainer.h"
 
@@ -104,12 +108,16 @@ Flags RunFlags() {
              "the address this worker listens on and its peers reach it at\n"
              "(default 127.0.0.1; on a cluster: this machine's address on the\n"
              "training network)")
+      .Value("plan-file", "FILE",
+             "run this plan file's part for --rank (the local launcher plans once\n"
+             "and hands each worker the plan this way); MODEL names it in messages")
       .Value("transport", "T",
-             "how the workers talk: gloo (TCP, the default), shm (shared memory,\n"
-             "every worker on this machine), hierarchical (shared memory among the\n"
-             "workers of each machine, gloo between machines) or auto (shm for the\n"
-             "local launcher's workers, hierarchical across machines and for\n"
-             "workers started one by one)");
+             "how the workers talk: auto (the default for --workers N: shared\n"
+             "memory among this machine's workers when /dev/shm has room, else\n"
+             "gloo; hierarchical across --nnodes machines), gloo (TCP; the default\n"
+             "for workers started one by one), shm (shared memory, every worker on\n"
+             "this machine) or hierarchical (shared memory within each machine,\n"
+             "gloo between machines)");
   f.Section("Supervision")
       .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
       .Value("worker-timeout", "S",
@@ -220,10 +228,7 @@ int Run(const std::vector<std::string>& args) {
                  servers.ok() ? "" : absl::StrCat(" (", servers.status().message(), ")").c_str());
     return kExitUsage;
   }
-  if (flags.Has("servers")) {
-    o.servers = static_cast<int>(*servers);
-    if (!flags.Has("passes") && *servers > 0) absl::StrAppend(&o.passes, ",parameter_server(servers=", *servers, ")");
-  }
+  if (flags.Has("servers")) o.servers = static_cast<int>(*servers);
   o.dataset = flags.String("dataset");
   o.data_dir = flags.String("data-dir");
   o.normalize = flags.String("normalize", "default");
@@ -268,7 +273,11 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
     return kExitUsage;
   }
-  const std::string transport = flags.String("transport", "gloo");
+  // Local workers share memory unless told otherwise; a worker started on its
+  // own (by hand, torchrun, Slurm) talks TCP unless told otherwise.
+  const bool started_alone = nnodes == 1 && (flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world") ||
+                                             HasLauncherEnv(ProcessEnv()));
+  const std::string transport = flags.String("transport", started_alone ? "gloo" : "auto");
   if (transport != "auto" && transport != "shm" && transport != "gloo" && transport != "hierarchical") {
     std::fprintf(stderr, "error: --transport must be gloo, shm, hierarchical or auto (got '%s')\n",
                  transport.c_str());
@@ -338,7 +347,21 @@ int Run(const std::vector<std::string>& args) {
     launch.command = "run";
     launch.args = *expanded;  // a --config file's flags, so not_passed applies to them too
     launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
-                         "--nnodes",  "--node-rank", "--rendezvous", "--transport"};
+                         "--nnodes",  "--node-rank", "--rendezvous", "--transport", "--plan-file"};
+    // Planned once, here: a bad pipeline or model is refused before any worker starts.
+    const PlanTarget target{static_cast<int>(workers * nnodes), o.servers};
+    absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(o.passes, target);
+    if (!pipeline.ok()) {
+      std::fprintf(stderr, "error: --passes: %s\n", std::string(pipeline.status().message()).c_str());
+      return kExitUsage;
+    }
+    absl::StatusOr<BuiltPlan> built =
+        BuildPlan(PlanRequest{o.model_path, *std::move(pipeline), target, o.dataset});
+    if (!built.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
+      return kExitFailure;
+    }
+    launch.plan = &built->plan;
     // Workers of one machine share memory (when /dev/shm has room for them);
     // across machines, those of each machine still do, and TCP joins the machines.
     const absl::Status shm_fits = nnodes == 1 ? ShmFits(static_cast<int>(workers))
@@ -364,6 +387,15 @@ int Run(const std::vector<std::string>& args) {
     // Rank 0's metrics are the run's: it sums its figures over the ranks.
     if (flags.Has("metrics-json")) launch.rank0_args = {"--metrics-json", flags.String("metrics-json")};
     return LaunchLocalWorkers(launch);
+  }
+  if (flags.Has("plan-file")) {
+    absl::StatusOr<std::optional<PlanDef>> plan = ReadPlanFile(flags.String("plan-file"));
+    if (!plan.ok() || !plan->has_value()) {
+      std::fprintf(stderr, "error: --plan-file %s: %s\n", flags.String("plan-file").c_str(),
+                   plan.ok() ? "not a plan file" : std::string(plan.status().message()).c_str());
+      return kExitUsage;
+    }
+    o.plan = std::make_shared<const PlanDef>(**std::move(plan));
   }
   o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);

@@ -1,6 +1,6 @@
 // nereid trace: what the per-rank traces of a run (`nereid run --trace`) say
 // together. `summary` prints a row per rank: steps, and per iteration where
-// the time went (runtime/trace_breakdown.h): computing, the compute that
+// the time went (timing/trace_breakdown.h): computing, the compute that
 // communication took, idle, the collective thread's work, transfers in
 // flight, reorder waits; `merge` writes one file with a track group per rank,
 // on one clock.
@@ -20,8 +20,8 @@
 #include "ops/op_registry.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
-#include "runtime/trace_breakdown.h"
-#include "runtime/trace_profile.h"
+#include "timing/trace_breakdown.h"
+#include "timing/trace_profile.h"
 
 namespace nereid {
 namespace {

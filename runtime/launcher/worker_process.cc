@@ -14,7 +14,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/logging.h"
 #include "runtime/launcher/progress_reporter.h"
 
 extern char** environ;
@@ -186,6 +188,7 @@ absl::StatusOr<WorkerProcess> SpawnWorker(const std::vector<std::string>& argv,
     return ErrnoStatus(child_errno, absl::StrCat("cannot run '", *path, "'"));
   }
   proc.pid = pid;
+  Log().debug("started process {}: {}", pid, absl::StrJoin(argv, " "));
 #ifdef SYS_pidfd_open
   proc.pidfd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
 #endif

@@ -45,7 +45,7 @@ assert rows(a) == rows(b) and rows(a)["sync_allreduce"] > 0.015, (rows(a), rows(
 PY
 expect 2 "--straggler-ms must be >= 0" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
   --straggler-ms -1 --link "$tmp/bench.json"
-# Hybrid on mlp_fashion, 2 workers, batch 32, 10 ms compute, 100 us, 1 Gbit/s (runtime/hybrid_timing.h):
+# Hybrid on mlp_fashion, 2 workers, batch 32, 10 ms compute, 100 us, 1 Gbit/s (timing/hybrid_timing.h):
 # data parallel: 10 ms + 2 * (100 us + 2678824 / 2.5e8 s) = 31.631 ms; hybrid: 10 ms + exchanges of 784, 512
 # and 512 floats per sample (3 * 100 us + 4 * 32 * 1808 / 1.25e8 s = 2.151 ms) + the replicated 22568 bytes
 # (2 * (100 us + 22568 / 2.5e8 s) = 0.381 ms) = 12.532 ms.

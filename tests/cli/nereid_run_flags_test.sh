@@ -29,6 +29,17 @@ expect 2 "--stall-check must be a percent in [0, 100] (got 101)" "$nereid" run $
 expect 2 "--normalize 'zscore': expected default, none, MEAN/STDDEV" "$nereid" run $model --normalize zscore
 expect 2 "--normalize '0.5/0': a stddev must be > 0" "$nereid" run $model --normalize 0.5/0
 expect 2 "--transport must be gloo, shm, hierarchical or auto (got 'tcp')" "$nereid" run $model --transport tcp
+# The local launcher plans once, before any worker starts: a misspelt pass
+# with --workers 4 starts no process (the launcher logs each one it starts at
+# debug level), and a good pipeline starts exactly four.
+out=$("$nereid" run $model --workers 4 --passes autodif --log-level debug 2>&1)
+rc=$?
+[ "$rc" -eq 2 ] || fail "a misspelt pass with --workers 4: exit $rc, not 2: $out"
+grep -q "unknown pass 'autodif'" <<<"$out" || fail "the misspelt pass is not named: $out"
+[ "$(grep -c 'started process' <<<"$out")" -eq 0 ] || fail "workers started before the pipeline was checked: $out"
+out=$("$nereid" run $model --dataset synthetic --workers 4 --max-steps 1 --test-limit 32 --quiet --log-level debug 2>&1) \
+  || fail "a 4-worker run failed: $out"
+[ "$(grep -c 'started process' <<<"$out")" -eq 4 ] || fail "a 4-worker run did not start 4 processes: $out"
 # A launcher killed with SIGKILL leaves its rendezvous directory, unlocked;
 # the next launch removes it, and keeps one whose launcher still holds its
 # lock (flock(1) stands in for a live launcher here).

@@ -149,7 +149,7 @@ TEST_F(StageSplitTest, ARankThatFailsMidStepStopsWaitingForItsPeers) {
   EXPECT_NE(o.exit_code, 137) << "killed at the shell's limit:\n" << o.output;
   EXPECT_NE(o.exit_code, 0);
   // Call 1 is whichever of rank 1's two first receives starts first.
-  EXPECT_THAT(o.output, HasSubstr("[rank 1] error: rank 1's part of the plan: node '"));
+  EXPECT_THAT(o.output, HasSubstr("[rank 1] error: models/lenet_fashion.pbtxt, rank 1's graph: node '"));
   EXPECT_THAT(o.output, HasSubstr("at step 0: receiving from rank "));
   EXPECT_THAT(o.output, HasSubstr("the message header says"));
 }

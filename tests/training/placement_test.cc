@@ -16,8 +16,8 @@
 #include "graph/placement.h"
 #include "gtest/gtest.h"
 #include "ops/model_loader.h"
-#include "ops/placement_plan.h"
-#include "ops/rank_plan_file.h"
+#include "plan/split_by_rank.h"
+#include "plan/plan_file.h"
 #include "passes/pass_manager.h"
 
 namespace nereid {

@@ -1,9 +1,10 @@
-#ifndef NEREID_OPS_RANK_PLAN_FILE_H_
-#define NEREID_OPS_RANK_PLAN_FILE_H_
+#ifndef NEREID_PLAN_PLAN_FILE_H_
+#define NEREID_PLAN_PLAN_FILE_H_
 
 // A plan as the graph each rank runs (PlanDef, written by
-// `nereid plan --per-rank`): rank r runs worker r's graph as it is in the
-// file, so a part can be read, edited and checked on its own. Loading checks
+// `nereid plan --per-rank` and by the local launcher for its workers): rank r
+// runs worker r's graph as it is in the file (or worker 0's, in a replicated
+// plan), so a part can be read, edited and checked on its own. Loading checks
 // the parts together (CheckPartsAcrossRanks) before anything runs.
 
 #include <memory>
@@ -25,7 +26,13 @@ std::string PlanFingerprint(const std::vector<std::unique_ptr<Graph>>& parts);
 // `config` how it was made (both for the reader; running needs neither).
 PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef source, RunConfig config);
 
-// Every worker's graph, loaded (validated, shapes inferred) and checked
+// One graph every one of `world` ranks runs (PlanDef::replicated).
+PlanDef MakeReplicatedPlanDef(const Graph& graph, int world, GraphDef source, RunConfig config);
+
+// A replicated plan's graph, loaded; the same checks as below.
+absl::StatusOr<std::unique_ptr<Graph>> LoadReplicatedGraph(const PlanDef& plan, const std::string& path);
+
+// Every worker's graph (a replicated plan's once per rank), loaded (validated, shapes inferred) and checked
 // together. Errors name `path` and the rank: workers missing, repeated or out
 // of order, a fingerprint that does not match the graphs (the file changed
 // after it was written; clear the field to accept an edit), a graph that
@@ -34,4 +41,4 @@ absl::StatusOr<std::vector<std::unique_ptr<Graph>>> LoadRankGraphs(const PlanDef
 
 }  // namespace nereid
 
-#endif  // NEREID_OPS_RANK_PLAN_FILE_H_
+#endif  // NEREID_PLAN_PLAN_FILE_H_

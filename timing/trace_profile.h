@@ -1,5 +1,5 @@
-#ifndef NEREID_RUNTIME_TRACE_PROFILE_H_
-#define NEREID_RUNTIME_TRACE_PROFILE_H_
+#ifndef NEREID_TIMING_TRACE_PROFILE_H_
+#define NEREID_TIMING_TRACE_PROFILE_H_
 
 // The inputs `nereid model` reads from JSON files: a compute profile from a
 // trace that `nereid run --trace` wrote (core/trace.h), and the link's
@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "runtime/timing_model.h"
+#include "timing/timing_model.h"
 
 namespace nereid {
 
@@ -103,4 +103,4 @@ absl::StatusOr<LinkModel> ReadBenchLink(const std::string& path, BenchLink sourc
 
 }  // namespace nereid
 
-#endif  // NEREID_RUNTIME_TRACE_PROFILE_H_
+#endif  // NEREID_TIMING_TRACE_PROFILE_H_

@@ -1,4 +1,4 @@
-#include "core/fma_peak.h"
+#include "benchmarks/fma_peak.h"
 
 #include <algorithm>
 

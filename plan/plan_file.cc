@@ -1,4 +1,4 @@
-#include "ops/rank_plan_file.h"
+#include "plan/plan_file.h"
 
 #include <utility>
 
@@ -9,7 +9,7 @@
 #include "graph/import_export.h"
 #include "graph/plan_io.h"
 #include "ops/model_loader.h"
-#include "ops/placement_plan.h"
+#include "plan/split_by_rank.h"
 
 namespace nereid {
 namespace {
@@ -53,7 +53,54 @@ PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef s
   return plan;
 }
 
+PlanDef MakeReplicatedPlanDef(const Graph& graph, int world, GraphDef source, RunConfig config) {
+  PlanDef plan;
+  plan.set_version(kPlanFormatVersion);
+  plan.set_replicated(true);
+  *plan.mutable_source() = std::move(source);
+  config.set_world_size(world);
+  *plan.mutable_config() = std::move(config);
+  WorkerGraph* worker = plan.add_worker();
+  worker->set_rank(0);
+  *worker->mutable_graph() = ExportGraph(graph);
+  plan.set_fingerprint(PlanFingerprint(graph));
+  return plan;
+}
+
+namespace {
+
+absl::Status CheckFingerprint(const PlanDef& plan, const std::string& path) {
+  if (plan.fingerprint().empty() || plan.fingerprint() == StoredGraphsFingerprint(plan)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(path, ": the fingerprint ", plan.fingerprint(),
+                                          " does not match the graphs (", StoredGraphsFingerprint(plan),
+                                          "): the file changed after it was written; clear `fingerprint` to "
+                                          "accept an edit"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Graph>> LoadReplicatedGraph(const PlanDef& plan, const std::string& path) {
+  if (!plan.replicated() || plan.worker_size() != 1 || plan.config().world_size() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": a replicated plan holds one graph and its world_size (it holds ", plan.worker_size(),
+        " graphs for ", plan.config().world_size(), " workers)"));
+  }
+  RETURN_IF_ERROR(CheckFingerprint(plan, path));
+  GraphFile file;
+  file.path = path;
+  file.def = plan.worker(0).graph();
+  return LoadModel(file);
+}
+
 absl::StatusOr<std::vector<std::unique_ptr<Graph>>> LoadRankGraphs(const PlanDef& plan, const std::string& path) {
+  if (plan.replicated()) {
+    std::vector<std::unique_ptr<Graph>> parts;
+    for (int r = 0; r < plan.config().world_size() || parts.empty(); ++r) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Graph> part, LoadReplicatedGraph(plan, path));
+      parts.push_back(std::move(part));
+    }
+    return parts;
+  }
   if (plan.config().world_size() != 0 && plan.config().world_size() != plan.worker_size()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": the plan is for ", plan.config().world_size(),
                                                    " workers but holds ", plan.worker_size(), " graphs"));
@@ -64,12 +111,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Graph>>> LoadRankGraphs(const PlanDef
                                                      ": list the ranks 0..", plan.worker_size() - 1, " in order"));
     }
   }
-  if (!plan.fingerprint().empty() && plan.fingerprint() != StoredGraphsFingerprint(plan)) {
-    return absl::DataLossError(absl::StrCat(path, ": the fingerprint ", plan.fingerprint(),
-                                            " does not match the graphs (", StoredGraphsFingerprint(plan),
-                                            "): the file changed after it was written; clear `fingerprint` to "
-                                            "accept an edit"));
-  }
+  RETURN_IF_ERROR(CheckFingerprint(plan, path));
   std::vector<std::unique_ptr<Graph>> parts;
   for (int r = 0; r < plan.worker_size(); ++r) {
     const WorkerGraph& worker = plan.worker(r);

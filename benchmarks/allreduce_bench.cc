@@ -1,4 +1,4 @@
-#include "comm/allreduce_bench.h"
+#include "benchmarks/allreduce_bench.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
-#ifndef NEREID_RUNTIME_TRACE_BREAKDOWN_H_
-#define NEREID_RUNTIME_TRACE_BREAKDOWN_H_
+#ifndef NEREID_TIMING_TRACE_BREAKDOWN_H_
+#define NEREID_TIMING_TRACE_BREAKDOWN_H_
 
 // Where one rank's steps went, from its trace (`nereid run --trace`,
 // core/trace.h): the time computing, the compute that communication took
@@ -71,4 +71,4 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
 
 }  // namespace nereid
 
-#endif  // NEREID_RUNTIME_TRACE_BREAKDOWN_H_
+#endif  // NEREID_TIMING_TRACE_BREAKDOWN_H_

@@ -1,5 +1,5 @@
-#ifndef NEREID_COMPRESS_AGGREGATION_BENCH_H_
-#define NEREID_COMPRESS_AGGREGATION_BENCH_H_
+#ifndef NEREID_BENCHMARKS_AGGREGATION_BENCH_H_
+#define NEREID_BENCHMARKS_AGGREGATION_BENCH_H_
 
 // `nereid bench compress`: the time to aggregate one step's gradients of a
 // model across the ranks, uncompressed and with each compressor, with no
@@ -66,4 +66,4 @@ std::string AggregationJson(const std::vector<AggregationRow>& rows, int world);
 
 }  // namespace nereid
 
-#endif  // NEREID_COMPRESS_AGGREGATION_BENCH_H_
+#endif  // NEREID_BENCHMARKS_AGGREGATION_BENCH_H_

@@ -1,4 +1,4 @@
-#include "compress/aggregation_bench.h"
+#include "benchmarks/aggregation_bench.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "runtime/timing_model.h"
+#include "timing/timing_model.h"
 
 #include <algorithm>
 #include <cmath>

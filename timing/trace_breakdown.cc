@@ -1,4 +1,4 @@
-#include "runtime/trace_breakdown.h"
+#include "timing/trace_breakdown.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
-#ifndef NEREID_COMM_ALLREDUCE_BENCH_H_
-#define NEREID_COMM_ALLREDUCE_BENCH_H_
+#ifndef NEREID_BENCHMARKS_ALLREDUCE_BENCH_H_
+#define NEREID_BENCHMARKS_ALLREDUCE_BENCH_H_
 
 // `nereid bench allreduce`: times Nereid's allreduce (GlooCommunicator) and
 // raw Gloo's (gloo::allreduce on the same context, no wrapper) per message
@@ -96,4 +96,4 @@ std::string BenchJson(const AllReduceBenchResult& result);
 
 }  // namespace nereid
 
-#endif  // NEREID_COMM_ALLREDUCE_BENCH_H_
+#endif  // NEREID_BENCHMARKS_ALLREDUCE_BENCH_H_

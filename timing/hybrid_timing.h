@@ -1,9 +1,9 @@
-#ifndef NEREID_RUNTIME_HYBRID_TIMING_H_
-#define NEREID_RUNTIME_HYBRID_TIMING_H_
+#ifndef NEREID_TIMING_HYBRID_TIMING_H_
+#define NEREID_TIMING_HYBRID_TIMING_H_
 
 // Predicted iteration time of SplitBrain's hybrid parallelism against data
 // parallelism, and their scaling to larger clusters: the alpha-beta model of
-// runtime/timing_model.h applied to what each strategy sends. Pure functions.
+// timing/timing_model.h applied to what each strategy sends. Pure functions.
 //
 // Notation: n workers, model-parallel groups of G ranks (G divides n), B
 // samples per worker, a link with latency alpha and bandwidth beta (and
@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/ir.h"
-#include "runtime/timing_model.h"
+#include "timing/timing_model.h"
 
 namespace nereid {
 
@@ -79,4 +79,4 @@ absl::StatusOr<HybridTime> PredictHybridAt(HybridInputs in, int workers, double 
 
 }  // namespace nereid
 
-#endif  // NEREID_RUNTIME_HYBRID_TIMING_H_
+#endif  // NEREID_TIMING_HYBRID_TIMING_H_

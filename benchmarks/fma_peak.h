@@ -1,5 +1,5 @@
-#ifndef NEREID_CORE_FMA_PEAK_H_
-#define NEREID_CORE_FMA_PEAK_H_
+#ifndef NEREID_BENCHMARKS_FMA_PEAK_H_
+#define NEREID_BENCHMARKS_FMA_PEAK_H_
 
 // The float32 fused multiply-add peak of this machine's cores, measured: a
 // loop of independent FMAs (no loads) in the widest vector ISA the CPU has.
@@ -43,4 +43,4 @@ std::string FmaPeakJson(const FmaPeak& peak);
 
 }  // namespace nereid
 
-#endif  // NEREID_CORE_FMA_PEAK_H_
+#endif  // NEREID_BENCHMARKS_FMA_PEAK_H_

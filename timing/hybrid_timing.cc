@@ -1,4 +1,4 @@
-#include "runtime/hybrid_timing.h"
+#include "timing/hybrid_timing.h"
 
 #include <cmath>
 

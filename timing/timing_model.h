@@ -1,5 +1,5 @@
-#ifndef NEREID_RUNTIME_TIMING_MODEL_H_
-#define NEREID_RUNTIME_TIMING_MODEL_H_
+#ifndef NEREID_TIMING_TIMING_MODEL_H_
+#define NEREID_TIMING_TIMING_MODEL_H_
 
 // The Pipe-SGD timing model (Li et al., "Pipe-SGD: A Decentralized Pipelined
 // SGD Framework for Distributed Deep Net Training", NeurIPS 2018, section 3):
@@ -242,4 +242,4 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in);
 
 }  // namespace nereid
 
-#endif  // NEREID_RUNTIME_TIMING_MODEL_H_
+#endif  // NEREID_TIMING_TIMING_MODEL_H_

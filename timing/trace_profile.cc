@@ -1,4 +1,4 @@
-#include "runtime/trace_profile.h"
+#include "timing/trace_profile.h"
 
 #include <algorithm>
 #include <cmath>
