@@ -2,8 +2,8 @@
 // worker's CodedSend of its partial result to the master, and the master's
 // CodedGather, which receives the results of whichever workers answer a
 // round and decodes the uncoded result from the first set that determines it
-// (compress/linear_code.h). Both follow the run's departure plan
-// (compress/departure_plan.h): a worker gone in a round stays silent, and the
+// (coded/linear_code.h). Both follow the run's departure plan
+// (coded/departure_plan.h): a worker gone in a round stays silent, and the
 // master does not wait for it.
 
 #include "absl/strings/str_cat.h"
@@ -16,12 +16,12 @@ namespace {
 // The code and the departures, on both ends: every rank rebuilds the same
 // generator and the same plan from them.
 OpDefBuilder& AddCodeAttrs(OpDefBuilder& b) {
-  return b.EnumAttr("scheme", {"rlnc", "mds", "replication", "none"}, "rlnc", "the code (compress/linear_code.h)")
+  return b.EnumAttr("scheme", {"rlnc", "mds", "replication", "none"}, "rlnc", "the code (coded/linear_code.h)")
       .RequiredAttr("n", AttrType::kInt, "coded partitions: one per worker")
       .RequiredAttr("k", AttrType::kInt, "data partitions")
       .Attr("degree", AttrType::kInt, IntAttr(0), "rlnc: partitions each coded partition mixes")
       .Attr("seed", AttrType::kInt, IntAttr(0), "the generator's and the random departures' seed")
-      .Attr("departures", AttrType::kString, StringAttr(""), "who is gone when (compress/departure_plan.h)")
+      .Attr("departures", AttrType::kString, StringAttr(""), "who is gone when (coded/departure_plan.h)")
       .Attr("channel", AttrType::kInt, IntAttr(-1), "the transfers' number (their tag)");
 }
 

@@ -47,9 +47,18 @@ absl::StatusOr<TrainabilityReport> CheckTrainable(const Graph& graph, const std:
   report.loss = loss_name;
   const std::string logits_name = GraphAttr(graph, "logits");
   if (const Node* logits = logits_name.empty() ? nullptr : graph.FindNode(logits_name); logits != nullptr) {
-    if (logits->outputs()[0].shape.rank() != 2) {
-      return NodeError(graph, *logits, absl::StrCat("is the logits but has shape ", logits->outputs()[0].shape.ToString(),
+    const TensorShape& shape = logits->outputs()[0].shape;
+    if (shape.rank() != 2) {
+      return NodeError(graph, *logits, absl::StrCat("is the logits but has shape ", shape.ToString(),
                                                     "; evaluation needs [batch, classes]"),
+                       absl::StatusCode::kFailedPrecondition);
+    }
+    // The classes the graph declares are the ones its logits score.
+    const int64_t declared = GraphAttrInt(graph, "num_classes", -1);
+    if (declared >= 0 && shape.dim(1) >= 0 && declared != shape.dim(1)) {
+      return NodeError(graph, *logits, absl::StrCat("is the logits, scoring ", shape.dim(1),
+                                                    " classes, but the graph attribute num_classes is ", declared,
+                                                    ": make them agree"),
                        absl::StatusCode::kFailedPrecondition);
     }
   }

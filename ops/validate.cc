@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "graph/placement.h"
 #include "graph/process_groups.h"
@@ -195,6 +196,17 @@ const char* TypeName(AttrValue::ValueCase c) {
   }
 }
 
+// "cpu", "cpu:N", "cuda", "cuda:N" (N a decimal index).
+bool IsKnownDevice(absl::string_view device) {
+  for (absl::string_view kind : {"cpu", "cuda"}) {
+    if (!absl::ConsumePrefix(&device, kind)) continue;
+    if (device.empty()) return true;
+    if (!absl::ConsumePrefix(&device, ":") || device.empty() || device.size() > 6) return false;
+    return std::all_of(device.begin(), device.end(), [](char c) { return absl::ascii_isdigit(c); });
+  }
+  return false;
+}
+
 absl::Status GraphError(const Graph& graph, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(graph.source_path(), ": ", what));
 }
@@ -231,6 +243,10 @@ absl::Status CheckGraphAttrs(const Graph& graph) {
   const int64_t workers = attrs.count("workers") ? attrs.at("workers").i() : 0;
   for (const Node* node : graph.nodes()) {
     const NodeDef& d = node->def();
+    if (!d.device().empty() && !IsKnownDevice(d.device())) {
+      return NodeError(graph, *node, absl::StrCat("names device '", d.device(),
+                                                  "', which Nereid does not know (cpu, cpu:N, cuda or cuda:N)"));
+    }
     if (d.has_worker() && workers > 0 && d.worker() >= workers) {
       return NodeError(graph, *node, absl::StrCat("runs on rank ", d.worker(), " but the plan has ", workers,
                                                   " workers (ranks 0-", workers - 1, ")"));

@@ -2,7 +2,7 @@
 // (coded distributed computing; RLNC against MDS, docs/CODED.md). Rank 0 is
 // the master: it holds the parameters, the loss and the optimizer. Ranks
 // 1..n are coded workers: worker i holds coded partition i of the training
-// data, a mix (compress/linear_code.h) of some of the k data partitions,
+// data, a mix (coded/linear_code.h) of some of the k data partitions,
 // built once before training (runtime/coded_partitions.h). Each step has two
 // rounds, the two matrix products of the linear model's gradient:
 //
@@ -17,7 +17,7 @@
 //
 // W goes to every worker at the start of the step, dZ in the middle (Send /
 // Recv ends written with their peers). Workers gone in a round
-// (departures=..., compress/departure_plan.h) send nothing and the master
+// (departures=..., coded/departure_plan.h) send nothing and the master
 // does not wait for them; a round whose present workers cannot decode is an
 // error naming them.
 //
@@ -31,8 +31,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "compress/departure_plan.h"
-#include "compress/linear_code.h"
+#include "coded/departure_plan.h"
+#include "coded/linear_code.h"
 #include "core/status_macros.h"
 #include "graph/placement.h"
 #include "ops/gradient_builder.h"
@@ -274,7 +274,7 @@ PassInfo CodedInfo() {
   PassInfo info{"coded",
                 "Coded computing for a linear model: rank 0 decodes the gradient's two matrix products from the "
                 "coded workers (ranks 1..n) that answer, each holding a coded mix of the data partitions.",
-                {{"scheme", OptionType::kString, "rlnc", "rlnc, mds, replication or none (compress/linear_code.h)"},
+                {{"scheme", OptionType::kString, "rlnc", "rlnc, mds, replication or none (coded/linear_code.h)"},
                  {"n", OptionType::kInt, "0", "coded workers (0: every rank but the master)"},
                  {"k", OptionType::kInt, "2", "data partitions"},
                  {"degree", OptionType::kInt, "0", "rlnc: partitions each coded partition mixes (0: min(2, k))"},

@@ -179,7 +179,7 @@ class GossipPass : public Pass {
     groups.push_back(GroupDecl{kGossipGroup, GroupLayout::kBlocks, static_cast<int>(world)});
     (*graph.mutable_header()->mutable_attr())["groups"] = StringAttr(GroupDeclsText(groups));
 
-    ASSIGN_OR_RETURN(Node * weight, AddState(graph, "gossip/weight", {1}, /*per_rank=*/true));
+    ASSIGN_OR_RETURN(Node * weight, AddState(graph, kPushSumWeightState, {1}, /*per_rank=*/true));
     (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
     const bool complete = offsets.empty();
     ASSIGN_OR_RETURN(Node * mix, AddOpNode(&graph, "gossip/mixing_weight", "Const", {},
@@ -230,7 +230,7 @@ class GossipPass : public Pass {
                                                 {incoming, NodeOut{mix, 0}}));
       incoming = NodeOut{shares, 0};
       for (int64_t k = 1; k <= overlap; ++k) {
-        ASSIGN_OR_RETURN(Node * delayed, AddState(graph, absl::StrCat(name, "/gossip/in_flight_", k), dims,
+        ASSIGN_OR_RETURN(Node * delayed, AddState(graph, absl::StrCat(name, kGossipInFlightInfix, k), dims,
                                                   /*per_rank=*/true));
         RETURN_IF_ERROR(CloseLoop(graph, delayed, incoming));
         incoming = NodeOut{delayed, 0};
@@ -248,7 +248,7 @@ class GossipPass : public Pass {
       if (overlap > 0) RETURN_IF_ERROR(ReadDebiased(graph, parameter, in->src, weight));
       pushed.push_back({parameter->name(), NodeOut{in->src, in->src_port}, parameter->outputs()[0].shape.dims()});
     }
-    pushed.push_back({"gossip/weight", NodeOut{weight, 0}, {1}});
+    pushed.push_back({kPushSumWeightState, NodeOut{weight, 0}, {1}});
     std::vector<std::vector<NodeOut>> arrived(pushed.size());
     int buckets = 0;
     if (!complete) {

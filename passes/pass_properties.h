@@ -32,6 +32,11 @@ inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
 inline constexpr char kGossipGroup[] = "gossip";
 // The graph attribute the gossip pass sets to its overlap (absent: 0).
 inline constexpr char kGossipOverlapAttr[] = "gossip_overlap";
+// The gossip pass's per-rank state: push-sum's weight, and (with overlap)
+// the weight and parameters of pushes still in flight, named
+// <state><kGossipInFlightInfix><k>.
+inline constexpr char kPushSumWeightState[] = "gossip/weight";
+inline constexpr char kGossipInFlightInfix[] = "/gossip/in_flight_";
 
 // Whether a graph planned earlier (a plan file given to another pipeline)
 // already has `property`, for the properties a pass may have to precede.

@@ -49,7 +49,7 @@ std::optional<CheckpointOrder> OrderOf(absl::string_view name) {
 
 
 constexpr char kMagic[8] = {'N', 'E', 'R', 'E', 'I', 'D', 'C', 'K'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 1: no run identity
 constexpr uint32_t kMaxTensors = 1 << 20;
 constexpr uint32_t kMaxNameLength = 4096;
 
@@ -98,6 +98,8 @@ absl::Status SaveCheckpoint(const std::string& dir, const Checkpoint& c) {
   Put<uint32_t>(&out, kVersion);
   Put<int64_t>(&out, c.epochs_completed);
   Put<int64_t>(&out, c.step);
+  Put<uint32_t>(&out, static_cast<uint32_t>(c.run_identity.size()));
+  out.append(c.run_identity);
   Put<uint32_t>(&out, static_cast<uint32_t>(c.tensors.size()));
   for (const auto& [name, t] : c.tensors) {
     Put<uint32_t>(&out, static_cast<uint32_t>(name.size()));
@@ -203,10 +205,18 @@ absl::StatusOr<Checkpoint> ReadCheckpointFile(const std::string& path) {
   Reader body(absl::string_view(data).substr(0, data.size() - 8), path);
   RETURN_IF_ERROR(body.Bytes(sizeof(kMagic), "magic").status());
   ASSIGN_OR_RETURN(uint32_t version, body.Get<uint32_t>("version"));
-  if (version != kVersion) return body.Error(absl::StrCat("version ", version, " is not ", kVersion));
+  if (version != 1 && version != kVersion) {
+    return body.Error(absl::StrCat("version ", version, " is not 1 or ", kVersion));
+  }
   Checkpoint c;
   ASSIGN_OR_RETURN(c.epochs_completed, body.Get<int64_t>("epoch"));
   ASSIGN_OR_RETURN(c.step, body.Get<int64_t>("step"));
+  if (version >= 2) {
+    ASSIGN_OR_RETURN(uint32_t length, body.Get<uint32_t>("run identity length"));
+    if (length > kMaxNameLength) return body.Error("implausible run identity length");
+    ASSIGN_OR_RETURN(absl::string_view identity, body.Bytes(length, "run identity"));
+    c.run_identity = std::string(identity);
+  }
   ASSIGN_OR_RETURN(uint32_t count, body.Get<uint32_t>("tensor count"));
   if (count > kMaxTensors) return body.Error(absl::StrCat("implausible tensor count ", count));
   for (uint32_t i = 0; i < count; ++i) {

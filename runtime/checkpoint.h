@@ -8,9 +8,11 @@
 // last complete checkpoint readable.
 //
 // File format (little-endian): "NEREIDCK" magic, u32 version, i64 epochs
-// completed, i64 global step, u32 tensor count; per tensor: u32 name length,
-// name, i32 dtype, u32 rank, i64 dims..., u64 byte count, bytes. A trailing
-// u64 FNV-1a hash of everything before it detects corruption.
+// completed, i64 global step, (version 2) u32 length and the run's identity,
+// u32 tensor count; per tensor: u32 name length, name, i32 dtype, u32 rank,
+// i64 dims..., u64 byte count, bytes. A trailing u64 FNV-1a hash of
+// everything before it detects corruption. Version 1 files (no identity)
+// are still read.
 
 #include <cstdint>
 #include <string>
@@ -29,6 +31,9 @@ struct Checkpoint {
   // N epochs completed and S the next step; else DIR/epoch-<N>.ckpt. Not
   // stored in the file: the name says it.
   bool within_epoch = false;
+  // Which run wrote it (model, plan, world size, data order: "key=value;..."),
+  // so a resume refuses another run's checkpoint; empty in version 1 files.
+  std::string run_identity;
   std::vector<std::pair<std::string, Tensor>> tensors;
   // Set by LoadLatestCheckpoint: the file read, and why it is not the one
   // LATEST names when it is not (empty otherwise).

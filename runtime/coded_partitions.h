@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
-#include "compress/linear_code.h"
+#include "coded/linear_code.h"
 #include "core/tensor.h"
 #include "data/dataset.h"
 

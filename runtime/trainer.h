@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "compress/layer_bytes.h"
+#include "core/json.h"
 #include "graph/graph.pb.h"
 #include "graph/ir.h"
 
@@ -103,12 +104,11 @@ struct EpochMetrics {
   double test_loss = 0;
   double samples_per_second = 0;
   double seconds = 0;
-  // Gossip plans: the mean distance of the ranks' models from their average,
-  // relative to the average's norm (-1: every rank holds the same model).
-  double consensus_distance = -1;
-  // Coded plans, on the master: workers present per coded round and results
-  // each decode used, this epoch (-1: not a coded plan).
-  double coded_present = -1, coded_used = -1;
+  // What the strategy's runtime adds (runtime/strategy_runtime.h): figures
+  // for the metrics' epoch (gossip: consensus_distance; coded, on the
+  // master: coded_workers_present, coded_results_decoded) and the progress line.
+  Json strategy = Json::object();
+  std::string note;
 };
 
 struct TrainResult {
@@ -123,15 +123,9 @@ struct TrainResult {
   int64_t peak_tensor_bytes = 0;
   std::string strategy = "single";
   std::string transport;  // the communicator backend of a multi-rank run ("gloo", "shm", "hierarchical"); "" for one worker
-  // Coded plans (the coded pass): the encoding phase's bytes (every rank's
-  // sends) and seconds, and what the master's decodes saw: per gather (two
-  // a step), the workers present and gone, the results a decode used, the
-  // wait from posting the receives to a decodable set, the solve.
-  int64_t coded_encoding_bytes = 0;
-  int64_t coded_resent_bytes = 0;  // partitions sent again to returning workers
-  double coded_encoding_seconds = 0;
-  double coded_present_per_gather = 0, coded_gone_per_gather = 0, coded_answers_per_decode = 0;
-  double coded_wait_seconds_per_gather = 0, coded_decode_seconds_per_gather = 0;
+  // What the strategy's runtime reports, merged into the metrics (gossip:
+  // push_sum_weight_total; coded: the encoding phase and the decodes).
+  Json strategy_metrics = Json::object();
   std::string dataset;        // the training split's name
   std::string normalization;  // what was applied to the inputs (data/normalize.h)
   int64_t pipeline_width = 1;   // steps in flight (Pipe-SGD's K)
@@ -156,9 +150,6 @@ struct TrainResult {
   // training alone).
   std::vector<int64_t> rank_peak_tensor_bytes;
   std::vector<int64_t> rank_state_bytes;
-  // Gossip plans: the ranks' push-sum weights summed (push-sum conserves it:
-  // the number of workers; -1 without gossip).
-  double push_sum_weight_total = -1;
   // This rank's loss at each step it took, in order.
   std::vector<float> step_losses;
   // When each step this rank took finished, in seconds from this process's first

@@ -21,6 +21,7 @@
 #include "runtime/cli/command.h"
 #include "runtime/launcher/launcher.h"
 #include "runtime/launcher/split_threads.h"
+#include "runtime/progress_bar.h"
 
 namespace nereid {
 namespace {
@@ -141,7 +142,11 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
       if (launch.plan != nullptr) argv.insert(argv.end(), {"--plan-file", plan_path});
       if (resume) argv.push_back("--resume");
       if (first_rank + r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
-      options.workers.push_back({argv, {{kRestartEnvVar, absl::StrCat(restart)}}});
+      std::vector<std::pair<std::string, std::string>> env = {{kRestartEnvVar, absl::StrCat(restart)}};
+      // Output reaches this terminal through the launcher, which redraws a
+      // worker's progress bar in place: the worker draws one.
+      if (isatty(fileno(stderr))) env.emplace_back(kProgressTerminalEnvVar, "1");
+      options.workers.push_back({argv, std::move(env)});
     }
     absl::Status status = launcher::RunWorkers(std::move(options));
     std::filesystem::remove_all(store, ec);

@@ -46,7 +46,9 @@ Flags RunFlags() {
              "with parameter_server(servers=S); the plan's count must be S")
       .Value("threads", "T",
              "cores per worker, every library included (default 1; with\n"
-             "--workers and no --threads, the machine's cores are split)")
+             "--workers and no --threads, the machine's cores are split); at most\n"
+             "4 per core of this machine unless --oversubscribe")
+      .Switch("oversubscribe", "allow --threads up to 1024 whatever the machine's cores")
       .Value("epochs", "N", "(default 1)")
       .Value("batch", "B", "batch size per worker (default 64)")
       .Value("seed", "S", "data shuffling seed (default 0)")
@@ -136,6 +138,13 @@ Flags RunFlags() {
   return f;
 }
 
+// Threads one worker may ask for: more than a few per core only slows a run
+// down, and a mistyped count would start thousands (--oversubscribe: 1024).
+int MaxThreads(bool oversubscribe) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return oversubscribe ? 1024 : 4 * cores;
+}
+
 // Local worker processes one machine may start: beyond this the launcher
 // would fork until the process limit (start workers by hand for more).
 int MaxLocalWorkers() {
@@ -174,6 +183,13 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(at_least("threads", threads, 1));
+  if (const int most = MaxThreads(flags.Has("oversubscribe")); threads > most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--threads ", threads, ": at most ", most,
+        flags.Has("oversubscribe") ? std::string(" even with --oversubscribe")
+                                   : absl::StrCat(" on this machine (", std::thread::hardware_concurrency(),
+                                                  " cores; --oversubscribe allows up to 1024)")));
+  }
   RETURN_IF_ERROR(at_least("epochs", o.epochs, 1));
   RETURN_IF_ERROR(at_least("batch", o.batch, 1));
   RETURN_IF_ERROR(at_least("seed", seed, 0));
@@ -199,6 +215,150 @@ absl::Status CheckRunFlags(const Flags& flags, int64_t workers, int64_t threads,
   if (!o.log_jsonl.empty()) RETURN_IF_ERROR(CheckOutputPath("log-jsonl", o.log_jsonl));
   if (!o.trace_path.empty()) RETURN_IF_ERROR(CheckOutputPath("trace", o.trace_path));
   return absl::OkStatus();
+}
+
+// The launch flags' bounds and combinations.
+absl::Status CheckLaunchFlags(const Flags& flags, int64_t workers, int64_t max_restarts, int64_t nnodes,
+                              int64_t node_rank, const TrainOptions& o) {
+  if (o.servers > 0 && nnodes > 1) {
+    return absl::InvalidArgumentError(
+        "--servers starts local servers; across machines (--nnodes) the servers are ranks like the workers, the "
+        "last S of the world: count them in every node's --workers");
+  }
+  if (o.stall_check_percent < 0 || o.stall_check_percent > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stall-check must be a percent in [0, 100] (got ", o.stall_check_percent, ")"));
+  }
+  if (o.checkpoint_every < 0 || (o.checkpoint_every > 0 && o.checkpoint_dir.empty())) {
+    return absl::InvalidArgumentError("--checkpoint-every must be >= 0 and needs --checkpoint DIR");
+  }
+  if (max_restarts < 0 || max_restarts > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-restarts must be in [0, 1000] (got ", max_restarts, ")"));
+  }
+  if (max_restarts > 0 && (o.checkpoint_dir.empty() || workers < 2 || flags.Has("rendezvous") || flags.Has("rank"))) {
+    return absl::InvalidArgumentError(
+        "--max-restarts restarts local workers (--workers N > 1) from their checkpoints: it needs --checkpoint DIR; "
+        "under another launcher use its restarts with --resume");
+  }
+  if (nnodes < 1 || nnodes > 4096 || node_rank < 0 || node_rank >= nnodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--nnodes must be in [1, 4096] and --node-rank in [0, nnodes) (got ",
+                                                   nnodes, " and ", node_rank, ")"));
+  }
+  if (nnodes > 1 && (!flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world") || max_restarts > 0)) {
+    return absl::InvalidArgumentError(
+        "--nnodes M starts --workers N local workers as ranks node-rank*N .. of M*N: every machine needs the same "
+        "--rendezvous tcp://HOST:PORT (node 0's HOST, where rank 0 serves it) and no --rank, --world or "
+        "--max-restarts");
+  }
+  return absl::OkStatus();
+}
+
+// Trains in this process (one worker, or one rank of several) and prints
+// the run's line on rank 0.
+int TrainHere(TrainOptions& o) {
+  bool error_written = false;
+  o.report_error = [&error_written](const absl::Status& status) {
+    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+    std::fflush(stderr);
+    error_written = true;
+  };
+  absl::StatusOr<TrainResult> result = Train(o);
+  if (!result.ok()) {
+    if (!error_written) std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
+    return kExitFailure;
+  }
+  if (o.rank != 0) return kExitOk;  // rank 0 reports the run
+  std::printf("%s: %lld epochs, %lld steps, final train loss %.4f, test accuracy %.2f%%, %.0f samples/s, "
+              "%.1f s, peak RSS %.1f MiB, peak tensors %.1f MiB\n",
+              o.model_path.c_str(), static_cast<long long>(result->epochs), static_cast<long long>(result->steps),
+              result->final_train_loss, 100 * result->final_test_accuracy, result->samples_per_second,
+              result->wall_seconds, result->peak_rss_bytes / 1048576.0, result->peak_tensor_bytes / 1048576.0);
+  return kExitOk;
+}
+
+// The plan the local launcher handed this worker (--plan-file).
+absl::StatusOr<std::shared_ptr<const PlanDef>> ReadLauncherPlan(const std::string& path) {
+  absl::StatusOr<std::optional<PlanDef>> plan = ReadPlanFile(path);
+  if (!plan.ok()) return absl::InvalidArgumentError(absl::StrCat("--plan-file ", path, ": ", plan.status().message()));
+  if (!plan->has_value()) return absl::InvalidArgumentError(absl::StrCat("--plan-file ", path, ": not a plan file"));
+  return std::make_shared<const PlanDef>(**std::move(plan));
+}
+
+// A worker started as one rank of several (--rank/--world, or under
+// torchrun, mpirun or Slurm): its rank, world and rendezvous.
+absl::Status TakeRank(const Flags& flags, int64_t rank, int64_t world, const std::string& rendezvous,
+                      launcher::ProgressReporter& reporter, TrainOptions& o) {
+  if (rendezvous.empty()) {
+    return absl::InvalidArgumentError(
+        "a worker started with --rank/--world needs --rendezvous tcp://HOST:PORT, file:DIR or redis://HOST:PORT");
+  }
+  ASSIGN_OR_RETURN(LaunchInfo launch, ResolveLaunch(static_cast<int>(rank), static_cast<int>(world), ProcessEnv()));
+  o.rank = launch.rank;
+  o.workers = launch.world;
+  o.rendezvous = rendezvous;
+  o.run_id = flags.String("run-id", launch.run_id);
+  o.bind_address = flags.String("bind", o.bind_address);
+  if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };
+  // The log names the rank, unless a local launcher's prefix does already.
+  if (!reporter.enabled()) (void)ConfigureLogging(flags.String("log-level"), o.rank);  // checked before
+  return absl::OkStatus();
+}
+
+// What the local launcher needs beyond the trainer's options.
+struct LocalRun {
+  int64_t workers, threads, nnodes, node_rank, worker_timeout, max_restarts;
+  std::string transport, rendezvous;
+};
+
+// --workers N (and --nnodes): plans once, here, so that a bad pipeline or
+// model is refused before any worker starts; then starts this machine's
+// workers, each handed the plan.
+int LaunchLocally(const Flags& flags, const std::vector<std::string>& args, const TrainOptions& o,
+                  const LocalRun& run) {
+  const auto& [workers, threads, nnodes, node_rank, worker_timeout, max_restarts, transport, rendezvous] = run;
+  LocalLaunch launch;
+  launch.command = "run";
+  launch.args = args;  // a --config file's flags, so not_passed applies to them too
+  launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
+                       "--nnodes",  "--node-rank", "--rendezvous", "--transport", "--plan-file"};
+  const PlanTarget target{static_cast<int>(workers * nnodes), o.servers};
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(o.passes, target);
+  if (!pipeline.ok()) {
+    std::fprintf(stderr, "error: --passes: %s\n", std::string(pipeline.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<BuiltPlan> built =
+      BuildPlan(PlanRequest{o.model_path, *std::move(pipeline), target, o.dataset});
+  if (!built.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
+    return kExitFailure;
+  }
+  launch.plan = &built->plan;
+  // Workers of one machine share memory (when /dev/shm has room for them);
+  // across machines, those of each machine still do, and TCP joins the machines.
+  const absl::Status shm_fits = nnodes == 1 ? ShmFits(static_cast<int>(workers))
+                                            : absl::FailedPreconditionError("the workers span --nnodes machines");
+  const std::string chosen = transport != "auto" ? transport
+                             : nnodes > 1        ? "hierarchical"
+                             : shm_fits.ok()     ? "shm"
+                                                 : "gloo";
+  if (chosen == "shm" && !shm_fits.ok()) {
+    std::fprintf(stderr, "error: --transport shm: %s (use --transport gloo)\n", std::string(shm_fits.message()).c_str());
+    return kExitUsage;
+  }
+  launch.worker_args = {"--transport", chosen};
+  launch.nnodes = static_cast<int>(nnodes);
+  launch.node_rank = static_cast<int>(node_rank);
+  if (nnodes > 1) launch.rendezvous = rendezvous;
+  launch.bool_flags = {"--resume", "--quiet", "--verify-messages", "--oversubscribe"};
+  launch.workers = static_cast<int>(workers);
+  launch.threads = threads;
+  launch.worker_timeout = absl::Seconds(worker_timeout);
+  launch.max_restarts = static_cast<int>(max_restarts);
+  launch.checkpoint_dir = o.checkpoint_dir;
+  // Rank 0's metrics are the run's: it sums its figures over the ranks.
+  if (flags.Has("metrics-json")) launch.rank0_args = {"--metrics-json", flags.String("metrics-json")};
+  return LaunchLocalWorkers(launch);
 }
 
 int Run(const std::vector<std::string>& args) {
@@ -283,39 +443,9 @@ int Run(const std::vector<std::string>& args) {
                  transport.c_str());
     return kExitUsage;
   }
-  if (o.servers > 0 && nnodes > 1) {
-    std::fprintf(stderr, "error: --servers starts local servers; across machines (--nnodes) the servers are ranks "
-                         "like the workers, the last S of the world: count them in every node's --workers\n");
-    return kExitUsage;
-  }
   if (o.servers > 0 && !flags.Has("rank") && !flags.Has("world")) workers += o.servers;  // the local launcher starts both
-  if (o.stall_check_percent < 0 || o.stall_check_percent > 100) {
-    std::fprintf(stderr, "error: --stall-check must be a percent in [0, 100] (got %lld)\n",
-                 static_cast<long long>(o.stall_check_percent));
-    return kExitUsage;
-  }
-  if (o.checkpoint_every < 0 || (o.checkpoint_every > 0 && o.checkpoint_dir.empty())) {
-    std::fprintf(stderr, "error: --checkpoint-every must be >= 0 and needs --checkpoint DIR\n");
-    return kExitUsage;
-  }
-  if (max_restarts < 0 || max_restarts > 1000) {
-    std::fprintf(stderr, "error: --max-restarts must be in [0, 1000] (got %lld)\n", static_cast<long long>(max_restarts));
-    return kExitUsage;
-  }
-  if (max_restarts > 0 && (o.checkpoint_dir.empty() || workers < 2 || flags.Has("rendezvous") || flags.Has("rank"))) {
-    std::fprintf(stderr, "error: --max-restarts restarts local workers (--workers N > 1) from their checkpoints: it "
-                         "needs --checkpoint DIR; under another launcher use its restarts with --resume\n");
-    return kExitUsage;
-  }
-  if (nnodes < 1 || nnodes > 4096 || node_rank < 0 || node_rank >= nnodes) {
-    std::fprintf(stderr, "error: --nnodes must be in [1, 4096] and --node-rank in [0, nnodes) (got %lld and %lld)\n",
-                 static_cast<long long>(nnodes), static_cast<long long>(node_rank));
-    return kExitUsage;
-  }
-  if (nnodes > 1 && (!flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world") || max_restarts > 0)) {
-    std::fprintf(stderr, "error: --nnodes M starts --workers N local workers as ranks node-rank*N .. of M*N: every "
-                         "machine needs the same --rendezvous tcp://HOST:PORT (node 0's HOST, where rank 0 serves "
-                         "it) and no --rank, --world or --max-restarts\n");
+  if (absl::Status checked = CheckLaunchFlags(flags, workers, max_restarts, nnodes, node_rank, o); !checked.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(checked.message()).c_str());
     return kExitUsage;
   }
   if (absl::Status checked = CheckRunFlags(flags, workers, threads, seed, o); !checked.ok()) {
@@ -343,59 +473,16 @@ int Run(const std::vector<std::string>& args) {
     }
   }
   if (!one_of_many && (workers > 1 || nnodes > 1)) {
-    LocalLaunch launch;
-    launch.command = "run";
-    launch.args = *expanded;  // a --config file's flags, so not_passed applies to them too
-    launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
-                         "--nnodes",  "--node-rank", "--rendezvous", "--transport", "--plan-file"};
-    // Planned once, here: a bad pipeline or model is refused before any worker starts.
-    const PlanTarget target{static_cast<int>(workers * nnodes), o.servers};
-    absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(o.passes, target);
-    if (!pipeline.ok()) {
-      std::fprintf(stderr, "error: --passes: %s\n", std::string(pipeline.status().message()).c_str());
-      return kExitUsage;
-    }
-    absl::StatusOr<BuiltPlan> built =
-        BuildPlan(PlanRequest{o.model_path, *std::move(pipeline), target, o.dataset});
-    if (!built.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
-      return kExitFailure;
-    }
-    launch.plan = &built->plan;
-    // Workers of one machine share memory (when /dev/shm has room for them);
-    // across machines, those of each machine still do, and TCP joins the machines.
-    const absl::Status shm_fits = nnodes == 1 ? ShmFits(static_cast<int>(workers))
-                                              : absl::FailedPreconditionError("the workers span --nnodes machines");
-    const std::string chosen = transport != "auto" ? transport
-                               : nnodes > 1        ? "hierarchical"
-                               : shm_fits.ok()     ? "shm"
-                                                   : "gloo";
-    if (chosen == "shm" && !shm_fits.ok()) {
-      std::fprintf(stderr, "error: --transport shm: %s (use --transport gloo)\n", std::string(shm_fits.message()).c_str());
-      return kExitUsage;
-    }
-    launch.worker_args = {"--transport", chosen};
-    launch.nnodes = static_cast<int>(nnodes);
-    launch.node_rank = static_cast<int>(node_rank);
-    if (nnodes > 1) launch.rendezvous = rendezvous;
-    launch.bool_flags = {"--resume", "--quiet", "--verify-messages"};
-    launch.workers = static_cast<int>(workers);
-    launch.threads = threads;
-    launch.worker_timeout = absl::Seconds(worker_timeout);
-    launch.max_restarts = static_cast<int>(max_restarts);
-    launch.checkpoint_dir = o.checkpoint_dir;
-    // Rank 0's metrics are the run's: it sums its figures over the ranks.
-    if (flags.Has("metrics-json")) launch.rank0_args = {"--metrics-json", flags.String("metrics-json")};
-    return LaunchLocalWorkers(launch);
+    LocalRun local{workers, threads, nnodes, node_rank, worker_timeout, max_restarts, transport, rendezvous};
+    return LaunchLocally(flags, *expanded, o, local);
   }
   if (flags.Has("plan-file")) {
-    absl::StatusOr<std::optional<PlanDef>> plan = ReadPlanFile(flags.String("plan-file"));
-    if (!plan.ok() || !plan->has_value()) {
-      std::fprintf(stderr, "error: --plan-file %s: %s\n", flags.String("plan-file").c_str(),
-                   plan.ok() ? "not a plan file" : std::string(plan.status().message()).c_str());
+    absl::StatusOr<std::shared_ptr<const PlanDef>> plan = ReadLauncherPlan(flags.String("plan-file"));
+    if (!plan.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(plan.status().message()).c_str());
       return kExitUsage;
     }
-    o.plan = std::make_shared<const PlanDef>(**std::move(plan));
+    o.plan = *std::move(plan);
   }
   o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);
@@ -405,47 +492,14 @@ int Run(const std::vector<std::string>& args) {
   o.transport = transport == "auto" ? "hierarchical" : transport;
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   if (one_of_many) {
-    if (rendezvous.empty()) {
-      std::fprintf(stderr,
-                   "error: a worker started with --rank/--world needs --rendezvous tcp://HOST:PORT, file:DIR or "
-                   "redis://HOST:PORT\n");
+    if (absl::Status joined = TakeRank(flags, rank, world, rendezvous, reporter, o); !joined.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(joined.message()).c_str());
       return kExitUsage;
     }
-    absl::StatusOr<LaunchInfo> launch =
-        ResolveLaunch(static_cast<int>(rank), static_cast<int>(world), ProcessEnv());
-    if (!launch.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(launch.status().message()).c_str());
-      return kExitUsage;
-    }
-    o.rank = launch->rank;
-    o.workers = launch->world;
-    o.rendezvous = rendezvous;
-    o.run_id = flags.String("run-id", launch->run_id);
-    o.bind_address = flags.String("bind", o.bind_address);
-    if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };
-    // The log names the rank, unless a local launcher's prefix does already.
-    if (!reporter.enabled()) (void)ConfigureLogging(flags.String("log-level"), o.rank);  // checked above
   } else {
     o.workers = 1;
   }
-  bool error_written = false;
-  o.report_error = [&error_written](const absl::Status& status) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    std::fflush(stderr);
-    error_written = true;
-  };
-  absl::StatusOr<TrainResult> result = Train(o);
-  if (!result.ok()) {
-    if (!error_written) std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
-    return kExitFailure;
-  }
-  if (o.rank != 0) return kExitOk;  // rank 0 reports the run
-  std::printf("%s: %lld epochs, %lld steps, final train loss %.4f, test accuracy %.2f%%, %.0f samples/s, "
-              "%.1f s, peak RSS %.1f MiB, peak tensors %.1f MiB\n",
-              o.model_path.c_str(), static_cast<long long>(result->epochs), static_cast<long long>(result->steps),
-              result->final_train_loss, 100 * result->final_test_accuracy, result->samples_per_second,
-              result->wall_seconds, result->peak_rss_bytes / 1048576.0, result->peak_tensor_bytes / 1048576.0);
-  return kExitOk;
+  return TrainHere(o);
 }
 
 }  // namespace

@@ -274,8 +274,9 @@ class Supervisor {
     } while (n < 0 && errno == EINTR);
     std::vector<std::string> lines;
     if (n > 0) {
-      Splitter(rank, s).Append(absl::string_view(buf, static_cast<size_t>(n)), &lines);
-      Emit(r, s, lines);
+      std::vector<bool> returns;
+      Splitter(rank, s).Append(absl::string_view(buf, static_cast<size_t>(n)), &lines, &returns);
+      Emit(r, s, lines, returns);
       return true;
     }
     if (n < 0 && errno == EAGAIN) return false;
@@ -286,7 +287,10 @@ class Supervisor {
     return false;
   }
 
-  void Emit(int r, Stream s, const std::vector<std::string>& lines) {
+  // `returns[i]`: line i was ended by '\r'. On a terminal such a line (a
+  // progress bar redrawn in place) is redrawn in place here too, and the
+  // next plain line first clears it.
+  void Emit(int r, Stream s, const std::vector<std::string>& lines, const std::vector<bool>& returns = {}) {
     if (lines.empty()) return;
     if (s == Stream::kProgress) {
       Rank& rank = ranks_[static_cast<size_t>(r)];
@@ -305,8 +309,22 @@ class Supervisor {
     FILE* f = s == Stream::kStdout ? options_.out : options_.err;
     if (f == nullptr) return;
     const std::string prefix = absl::StrCat("[rank ", r, "] ");
-    for (const std::string& line : lines) {
-      const std::string text = absl::StrCat(prefix, line, "\n");
+    const bool terminal = s == Stream::kStdout ? out_terminal_ : err_terminal_;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      std::string text;
+      if (terminal && i < returns.size() && returns[i]) {
+        text = absl::StrCat("\r", prefix, lines[i], "\033[K");
+        bar_showing_ = true;
+      } else {
+        if (terminal && bar_showing_) {
+          // The bar may be on the other stream: it reaches the terminal first.
+          FILE* other = s == Stream::kStdout ? options_.err : options_.out;
+          if (other != nullptr) std::fflush(other);
+          text = "\r\033[K";
+          bar_showing_ = false;
+        }
+        absl::StrAppend(&text, prefix, lines[i], "\n");
+      }
       std::fwrite(text.data(), 1, text.size(), f);
     }
     (s == Stream::kStdout ? out_dirty_ : err_dirty_) = true;
@@ -432,6 +450,10 @@ class Supervisor {
   }
 
   const LaunchOptions& options_;
+  // Whether out and err are terminals, and a redrawn line is showing.
+  const bool out_terminal_ = options_.out != nullptr && isatty(fileno(options_.out));
+  const bool err_terminal_ = options_.err != nullptr && isatty(fileno(options_.err));
+  bool bar_showing_ = false;
   const int wake_fd_;
   std::vector<WorkerResult>& results_;
   std::vector<Rank> ranks_;

@@ -23,8 +23,9 @@ class LineSplitter {
  public:
   explicit LineSplitter(size_t max_line = 64 * 1024) : max_line_(max_line < 1 ? 1 : max_line) {}
 
-  // Appends to *lines every line that `bytes` completes, without terminators.
-  void Append(absl::string_view bytes, std::vector<std::string>* lines);
+  // Appends to *lines every line that `bytes` completes, without terminators;
+  // with `returns`, whether each was ended by '\r' (a redrawn progress bar).
+  void Append(absl::string_view bytes, std::vector<std::string>* lines, std::vector<bool>* returns = nullptr);
 
   // Appends the unterminated rest, if any, to *lines and clears it.
   void Flush(std::vector<std::string>* lines);

@@ -21,6 +21,18 @@ expect 2 "unknown command 'chekc'" "$nereid" chekc
 expect 2 "unknown flag --jsn (did you mean --json?)" "$nereid" check models/mlp_fashion.pbtxt --jsn
 expect 2 "no model given" "$nereid" check
 expect 1 "cannot open graph file" "$nereid" check "$tmp/missing.pbtxt"
+# Attributes that contradict the graph, and devices Nereid does not know, are
+# refused naming the node.
+sed 's/key: "num_classes" value { i: 10 }/key: "num_classes" value { i: 9223372036854775807 }/' \
+  models/logreg_fashion.pbtxt >"$tmp/classes.pbtxt"
+expect 1 "scoring 10 classes, but the graph attribute num_classes is 9223372036854775807" \
+  "$nereid" check "$tmp/classes.pbtxt"
+expect 1 "scoring 10 classes, but the graph attribute num_classes is 9223372036854775807" \
+  "$nereid" run "$tmp/classes.pbtxt" --dataset synthetic --max-steps 1
+sed '0,/op: "Input"/s//op: "Input"\n  device: "tpu:banana"/' models/logreg_fashion.pbtxt >"$tmp/device.pbtxt"
+expect 1 "names device 'tpu:banana', which Nereid does not know" "$nereid" check "$tmp/device.pbtxt"
+sed '0,/op: "Input"/s//op: "Input"\n  device: "cpu:0"/' models/logreg_fashion.pbtxt >"$tmp/cpu0.pbtxt"
+expect 0 "trainable parameters" "$nereid" check "$tmp/cpu0.pbtxt"
 
 # A model's FLOPs are its forward pass's; a training plan's, forward and
 # backward, every matrix product and convolution included, and an optimizer

@@ -14,6 +14,8 @@ expect 2 "--batch must be >= 1 (got 0)" "$nereid" run $model --batch 0
 expect 2 "--epochs must be >= 1 (got 0)" "$nereid" run $model --epochs 0
 expect 2 "--test-limit must be >= 0 (got -5)" "$nereid" run $model --test-limit -5
 expect 2 "--workers 1000: at most" "$nereid" run $model --workers 1000
+expect 2 "--threads 100000: at most" "$nereid" run $model --threads 100000
+expect 2 "--threads 100000: at most 1024 even with --oversubscribe" "$nereid" run $model --threads 100000 --oversubscribe
 # Mistyped flags: a near name is suggested; a forgotten value is not filled
 # with the next flag; a single dash is not taken for a file; switches take
 # true or false.
@@ -40,6 +42,19 @@ grep -q "unknown pass 'autodif'" <<<"$out" || fail "the misspelt pass is not nam
 out=$("$nereid" run $model --dataset synthetic --workers 4 --max-steps 1 --test-limit 32 --quiet --log-level debug 2>&1) \
   || fail "a 4-worker run failed: $out"
 [ "$(grep -c 'started process' <<<"$out")" -eq 4 ] || fail "a 4-worker run did not start 4 processes: $out"
+# A checkpoint from 2 workers does not resume a run on 1 (or the reverse).
+"$nereid" run $model --dataset synthetic --workers 2 --max-steps 2 --test-limit 32 --quiet \
+  --checkpoint "$tmp/ckpt2" >/dev/null 2>&1 || fail "the 2-worker run to resume failed"
+expect 1 "workers 2 there, 1 here" "$nereid" run $model --dataset synthetic --max-steps 4 --test-limit 32 --quiet \
+  --checkpoint "$tmp/ckpt2" --resume
+# On a terminal the README's main job redraws its progress bar in place with
+# several workers too (the launcher passes the worker's redraws through);
+# script(1) gives the run a terminal.
+script -qec "$nereid run $model --dataset synthetic --workers 2 --batch 16 --train-limit 1024 --test-limit 64" \
+  /dev/null >"$tmp/tty.out" 2>&1 || fail "the run on a terminal failed: $(tail -5 "$tmp/tty.out")"
+[ "$(grep -c $'\r\\[rank 0\\] epoch 1/1 \\[' "$tmp/tty.out")" -ge 1 ] ||
+  fail "no progress bar redrawn in place on a terminal: $(cat -v "$tmp/tty.out" | head -20)"
+! grep -q "epoch 1/1 step" "$tmp/tty.out" || fail "plain progress lines on a terminal: $(cat -v "$tmp/tty.out" | head -20)"
 # A launcher killed with SIGKILL leaves its rendezvous directory, unlocked;
 # the next launch removes it, and keeps one whose launcher still holds its
 # lock (flock(1) stands in for a live launcher here).

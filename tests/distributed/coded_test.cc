@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "compress/linear_code.h"
+#include "coded/linear_code.h"
 #include "core/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

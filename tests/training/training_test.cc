@@ -16,6 +16,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "runtime/checkpoint.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/trainer.h"
 
 namespace nereid {
@@ -124,6 +125,35 @@ TEST(TrainingTest, ResumeMatchesAnUninterruptedRun) {
   ExpectBitwiseEqual(FinalState(whole.checkpoint_dir), FinalState(rest.checkpoint_dir));
   EXPECT_DOUBLE_EQ(resumed->final_test_accuracy, full->final_test_accuracy);
   EXPECT_DOUBLE_EQ(resumed->final_train_loss, full->final_train_loss);
+}
+
+// A checkpoint knows the run that wrote it: another model's (the same
+// parameter names) or another data order is refused on --resume, naming
+// both sides; the same run resumes.
+TEST(TrainingTest, ResumeRefusesAnotherRunsCheckpoint) {
+  TrainOptions logreg = Synthetic("logreg_fashion", 1);
+  logreg.checkpoint_dir = TempDir("identity");
+  ASSERT_TRUE(Train(logreg).ok());
+  TrainOptions svm = Synthetic("svm_fashion", 2);
+  svm.checkpoint_dir = logreg.checkpoint_dir;
+  svm.resume = true;
+  absl::StatusOr<TrainResult> other_model = Train(svm);
+  ASSERT_FALSE(other_model.ok());
+  EXPECT_THAT(std::string(other_model.status().message()), ::testing::HasSubstr("was written by another run (plan "));
+  TrainOptions reseeded = Synthetic("logreg_fashion", 2);
+  reseeded.checkpoint_dir = logreg.checkpoint_dir;
+  reseeded.resume = true;
+  reseeded.seed = logreg.seed + 1;
+  absl::StatusOr<TrainResult> other_order = Train(reseeded);
+  ASSERT_FALSE(other_order.ok());
+  EXPECT_THAT(std::string(other_order.status().message()),
+              ::testing::HasSubstr(absl::StrCat("seed ", logreg.seed, " there, ", logreg.seed + 1, " here")));
+  TrainOptions same = Synthetic("logreg_fashion", 2);
+  same.checkpoint_dir = logreg.checkpoint_dir;
+  same.resume = true;
+  absl::StatusOr<TrainResult> resumed = Train(same);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->epochs, 1);
 }
 
 // A run stopped within an epoch (--max-steps here; a killed worker under

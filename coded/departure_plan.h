@@ -1,5 +1,5 @@
-#ifndef NEREID_COMPRESS_DEPARTURE_PLAN_H_
-#define NEREID_COMPRESS_DEPARTURE_PLAN_H_
+#ifndef NEREID_CODED_DEPARTURE_PLAN_H_
+#define NEREID_CODED_DEPARTURE_PLAN_H_
 
 // Which coded workers are gone in which round of coded training: the fault
 // plan of `coded(departures=...)`. Every rank evaluates it alike (the master
@@ -48,4 +48,4 @@ class DeparturePlan {
 
 }  // namespace nereid
 
-#endif  // NEREID_COMPRESS_DEPARTURE_PLAN_H_
+#endif  // NEREID_CODED_DEPARTURE_PLAN_H_

@@ -1,4 +1,4 @@
-#include "compress/departure_plan.h"
+#include "coded/departure_plan.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "compress/linear_code.h"
+#include "coded/linear_code.h"
 
 #include <algorithm>
 #include <cmath>

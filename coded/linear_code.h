@@ -1,5 +1,5 @@
-#ifndef NEREID_COMPRESS_LINEAR_CODE_H_
-#define NEREID_COMPRESS_LINEAR_CODE_H_
+#ifndef NEREID_CODED_LINEAR_CODE_H_
+#define NEREID_CODED_LINEAR_CODE_H_
 
 // Linear codes over the reals for coded computing: K data partitions are
 // mixed into N coded partitions, coded partition i = sum_j G(i, j) *
@@ -95,4 +95,4 @@ double CoverageProbability(int k, int degree, int m);
 
 }  // namespace nereid
 
-#endif  // NEREID_COMPRESS_LINEAR_CODE_H_
+#endif  // NEREID_CODED_LINEAR_CODE_H_

@@ -1,10 +1,10 @@
-// Linear codes for coded computing (compress/linear_code.h): each scheme's
+// Linear codes for coded computing (coded/linear_code.h): each scheme's
 // tolerance (MDS survives any N-K losses, replication any loss of all but one
 // copy), exact decoding of linear results, RLNC's decodability tracking the
 // matching and bounded by the coverage formula, and errors that name what is
 // missing.
 
-#include "compress/linear_code.h"
+#include "coded/linear_code.h"
 
 #include <algorithm>
 #include <random>

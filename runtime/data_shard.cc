@@ -1,0 +1,42 @@
+#include "runtime/data_shard.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace nereid {
+
+absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world) {
+  const int64_t servers = GraphAttrInt(graph, "servers", 0);
+  const int64_t readers = world - servers;
+  const int64_t replicas = GraphAttrInt(graph, "data_replicas", readers);
+  if (servers < 0 || readers < 1 || replicas < 1 || replicas > readers || readers % replicas != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("graph attribute data_replicas is ", replicas,
+                                                   ": it must divide the ", readers, " ranks that read data"));
+  }
+  return DataShard{rank < readers ? static_cast<int>(rank % replicas) : 0, static_cast<int>(replicas)};
+}
+
+bool EqualShards(const Graph& graph) { return !GraphAttr(graph, "groups").empty(); }
+
+data::DatasetOptions DatasetOptionsFor(const Graph& graph, const std::string& dataset_name,
+                                       const TrainOptions& options) {
+  data::DatasetOptions dopts;
+  dopts.dir = options.data_dir;
+  if (dataset_name == "synthetic") {
+    for (Node* n : graph.nodes()) {
+      const auto& attr = n->def().attr();
+      if (n->op() != "Input" || !attr.count("feed") || attr.at("feed").s() != "images") continue;
+      const TensorShape& s = n->outputs()[0].shape;
+      if (s.rank() == 4) {
+        dopts.channels = s.dim(1);
+        dopts.height = s.dim(2);
+        dopts.width = s.dim(3);
+      }
+    }
+    auto classes = graph.header().attr().find("num_classes");
+    if (classes != graph.header().attr().end()) dopts.num_classes = static_cast<int>(classes->second.i());
+  }
+  dopts.seed = options.seed;
+  return dopts;
+}
+
+}  // namespace nereid

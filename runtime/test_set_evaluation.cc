@@ -1,0 +1,72 @@
+#include "runtime/test_set_evaluation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "data/batch_loader.h"
+
+namespace nereid {
+
+absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
+                                           const TrainOptions& options, const EvaluationPart& part,
+                                           DataShard shard, bool equal_shards, StepInfo info,
+                                           DataParallelGroup* group, const FeedLayout& layout) {
+  data::LoaderOptions lo;
+  lo.batch_size = options.eval_batch;
+  lo.shuffle = false;
+  lo.prefetch = 1;
+  if (group != nullptr) {
+    lo.rank = shard.index;
+    lo.world = shard.count;
+    lo.equal_shards = equal_shards;
+    group->StartEvaluation();
+  }
+  std::vector<std::string> fetches = part.sends;
+  const bool scores = !part.logits.empty();
+  if (scores) {
+    fetches.push_back(part.logits);
+    fetches.push_back(part.loss);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(test, lo));
+  loader->StartEpoch(0);
+  info.training = false;
+  int64_t correct = 0, seen = 0;
+  double loss_sum = 0;
+  while (std::optional<data::Batch> batch = loader->Next()) {
+    ASSIGN_OR_RETURN(FeedMap feeds, FeedsOf(*batch, layout));
+    info.step_in_epoch = batch->index_in_epoch;  // the key of its group collectives
+    if (fetches.empty()) break;  // this rank's part takes no part in evaluation
+    ASSIGN_OR_RETURN(std::vector<Tensor> out, executor.Evaluate(info, feeds, fetches));
+    if (scores) {
+      const Tensor& logits = out[part.sends.size()];
+      int64_t k = logits.dim(1);
+      for (int64_t i = 0; i < batch->size; ++i) {
+        const float* row = logits.data<float>() + i * k;
+        int64_t best = std::max_element(row, row + k) - row;
+        correct += best == batch->labels[i];
+      }
+      loss_sum += out[part.sends.size() + 1].data<float>()[0] * batch->size;
+      seen += batch->size;
+    }
+    if (options.report) {
+      options.report(absl::StrCat("phase=eval epoch=", info.epoch, " batch=", batch->index_in_epoch));
+    }
+  }
+  if (group != nullptr) {
+    std::vector<double> sums = {static_cast<double>(correct), loss_sum, static_cast<double>(seen)};
+    RETURN_IF_ERROR(group->SumAcrossRanks(sums));
+    correct = static_cast<int64_t>(std::llround(sums[0]));
+    loss_sum = sums[1];
+    seen = static_cast<int64_t>(std::llround(sums[2]));
+  }
+  Evaluation e;
+  if (seen > 0) {
+    e.accuracy = static_cast<double>(correct) / seen;
+    e.loss = loss_sum / seen;
+  }
+  return e;
+}
+
+}  // namespace nereid
