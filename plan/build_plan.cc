@@ -72,6 +72,7 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
   BuiltPlan built;
   ASSIGN_OR_RETURN(std::optional<PlanDef> per_rank, ReadPlanFile(request.model));
   if (per_rank.has_value()) {
+    if (request.whole_only) return built;  // no whole graph to analyse
     const int world = per_rank->replicated() ? per_rank->config().world_size() : per_rank->worker_size();
     if (world != target.workers) {
       return absl::FailedPreconditionError(
@@ -90,6 +91,7 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
   if (IsPlanned(graph)) {
     // A plan made for a number of workers runs on that many.
     const int64_t planned = GraphAttrInt(graph, "workers", target.workers);
+    if (request.whole_only) return built;
     if (planned != target.workers) {
       return absl::FailedPreconditionError(
           absl::StrCat(request.model, " was planned for ", planned, " workers, not ", target.workers));

@@ -45,7 +45,8 @@ struct PlanRequest {
   // ("" = the model's own); analyses of a forward graph skip the check.
   std::string dataset;
   bool check_trainable = true;
-  // Analyses that read only BuiltPlan::whole skip splitting it by rank.
+  // Analyses that read only BuiltPlan::whole skip splitting it by rank, and
+  // take a plan given as the model as it is (not checked against `target`).
   bool whole_only = false;
   // Graphs written after chosen passes (`nereid plan --dump-after`).
   PipelineOptions pipeline_options;

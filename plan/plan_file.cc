@@ -53,6 +53,8 @@ PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef s
   return plan;
 }
 
+std::string PlanDefFingerprint(const PlanDef& plan) { return StoredGraphsFingerprint(plan); }
+
 PlanDef MakeReplicatedPlanDef(const Graph& graph, int world, GraphDef source, RunConfig config) {
   PlanDef plan;
   plan.set_version(kPlanFormatVersion);

@@ -26,6 +26,10 @@ std::string PlanFingerprint(const std::vector<std::unique_ptr<Graph>>& parts);
 // `config` how it was made (both for the reader; running needs neither).
 PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef source, RunConfig config);
 
+// The digest of the graphs as the file holds them (what `fingerprint` is
+// when MakePlanDef wrote it).
+std::string PlanDefFingerprint(const PlanDef& plan);
+
 // One graph every one of `world` ranks runs (PlanDef::replicated).
 PlanDef MakeReplicatedPlanDef(const Graph& graph, int world, GraphDef source, RunConfig config);
 

@@ -31,11 +31,14 @@ void ProgressBar::Step(int64_t epoch, int64_t step, double loss, double samples_
     last_draw_ = now;
     const std::string eta = Eta(now, done);
     int width = 30, filled = static_cast<int>(width * (step + 1) / in_epoch);
-    std::fprintf(out_, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s %s ",
+    // Through the local launcher the draw ends with '\r' too, so the
+    // launcher shows it at once rather than when the next one starts.
+    const char* end = isatty(fileno(out_)) != 0 ? "" : "\r";
+    std::fprintf(out_, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s %s %s",
                  static_cast<long long>(epoch + 1), static_cast<long long>(epochs_),
                  std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
                  static_cast<long long>(step + 1), static_cast<long long>(in_epoch), loss, samples_per_second,
-                 eta.c_str());
+                 eta.c_str(), end);
     std::fflush(out_);
     return;
   }

@@ -114,7 +114,7 @@ class TrainingRun {
   TrainResult result_;
   std::unique_ptr<Graph> graph_;
   std::string logits_, loss_;
-  PlanDef plan_;                  // every rank's, the same on every rank
+  std::shared_ptr<const PlanDef> plan_;  // every rank's, the same on every rank
   std::string plan_fingerprint_;  // of the whole plan
   std::string run_identity_;      // written into checkpoints, compared on --resume
   DataShard shard_;

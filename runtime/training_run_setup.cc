@@ -32,6 +32,7 @@
 #include "runtime/data_shard.h"
 #include "runtime/periodic_reporter.h"
 #include "runtime/progress_bar.h"
+#include "plan/plan_file.h"
 #include "runtime/rank_checkpoints.h"
 #include "runtime/run_metrics.h"
 #include "runtime/stall_check.h"
@@ -71,24 +72,26 @@ std::string RunSettings(const TrainOptions& options) {
 absl::Status TrainingRun::Plan() {
   if (trace_ != nullptr) trace_->NameThisThread("driver");
   if (options_.plan != nullptr) {
-    plan_ = *options_.plan;
+    plan_ = options_.plan;
   } else {
     PlanTarget target{options_.workers, options_.servers};
     ASSIGN_OR_RETURN(std::vector<PipelineStage> pipeline, PipelineFor(options_.passes, target));
     ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(PlanRequest{options_.model_path, std::move(pipeline), target,
                                                             options_.dataset}));
-    plan_ = std::move(built.plan);
+    plan_ = std::make_shared<const PlanDef>(std::move(built.plan));
   }
-  const int world = plan_.replicated() ? plan_.config().world_size() : plan_.worker_size();
+  const int world = plan_->replicated() ? plan_->config().world_size() : plan_->worker_size();
   if (world != options_.workers) {
     return absl::FailedPreconditionError(
         absl::StrCat(options_.model_path, ": the plan is for ", world, " workers, not ", options_.workers));
   }
-  ASSIGN_OR_RETURN(RankPlan mine, LoadRankPlan(plan_, options_.rank, options_.model_path));
+  ASSIGN_OR_RETURN(RankPlan mine, LoadRankPlan(*plan_, options_.rank, options_.model_path));
   graph_ = std::move(mine.graph);
   progress_rank_ = mine.loss_rank;
-  plan_fingerprint_ = plan_.fingerprint();
-  result_.passes = plan_.config().passes();
+  // A plan file whose fingerprint was cleared (to accept an edit) is
+  // fingerprinted here: the ranks and the checkpoints compare the graphs.
+  plan_fingerprint_ = plan_->fingerprint().empty() ? PlanDefFingerprint(*plan_) : plan_->fingerprint();
+  result_.passes = plan_->config().passes();
   placed_ = HasPlacedNodes(*graph_);
   result_.model = GraphAttr(*graph_, "name").empty() ? options_.model_path : GraphAttr(*graph_, "name");
   logits_ = GraphAttr(*graph_, "logits");
@@ -107,7 +110,7 @@ absl::Status TrainingRun::Plan() {
   if (hooks_ != nullptr) shard_ = hooks_->Shard(shard_);
   context_.options = &options_;
   context_.graph = graph_.get();
-  context_.plan = &plan_;
+  context_.plan = plan_.get();
   context_.per_rank = &per_rank_;
   return absl::OkStatus();
 }

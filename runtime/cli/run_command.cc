@@ -333,6 +333,7 @@ int LaunchLocally(const Flags& flags, const std::vector<std::string>& args, cons
     std::fprintf(stderr, "error: %s\n", std::string(built.status().message()).c_str());
     return kExitFailure;
   }
+  built->whole.reset();  // the workers need the plan only
   launch.plan = &built->plan;
   // Workers of one machine share memory (when /dev/shm has room for them);
   // across machines, those of each machine still do, and TCP joins the machines.
@@ -433,11 +434,9 @@ int Run(const std::vector<std::string>& args) {
     std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
     return kExitUsage;
   }
-  // Local workers share memory unless told otherwise; a worker started on its
-  // own (by hand, torchrun, Slurm) talks TCP unless told otherwise.
-  const bool started_alone = nnodes == 1 && (flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world") ||
-                                             HasLauncherEnv(ProcessEnv()));
-  const std::string transport = flags.String("transport", started_alone ? "gloo" : "auto");
+  // Local workers share memory unless told otherwise (auto); a worker
+  // started on its own talks TCP unless told otherwise (below).
+  const std::string transport = flags.String("transport", "auto");
   if (transport != "auto" && transport != "shm" && transport != "gloo" && transport != "hierarchical") {
     std::fprintf(stderr, "error: --transport must be gloo, shm, hierarchical or auto (got '%s')\n",
                  transport.c_str());
@@ -487,9 +486,10 @@ int Run(const std::vector<std::string>& args) {
   o.threads = threads > 0 ? static_cast<int>(threads) : 1;
   o.seed = static_cast<uint64_t>(seed);
   o.comm_timeout = absl::Seconds(comm_timeout);
-  // A worker started on its own may have peers anywhere: the hierarchical
+  // A worker started on its own (by hand, torchrun, Slurm) talks TCP unless
+  // told otherwise; told auto, it may have peers anywhere: the hierarchical
   // backend finds those on this machine.
-  o.transport = transport == "auto" ? "hierarchical" : transport;
+  o.transport = !flags.Has("transport") ? "gloo" : transport == "auto" ? "hierarchical" : transport;
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   if (one_of_many) {
     if (absl::Status joined = TakeRank(flags, rank, world, rendezvous, reporter, o); !joined.ok()) {

@@ -289,7 +289,7 @@ class Supervisor {
 
   // `returns[i]`: line i was ended by '\r'. On a terminal such a line (a
   // progress bar redrawn in place) is redrawn in place here too, and the
-  // next plain line first clears it.
+  // next plain line goes below it.
   void Emit(int r, Stream s, const std::vector<std::string>& lines, const std::vector<bool>& returns = {}) {
     if (lines.empty()) return;
     if (s == Stream::kProgress) {
@@ -317,10 +317,11 @@ class Supervisor {
         bar_showing_ = true;
       } else {
         if (terminal && bar_showing_) {
-          // The bar may be on the other stream: it reaches the terminal first.
+          // The bar stays, as its last draw: the line goes below it. The bar
+          // may be on the other stream: it reaches the terminal first.
           FILE* other = s == Stream::kStdout ? options_.err : options_.out;
           if (other != nullptr) std::fflush(other);
-          text = "\r\033[K";
+          text = "\n";
           bar_showing_ = false;
         }
         absl::StrAppend(&text, prefix, lines[i], "\n");
