@@ -28,11 +28,13 @@ bool IsPlanned(const Graph& graph) {
   return false;
 }
 
-// The servers the plan has against those the run asked for.
-absl::Status CheckServers(const Graph& graph, const PlanTarget& target) {
-  const int64_t planned = GraphAttrInt(graph, "servers", 0);
+// The servers the plan has (its graph attributes, `header`) against those
+// the run asked for.
+absl::Status CheckServers(const GraphDef& header, const PlanTarget& target) {
+  const auto& attrs = header.attr();
+  const int64_t planned = attrs.contains("servers") ? attrs.at("servers").i() : 0;
   if (target.servers < 0 || planned == target.servers) return absl::OkStatus();
-  const bool colocated = GraphAttr(graph, "parameter_server") == "colocated";
+  const bool colocated = attrs.contains("parameter_server") && attrs.at("parameter_server").s() == "colocated";
   return absl::InvalidArgumentError(absl::StrCat(
       "--servers ", target.servers, ", but the plan has ", planned, " parameter server", planned == 1 ? "" : "s",
       planned > 0   ? absl::StrCat(" (parameter_server(servers=", planned, "))")
@@ -78,9 +80,10 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
       return absl::FailedPreconditionError(
           absl::StrCat(request.model, " holds graphs for ", world, " workers, not ", target.workers));
     }
-    // The servers it has are read from a rank's graph (every rank's declares them).
-    ASSIGN_OR_RETURN(RankPlan first, LoadRankPlan(*per_rank, 0, request.model));
-    RETURN_IF_ERROR(CheckServers(*first.graph, target));
+    // Loaded and checked together here too, so a broken file is refused
+    // before any worker starts; every rank's graph declares the servers.
+    RETURN_IF_ERROR(LoadRankPlan(*per_rank, 0, request.model).status());
+    RETURN_IF_ERROR(CheckServers(per_rank->worker(0).graph(), target));
     built.plan = *std::move(per_rank);
     return built;
   }
@@ -89,9 +92,9 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
   const GraphDef source = ExportGraph(graph);
   std::string passes;
   if (IsPlanned(graph)) {
+    if (request.whole_only) return built;
     // A plan made for a number of workers runs on that many.
     const int64_t planned = GraphAttrInt(graph, "workers", target.workers);
-    if (request.whole_only) return built;
     if (planned != target.workers) {
       return absl::FailedPreconditionError(
           absl::StrCat(request.model, " was planned for ", planned, " workers, not ", target.workers));
@@ -106,7 +109,7 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
     ASSIGN_OR_RETURN(built.reports, RunPipeline(graph, request.pipeline, request.pipeline_options));
     passes = PipelineText(request.pipeline);
   }
-  RETURN_IF_ERROR(CheckServers(graph, target));
+  RETURN_IF_ERROR(CheckServers(graph.header(), target));
   if (request.whole_only) return built;
   ASSIGN_OR_RETURN(built.plan, PlanDefOf(graph, source, passes, target));
   return built;
