@@ -15,8 +15,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "comm/gloo_status.h"
+#include "comm/run_token.h"
 #include "comm/tcp_store.h"
+#include "core/logging.h"
 #include "core/status_macros.h"
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/prefix_store.h"
@@ -54,6 +57,7 @@ class RunStore : public gloo::rendezvous::PrefixStore {
 // the view scoped to the run.
 struct OpenedStore {
   std::string name;  // "file:/tmp/x (run 'abc')"
+  RendezvousSpec spec;
   std::unique_ptr<gloo::rendezvous::Store> base;
   std::function<bool(const std::vector<std::string>&)> check;
   std::unique_ptr<RunStore> run;
@@ -65,6 +69,7 @@ struct OpenedStore {
 absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec, int rank, std::chrono::milliseconds timeout) {
   OpenedStore store;
   store.name = absl::StrCat(spec.ToString(), " (run '", spec.run_id, "')");
+  store.spec = spec;
   const std::string where = absl::StrCat("opening rendezvous store ", store.name);
   if (spec.kind == RendezvousSpec::Kind::kFile) {
     std::error_code error;
@@ -80,8 +85,9 @@ absl::StatusOr<OpenedStore> Open(const RendezvousSpec& spec, int rank, std::chro
       store.base = std::move(file);
     }));
   } else if (spec.kind == RendezvousSpec::Kind::kTcp) {
-    if (rank == 0 && spec.rank0_serves) RETURN_IF_ERROR(ServeTcpStore(spec.host, spec.port));
-    absl::StatusOr<std::unique_ptr<TcpStoreClient>> client = TcpStoreClient::Connect(spec.host, spec.port, timeout);
+    if (rank == 0 && spec.rank0_serves) RETURN_IF_ERROR(ServeTcpStore(spec.host, spec.port, spec.token));
+    absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+        TcpStoreClient::Connect(spec.host, spec.port, spec.token, timeout);
     if (!client.ok()) return absl::Status(client.status().code(), absl::StrCat(where, ": ", client.status().message()));
     TcpStoreClient* raw = client->get();
     store.check = [raw](const std::vector<std::string>& keys) { return raw->check(keys); };
@@ -119,7 +125,7 @@ class IdentityExchange {
         where_(absl::StrCat("rendezvous in ", store.name, ", rank ", rank, " of ", world)) {}
 
   absl::Status Run(const WorkerIdentity& me) {
-    RETURN_IF_ERROR(Set(IdentityKey(rank_), EncodeIdentity(me)));
+    RETURN_IF_ERROR(SetSigned(IdentityKey(rank_), EncodeIdentity(me)));
     return rank_ == 0 ? RunAsRoot(me) : RunAsPeer(me);
   }
 
@@ -135,8 +141,14 @@ class IdentityExchange {
         if (seen[r]) continue;
         ASSIGN_OR_RETURN(const bool present, Has(IdentityKey(r)));
         if (!present) continue;
-        ASSIGN_OR_RETURN(const WorkerIdentity theirs, GetIdentity(r));
+        absl::StatusOr<WorkerIdentity> theirs_or = GetIdentity(r);
         seen[r] = true;
+        if (absl::IsPermissionDenied(theirs_or.status())) {  // no token, or another: refuse it like a mismatch
+          mismatches.push_back(std::string(absl::StripPrefix(theirs_or.status().message(), where_ + ": ")));
+          continue;
+        }
+        if (!theirs_or.ok()) return theirs_or.status();
+        const WorkerIdentity& theirs = *theirs_or;
         const absl::Status same = CompareIdentities(theirs, r, me, 0);
         if (!same.ok()) mismatches.push_back(std::string(same.message()));
       }
@@ -153,14 +165,17 @@ class IdentityExchange {
         verdict = absl::DeadlineExceededError(
             absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", absl::StrJoin(missing, ", "), " of ", world_,
                          " never published ", missing.size() == 1 ? "its" : "their", " identity within ",
-                         timeout_.count(), "ms"));
+                         timeout_.count(), "ms", StoreDrops()));
         break;
       }
       std::this_thread::sleep_for(kPollInterval);
     }
     const std::string encoded =
         verdict.ok() ? "0\n" : absl::StrCat(static_cast<int>(verdict.code()), "\n", verdict.message());
-    RETURN_IF_ERROR(Set(kVerdictKey, encoded));
+    RETURN_IF_ERROR(SetSigned(kVerdictKey, encoded));
+    if (const std::string drops = StoreDrops(); verdict.ok() && !drops.empty()) {
+      Log().warn("{}: every rank joined{}", where_, drops);
+    }
     if (verdict.ok()) return verdict;
     return absl::Status(verdict.code(), absl::StrCat(where_, ": ", verdict.message()));
   }
@@ -171,7 +186,9 @@ class IdentityExchange {
       return absl::DeadlineExceededError(
           absl::StrCat(where_, ": rank 0 never published its identity within ", timeout_.count(), "ms"));
     }
-    ASSIGN_OR_RETURN(const WorkerIdentity root, GetIdentity(0));
+    absl::StatusOr<WorkerIdentity> root_or = GetIdentity(0);
+    if (!root_or.ok()) return root_or.status();
+    const WorkerIdentity& root = *root_or;
     const absl::Status same = CompareIdentities(me, rank_, root, 0);
     if (!same.ok()) return absl::FailedPreconditionError(absl::StrCat(where_, ": ", same.message()));
 
@@ -181,7 +198,9 @@ class IdentityExchange {
           where_, ": rank 0 published its identity but no verdict on the others within ",
           (timeout_ + kVerdictGrace).count(), "ms (did rank 0 stop?)"));
     }
-    ASSIGN_OR_RETURN(const std::string verdict, Get(kVerdictKey));
+    absl::StatusOr<std::string> signed_verdict = GetSigned(kVerdictKey, "rank 0");
+    if (!signed_verdict.ok()) return signed_verdict.status();
+    const std::string& verdict = *signed_verdict;
     const size_t newline = verdict.find('\n');
     int code = -1;
     if (newline == std::string::npos || !absl::SimpleAtoi(verdict.substr(0, newline), &code) || code < 0 ||
@@ -239,8 +258,32 @@ class IdentityExchange {
   }
 
  private:
+  // Values that say who a rank is are signed with the run's token, so a
+  // process without it cannot pass for a rank in any kind of store.
+  absl::Status SetSigned(const std::string& key, const std::string& payload) {
+    return Set(key, SignValue(store_.spec.token, store_.run->FullKey(key), payload));
+  }
+
+  absl::StatusOr<std::string> GetSigned(const std::string& key, const std::string& writer) {
+    ASSIGN_OR_RETURN(const std::string value, Get(key));
+    absl::StatusOr<std::string> payload =
+        OpenSignedValue(store_.spec.token, store_.run->FullKey(key), value, writer, absl::StrCat("rank ", rank_));
+    if (!payload.ok()) {
+      return absl::Status(payload.status().code(), absl::StrCat(where_, ": ", payload.status().message()));
+    }
+    return payload;
+  }
+
+  // What the store this process serves dropped ("" if none, or not served
+  // here): a stranger's flood or a rank without the token shows up there.
+  std::string StoreDrops() const {
+    if (store_.spec.kind != RendezvousSpec::Kind::kTcp) return "";
+    const std::string drops = TcpStoreDropReport(store_.spec.host, store_.spec.port);
+    return drops.empty() ? "" : absl::StrCat(" (the store dropped: ", drops, ")");
+  }
+
   absl::StatusOr<WorkerIdentity> GetIdentity(int rank) {
-    ASSIGN_OR_RETURN(const std::string text, Get(IdentityKey(rank)));
+    ASSIGN_OR_RETURN(const std::string text, GetSigned(IdentityKey(rank), absl::StrCat("rank ", rank)));
     absl::StatusOr<WorkerIdentity> identity = DecodeIdentity(text);
     if (!identity.ok()) {
       return absl::Status(identity.status().code(),

@@ -37,6 +37,8 @@ struct RendezvousSpec {
   // (communicator_factory.h) says no: its rank 0 may be on any machine, and
   // the world's rank 0 serves the store for the life of its process.
   bool rank0_serves = true;
+  // The run's secret (comm/run_token.h); "" for none. Never printed.
+  std::string token;
 
   // "file:/tmp/x", "redis://host:6379" or "tcp://host:29500", without the run id.
   std::string ToString() const;

@@ -1,5 +1,6 @@
 // The TCP store (comm/tcp_store.h) on loopback: keys written once and read
-// back; a malformed request closes only its own connection; three ranks meet
+// back; an authenticated client's malformed request closes only its own
+// connection; three ranks meet
 // through tcp:// and allreduce; a taken port and a missing server are errors
 // naming the address, within their timeouts.
 
@@ -16,6 +17,7 @@
 #include "comm/gloo_status.h"
 #include "comm/gloo_test_world.h"
 #include "comm/rendezvous.h"
+#include "comm/store_handshake.h"
 #include "comm/tcp_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -40,12 +42,16 @@ int FreePort() {
 
 std::vector<char> Bytes(const std::string& s) { return std::vector<char>(s.begin(), s.end()); }
 
+constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
+
 TEST(TcpStoreTest, KeysAreWrittenOnceAndReadBack) {
   const int port = FreePort();
-  ASSERT_TRUE(ServeTcpStore("127.0.0.1", port).ok());
-  ASSERT_TRUE(ServeTcpStore("127.0.0.1", port).ok());  // the same address again: the same server
-  auto a = TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(5));
-  auto b = TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(5));
+  ASSERT_TRUE(ServeTcpStore("127.0.0.1", port, kToken).ok());
+  ASSERT_TRUE(ServeTcpStore("127.0.0.1", port, kToken).ok());  // the same address again: the same server
+  EXPECT_THAT(std::string(ServeTcpStore("127.0.0.1", port, "another-token-0123456789").message()),
+              HasSubstr("already serves it for another run token"));
+  auto a = TcpStoreClient::Connect("127.0.0.1", port, kToken, std::chrono::seconds(5));
+  auto b = TcpStoreClient::Connect("127.0.0.1", port, kToken, std::chrono::seconds(5));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_FALSE((*b)->check({"k"}));
   (*a)->set("k", Bytes("value"));
@@ -58,16 +64,23 @@ TEST(TcpStoreTest, KeysAreWrittenOnceAndReadBack) {
   absl::Status late = CallGloo("wait", [&] { (*b)->wait({"never"}, std::chrono::milliseconds(100)); });
   EXPECT_THAT(std::string(late.message()), HasSubstr("not set within 100ms"));
 
-  // A request announcing a 4 GiB key: the server closes that connection
-  // (allocating nothing) and keeps serving the others.
-  auto bad = TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(5));
-  ASSERT_TRUE(bad.ok());
+  // An authenticated client's request announcing a 4 GiB key: the server
+  // closes that connection (allocating nothing) and keeps serving the others.
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::string challenge(store_handshake::kChallengeBytes, '\0');
+  ASSERT_EQ(recv(fd, challenge.data(), challenge.size(), MSG_WAITALL), static_cast<ssize_t>(challenge.size()));
+  const std::string server_nonce = challenge.substr(store_handshake::kMagic.size());
+  const std::string client_nonce(store_handshake::kNonceBytes, 'c');
+  const std::string proof = store_handshake::Answer(kToken, server_nonce, client_nonce);
+  ASSERT_EQ(send(fd, proof.data(), proof.size(), 0), static_cast<ssize_t>(proof.size()));
+  std::string accept(store_handshake::kAcceptBytes, '\0');
+  ASSERT_EQ(recv(fd, accept.data(), accept.size(), MSG_WAITALL), static_cast<ssize_t>(accept.size()));
+  EXPECT_TRUE(store_handshake::AcceptIsValid(kToken, server_nonce, client_nonce, accept));
   const char request[] = {'G', '\xff', '\xff', '\xff', '\xff'};
   ASSERT_EQ(send(fd, request, sizeof(request), 0), static_cast<ssize_t>(sizeof(request)));
   char answer = 0;
@@ -104,7 +117,7 @@ TEST(TcpStoreTest, ATakenPortAndAMissingServerAreNamed) {
   socklen_t n = sizeof(a);
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
   const int taken = ntohs(a.sin_port);
-  absl::Status s = ServeTcpStore("127.0.0.1", taken);
+  absl::Status s = ServeTcpStore("127.0.0.1", taken, "");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("cannot serve on 127.0.0.1:", taken)));
   close(fd);

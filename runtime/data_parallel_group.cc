@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   CommunicatorSpec spec;
   spec.backend = options.backend;
   ASSIGN_OR_RETURN(spec.rendezvous, ParseRendezvousSpec(options.rendezvous, options.run_id));
+  spec.rendezvous.token = options.token;
   spec.rank = options.rank;
   spec.world = options.world;
   spec.identity.nereid_version = kNereidVersion;

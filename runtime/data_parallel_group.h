@@ -33,6 +33,7 @@ struct GroupOptions {
   int world = 1;
   std::string rendezvous;  // "file:DIR" or "redis://HOST:PORT"
   std::string run_id = "default";  // keeps runs sharing a store apart
+  std::string token;               // the run's secret (comm/run_token.h); "" for none
   std::string hostname = "127.0.0.1";
   absl::Duration timeout = absl::Seconds(60);
   // Must be equal on every rank (the plan and the run's settings); a rank

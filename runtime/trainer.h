@@ -41,6 +41,8 @@ struct TrainOptions {
   int servers = -1;
   std::string rendezvous;
   std::string run_id = "default";
+  // The run's secret token (comm/run_token.h); "" for none.
+  std::string rendezvous_token;
   // The address this worker's Gloo device listens on and peers connect to
   // (an interface's address on a real cluster or an emulated one).
   std::string bind_address = "127.0.0.1";

@@ -142,6 +142,7 @@ absl::Status TrainingRun::Connect() {
   g.world = options_.workers;
   g.rendezvous = options_.rendezvous;
   g.run_id = options_.run_id;
+  g.token = options_.rendezvous_token;
   g.hostname = options_.bind_address;
   g.timeout = options_.comm_timeout;
   g.plan_fingerprint = plan_fingerprint_;

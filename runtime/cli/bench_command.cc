@@ -16,6 +16,7 @@
 #include "benchmarks/allreduce_bench.h"
 #include "comm/launch_env.h"
 #include "comm/rendezvous.h"
+#include "comm/run_token.h"
 #include "comm/communicator_factory.h"
 #include "benchmarks/aggregation_bench.h"
 #include "core/file_io.h"
@@ -72,6 +73,7 @@ Flags BenchFlags() {
       .Value("warmup", "W", "untimed first steps (default 25: GradiVeQ's first basis)");
   f.Section("One worker per invocation (as for `nereid run`)")
       .Value("rendezvous", "SPEC", "where the workers meet")
+      .Switch("insecure", "meet through a store other machines reach without a run token (SECURITY.md)")
       .Value("rank", "R", "this worker's rank")
       .Value("world", "N", "the number of workers")
       .Value("bind", "ADDR", "the address this worker listens on")
@@ -219,6 +221,9 @@ int Bench(const std::vector<std::string>& args) {
                  absl::StrJoin(CommunicatorRegistry::Global().Names(), ", ").c_str());
     return kExitUsage;
   }
+  // The run's token: NEREID_TOKEN, else a fresh one for local workers.
+  absl::StatusOr<std::string> token = ResolveRunToken("", ProcessEnv());
+  if (!token.ok()) return Fail(token.status());
   if (!flags.Has("rendezvous")) {
     if (*workers < 2) {
       std::fprintf(stderr, "error: --workers must be >= 2 for a communication benchmark\n");
@@ -228,7 +233,8 @@ int Bench(const std::vector<std::string>& args) {
     launch.command = "bench";
     launch.args = args;
     launch.not_passed = {"--workers", "--json", "--threads"};
-    launch.bool_flags = {"--shm", "--no-link-probe"};
+    launch.bool_flags = {"--shm", "--no-link-probe", "--insecure"};
+    launch.token = token->empty() ? NewRunToken() : *token;
     launch.workers = static_cast<int>(*workers);
     launch.threads = 1;
     if (flags.Has("json")) launch.rank0_args = {"--json", flags.String("json")};
@@ -238,6 +244,8 @@ int Bench(const std::vector<std::string>& args) {
   if (!info.ok()) return Fail(info.status());
   absl::StatusOr<RendezvousSpec> spec = ParseRendezvousSpec(flags.String("rendezvous"), info->run_id);
   if (!spec.ok()) return Fail(spec.status());
+  spec->token = *token;
+  if (absl::Status secure = CheckRendezvousToken(*spec, flags.Has("insecure")); !secure.ok()) return Fail(secure);
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   reporter.Report("phase=rendezvous");
   WorkerIdentity identity{kNereidVersion,

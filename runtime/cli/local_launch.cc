@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/fault_plan.h"
+#include "comm/run_token.h"
 #include "comm/shm_segment.h"
 #include "core/logging.h"
 #include "graph/plan_io.h"
@@ -142,7 +143,8 @@ int LaunchLocalWorkers(const LocalLaunch& launch) {
       if (launch.plan != nullptr) argv.insert(argv.end(), {"--plan-file", plan_path});
       if (resume) argv.push_back("--resume");
       if (first_rank + r == 0) argv.insert(argv.end(), launch.rank0_args.begin(), launch.rank0_args.end());
-      std::vector<std::pair<std::string, std::string>> env = {{kRestartEnvVar, absl::StrCat(restart)}};
+      std::vector<std::pair<std::string, std::string>> env = {{kRestartEnvVar, absl::StrCat(restart)},
+                                                               {kRunTokenEnvVar, launch.token}};
       // Output reaches this terminal through the launcher, which redraws a
       // worker's progress bar in place: the worker draws one.
       if (isatty(fileno(stderr))) env.emplace_back(kProgressTerminalEnvVar, "1");

@@ -42,6 +42,10 @@ struct LocalLaunch {
   int nnodes = 1;
   int node_rank = 0;
   std::string rendezvous;
+  // The run's secret token (comm/run_token.h), handed to every worker in
+  // NEREID_TOKEN, never on a command line (which other users can read); ""
+  // for none (--insecure).
+  std::string token;
 };
 
 // Returns the process exit code (0 when every worker of the last run succeeded).

@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/launch_env.h"
+#include "comm/rendezvous_spec.h"
+#include "comm/run_token.h"
 #include "comm/shm_communicator.h"
 #include "core/build_revision.h"
 #include "core/logging.h"
@@ -120,6 +122,14 @@ Flags RunFlags() {
              "for workers started one by one), shm (shared memory, every worker on\n"
              "this machine) or hierarchical (shared memory within each machine,\n"
              "gloo between machines)");
+  f.Section("Security (SECURITY.md)")
+      .Value("token-file", "FILE",
+             "the run's secret token, in a file only its owner can read; default:\n"
+             "NEREID_TOKEN, else a fresh one the local launcher makes for its\n"
+             "workers. Every process of a run across machines gives the same one")
+      .Switch("insecure",
+              "let a run meet through a tcp:// or redis:// store that other machines\n"
+              "can reach without a token (only on a network you trust)");
   f.Section("Supervision")
       .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
       .Value("worker-timeout", "S",
@@ -296,6 +306,9 @@ absl::Status TakeRank(const Flags& flags, int64_t rank, int64_t world, const std
   o.rank = launch.rank;
   o.workers = launch.world;
   o.rendezvous = rendezvous;
+  ASSIGN_OR_RETURN(RendezvousSpec spec, ParseRendezvousSpec(rendezvous));
+  spec.token = o.rendezvous_token;
+  RETURN_IF_ERROR(CheckRendezvousToken(spec, flags.Has("insecure")));
   o.run_id = flags.String("run-id", launch.run_id);
   o.bind_address = flags.String("bind", o.bind_address);
   if (reporter.enabled()) o.report = [&reporter](const std::string& line) { reporter.Report(line); };
@@ -320,7 +333,20 @@ int LaunchLocally(const Flags& flags, const std::vector<std::string>& args, cons
   launch.command = "run";
   launch.args = args;  // a --config file's flags, so not_passed applies to them too
   launch.not_passed = {"--workers", "--threads", "--metrics-json", "--worker-timeout", "--max-restarts",
-                       "--nnodes",  "--node-rank", "--rendezvous", "--transport", "--plan-file"};
+                       "--nnodes",  "--node-rank", "--rendezvous", "--transport", "--plan-file", "--token-file"};
+  // The workers get the run's token in their environment: a fresh one on one
+  // machine, the user's across machines (where none is refused without
+  // --insecure: other machines can reach the store).
+  launch.token = o.rendezvous_token;
+  if (launch.token.empty() && nnodes == 1) launch.token = NewRunToken();
+  if (launch.token.empty()) {
+    absl::StatusOr<RendezvousSpec> spec = ParseRendezvousSpec(rendezvous);
+    const absl::Status secure = spec.ok() ? CheckRendezvousToken(*spec, flags.Has("insecure")) : spec.status();
+    if (!secure.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(secure.message()).c_str());
+      return kExitUsage;
+    }
+  }
   const PlanTarget target{static_cast<int>(workers * nnodes), o.servers};
   absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(o.passes, target);
   if (!pipeline.ok()) {
@@ -351,7 +377,7 @@ int LaunchLocally(const Flags& flags, const std::vector<std::string>& args, cons
   launch.nnodes = static_cast<int>(nnodes);
   launch.node_rank = static_cast<int>(node_rank);
   if (nnodes > 1) launch.rendezvous = rendezvous;
-  launch.bool_flags = {"--resume", "--quiet", "--verify-messages", "--oversubscribe"};
+  launch.bool_flags = {"--resume", "--quiet", "--verify-messages", "--oversubscribe", "--insecure"};
   launch.workers = static_cast<int>(workers);
   launch.threads = threads;
   launch.worker_timeout = absl::Seconds(worker_timeout);
@@ -381,6 +407,12 @@ int Run(const std::vector<std::string>& args) {
   }
   TrainOptions o;
   o.revision = NereidRevision();
+  if (absl::StatusOr<std::string> token = ResolveRunToken(flags.String("token-file", ""), ProcessEnv()); token.ok()) {
+    o.rendezvous_token = *std::move(token);
+  } else {
+    std::fprintf(stderr, "error: %s\n", std::string(token.status().message()).c_str());
+    return kExitUsage;
+  }
   o.model_path = flags.positional()[0];
   o.passes = flags.String("passes", o.passes);
   absl::StatusOr<int64_t> servers = flags.Int("servers", 0);
