@@ -1,5 +1,6 @@
 #include "comm/fault_injection.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <utility>
@@ -8,6 +9,12 @@
 #include "core/logging.h"
 
 namespace nereid {
+
+namespace {
+std::atomic<int> injected_delays{0};
+}  // namespace
+
+bool InInjectedDelay() { return injected_delays.load() > 0; }
 
 float CorruptValue(float x) { return x == 0.0f ? 1.0f : -x; }
 
@@ -22,7 +29,9 @@ FaultInjectingCommunicator::Decision FaultInjectingCommunicator::Before(const ch
     if (!f.AppliesTo(r, d.call)) continue;
     switch (f.kind) {
       case Fault::Kind::kDelay:
+        ++injected_delays;
         absl::SleepFor(f.delay);
+        --injected_delays;
         break;
       case Fault::Kind::kKill:
         Log().warn("fault injection: SIGKILL on rank {} at call {} ({})", r, d.call, op);

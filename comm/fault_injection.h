@@ -73,6 +73,11 @@ class FaultInjectingCommunicator final : public Communicator {
   std::atomic<int64_t> calls_{0};
 };
 
+// Whether a thread of this process sleeps in an injected delay now. Such a
+// rank plays one that is stuck before its call, so it must not report itself
+// waiting for its peers (the launcher would blame them instead).
+bool InInjectedDelay();
+
 // `inner` wrapped in a FaultInjectingCommunicator if `plan` has faults for its
 // rank, else `inner` itself.
 std::unique_ptr<Communicator> WithFaults(std::unique_ptr<Communicator> inner, const FaultPlan& plan);

@@ -37,6 +37,7 @@ constexpr int kRedisKeySeconds = 3600;
 constexpr char kVerdictKey[] = "ident/verdict";
 
 std::string IdentityKey(int rank) { return absl::StrCat("ident/", rank); }
+std::string VerdictReadKey(int rank) { return absl::StrCat("ident/verdict_read/", rank); }
 
 // FileStore::check is protected; it is the non-blocking test we need.
 class CheckableFileStore : public gloo::rendezvous::FileStore {
@@ -177,10 +178,25 @@ class IdentityExchange {
       Log().warn("{}: every rank joined{}", where_, drops);
     }
     if (verdict.ok()) return verdict;
+    // Rank 0 may serve the store (tcp://): it stays until the ranks it saw
+    // have read why the run stops, or kVerdictGrace, so that they report the
+    // reason rather than "no answer from the server".
+    const Clock::time_point linger = Clock::now() + kVerdictGrace;
+    for (int r = 1; r < world_; ++r) {
+      if (seen[r] && !WaitFor(VerdictReadKey(r), linger).value_or(false)) break;
+    }
     return absl::Status(verdict.code(), absl::StrCat(where_, ": ", verdict.message()));
   }
 
+  // A peer that stops (for its own reason or rank 0's) says it knows, so
+  // that rank 0, which may serve the store, need not wait for it.
   absl::Status RunAsPeer(const WorkerIdentity& me) {
+    absl::Status status = PeerExchange(me);
+    if (!status.ok()) (void)Set(VerdictReadKey(rank_), "");  // best effort
+    return status;
+  }
+
+  absl::Status PeerExchange(const WorkerIdentity& me) {
     ASSIGN_OR_RETURN(const bool root_present, WaitFor(IdentityKey(0), Clock::now() + timeout_));
     if (!root_present) {
       return absl::DeadlineExceededError(

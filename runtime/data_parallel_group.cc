@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_factory.h"
+#include "comm/fault_injection.h"
 #include "comm/rendezvous_spec.h"
 #include "core/fingerprint.h"
 #include "core/logging.h"
@@ -87,6 +88,7 @@ void DataParallelGroup::ConfigureExecutor(ExecutorOptions& options) {
 }
 
 std::optional<std::string> DataParallelGroup::WaitingFor() const {
+  if (InInjectedDelay()) return std::nullopt;  // this rank plays a stuck one (NEREID_FAULTS delay)
   if (std::optional<std::pair<int64_t, int>> key = engine_->running()) {
     return absl::StrCat("allreduce step=", key->first, " bucket=", key->second);
   }
@@ -125,6 +127,7 @@ absl::Status DataParallelGroup::CheckIdenticalState(const Executor& executor,
     if (value.dtype() != DT_FLOAT || per_rank.contains(name)) continue;
     std::vector<float> root(value.data<float>(), value.data<float>() + value.num_elements());
     CollectiveOptions o{NextDriverTag(), timeout_};
+    DriverCollective running(this, "check_identical_state");
     RETURN_IF_ERROR(communicator_->Broadcast(absl::MakeSpan(root), 0, o));
     if (std::memcmp(root.data(), value.data<float>(), value.num_bytes()) != 0) {
       return absl::FailedPreconditionError(

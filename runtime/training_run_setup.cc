@@ -255,13 +255,9 @@ absl::Status TrainingRun::Resume() {
 }
 
 absl::Status TrainingRun::CheckStateAcrossRanks() {
-  if (group_ != nullptr) {
-    RETURN_IF_ERROR(group_->CheckIdenticalState(*executor_, per_rank_));
-    group_->StartAt(step_);
-    group_->SetTrace(trace_);
-  }
   // While this rank waits in a collective for its peers it is not hung: say
-  // so every second, so the launcher blames the rank that stopped instead.
+  // so every second, so the launcher blames the rank that stopped instead
+  // (from the first check on: a peer may stop before it).
   if (group_ != nullptr && options_.report) {
     DataParallelGroup* group = group_.get();
     const TrainOptions* options = &options_;
@@ -270,6 +266,11 @@ absl::Status TrainingRun::CheckStateAcrossRanks() {
         options->report(absl::StrCat("phase=", *what, " waiting_for_peers"));
       }
     });
+  }
+  if (group_ != nullptr) {
+    RETURN_IF_ERROR(group_->CheckIdenticalState(*executor_, per_rank_));
+    group_->StartAt(step_);
+    group_->SetTrace(trace_);
   }
   BufferPool::Global().ResetPeak();
   progress_ = std::make_unique<ProgressBar>(options_.rank == progress_rank_ ? options_.progress : nullptr, options_.epochs,

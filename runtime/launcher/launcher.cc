@@ -55,6 +55,8 @@ struct Rank {
   bool has_progress = false;
   Clock::time_point started;
   Clock::time_point last_progress_at;
+  // Any progress line, start-up stages included: who spoke last, for blame.
+  Clock::time_point last_line_at;
 };
 
 // The state of one Run(): the ranks, the poll loop and the stopping logic.
@@ -301,6 +303,7 @@ class Supervisor {
           rank.last_progress_at = Clock::now();
         }
         result.last_progress = line;
+        rank.last_line_at = Clock::now();
         ++result.progress_lines;
         if (options_.on_progress) options_.on_progress(r, line);
       }
@@ -402,7 +405,7 @@ class Supervisor {
       const Rank& culprit = ranks_[static_cast<size_t>(*silent)];
       StopAll(absl::StatusCode::kDeadlineExceeded,
               absl::StrCat("rank ", *silent, " made no progress for ",
-                           absl::FormatDuration(absl::Trunc(absl::FromChrono(Clock::now() - culprit.last_progress_at),
+                           absl::FormatDuration(absl::Trunc(absl::FromChrono(Clock::now() - culprit.last_line_at),
                                                             absl::Seconds(1))),
                            " (last: ", results_[static_cast<size_t>(*silent)].last_progress, ") while ", exited),
               *silent, false);
@@ -413,7 +416,8 @@ class Supervisor {
 
   // When rank `r` failed while waiting for its peers in a collective: the
   // running rank that has been silent longest and is not itself waiting (the
-  // one `r` waited for), if any.
+  // one `r` waited for), if any; a rank still in its start-up stages counts
+  // (a peer may stop before its first step).
   std::optional<int> SilentPeerOf(int r) const {
     const std::string& marker = options_.waiting_marker;
     if (marker.empty() || results_[static_cast<size_t>(r)].last_progress.find(marker) == std::string::npos) {
@@ -422,8 +426,11 @@ class Supervisor {
     std::optional<int> silent;
     for (size_t q = 0; q < ranks_.size(); ++q) {
       const Rank& rank = ranks_[q];
-      if (!rank.running || !rank.has_progress || results_[q].last_progress.find(marker) != std::string::npos) continue;
-      if (!silent || rank.last_progress_at < ranks_[static_cast<size_t>(*silent)].last_progress_at) {
+      if (!rank.running || results_[q].progress_lines == 0 ||
+          results_[q].last_progress.find(marker) != std::string::npos) {
+        continue;
+      }
+      if (!silent || rank.last_line_at < ranks_[static_cast<size_t>(*silent)].last_line_at) {
         silent = static_cast<int>(q);
       }
     }

@@ -263,6 +263,22 @@ TEST_F(LauncherTest, AWorkerThatFailedWaitingForPeersBlamesTheSilentOne) {
       << status;
 }
 
+// The silent peer may still be in its start-up stages (it stopped before its
+// first step): it is still the one blamed.
+TEST_F(LauncherTest, APeerSilentInItsStartupIsBlamed) {
+  LaunchOptions options = Options(
+      {"echo 'phase=startup stage=check_state' >&$NEREID_PROGRESS_FD; sleep 0.2; "
+       "for i in 1 2 3; do echo 'phase=check_identical_state waiting_for_peers' >&$NEREID_PROGRESS_FD; "
+       "sleep 0.5; done; exit 1",
+       "echo 'phase=startup stage=check_state' >&$NEREID_PROGRESS_FD; exec sleep 60"});
+  options.progress_timeout = absl::Seconds(30);
+  absl::Status status = Run(std::move(options));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_TRUE(absl::StartsWith(status.message(), "rank 1 made no progress for ")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "(last: phase=startup stage=check_state) while rank 0 exited"))
+      << status;
+}
+
 // Killed by a signal while it waited (a SIGKILL, a crash), the rank is the
 // one to blame, not the peer that happens to be silent.
 TEST_F(LauncherTest, AWorkerKilledWhileWaitingForPeersIsTheOneBlamed) {

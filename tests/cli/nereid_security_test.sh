@@ -26,11 +26,11 @@ expect 2 "this process has no run token" "$nereid" run $model --nnodes 2 --node-
 
 # The same plan and seed, rank 1 without the token: refused on both sides.
 port=$(free_port)
-NEREID_TOKEN=$token timeout 60 "$nereid" run $model "${small[@]}" --rank 0 --world 2 \
+NEREID_TOKEN=$token timeout 60 "$nereid" run $model "${small[@]}" --comm-timeout 4 --rank 0 --world 2 \
   --rendezvous "tcp://127.0.0.1:$port" > "$tmp/r0.log" 2>&1 &
 r0=$!
-timeout 60 "$nereid" run $model "${small[@]}" --rank 1 --world 2 --rendezvous "tcp://127.0.0.1:$port" \
-  > "$tmp/r1.log" 2>&1
+timeout 60 "$nereid" run $model "${small[@]}" --comm-timeout 4 --rank 1 --world 2 \
+  --rendezvous "tcp://127.0.0.1:$port" > "$tmp/r1.log" 2>&1
 rc1=$?
 wait "$r0"
 rc0=$?

@@ -427,6 +427,17 @@ TEST_F(DataParallelTest, StoppedWorkerEndsTheRunNamingTheRank) {
   EXPECT_THAT(o.output, HasSubstr("rank 1 made no progress for 3s"));
 }
 
+// Rank 1 held by an injected delay from its first call (a rank stuck in its
+// start-up): rank 0 times out waiting in the first check, and the launcher
+// blames rank 1, not the rank whose timeout fired.
+TEST_F(DataParallelTest, ARankStuckInItsStartupIsBlamed) {
+  Outcome o = Shell(absl::StrCat("NEREID_FAULTS=rank=1:delay=1000h ", kNereid, " run ", kSmallRun,
+                                 " --workers 2 --threads 1 --comm-timeout 3"));
+  EXPECT_EQ(o.exit_code, 1) << o.output;
+  EXPECT_THAT(o.output, HasSubstr("error: rank 1 made no progress for"));
+  EXPECT_THAT(o.output, HasSubstr("while rank 0 exited with code 1 while phase=check_identical_state waiting_for_peers"));
+}
+
 TEST_F(DataParallelTest, WorkersWithDifferentPlansAreRefused) {
   std::string output;
   std::vector<int> codes = RunByHand(2, "file:" + dir_ + "/store", {"--batch 32", "--batch 16"}, &output);
