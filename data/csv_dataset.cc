@@ -11,16 +11,37 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "data/gz_file.h"
 
 namespace nereid {
 namespace data {
 namespace {
 
-std::vector<std::string> Cells(const std::string& line) {
-  std::vector<std::string> cells;
-  for (absl::string_view cell : absl::StrSplit(line, ',')) cells.emplace_back(absl::StripAsciiWhitespace(cell));
+// Views into the line: no copy per cell.
+std::vector<absl::string_view> Cells(absl::string_view line) {
+  std::vector<absl::string_view> cells;
+  for (absl::string_view cell : absl::StrSplit(line, ',')) cells.push_back(absl::StripAsciiWhitespace(cell));
   return cells;
+}
+
+enum class LineRead { kLine, kEnd, kTooLong };
+
+// The next line into `line`, reading at most kMaxCsvLineBytes of it: a
+// longer one is refused before anything grows with it.
+LineRead NextLine(std::istream& in, std::vector<char>& buffer, absl::string_view* line) {
+  in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+  const auto got = static_cast<size_t>(in.gcount());  // counts the newline it consumed
+  size_t n = got;
+  if (in.eof()) {  // the last line, without a newline
+    if (got == 0) return LineRead::kEnd;
+  } else if (in.fail()) {
+    return LineRead::kTooLong;  // the buffer filled before a newline came
+  } else {
+    n = got - 1;
+  }
+  *line = absl::string_view(buffer.data(), n);
+  return LineRead::kLine;
 }
 
 }  // namespace
@@ -35,14 +56,20 @@ absl::StatusOr<Dataset> LoadCsvDataset(const std::string& dir, const std::string
   }
   Dataset ds;
   ds.name = absl::StrCat("csv/", split_name);
-  int64_t columns = -1, label_column = -1, bytes = 0;
-  std::string line;
-  for (int64_t row = 1; std::getline(in, line); ++row) {
-    bytes += static_cast<int64_t>(line.size()) + 1;
-    if (bytes > kMaxDataFileBytes) return absl::InvalidArgumentError(absl::StrCat(path, ": larger than ", kMaxDataFileBytes, " bytes"));
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  int64_t columns = -1, label_column = -1;
+  std::vector<char> buffer(kMaxCsvLineBytes + 1);
+  absl::string_view line;
+  for (int64_t row = 1;; ++row) {
+    const LineRead read = NextLine(in, buffer, &line);
+    if (read == LineRead::kEnd) break;
+    if (read == LineRead::kTooLong) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", row, ": a line longer than ", kMaxCsvLineBytes,
+                                                     " bytes (at most ", kMaxCsvLineBytes / 2,
+                                                     " columns; is this a CSV file?)"));
+    }
+    absl::ConsumeSuffix(&line, "\r");
     if (absl::StripAsciiWhitespace(line).empty()) continue;
-    std::vector<std::string> cells = Cells(line);
+    std::vector<absl::string_view> cells = Cells(line);
     if (columns < 0) {
       columns = static_cast<int64_t>(cells.size());
       if (columns < 2) return absl::InvalidArgumentError(absl::StrCat(path, ": needs a label and at least one feature column"));
@@ -62,8 +89,8 @@ absl::StatusOr<Dataset> LoadCsvDataset(const std::string& dir, const std::string
     for (int64_t c = 0; c < columns; ++c) {
       double v;
       if (!absl::SimpleAtod(cells[c], &v) || !std::isfinite(v)) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ":", row, ": column ", c + 1, " is '", cells[c],
-                                                       "', not a finite number"));
+        return absl::InvalidArgumentError(absl::StrCat(path, ":", row, ": column ", c + 1, " is '",
+                                                       cells[c].substr(0, 40), "', not a finite number"));
       }
       if (c == label_column) {
         if (v != std::floor(v) || v < 0 || v > 65535) {

@@ -46,6 +46,39 @@ TEST(CsvDataset, WithoutAHeaderTheLastColumnIsTheLabel) {
   EXPECT_EQ(ds->images, (std::vector<float>{1, 2, 3, 4}));
 }
 
+// The peak resident memory since the last reset (VmHWM), in bytes.
+int64_t PeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  int64_t kb = 0;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      status >> kb;
+      return kb * 1024;
+    }
+  }
+  return -1;
+}
+
+// One 10 MB line used to cost about 300 MB before it was refused: now the
+// line is refused once 1 MiB of it has been read.
+TEST(CsvDataset, AHugeLineIsRefusedWithinTheLineBound) {
+  const std::string dir = Dir("csv_huge_line");
+  {
+    std::string line;
+    for (int i = 0; i < 5'000'000; ++i) line += "1,";
+    line += "0\n";
+    Write(dir + "/train.csv", line);
+  }
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM to the current RSS
+  const int64_t before = PeakResidentBytes();
+  absl::Status status = LoadCsvDataset(dir, "train").status();
+  const int64_t grown = PeakResidentBytes() - before;
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("train.csv:1: a line longer than 1048576 bytes"), std::string::npos) << status;
+  EXPECT_LE(grown, int64_t{8} << 20) << "reading the line grew the peak by " << grown << " bytes";
+}
+
 TEST(CsvDataset, ErrorsNameTheRowAndColumn) {
   const std::string dir = Dir("csv_bad");
   auto error = [&](const std::string& text) {

@@ -188,4 +188,20 @@ expect 0 "1 epochs" "$nereid" run $model --dataset synthetic --max-steps 1 --tes
   --normalize 0.5/0.25 --metrics-json "$tmp/normalized.json"
 grep -q '"normalization": *"(x - 0.5) / 0.25"' "$tmp/normalized.json" ||
   fail "the metrics do not say how the inputs were normalised: $(cat "$tmp/normalized.json")"
+# [N, D] data feeds an image model when the element counts agree: npy and
+# CSV rows of 784 values train lenet (an Input [-1, 1, 28, 28]).
+/usr/bin/python3 - "$tmp/flat" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(0)
+for split, n in (("train", 64), ("test", 32)):
+    x = rng.random((n, 784), dtype=np.float32)
+    y = np.arange(n) % 10
+    np.savez(f"{d}/{split}.npz", images=x, labels=y.astype(np.int64))
+    np.savetxt(f"{d}/{split}.csv", np.column_stack([x, y]), delimiter=",", fmt="%.4f")
+PY
+expect 0 "1 epochs, 1 steps" "$nereid" run models/lenet_fashion.pbtxt --dataset "npy:$tmp/flat" --threads 1 --quiet
+expect 0 "1 epochs, 1 steps" "$nereid" run models/lenet_fashion.pbtxt --dataset "csv:$tmp/flat" --threads 1 --quiet
 finish "nereid run flag checks"
