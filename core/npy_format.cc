@@ -28,6 +28,7 @@ absl::StatusOr<std::string> HeaderValue(absl::string_view header, absl::string_v
   size_t at = header.find(quoted);
   if (at == absl::string_view::npos) return absl::InvalidArgumentError(absl::StrCat("npy header has no '", key, "'"));
   absl::string_view rest = absl::StripLeadingAsciiWhitespace(header.substr(at + quoted.size()));
+  if (rest.empty()) return absl::InvalidArgumentError(absl::StrCat("npy header has no value for '", key, "'"));
   size_t end = rest[0] == '(' ? rest.find(')') + 1 : rest.find_first_of(",}");
   if (end == absl::string_view::npos || end == 0) return absl::InvalidArgumentError("npy header is malformed");
   return std::string(absl::StripAsciiWhitespace(rest.substr(0, end)));

@@ -27,21 +27,25 @@ std::vector<absl::string_view> Cells(absl::string_view line) {
 
 enum class LineRead { kLine, kEnd, kTooLong };
 
-// The next line into `line`, reading at most kMaxCsvLineBytes of it: a
-// longer one is refused before anything grows with it.
-LineRead NextLine(std::istream& in, std::vector<char>& buffer, absl::string_view* line) {
-  in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-  const auto got = static_cast<size_t>(in.gcount());  // counts the newline it consumed
-  size_t n = got;
-  if (in.eof()) {  // the last line, without a newline
-    if (got == 0) return LineRead::kEnd;
-  } else if (in.fail()) {
-    return LineRead::kTooLong;  // the buffer filled before a newline came
-  } else {
-    n = got - 1;
+// The next line (without its newline) into `line`, which grows with the line
+// only up to kMaxCsvLineBytes: a longer one is refused before it is held
+// whole.
+LineRead NextLine(std::istream& in, std::string* line) {
+  line->clear();
+  bool any = false;
+  char chunk[4096];
+  for (;;) {
+    const int next = in.peek();
+    if (next == std::char_traits<char>::eof()) return any ? LineRead::kLine : LineRead::kEnd;
+    if (next == '\n') {
+      in.get();
+      return LineRead::kLine;
+    }
+    in.get(chunk, sizeof(chunk), '\n');  // at least one character: the next is neither '\n' nor the end
+    line->append(chunk, static_cast<size_t>(in.gcount()));
+    any = true;
+    if (line->size() > kMaxCsvLineBytes) return LineRead::kTooLong;
   }
-  *line = absl::string_view(buffer.data(), n);
-  return LineRead::kLine;
 }
 
 }  // namespace
@@ -57,16 +61,16 @@ absl::StatusOr<Dataset> LoadCsvDataset(const std::string& dir, const std::string
   Dataset ds;
   ds.name = absl::StrCat("csv/", split_name);
   int64_t columns = -1, label_column = -1;
-  std::vector<char> buffer(kMaxCsvLineBytes + 1);
-  absl::string_view line;
+  std::string text;
   for (int64_t row = 1;; ++row) {
-    const LineRead read = NextLine(in, buffer, &line);
+    const LineRead read = NextLine(in, &text);
     if (read == LineRead::kEnd) break;
     if (read == LineRead::kTooLong) {
       return absl::InvalidArgumentError(absl::StrCat(path, ":", row, ": a line longer than ", kMaxCsvLineBytes,
                                                      " bytes (at most ", kMaxCsvLineBytes / 2,
                                                      " columns; is this a CSV file?)"));
     }
+    absl::string_view line = text;
     absl::ConsumeSuffix(&line, "\r");
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     std::vector<absl::string_view> cells = Cells(line);

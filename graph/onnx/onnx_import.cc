@@ -17,6 +17,7 @@
 #include "core/status_macros.h"
 #include "core/tensor_shape.h"
 #include "graph/graph_io.h"
+#include "graph/onnx/inference_guard.h"
 #include "graph/onnx/onnx_converter.h"
 #include "graph/onnx/shape_folding.h"
 #include "onnx/shape_inference/implementation.h"
@@ -672,6 +673,7 @@ void MarkBatch(onnx::GraphProto& graph, const std::string& value, const StaticTa
 }
 
 absl::Status InferShapes(onnx::ModelProto& model, const std::string& source) {
+  RETURN_IF_ERROR(CheckAttributesBeforeInference(model.graph(), source));
   try {
     // Node-level inference errors are not fatal (error_mode 0): a value
     // whose shape stays unknown makes the converters that need it refuse.

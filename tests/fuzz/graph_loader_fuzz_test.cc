@@ -15,6 +15,7 @@
 #include "graph/import_export.h"
 #include "gtest/gtest.h"
 #include "ops/model_loader.h"
+#include "tests/fuzz/mutator.h"
 
 namespace nereid {
 namespace {
@@ -31,48 +32,15 @@ const char* const kDictionary[] = {
     "attr { key: \"pads\" value { list { i: 1 i: 2 } } }", "float_val: 1", "raw_data: \"\\000\"", "\"", "\\",
 };
 
-int Iterations() {
-  const char* env = std::getenv("NEREID_FUZZ_ITERATIONS");
-  return env != nullptr ? std::max(1, std::atoi(env)) : 400;
-}
+int Iterations() { return testing::FuzzIterations(400); }
 
-std::string Mutate(std::string s, std::mt19937_64& rng) {
-  int rounds = 1 + static_cast<int>(rng() % 4);
-  for (int r = 0; r < rounds; ++r) {
-    size_t n = s.size();
-    size_t pos = n == 0 ? 0 : rng() % n;
-    size_t len = n == 0 ? 0 : 1 + rng() % std::min<size_t>(64, n - pos);
-    switch (rng() % 6) {
-      case 0:  // flip a byte
-        if (n > 0) s[pos] = static_cast<char>(rng());
-        break;
-      case 1:  // delete a range
-        s.erase(pos, len);
-        break;
-      case 2:  // duplicate a range
-        s.insert(pos, s.substr(pos, len));
-        break;
-      case 3: {  // insert a dictionary fragment
-        const char* frag = kDictionary[rng() % (sizeof(kDictionary) / sizeof(kDictionary[0]))];
-        s.insert(pos, std::string(" ") + frag + " ");
-        break;
-      }
-      case 4: {  // replace a number with an extreme one
-        size_t digit = s.find_first_of("0123456789", pos);
-        if (digit != std::string::npos) s.replace(digit, 1, rng() % 2 ? "99999999999" : "-2");
-        break;
-      }
-      case 5: {  // move a line elsewhere
-        size_t end = s.find('\n', pos);
-        if (end == std::string::npos) break;
-        std::string line = s.substr(pos, end - pos + 1);
-        s.erase(pos, line.size());
-        s.insert(s.empty() ? 0 : rng() % s.size(), line);
-        break;
-      }
-    }
-  }
-  return s;
+std::string Mutate(const std::string& s, std::mt19937_64& rng) {
+  static const std::vector<std::string> dictionary = [] {
+    std::vector<std::string> d;
+    for (const char* fragment : kDictionary) d.push_back(std::string(" ") + fragment + " ");
+    return d;
+  }();
+  return testing::Mutate(s, rng, dictionary);
 }
 
 void CheckOne(const std::string& input, bool binary, int* loaded) {
