@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/terminal_width.h"
 
 namespace nereid {
 
@@ -33,12 +34,14 @@ void ProgressBar::Step(int64_t epoch, int64_t step, double loss, double samples_
     int width = 30, filled = static_cast<int>(width * (step + 1) / in_epoch);
     // Through the local launcher the draw ends with '\r' too, so the
     // launcher shows it at once rather than when the next one starts.
-    const char* end = isatty(fileno(out_)) != 0 ? "" : "\r";
-    std::fprintf(out_, "\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f %.0f samples/s %s %s",
-                 static_cast<long long>(epoch + 1), static_cast<long long>(epochs_),
-                 std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
-                 static_cast<long long>(step + 1), static_cast<long long>(in_epoch), loss, samples_per_second,
-                 eta.c_str(), end);
+    const bool direct = isatty(fileno(out_)) != 0;
+    const std::string line = absl::StrFormat(
+        "epoch %d/%d [%s%s] %d/%d loss %.4f %.0f samples/s %s ", epoch + 1, epochs_, std::string(filled, '='),
+        std::string(width - filled, ' '), step + 1, in_epoch, loss, samples_per_second, eta);
+    // On this terminal, cut to its width (a wrapped line cannot be redrawn);
+    // through the launcher, which cuts it there, end with '\r' instead.
+    std::fprintf(out_, "\r%s%s", direct ? FitToColumns(line, TerminalColumns(fileno(out_))).c_str() : line.c_str(),
+                 direct ? "" : "\r");
     std::fflush(out_);
     return;
   }

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/terminal_width.h"
 #include "runtime/launcher/interrupt_handler.h"
 #include "runtime/launcher/line_splitter.h"
 #include "runtime/launcher/progress_reporter.h"
@@ -316,7 +317,8 @@ class Supervisor {
     for (size_t i = 0; i < lines.size(); ++i) {
       std::string text;
       if (terminal && i < returns.size() && returns[i]) {
-        text = absl::StrCat("\r", prefix, lines[i], "\033[K");
+        // Cut to the terminal's width: a wrapped line cannot be redrawn.
+        text = absl::StrCat("\r", FitToColumns(absl::StrCat(prefix, lines[i]), TerminalColumns(fileno(f))), "\033[K");
         bar_showing_ = true;
       } else {
         if (terminal && bar_showing_) {
