@@ -12,7 +12,8 @@ namespace {
 
 class AdamPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     double beta1 = o.GetFloat("beta1"), beta2 = o.GetFloat("beta2");
     if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1) {
       return absl::InvalidArgumentError("adam: beta1 and beta2 must be in [0, 1)");

@@ -58,7 +58,8 @@ absl::flat_hash_set<const Node*> NodesBetween(const std::vector<Node*>& order, c
 
 class AutodiffPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& options, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& options = context.options;
     for (Node* n : graph.nodes()) {
       if (n->op() == "Gradient") {
         return NodeError(graph, *n, "the graph already has gradients (autodiff ran before)");

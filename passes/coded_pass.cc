@@ -144,8 +144,9 @@ absl::StatusOr<CodedForm> FindCodedForm(Graph& graph) {
 
 class CodedPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
-    const int64_t world = GraphAttrInt(graph, "workers", 0);
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
+    const int64_t world = context.target.workers;
     CodeSpec spec;
     ASSIGN_OR_RETURN(spec.scheme, ParseCodeScheme(o.GetString("scheme")));
     spec.n = static_cast<int>(o.GetInt("n") > 0 ? o.GetInt("n") : world - 1);

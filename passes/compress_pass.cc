@@ -203,7 +203,8 @@ std::string BaseName(const std::string& name) { return name.substr(name.rfind('/
 
 class CompressPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     const std::string& method = o.GetString("method");
     bool any_allreduce = false, any_push = false;
     for (Node* n : graph.nodes()) {

@@ -48,7 +48,8 @@ std::optional<std::string> AveragingGroup(const Graph& graph, const Node& gradie
 
 class DataParallelPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     double cap_kb = o.GetFloat("bucket_kb");
     if (!(cap_kb > 0)) return absl::InvalidArgumentError("data_parallel: bucket_kb must be > 0");
     int64_t cap = static_cast<int64_t>(cap_kb * 1024);

@@ -141,8 +141,9 @@ absl::StatusOr<std::vector<std::vector<NodeOut>>> PushInBuckets(Graph& graph, co
 
 class GossipPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
-    const int64_t world = GraphAttrInt(graph, "workers", 0);
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
+    const int64_t world = context.target.workers;
     if (world < 2) {
       return absl::FailedPreconditionError(
           "gossip: the plan needs at least 2 workers (plan with --workers N, run with --workers N)");

@@ -80,8 +80,9 @@ struct Pair {
 
 class HybridPartitionPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
-    const int64_t world = GraphAttrInt(graph, "workers", 0);
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
+    const int64_t world = context.target.workers;
     if (world < 1) {
       return absl::FailedPreconditionError(
           "hybrid_partition: the plan does not say how many workers it is for (plan with --workers N)");

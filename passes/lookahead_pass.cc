@@ -97,7 +97,7 @@ absl::StatusOr<Node*> OptimizerUpdate(const Node& gradient, const Node* param) {
 
 class LookaheadPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions&, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext&, PassLog* log) override {
     const auto& header = graph.header().attr();
     if (header.count(kLookaheadAttr) > 0) {
       return absl::FailedPreconditionError("lookahead: the graph already looks ahead (applied twice?)");

@@ -154,8 +154,9 @@ int64_t DefaultChunkKb(const std::vector<GradientOfParameter>& trained, int64_t 
 
 class ParameterServerPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
-    const int64_t world = GraphAttrInt(graph, "workers", 0);
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
+    const int64_t world = context.target.workers;
     // Colocated: every rank is a worker and serves a shard (server s on rank
     // s), the reduce-scatter / update / all-gather shape; a rank's pushes
     // to its own shard go through its communicator's self-delivery.

@@ -58,16 +58,23 @@ struct PassLog {
   std::vector<std::string> notes;
 };
 
+// What the plan is for: the world its passes partition the model over.
+struct PlanTarget {
+  int workers = 1;  // every rank of the run, servers included; 0: not known
+  int servers = -1;  // parameter servers among them; -1: whatever the plan has
+};
+
+// What a pass is given besides the graph: its options and the plan's target
+// (passes that place work on ranks read the world here, not from the graph).
+struct PassContext {
+  const PassOptions& options;
+  PlanTarget target;
+};
+
 class Pass {
  public:
   virtual ~Pass() = default;
-  virtual absl::Status Run(Graph& graph, const PassOptions& options, PassLog* log) = 0;
-};
-
-// What the plan is for, as far as choosing passes goes.
-struct PlanTarget {
-  int workers = 1;  // every rank of the run, servers included
-  int servers = -1;  // parameter servers among them; -1: whatever the plan has
+  virtual absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) = 0;
 };
 
 struct PassInfo {

@@ -210,12 +210,16 @@ absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vec
     for (const PipelineStage& s : pipeline) found |= s.pass->name == name;
     if (!found) return absl::InvalidArgumentError(absl::StrCat("--dump-after=", name, ": no such pass in the pipeline"));
   }
+  // The world the passes partition over: the caller's, else what an earlier
+  // plan of this graph recorded (0: not known).
+  const PlanTarget target =
+      options.target.value_or(PlanTarget{static_cast<int>(GraphAttrInt(graph, "workers", 0)), -1});
   for (const PipelineStage& stage : pipeline) {
     absl::flat_hash_set<std::string> before;
     for (Node* n : graph.nodes()) before.insert(n->name());
     PassLog log;
     std::unique_ptr<Pass> pass = stage.pass->factory();
-    absl::Status status = pass->Run(graph, stage.options, &log);
+    absl::Status status = pass->Run(graph, PassContext{stage.options, target}, &log);
     if (status.ok()) status = ValidateAndInferShapes(graph);
     // The nodes a pass added run where their inputs do (graph/placement.h).
     if (status.ok()) status = PropagatePlacement(graph);

@@ -7,6 +7,7 @@
 // ..."), and each pass's effect is reported as nodes added and removed.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct PassReport {
 };
 
 struct PipelineOptions {
+  // What the plan is for; unset: the "workers" the graph's header records
+  // (a graph planned before), else not known.
+  std::optional<PlanTarget> target;
   // Pass names after which to write the graph; `dump` is called with the
   // pass name and the graph.
   std::vector<std::string> dump_after;

@@ -32,7 +32,8 @@ namespace {
 
 class PipelinePass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     const int64_t width = o.GetInt("width");
     ASSIGN_OR_RETURN(DelayedGradients delayed, DelayGradients(graph, width, "pipeline"));
     if (width == 1) {

@@ -49,9 +49,10 @@ struct Exchanged {
 
 class PowerGossipPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     graph_ = &graph;
-    const int64_t world = GraphAttrInt(graph, "workers", 0);
+    const int64_t world = context.target.workers;
     if (world < 3) {
       return absl::FailedPreconditionError(
           "power_gossip: the ring needs at least 3 workers (plan with --workers N, run with --workers N)");

@@ -13,7 +13,8 @@ namespace {
 
 class SgdPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     double momentum = o.GetFloat("momentum");
     if (momentum < 0 || momentum >= 1) return absl::InvalidArgumentError("sgd: momentum must be in [0, 1)");
     if (o.GetBool("nesterov") && momentum == 0) return absl::InvalidArgumentError("sgd: nesterov needs momentum > 0");

@@ -33,7 +33,8 @@ namespace {
 
 class StageSplitPass : public Pass {
  public:
-  absl::Status Run(Graph& graph, const PassOptions& o, PassLog* log) override {
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const PassOptions& o = context.options;
     for (Node* n : graph.nodes()) {
       if (n->op() == "Gradient") return absl::FailedPreconditionError("stage_split: runs before autodiff");
       if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("stage_split: the model is placed already");
@@ -55,7 +56,7 @@ class StageSplitPass : public Pass {
     }
     if (starts_part.empty()) return absl::InvalidArgumentError("stage_split: at: name the layers to cut before");
     const int parts = static_cast<int>(starts_part.size()) + 1;
-    const int64_t workers = GraphAttrInt(graph, "workers", 0);
+    const int64_t workers = context.target.workers;
     if (workers != parts) {
       return absl::FailedPreconditionError(absl::StrCat("stage_split: ", parts, " parts run on ", parts,
                                                         " workers, but the plan is for ",

@@ -104,9 +104,12 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
     if (request.check_trainable && !HasPlacedNodes(graph)) {
       RETURN_IF_ERROR(CheckTrainable(graph, request.dataset).status());
     }
-    // Passes that partition the model read the world from the header.
+    // The plan records the world it is for (the runtime and a later plan of
+    // it read it); the passes are given it.
     if (target.workers > 1) (*graph.mutable_header()->mutable_attr())["workers"] = IntAttr(target.workers);
-    ASSIGN_OR_RETURN(built.reports, RunPipeline(graph, request.pipeline, request.pipeline_options));
+    PipelineOptions pipeline_options = request.pipeline_options;
+    pipeline_options.target = target;
+    ASSIGN_OR_RETURN(built.reports, RunPipeline(graph, request.pipeline, pipeline_options));
     passes = PipelineText(request.pipeline);
   }
   RETURN_IF_ERROR(CheckServers(graph.header(), target));
