@@ -1,5 +1,6 @@
 #include "core/npz_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -80,6 +81,10 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::s
                                                          : absl::InvalidArgumentError(message);
   }
   std::unique_ptr<zip_t, int (*)(zip_t*)> closer(archive, zip_close);
+  // A member's compressed size is the archive's claim: no member is larger
+  // than the file holding it.
+  struct stat file{};
+  const zip_uint64_t file_bytes = ::stat(path.c_str(), &file) == 0 ? static_cast<zip_uint64_t>(file.st_size) : 0;
   std::vector<std::pair<std::string, Tensor>> out;
   const zip_int64_t n = zip_get_num_entries(archive, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
@@ -92,7 +97,7 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::s
     // Deflate expands at most ~1032:1, so a member claiming more than that
     // over its compressed size is damaged or hostile: refused before the
     // buffer for it is allocated.
-    if (st.size > kMaxMemberBytes || st.size > 1100 * st.comp_size + 1024) {
+    if (st.size > kMaxMemberBytes || st.comp_size > file_bytes || st.size > 1100 * st.comp_size + 1024) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": member ", name, " claims ", st.size, " bytes (",
                                                      st.comp_size, " compressed); refused"));
     }
