@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/key_values.h"
 
 namespace nereid {
 
@@ -18,19 +19,13 @@ absl::Status LocalCodecComm::AllGather(absl::Span<const float> in, absl::Span<fl
 }
 
 absl::StatusOr<CodecOptions> CodecOptions::Parse(const std::string& text) {
-  std::map<std::string, std::string> values;
-  for (absl::string_view item : absl::StrSplit(text, ';', absl::SkipEmpty())) {
-    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    if (kv.size() != 2 || kv[0].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("codec option '", item, "' is not key=value"));
-    }
-    values[kv[0]] = kv[1];
-  }
-  return CodecOptions(std::move(values));
+  absl::StatusOr<KeyValues> items = ParseKeyValues(text, ';', "codec option");
+  if (!items.ok()) return items.status();
+  return CodecOptions(std::map<std::string, std::string>(items->begin(), items->end()));
 }
 
 std::string CodecOptions::ToString() const {
-  return absl::StrJoin(values_, ";", absl::PairFormatter("="));
+  return FormatKeyValues(KeyValues(values_.begin(), values_.end()), ';');
 }
 
 absl::StatusOr<double> CodecOptions::Number(const std::string& key, double fallback) const {

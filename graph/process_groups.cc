@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/key_values.h"
 
 namespace nereid {
 
@@ -36,14 +37,15 @@ bool ParseLayout(absl::string_view text, GroupDecl& g) {
 
 absl::StatusOr<std::vector<GroupDecl>> ParseGroupDecls(const std::string& text) {
   std::vector<GroupDecl> groups;
-  for (absl::string_view entry : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
-    std::pair<absl::string_view, absl::string_view> name_layout = absl::StrSplit(entry, absl::MaxSplits('=', 1));
+  constexpr absl::string_view kForms = "NAME=blocks:SIZE, NAME=strided:SIZE or NAME=ranks:FIRST-LAST";
+  absl::StatusOr<KeyValues> declared = ParseKeyValues(text, ';', "group declaration");
+  if (!declared.ok()) return absl::InvalidArgumentError(absl::StrCat(declared.status().message(), " (", kForms, ")"));
+  for (const auto& [name, layout] : *declared) {
     GroupDecl g;
-    if (name_layout.first.empty() || !ParseLayout(name_layout.second, g)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "group declaration '", entry, "' is not NAME=blocks:SIZE, NAME=strided:SIZE or NAME=ranks:FIRST-LAST"));
+    if (!ParseLayout(layout, g)) {
+      return absl::InvalidArgumentError(absl::StrCat("group declaration '", name, "=", layout, "' is not ", kForms));
     }
-    g.name = std::string(name_layout.first);
+    g.name = name;
     for (const GroupDecl& other : groups) {
       if (other.name == g.name) return absl::InvalidArgumentError(absl::StrCat("group '", g.name, "' is declared twice"));
     }

@@ -258,8 +258,7 @@ class CodedPass : public Pass {
     graph.RemoveNode(form.images);
 
     auto& header = *graph.mutable_header()->mutable_attr();
-    header["coded"] = StringAttr(absl::StrCat("scheme=", CodeSchemeName(spec.scheme), ",n=", spec.n, ",k=", spec.k,
-                                              ",degree=", spec.degree, ",seed=", spec.seed));
+    header["coded"] = StringAttr(CodeSpecAttr(spec));
     header["coded_departures"] = StringAttr(departures);
     log->notes.push_back(absl::StrCat(
         CodeSchemeName(spec.scheme), " code: ", spec.n, " coded workers (ranks 1-", spec.n, ") over ", spec.k,

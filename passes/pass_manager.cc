@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/key_values.h"
 #include "core/status_macros.h"
 #include "ops/collective_schedule.h"
 #include "ops/placement_propagation.h"
@@ -91,13 +92,8 @@ absl::StatusOr<PipelineStage> ParseStage(absl::string_view written) {
   if (open != absl::string_view::npos) {
     if (text.back() != ')') return absl::InvalidArgumentError(absl::StrCat("pass '", name, "': expected ')' at the end"));
     absl::string_view args = text.substr(open + 1, text.size() - open - 2);
-    for (absl::string_view arg : absl::StrSplit(args, ',', absl::SkipWhitespace())) {
-      std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-      if (kv.size() != 2) {
-        return absl::InvalidArgumentError(absl::StrCat("pass '", name, "': option '", absl::StripAsciiWhitespace(arg),
-                                                       "' is not key=value"));
-      }
-      std::string key(absl::StripAsciiWhitespace(kv[0])), value(absl::StripAsciiWhitespace(kv[1]));
+    ASSIGN_OR_RETURN(const KeyValues options, ParseKeyValues(args, ',', absl::StrCat("pass '", name, "': option")));
+    for (const auto& [key, value] : options) {
       const PassOptionSpec* spec = nullptr;
       for (const PassOptionSpec& s : info->options) {
         if (s.name == key) spec = &s;

@@ -107,8 +107,11 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
     // The plan records the world it is for (the runtime and a later plan of
     // it read it); the passes are given it.
     if (target.workers > 1) (*graph.mutable_header()->mutable_attr())["workers"] = IntAttr(target.workers);
+    // One worker fixes no world: the passes that partition over several say
+    // so ("plan with --workers N") rather than plan for one.
     PipelineOptions pipeline_options = request.pipeline_options;
     pipeline_options.target = target;
+    if (target.workers <= 1) pipeline_options.target->workers = 0;
     ASSIGN_OR_RETURN(built.reports, RunPipeline(graph, request.pipeline, pipeline_options));
     passes = PipelineText(request.pipeline);
   }

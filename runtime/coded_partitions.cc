@@ -56,26 +56,6 @@ absl::StatusOr<Tensor> ToTensor(const std::vector<double>& values, std::vector<i
 
 }  // namespace
 
-absl::StatusOr<CodeSpec> ParseCodedAttr(absl::string_view text) {
-  CodeSpec spec;
-  for (absl::string_view field : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    const std::vector<absl::string_view> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
-    int64_t v = 0;
-    if (kv.size() == 2 && kv[0] == "scheme") {
-      ASSIGN_OR_RETURN(spec.scheme, ParseCodeScheme(kv[1]));
-    } else if (kv.size() == 2 && absl::SimpleAtoi(kv[1], &v) && v >= 0) {
-      if (kv[0] == "n") spec.n = static_cast<int>(v);
-      else if (kv[0] == "k") spec.k = static_cast<int>(v);
-      else if (kv[0] == "degree") spec.degree = static_cast<int>(v);
-      else if (kv[0] == "seed") spec.seed = static_cast<uint64_t>(v);
-      else return absl::InvalidArgumentError(absl::StrCat("coded attribute '", text, "': unknown field '", kv[0], "'"));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("coded attribute '", text, "': '", field, "' is not NAME=VALUE"));
-    }
-  }
-  return spec;
-}
-
 namespace {
 
 // The exchange that builds the partitions of the coded workers in

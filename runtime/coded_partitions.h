@@ -30,9 +30,6 @@
 
 namespace nereid {
 
-// "scheme=rlnc,n=3,k=2,degree=2,seed=1" (the plan's `coded` attribute).
-absl::StatusOr<CodeSpec> ParseCodedAttr(absl::string_view text);
-
 struct CodedPartition {
   Tensor rows;     // fed as "coded_rows"
   Tensor columns;  // fed as "coded_columns"

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/key_values.h"
 #include "core/status_macros.h"
 
 namespace nereid {
@@ -19,17 +20,15 @@ std::string RunIdentity(const TrainOptions& options, const std::string& plan_fin
 
 absl::Status CheckResumable(const std::string& path, const std::string& written, const std::string& current) {
   if (written.empty()) return absl::OkStatus();  // a version 1 file: nothing recorded to compare
-  absl::flat_hash_map<std::string, std::string> theirs;
-  for (absl::string_view item : absl::StrSplit(written, ';', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    theirs[kv.first] = kv.second;
-  }
+  absl::StatusOr<KeyValues> recorded = ParseKeyValues(written, ';', absl::StrCat("--resume: ", path, ": run field"));
+  if (!recorded.ok()) return recorded.status();
+  ASSIGN_OR_RETURN(const KeyValues now, ParseKeyValues(current, ';', "this run's field"));
+  const absl::flat_hash_map<std::string, std::string> theirs(recorded->begin(), recorded->end());
   std::vector<std::string> differences;
-  for (absl::string_view item : absl::StrSplit(current, ';', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-    auto it = theirs.find(kv.first);
+  for (const auto& [key, value] : now) {
+    auto it = theirs.find(key);
     const std::string was = it == theirs.end() ? "(not recorded)" : it->second;
-    if (was != kv.second) differences.push_back(absl::StrCat(kv.first, " ", was, " there, ", kv.second, " here"));
+    if (was != value) differences.push_back(absl::StrCat(key, " ", was, " there, ", value, " here"));
   }
   if (differences.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(

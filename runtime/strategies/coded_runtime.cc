@@ -40,7 +40,7 @@ class CodedRuntime : public StrategyRuntime {
       feeds_["labels"] = std::move(labels);
     }
     const std::string attr = GraphAttr(*c.graph, "coded");
-    ASSIGN_OR_RETURN(CodeSpec spec, ParseCodedAttr(attr));
+    ASSIGN_OR_RETURN(CodeSpec spec, ParseCodeSpecAttr(attr));
     ASSIGN_OR_RETURN(LinearCode code, LinearCode::Make(spec));
     ASSIGN_OR_RETURN(departures_, DeparturePlan::Parse(GraphAttr(*c.graph, "coded_departures"), spec.n, spec.seed));
     code_ = code;
