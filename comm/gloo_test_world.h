@@ -22,6 +22,9 @@ namespace testing {
 
 std::string TestTempDir();
 
+// A loopback TCP port nothing listens on now (bound to 0 and released).
+int FreeLoopbackPort();
+
 // file:<TestTempDir()>/rendezvous with run id "<label>-<pid>-<counter>".
 RendezvousSpec LocalFileSpec(absl::string_view label);
 

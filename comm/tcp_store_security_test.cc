@@ -33,17 +33,7 @@ using ::testing::HasSubstr;
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
 constexpr char kOtherToken[] = "fedcba9876543210fedcba9876543210";
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t n = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int FreePort() { return testing::FreeLoopbackPort(); }
 
 // A raw connection to the store, or -1.
 int Dial(int port) {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/gloo_test_world.h"
 #include "comm/run_token.h"
 #include "comm/store_handshake.h"
 #include "comm/tcp_store.h"
@@ -294,17 +295,7 @@ Target SignedValueTarget() {
 // and, after it, requests (an authenticated client's). The target is the
 // server's survival: after every input it still answers a real client.
 Target StoreTarget() {
-  static const int port = [] {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t n = sizeof(a);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-    close(fd);
-    return static_cast<int>(ntohs(a.sin_port));
-  }();
+  static const int port = testing::FreeLoopbackPort();
   EXPECT_TRUE(ServeTcpStore("127.0.0.1", port, kToken).ok());
   // 'A' + a request: the harness answers the challenge properly first. 'H' +
   // bytes: sent in place of the answer.
