@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -38,14 +40,20 @@ absl::StatusOr<std::string> Checked(std::string token, const std::string& from) 
 
 }  // namespace
 
+void SecureRandomBytes(char* out, size_t n) {
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out), static_cast<int>(n)) == 1) return;
+  // RAND_bytes fails only without an entropy source; /dev/urandom is one.
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (urandom.read(out, static_cast<std::streamsize>(n)) && urandom.gcount() == static_cast<std::streamsize>(n)) return;
+  // A guessable secret would be worse than no run at all.
+  std::fprintf(stderr, "fatal: no cryptographic random source (OpenSSL's RAND_bytes and /dev/urandom failed)\n");
+  std::abort();
+}
+
 std::string NewRunToken() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    // RAND_bytes fails only without an entropy source; /dev/urandom is one.
-    std::ifstream urandom("/dev/urandom", std::ios::binary);
-    urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes));
-  }
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+  char bytes[32];
+  SecureRandomBytes(bytes, sizeof(bytes));
+  return absl::BytesToHexString(absl::string_view(bytes, sizeof(bytes)));
 }
 
 absl::StatusOr<std::string> ResolveRunToken(const std::string& token_file, const EnvGetter& env) {
@@ -101,8 +109,13 @@ std::string RunTokenMac(absl::string_view token, absl::string_view message) {
   unsigned int length = 0;
   // An empty key is valid HMAC; OpenSSL wants a non-null pointer for it.
   static const char kEmpty = 0;
-  HMAC(EVP_sha256(), token.empty() ? &kEmpty : token.data(), static_cast<int>(token.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length);
+  if (HMAC(EVP_sha256(), token.empty() ? &kEmpty : token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length) == nullptr ||
+      length != kRunTokenMacBytes) {
+    // An empty or short MAC would compare equal to another: never go on.
+    std::fprintf(stderr, "fatal: HMAC-SHA256 failed in OpenSSL\n");
+    std::abort();
+  }
   return std::string(reinterpret_cast<const char*>(mac), length);
 }
 
@@ -141,7 +154,7 @@ absl::StatusOr<std::string> OpenSignedValue(absl::string_view token, absl::strin
     return absl::PermissionDeniedError(
         absl::StrCat(writer, " has a run token and ", reader, " has none: ", reader, " cannot join the run", how));
   }
-  if (!MacsEqual(absl::BytesToHexString(ValueMac(token, key, payload)), mac)) {
+  if (mac.size() != 2 * kRunTokenMacBytes || !MacsEqual(absl::BytesToHexString(ValueMac(token, key, payload)), mac)) {
     return absl::PermissionDeniedError(
         absl::StrCat(writer, " holds another token than ", reader, " (two runs mixed, or a stranger)", how));
   }

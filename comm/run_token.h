@@ -31,8 +31,13 @@ inline constexpr char kRunTokenEnvVar[] = "NEREID_TOKEN";
 // A token shorter than this is refused: it could be guessed.
 inline constexpr size_t kMinRunTokenBytes = 16;
 
-// 64 hex digits from the system's cryptographic random source.
+inline constexpr size_t kRunTokenMacBytes = 32;
+
+// 64 hex digits from the system's cryptographic random source (the process
+// aborts, saying so, when there is none: a guessable token is worse).
 std::string NewRunToken();
+// `n` bytes from the same source, for challenges.
+void SecureRandomBytes(char* out, size_t n);
 
 // The token this process was given: the contents of `token_file` (when not
 // empty; trailing whitespace dropped; refused when group or others may read

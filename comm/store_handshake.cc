@@ -1,9 +1,5 @@
 #include "comm/store_handshake.h"
 
-#include <openssl/rand.h>
-
-#include <fstream>
-
 #include "absl/strings/str_cat.h"
 #include "comm/run_token.h"
 
@@ -19,9 +15,7 @@ std::string Mac(absl::string_view side, absl::string_view token, absl::string_vi
 
 std::string NewNonce() {
   std::string nonce(kNonceBytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(nonce.size())) != 1) {
-    std::ifstream("/dev/urandom", std::ios::binary).read(nonce.data(), static_cast<std::streamsize>(nonce.size()));
-  }
+  SecureRandomBytes(nonce.data(), nonce.size());
   return nonce;
 }
 

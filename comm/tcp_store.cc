@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -38,6 +39,15 @@ constexpr size_t kMaxAnnouncedBytes = size_t{64} << 20;
 constexpr int kMaxConnections = 1024;      // authenticated, each with a thread
 constexpr size_t kMaxPending = 4096;       // not yet authenticated, in all
 constexpr size_t kMaxPendingPerPeer = 1024;
+// Descriptors left to the rest of the process (Gloo's pairs, shared memory,
+// checkpoints, data) whatever strangers hold.
+constexpr size_t kReservedDescriptors = 512;
+// Connections accepted per round of the gate, so answers already waiting
+// are read between bursts of a flood.
+constexpr int kAcceptsPerRound = 64;
+// Distinct (address, reason) pairs the drop log keeps apart; the rest are
+// counted as "other addresses".
+constexpr size_t kMaxDropKinds = 64;
 constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
 constexpr auto kDropReportInterval = std::chrono::seconds(5);
 // Once a request's first byte arrived, the rest must follow within this.
@@ -106,20 +116,38 @@ absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passiv
 
 // A flood holds one descriptor per connection: allow as many as the system
 // lets this process have (bounded), rather than the shell's default 1024.
-void RaiseDescriptorLimit() {
+// Returns the limit now in force.
+size_t RaiseDescriptorLimit() {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
   const rlim_t wanted = std::min<rlim_t>(limit.rlim_max, 65536);
   if (limit.rlim_cur < wanted) {
     limit.rlim_cur = wanted;
     ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
   }
+  return static_cast<size_t>(limit.rlim_cur);
+}
+
+// How many connections the store holds, so that strangers can take at most
+// half of what the descriptor limit leaves beyond the reserve.
+struct Capacity {
+  size_t pending, per_peer, connections;
+};
+
+Capacity CapacityFor(size_t descriptors) {
+  const size_t spare = descriptors > kReservedDescriptors ? descriptors - kReservedDescriptors : 64;
+  Capacity c;
+  c.pending = std::clamp<size_t>(spare / 2, 16, kMaxPending);
+  c.per_peer = std::clamp<size_t>(c.pending / 4, 4, kMaxPendingPerPeer);
+  c.connections = std::clamp<size_t>(spare / 4, 16, kMaxConnections);
+  return c;
 }
 
 class TcpStoreServer {
  public:
-  TcpStoreServer(int listen_fd, std::string address, std::string token)
-      : listen_fd_(listen_fd), address_(std::move(address)), token_(std::move(token)) {}
+  TcpStoreServer(int listen_fd, std::string address, std::string token, Capacity capacity)
+      : listen_fd_(listen_fd), address_(std::move(address)), token_(std::move(token)), capacity_(capacity) {}
 
   const std::string& token() const { return token_; }
 
@@ -138,6 +166,10 @@ class TcpStoreServer {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> parts;
     for (const auto& [peer_reason, count] : drops_total_) {
+      if (parts.size() == 8) {
+        parts.push_back(absl::StrCat("and ", drops_total_.size() - 8, " more kinds"));
+        break;
+      }
       parts.push_back(absl::StrCat(count, count == 1 ? " connection" : " connections", " from ", peer_reason.first,
                                    ": ", peer_reason.second));
     }
@@ -162,27 +194,37 @@ class TcpStoreServer {
     for (;;) {
       const int n = ::epoll_wait(epoll_fd_, events, 256, 200);
       if (n < 0 && errno != EINTR) return;
+      bool listening = false;
+      // Answers already waiting first: a flood of new connections must not
+      // keep the ranks' answers unread.
       for (int i = 0; i < n; ++i) {
         if (events[i].data.u64 == 0) {
-          AcceptAll();
+          listening = true;
         } else {
           ReadAnswer(events[i].data.u64);
         }
       }
+      if (listening) AcceptSome();
       DropExpired();
       ReportDrops(/*force=*/false);
     }
   }
 
-  void AcceptAll() {
-    for (;;) {
+  void AcceptSome() {
+    for (int accepted = 0; accepted < kAcceptsPerRound; ++accepted) {
       sockaddr_storage from{};
       socklen_t from_length = sizeof(from);
       const int fd =
           ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_length, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EMFILE || errno == ENFILE) EvictOldest("", "this process is out of descriptors");
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors or memory: free one if a stranger holds it,
+          // else wait a little rather than spin on the waiting connection.
+          if (!EvictOldest("", "this process is out of descriptors")) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          }
+        }
         return;  // EAGAIN: all accepted
       }
       char host[NI_MAXHOST] = "?";
@@ -198,8 +240,8 @@ class TcpStoreServer {
         ::close(fd);
         continue;
       }
-      if (pending_.size() >= kMaxPending) EvictOldest("", "too many connections waiting to authenticate");
-      if (++pending_per_peer_[p.peer] > kMaxPendingPerPeer) {
+      if (pending_.size() >= capacity_.pending) EvictOldest("", "too many connections waiting to authenticate");
+      if (++pending_per_peer_[p.peer] > capacity_.per_peer) {
         EvictOldest(p.peer, "too many connections from one address waiting to authenticate");
       }
       const uint64_t id = next_id_++;
@@ -234,7 +276,7 @@ class TcpStoreServer {
     bool admitted = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (connections_ < kMaxConnections) {
+      if (connections_ < static_cast<int>(capacity_.connections)) {
         ++connections_;
         admitted = true;
       }
@@ -242,7 +284,7 @@ class TcpStoreServer {
     if (!admitted) {
       const char full = hs::kFull;
       ::send(p.fd, &full, 1, MSG_NOSIGNAL);
-      Drop(it, absl::StrCat("the store already serves ", kMaxConnections, " connections"));
+      Drop(it, absl::StrCat("the store already serves ", capacity_.connections, " connections"));
       return;
     }
     const std::string accept = hs::Accept(token_, p.nonce, p.answer.substr(1, hs::kNonceBytes));
@@ -273,21 +315,31 @@ class TcpStoreServer {
     bool first = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      first = drops_total_[{peer, reason}]++ == 0;
-      ++drops_unreported_[{peer, reason}];
+      std::pair<std::string, std::string> kind{peer, reason};
+      if (drops_total_.count(kind) == 0 && drops_total_.size() >= kMaxDropKinds) kind = {"other addresses", reason};
+      first = drops_total_[kind]++ == 0;
+      ++drops_unreported_[kind];
     }
     ::close(fd);  // after counting: whoever sees the close finds it counted
     if (first) ReportDrops(/*force=*/true);
   }
 
-  // The oldest pending connection (of `peer`, or of anyone when empty).
-  void EvictOldest(const std::string& peer, const std::string& reason) {
+  // Drops the oldest pending connection (of `peer`, or of anyone when
+  // empty) that has sent nothing yet, else the oldest: a rank's answer may
+  // already be on its way. False when there is none.
+  bool EvictOldest(const std::string& peer, const std::string& reason) {
+    auto victim = pending_.end();
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (peer.empty() || it->second.peer == peer) {
-        Drop(it, reason);
-        return;
+      if (!peer.empty() && it->second.peer != peer) continue;
+      if (it->second.answer.empty()) {
+        victim = it;
+        break;
       }
+      if (victim == pending_.end()) victim = it;
     }
+    if (victim == pending_.end()) return false;
+    Drop(victim, reason);
+    return true;
   }
 
   void DropExpired() {
@@ -381,6 +433,7 @@ class TcpStoreServer {
   const int listen_fd_;
   const std::string address_;
   const std::string token_;
+  const Capacity capacity_;
   int epoll_fd_ = -1;
   // The gate thread's own.
   std::map<uint64_t, Pending> pending_;
@@ -456,7 +509,7 @@ absl::Status ServeTcpStore(const std::string& host, int port, const std::string&
     }
     return absl::OkStatus();
   }
-  RaiseDescriptorLimit();
+  const Capacity capacity = CapacityFor(RaiseDescriptorLimit());
   absl::StatusOr<addrinfo*> found = Resolve(host, port, /*passive=*/true);
   if (!found.ok()) return found.status();
   std::string error = "no address";
@@ -477,7 +530,7 @@ absl::Status ServeTcpStore(const std::string& host, int port, const std::string&
     return absl::UnavailableError(absl::StrCat("tcp store: rank 0 cannot serve on ", address, ": ", error,
                                                " (is the port taken, or the address not this machine's?)"));
   }
-  auto* server = new TcpStoreServer(fd, address, token);
+  auto* server = new TcpStoreServer(fd, address, token, capacity);
   if (absl::Status started = server->Start(); !started.ok()) {
     ::close(fd);
     delete server;

@@ -23,16 +23,19 @@
 //   'C' n key...    are all these present?  -> 1 or 0
 // A key or value is a 32-bit little-endian length and its bytes.
 //
-// Bounds, so that whoever reaches the port cannot stall or bloat rank 0:
-// connections that have not authenticated are held by one thread with no
-// buffer beyond the 49-byte answer, for at most 5 s, at most 1024 per peer
-// address and 4096 in all (the oldest is dropped for a newcomer, so a flood
-// cannot lock a rank out); at most 1024 authenticated connections, each with
-// a thread; keys at most 4 KiB, values 1 MiB, the store 64 MiB, announced but
-// unsent bytes 64 MiB in all, and a request's bytes must follow its first
-// within 30 s. Dropped connections are logged by peer and reason (the first
-// at once, then a count every few seconds) and reported by
-// TcpStoreDropReport, which rank 0 adds to a rendezvous that timed out.
+// Bounds, so that whoever reaches the port cannot bloat rank 0 or lock the
+// ranks out: connections that have not authenticated are held by one thread
+// with no buffer beyond the 49-byte answer, for at most 5 s; at most half of
+// the descriptors the process may open beyond a reserve of 512 (with common
+// limits 4096 in all and 1024 per peer address), the oldest silent one
+// dropped for a newcomer; answers already waiting are read before more
+// connections are accepted. At most 1024 authenticated connections, each
+// with a thread; keys at most 4 KiB, values 1 MiB, the store 64 MiB,
+// announced but unsent bytes 64 MiB in all; a request's bytes may pause at
+// most 30 s each. Dropped connections are logged by peer and reason (the
+// first at once, then a count every few seconds; 64 kinds kept apart) and
+// reported by TcpStoreDropReport, which rank 0 adds to a rendezvous that
+// timed out.
 //
 // The server lives as long as the process (a run's sub-groups open the store
 // again after the first rendezvous); it stops accepting when the process

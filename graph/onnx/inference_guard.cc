@@ -16,11 +16,14 @@ bool MustBePositive(const std::string& name) {
          name == "group";
 }
 
-absl::Status Check(const onnx::GraphProto& graph, const std::string& source, int depth) {
+absl::Status CheckGraph(const onnx::GraphProto& graph, const std::string& source, int depth);
+
+absl::Status CheckNodes(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes, const std::string& source,
+                        int depth) {
   if (depth > kMaxSubgraphDepth) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": subgraphs nested deeper than ", kMaxSubgraphDepth));
   }
-  for (const onnx::NodeProto& node : graph.node()) {
+  for (const onnx::NodeProto& node : nodes) {
     for (const onnx::AttributeProto& attr : node.attribute()) {
       if (MustBePositive(attr.name())) {
         bool positive = true;
@@ -34,20 +37,28 @@ absl::Status Check(const onnx::GraphProto& graph, const std::string& source, int
         }
       }
       if (attr.has_g()) {
-        if (absl::Status s = Check(attr.g(), source, depth + 1); !s.ok()) return s;
+        if (absl::Status s = CheckGraph(attr.g(), source, depth + 1); !s.ok()) return s;
       }
       for (const onnx::GraphProto& g : attr.graphs()) {
-        if (absl::Status s = Check(g, source, depth + 1); !s.ok()) return s;
+        if (absl::Status s = CheckGraph(g, source, depth + 1); !s.ok()) return s;
       }
     }
   }
   return absl::OkStatus();
 }
 
+absl::Status CheckGraph(const onnx::GraphProto& graph, const std::string& source, int depth) {
+  return CheckNodes(graph.node(), source, depth);
+}
+
 }  // namespace
 
-absl::Status CheckAttributesBeforeInference(const onnx::GraphProto& graph, const std::string& source) {
-  return Check(graph, source, 0);
+absl::Status CheckAttributesBeforeInference(const onnx::ModelProto& model, const std::string& source) {
+  if (absl::Status s = CheckGraph(model.graph(), source, 0); !s.ok()) return s;
+  for (const onnx::FunctionProto& function : model.functions()) {
+    if (absl::Status s = CheckNodes(function.node(), source, 0); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace nereid

@@ -14,8 +14,9 @@
 
 namespace nereid {
 
-// Checks every node, subgraphs (If, Loop, Scan bodies) included.
-absl::Status CheckAttributesBeforeInference(const onnx::GraphProto& graph, const std::string& source);
+// Checks every node: the graph's, its subgraphs' (If, Loop, Scan bodies) and
+// the model's local functions'.
+absl::Status CheckAttributesBeforeInference(const onnx::ModelProto& model, const std::string& source);
 
 }  // namespace nereid
 

@@ -673,7 +673,7 @@ void MarkBatch(onnx::GraphProto& graph, const std::string& value, const StaticTa
 }
 
 absl::Status InferShapes(onnx::ModelProto& model, const std::string& source) {
-  RETURN_IF_ERROR(CheckAttributesBeforeInference(model.graph(), source));
+  RETURN_IF_ERROR(CheckAttributesBeforeInference(model, source));
   try {
     // Node-level inference errors are not fatal (error_mode 0): a value
     // whose shape stays unknown makes the converters that need it refuse.
