@@ -27,6 +27,20 @@ int FreeLoopbackPort() {
   return ntohs(a.sin_port);
 }
 
+int DialLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 std::string TestTempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
   return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string("/tmp");

@@ -25,6 +25,9 @@ std::string TestTempDir();
 // A loopback TCP port nothing listens on now (bound to 0 and released).
 int FreeLoopbackPort();
 
+// A raw TCP connection to `port` on loopback, or -1.
+int DialLoopback(int port);
+
 // file:<TestTempDir()>/rendezvous with run id "<label>-<pid>-<counter>".
 RendezvousSpec LocalFileSpec(absl::string_view label);
 

@@ -55,12 +55,8 @@ TEST(TcpStoreTest, KeysAreWrittenOnceAndReadBack) {
 
   // An authenticated client's request announcing a 4 GiB key: the server
   // closes that connection (allocating nothing) and keeps serving the others.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int fd = testing::DialLoopback(port);
+  ASSERT_GE(fd, 0);
   std::string challenge(store_handshake::kChallengeBytes, '\0');
   ASSERT_EQ(recv(fd, challenge.data(), challenge.size(), MSG_WAITALL), static_cast<ssize_t>(challenge.size()));
   const std::string server_nonce = challenge.substr(store_handshake::kMagic.size());

@@ -35,20 +35,7 @@ constexpr char kOtherToken[] = "fedcba9876543210fedcba9876543210";
 
 int FreePort() { return testing::FreeLoopbackPort(); }
 
-// A raw connection to the store, or -1.
-int Dial(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+int Dial(int port) { return testing::DialLoopback(port); }
 
 int64_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");

@@ -303,18 +303,13 @@ Target StoreTarget() {
   for (const std::string& field : {std::string("key"), std::string("value")}) {
     set += std::string(1, static_cast<char>(field.size())) + std::string(3, '\0') + field;
   }
-  Target t{"store", {set, "AC\x01\0\0\0\x03\0\0\0key", "AG\x03\0\0\0key", "H" + std::string(49, 'T')},
+  // Requests hold NUL bytes: built with their lengths, not from C strings.
+  const std::string check("AC\x01\0\0\0\x03\0\0\0key", 14), get("AG\x03\0\0\0key", 9);
+  Target t{"store", {set, check, get, "H" + std::string(49, 'T')},
            {"S", "G", "C", "\xff\xff\xff\xff"}, nullptr, 100, /*must_survive=*/true};
   t.parse = [](const std::string& input) -> absl::Status {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      close(fd);
-      return absl::InternalError("the store no longer accepts connections");
-    }
+    const int fd = testing::DialLoopback(port);
+    if (fd < 0) return absl::InternalError("the store no longer accepts connections");
     const timeval timeout = {2, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
     std::string challenge(store_handshake::kChallengeBytes, '\0');
