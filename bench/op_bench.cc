@@ -120,7 +120,7 @@ absl::Status RunCase(const Case& c, int repeats) {
 std::string BoolAttr(const char* name) { return absl::StrCat("attr { key: \"", name, "\" value { b: true } }"); }
 
 // Transformer-sized shapes: batch 32, sequence 128, width 256, 4 heads,
-// MLP 1024, vocabulary 1000; the LSTM layer's cell on [32, 256].
+// MLP 1024, vocabulary 1000; an LSTM layer of width 256 over 128 steps.
 std::vector<Case> Cases() {
   return {
       {"layernorm", "LayerNorm", {{{32, 128, 256}}, {{256}}, {{256}}}, ""},
@@ -128,6 +128,8 @@ std::vector<Case> Cases() {
       {"batched_matmul", "BatchMatMul", {{{32, 4, 128, 64}}, {{32, 4, 128, 64}}}, BoolAttr("transpose_b")},
       {"attention_softmax", "Softmax", {{{32, 4, 128, 128}}}, ""},
       {"embedding", "Gather", {{{1000, 256}}, {{32, 128}, true, 1000}}, ""},
+      {"lstm", "LstmLayer", {{{128, 32, 256}}, {{1024, 256}}, {{1024, 256}}, {{1024}}},
+       "attr { key: \"hidden_size\" value { i: 256 } }"},
   };
 }
 

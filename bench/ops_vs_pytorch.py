@@ -3,7 +3,8 @@
 
 One thread each, the same shapes (batch 32, sequence 128, width 256, 4 heads,
 MLP 1024, vocabulary 1000): LayerNorm, GELU, the attention's batched MatMul,
-its softmax, and the embedding lookup with its gradient. Nereid's side is
+its softmax, the embedding lookup with its gradient, and an LSTM layer
+(width 256, 128 steps, time-major; Nereid's fused LstmLayer). Nereid's side is
 //bench:op_bench (each op in a graph Parameters -> op -> ReduceSum, timed by
 the executor); PyTorch's is the same op and y.sum().backward(). The two run
 alternately, --rounds times, and each round's medians are compared, since the
@@ -45,12 +46,15 @@ def torch_cases():
     s = p(B, H, T, T)
     table = p(V, D)
     ids = torch.randint(0, V, (B, T), generator=g)
+    lstm = torch.nn.LSTM(D, D)
+    x_lstm = p(T, B, D)
     return {
         "layernorm": lambda: ln(x_ln),
         "gelu": lambda: torch.nn.functional.gelu(x_gelu),
         "batched_matmul": lambda: q @ k.transpose(-2, -1),
         "attention_softmax": lambda: s.softmax(-1),
         "embedding": lambda: torch.nn.functional.embedding(ids, table),
+        "lstm": lambda: lstm(x_lstm)[0],
     }
 
 

@@ -23,18 +23,39 @@ absl::Status DnnlError(const dnnl::error& e, const char* what) {
 
 void SetOpenMpThreads(int threads) { omp_set_num_threads(std::max(1, threads)); }
 
+namespace {
+// Debian's oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, so its
+// primitives share one library-managed scratchpad: two running at once
+// corrupt each other (observed as heap corruption with --threads 2).
+// Primitive calls (and its GEMMs) are therefore serialised; each still uses
+// the cores reserved for its node, and non-oneDNN nodes run alongside.
+std::mutex& OneDnnSerial() {
+  static std::mutex* serial = new std::mutex();
+  return *serial;
+}
+}  // namespace
+
+absl::Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   const float* b, float beta, float* c, int threads) {
+  if (m == 0 || n == 0) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(OneDnnSerial());
+  SetOpenMpThreads(threads);
+  const dnnl_dim_t lda = transpose_a ? m : k, ldb = transpose_b ? k : n;
+  dnnl_status_t s = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
+                               c, n);
+  if (s != dnnl_success) {
+    return absl::InternalError(absl::StrCat("oneDNN sgemm [", m, "x", k, "] x [", k, "x", n, "] failed: status ", s));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
                           const char* what, const dnnl::memory::desc* scratchpad) {
-  // Debian's oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, so its
-  // primitives share one library-managed scratchpad: two running at once
-  // corrupt each other (observed as heap corruption with --threads 2).
-  // Primitive calls are therefore serialised; each still uses the cores
-  // reserved for its node, and non-oneDNN nodes run alongside. Winograd
-  // convolutions crashed on the library's scratchpad with --threads 2, so
-  // primitives built with scratchpad_mode::user run on this shared buffer.
-  static std::mutex* serial = new std::mutex();
+  // Winograd convolutions crashed on the library's scratchpad with
+  // --threads 2, so primitives built with scratchpad_mode::user run on this
+  // shared buffer (one at a time: OneDnnSerial).
   static std::vector<char>* shared_scratchpad = new std::vector<char>();
-  std::lock_guard<std::mutex> lock(*serial);
+  std::lock_guard<std::mutex> lock(OneDnnSerial());
   SetOpenMpThreads(threads);
   try {
     dnnl::stream stream(CpuEngine());

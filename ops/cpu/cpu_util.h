@@ -128,6 +128,12 @@ class PrimitiveCache {
 absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, int threads,
                           const char* what, const dnnl::memory::desc* scratchpad = nullptr);
 
+// C = alpha * op(A) op(B) + beta * C on row-major matrices (op: transpose or
+// not; C is [m, n], A [m, k] or [k, m], B [k, n] or [n, k]) through oneDNN's
+// sgemm on `threads` OpenMP threads, one call at a time as the primitives.
+absl::Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   const float* b, float beta, float* c, int threads);
+
 // A oneDNN memory over a tensor's buffer (no copy).
 dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t);
 // A plain row-major f32 descriptor of `dims`.

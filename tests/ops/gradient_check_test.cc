@@ -46,6 +46,7 @@ struct GradCase {
   std::vector<int32_t> labels;           // for loss ops: a labels Const as the last input
   bool scalar_output = false;            // loss ops: the op itself is the loss
   std::vector<int64_t> labels_dims;      // the labels' dims when not [labels.size()]
+  int output = 0;                        // the op's output the loss reads
 };
 
 std::string LabelsConst(const std::vector<int32_t>& labels, std::vector<int64_t> dims = {}) {
@@ -74,7 +75,8 @@ std::string BuildGraph(const GradCase& c) {
     return text;
   }
   text += OpNode("y", c.op, inputs, c.attrs);
-  text += OpNode("flat", "Reshape", {"y"}, Attr("shape", IntsValue({1, -1})));
+  text += OpNode("flat", "Reshape", {c.output == 0 ? std::string("y") : absl::StrCat("y:", c.output)},
+                 Attr("shape", IntsValue({1, -1})));
   text += OpNode("label0", "Const", {}, Attr("value", LabelsConst({0})));
   text += OpNode("loss", "SoftmaxCrossEntropy", {"flat", "label0"});
   return text;
@@ -245,6 +247,14 @@ const std::vector<GradCase>& Cases() {
       {"ReduceSum", "ReduceSum", {{{3, 4}}}, Attr("axes", IntsValue({1})) + Attr("keepdims", "b: false")},
       {"ReduceMeanApart", "ReduceMean", {{{2, 3, 4}}}, Attr("axes", IntsValue({0, 2}))},
       {"ReduceMax", "ReduceMax", {{{3, 5}, Values::kDistinct}}, Attr("axes", IntsValue({-1}))},
+      // LSTM through time: x [T=3, B=2, I=4], hidden 2; each output's path.
+      {"LstmLayer", "LstmLayer", {{{3, 2, 4}}, {{8, 4}}, {{8, 2}}, {{8}}}, Attr("hidden_size", "i: 2")},
+      {"LstmLayerReverseWithState", "LstmLayer", {{{3, 2, 4}}, {{8, 4}}, {{8, 2}}, {{8}}, {{2, 2}}, {{2, 2}}},
+       Attr("hidden_size", "i: 2") + Attr("reverse", "b: true")},
+      {"LstmLayerLastHidden", "LstmLayer", {{{3, 2, 4}}, {{8, 4}}, {{8, 2}}, {{8}}, {{2, 2}}, {{2, 2}}},
+       Attr("hidden_size", "i: 2"), {}, false, {}, 1},
+      {"LstmLayerLastCell", "LstmLayer", {{{4, 1, 3}}, {{8, 3}}, {{8, 2}}, {{8}}}, Attr("hidden_size", "i: 2") +
+       Attr("reverse", "b: true"), {}, false, {}, 2},
       {"BatchNorm", "BatchNorm",
        {{{4, 3, 3, 3}}, {{3}, Values::kPositive}, {{3}}, {{3}, Values::kUniform, false}, {{3}, Values::kPositive, false}}},
   };
