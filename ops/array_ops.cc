@@ -164,6 +164,27 @@ absl::StatusOr<GradResult> TransposeGradient(GradientBuilder& g) {
 
 // pads: begins for every axis, then ends (ONNX's order); the output grows by
 // both.
+// ONNX's Expand: x broadcast with `shape`; a 1 (or -1) there keeps x's
+// dimension, so a target holding the varying batch is written with -1.
+absl::StatusOr<std::vector<ShapeAndType>> ExpandShape(const InferenceContext& c) {
+  std::vector<int64_t> target = c.GetIntList("shape");
+  for (int64_t& d : target) {
+    if (d == -1) {
+      d = 1;
+    } else if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("attribute 'shape' holds ", d, "; dimensions are >= 0 or -1"));
+    }
+  }
+  ASSIGN_OR_RETURN(TensorShape out, shape_fns::Broadcast(c.input_shape(0), TensorShape(target)));
+  return shape_fns::Single(std::move(out), c.input_dtype(0));
+}
+
+absl::StatusOr<GradResult> ExpandGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "ReduceToShapeOf", {dy, g.input(0)}));
+  return GradResult{dx};
+}
+
 absl::StatusOr<std::vector<ShapeAndType>> PadShape(const InferenceContext& c) {
   const TensorShape& x = c.input_shape(0);
   std::vector<int64_t> pads = c.GetIntList("pads");
@@ -283,6 +304,15 @@ NEREID_REGISTER_OP(OpDefBuilder("Pad")
                        .SetGradient(PadGradient));
 NEREID_REGISTER_OP(GradientOp("PadGrad", "The part of dy Pad copied x into.", {"dy", "x"}, 1)
                        .RequiredAttr("pads", AttrType::kIntList));
+
+NEREID_REGISTER_OP(OpDefBuilder("Expand")
+                       .Summary("x broadcast to `shape` (NumPy rules; -1 or 1 keeps x's dimension).")
+                       .Input("x", kFloatTypes)
+                       .Output("y")
+                       .RequiredAttr("shape", AttrType::kIntList)
+                       .SetShapeFn(ExpandShape)
+                       .SetCostFn(cost_fns::NoFlops)
+                       .SetGradient(ExpandGradient));
 
 NEREID_REGISTER_OP(OpDefBuilder("Concat")
                        .Summary("Joins tensors along `axis`.")

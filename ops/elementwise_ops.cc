@@ -1,4 +1,5 @@
-// Binary elementwise arithmetic with NumPy broadcasting: +, -, *, /, ^.
+// Binary elementwise arithmetic with NumPy broadcasting: +, -, *, /, ^; and
+// Where, the broadcasting choice between two values.
 
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
@@ -60,6 +61,24 @@ absl::StatusOr<GradResult> PowGradient(GradientBuilder& g) {
   return GradResult{da, db};
 }
 
+absl::StatusOr<std::vector<ShapeAndType>> WhereShape(const InferenceContext& c) {
+  RETURN_IF_ERROR(shape_fns::RequireSameDtype(c, 1, 2));
+  ASSIGN_OR_RETURN(TensorShape values, shape_fns::Broadcast(c.input_shape(1), c.input_shape(2)));
+  ASSIGN_OR_RETURN(TensorShape out, shape_fns::Broadcast(c.input_shape(0), values));
+  return shape_fns::Single(std::move(out), c.input_dtype(1));
+}
+
+// dy goes to x where the condition holds and to y elsewhere, each summed back
+// over what it was broadcast along; the condition gets none.
+absl::StatusOr<GradResult> WhereGradient(GradientBuilder& g) {
+  ASSIGN_OR_RETURN(NodeOut dy, g.output_grad(0));
+  ASSIGN_OR_RETURN(NodeOut dx_full, g.Add("x_full", "WhereGrad", {dy, g.input(0)}, {{"branch", BoolAttr(true)}}));
+  ASSIGN_OR_RETURN(NodeOut dy_full, g.Add("y_full", "WhereGrad", {dy, g.input(0)}, {{"branch", BoolAttr(false)}}));
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "ReduceToShapeOf", {dx_full, g.input(1)}));
+  ASSIGN_OR_RETURN(NodeOut dother, g.Add("y", "ReduceToShapeOf", {dy_full, g.input(2)}));
+  return GradResult{std::nullopt, dx, dother};
+}
+
 OpDefBuilder Binary(const char* name, const char* summary, GradFn grad) {
   return OpDefBuilder(name)
       .Summary(summary)
@@ -81,6 +100,19 @@ NEREID_REGISTER_OP(Binary("Pow", "a ^ b, elementwise, with broadcasting.", PowGr
 NEREID_REGISTER_OP(GradientOp("DivGradDivisor", "-dy * y / b.", {"dy", "y", "b"}, 0));
 NEREID_REGISTER_OP(GradientOp("PowGradBase", "dy * b * a^(b - 1).", {"dy", "a", "b"}, 0));
 NEREID_REGISTER_OP(GradientOp("PowGradExponent", "dy * y * log(a).", {"dy", "a", "y"}, 0));
+NEREID_REGISTER_OP(OpDefBuilder("Where")
+                       .Summary("x where condition is non-zero, else y, elementwise, with broadcasting (a mask "
+                                "filling attention scores).")
+                       .Input("condition", kFloatTypes)
+                       .Input("x", kFloatTypes)
+                       .Input("y", kFloatTypes)
+                       .Output("out")
+                       .SetShapeFn(WhereShape)
+                       .SetCostFn(cost_fns::OneFlopPerOutput)
+                       .SetGradient(WhereGradient));
+NEREID_REGISTER_OP(GradientOp("WhereGrad", "dy where the condition is non-zero (branch true), or where it is zero.",
+                              {"dy", "condition"}, 0)
+                       .RequiredAttr("branch", AttrType::kBool));
 NEREID_REGISTER_OP(GradientOp("ReduceToShapeOf", "dy summed over the dimensions along which x was broadcast.",
                               {"dy", "x"}, 1));
 

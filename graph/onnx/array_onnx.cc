@@ -1,6 +1,6 @@
 // ONNX Flatten, Reshape, Squeeze, Unsqueeze, Concat, Slice, Split, Pad,
-// Transpose, Gather, Constant and Dropout -> Flatten / Reshape, Concat,
-// Slice, Pad, Transpose, Gather, Const, Dropout. Shapes that ONNX passes as tensors must be
+// Expand, Transpose, Gather, Constant and Dropout -> Flatten / Reshape,
+// Concat, Slice, Pad, Expand, Transpose, Gather, Const, Dropout. Shapes that ONNX passes as tensors must be
 // constants here: Nereid's Reshape takes its target as an attribute.
 
 #include <algorithm>
@@ -246,6 +246,35 @@ absl::Status ConvertSplit(OnnxNodeContext& c) {
 // Constant padding (pads an attribute before opset 11, a constant input
 // after); no padding at all is the input itself. Reflect and edge modes are
 // not supported.
+// Expand's target may hold the varying batch (folded from a Shape): it
+// becomes -1, which keeps the input's dimension, so the input must have the
+// batch there already (expanding a 1 to the batch is refused).
+absl::Status ConvertExpand(OnnxNodeContext& c) {
+  std::optional<int32_t> type = c.InputElemType(0);
+  if (type && *type != onnx::TensorProto::FLOAT) return c.Unsupported("a non-float input (Nereid expands floats)");
+  std::optional<std::vector<std::optional<int64_t>>> partial = c.PartialInts(1);
+  if (!partial) return c.Unsupported("the target shape is computed at run time; Nereid needs it constant");
+  std::optional<std::vector<int64_t>> dims = c.InputDims(0);
+  std::vector<int64_t> target;
+  for (size_t i = 0; i < partial->size(); ++i) {
+    if ((*partial)[i].has_value()) {
+      target.push_back(*(*partial)[i]);
+      continue;
+    }
+    const int64_t offset = static_cast<int64_t>(partial->size()) - static_cast<int64_t>(dims ? dims->size() : 0);
+    const int64_t axis = static_cast<int64_t>(i) - offset;
+    if (!dims || axis < 0 || (*dims)[axis] == 1) {
+      return c.Unsupported(absl::StrCat("dimension ", i, " of the target varies (the batch) where the input has none"));
+    }
+    target.push_back(-1);
+  }
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["shape"] = IntsAttrValue(target);
+  c.SetOutput(0, c.AddNode("Expand", {x}, attrs));
+  return absl::OkStatus();
+}
+
 absl::Status ConvertPad(OnnxNodeContext& c) {
   const std::string mode = c.StringAttr("mode", "constant");
   if (mode != "constant") return c.Unsupported(absl::StrCat("mode '", mode, "' (only constant padding is supported)"));
@@ -362,6 +391,7 @@ NEREID_REGISTER_ONNX_OP("Concat", "axis", ConvertConcat);
 NEREID_REGISTER_ONNX_OP("Slice", "starts ends axes", ConvertSlice);
 NEREID_REGISTER_ONNX_OP("Split", "axis split", ConvertSplit);
 NEREID_REGISTER_ONNX_OP("Pad", "mode pads value", ConvertPad);
+NEREID_REGISTER_ONNX_OP("Expand", "", ConvertExpand);
 NEREID_REGISTER_ONNX_OP("Transpose", "perm", ConvertTranspose);
 NEREID_REGISTER_ONNX_OP("Gather", "axis", ConvertGather);
 NEREID_REGISTER_ONNX_OP("Constant", "value value_float value_floats value_int value_ints", ConvertConstant);

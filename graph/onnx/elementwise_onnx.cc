@@ -1,6 +1,7 @@
-// ONNX activations, elementwise arithmetic, Softmax and LogSoftmax -> the
-// Nereid ops of the same name. Nereid computes in floating point: an integer
-// operand is refused, except a constant exponent of Pow (made float).
+// ONNX activations, elementwise arithmetic, Where, Cast, Softmax and
+// LogSoftmax -> the Nereid ops of the same name. Nereid computes in floating
+// point: an integer operand is refused, except a constant exponent of Pow and
+// a constant condition of Where (made float), and Cast's own.
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -114,8 +115,70 @@ OnnxConverterFn SoftmaxLike(const std::string& op) {
   };
 }
 
+// Where's condition is boolean in ONNX; Nereid's is float (non-zero: true),
+// so a constant one (a causal or padding mask) becomes a float constant. A
+// condition computed at run time would need ONNX's comparisons, which are
+// folded at import but have no kernels.
+absl::Status ConvertWhere(OnnxNodeContext& c) {
+  RETURN_IF_ERROR(RequireFloat(c, 1));
+  RETURN_IF_ERROR(RequireFloat(c, 2));
+  std::optional<std::vector<int64_t>> dims = c.InputDims(0);
+  std::optional<std::vector<float>> values = c.ConstantFloats(0);
+  if (!values) {
+    std::optional<std::vector<int64_t>> ints = c.ConstantInts(0);
+    if (ints) values = std::vector<float>(ints->begin(), ints->end());
+  }
+  if (!values || !dims) return c.Unsupported("a condition computed at run time (Nereid's Where takes a constant mask)");
+  std::string condition = c.AddFloatConstant(*values, *dims, "condition");
+  ASSIGN_OR_RETURN(std::string x, c.Input(1));
+  ASSIGN_OR_RETURN(std::string y, c.Input(2));
+  c.SetOutput(0, c.AddNode("Where", {condition, x, y}));
+  return absl::OkStatus();
+}
+
+// Between float32, int32 and int64; a Cast to the type the input already
+// has is an Identity.
+absl::Status ConvertCast(OnnxNodeContext& c) {
+  auto nereid_type = [](int64_t onnx_type) -> std::optional<DataType> {
+    switch (onnx_type) {
+      case onnx::TensorProto::FLOAT:
+        return DT_FLOAT;
+      case onnx::TensorProto::INT32:
+        return DT_INT32;
+      case onnx::TensorProto::INT64:
+        return DT_INT64;
+      default:
+        return std::nullopt;
+    }
+  };
+  const int64_t to_onnx = c.IntAttr("to", onnx::TensorProto::UNDEFINED);
+  std::optional<DataType> to = nereid_type(to_onnx);
+  if (!to) {
+    return c.Unsupported(absl::StrCat("a cast to ", onnx::TensorProto::DataType_Name(
+                                                        static_cast<onnx::TensorProto::DataType>(to_onnx)),
+                                      " (Nereid casts between float32, int32 and int64)"));
+  }
+  std::optional<int32_t> from_onnx = c.InputElemType(0);
+  std::optional<DataType> from = from_onnx ? nereid_type(*from_onnx) : std::nullopt;
+  if (from_onnx && !from) {
+    return c.Unsupported(absl::StrCat("a cast from ", onnx::TensorProto::DataType_Name(
+                                                          static_cast<onnx::TensorProto::DataType>(*from_onnx))));
+  }
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  if (from == to) {
+    c.SetOutput(0, c.AddNode("Identity", {x}));
+    return absl::OkStatus();
+  }
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["to"].set_type(*to);
+  c.SetOutput(0, c.AddNode("Cast", {x}, attrs));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+NEREID_REGISTER_ONNX_OP("Where", "", ConvertWhere);
+NEREID_REGISTER_ONNX_OP("Cast", "to", ConvertCast);
 NEREID_REGISTER_ONNX_OP("Relu", "", Unary("Relu"));
 NEREID_REGISTER_ONNX_OP("Sigmoid", "", Unary("Sigmoid"));
 NEREID_REGISTER_ONNX_OP("Tanh", "", Unary("Tanh"));

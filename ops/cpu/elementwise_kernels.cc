@@ -1,6 +1,6 @@
-// Add, Sub, Mul, Div and Pow with NumPy broadcasting (and the pieces of their
-// gradients), the reduction that undoes a broadcast
-// in the backward pass, and AddN (gradient accumulation).
+// Add, Sub, Mul, Div, Pow and Where with NumPy broadcasting (and the pieces
+// of their gradients), Expand, the reduction that undoes a broadcast in the
+// backward pass, and AddN (gradient accumulation).
 
 #include <cmath>
 
@@ -34,6 +34,34 @@ struct PowGradBase {
 };
 struct PowGradExponent {
   static float Apply(float dy, float a, float y) { return dy * y * std::log(a); }
+};
+
+struct WhereOp {
+  static float Apply(float condition, float x, float y) { return condition != 0.0f ? x : y; }
+};
+struct Copy {
+  static float Apply(float x) { return x; }
+};
+
+// dy where the condition holds (branch true) or where it does not.
+class WhereGradKernel : public OpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    branch_ = attrs.at("branch")->b();
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override { return branch_ ? taken_.Compute(ctx) : other_.Compute(ctx); }
+
+ private:
+  struct Taken {
+    static float Apply(float dy, float condition) { return condition != 0.0f ? dy : 0.0f; }
+  };
+  struct Other {
+    static float Apply(float dy, float condition) { return condition != 0.0f ? 0.0f : dy; }
+  };
+  bool branch_ = true;
+  cpu::BroadcastKernel<2, Taken> taken_;
+  cpu::BroadcastKernel<2, Other> other_;
 };
 
 // (dy, x) -> dy summed down to x's shape; dy itself when nothing was
@@ -80,6 +108,8 @@ class AddNKernel : public OpKernel {
 };
 
 template <typename F>
+using Unary = cpu::BroadcastKernel<1, F>;
+template <typename F>
 using Binary = cpu::BroadcastKernel<2, F>;
 template <typename F>
 using Ternary = cpu::BroadcastKernel<3, F>;
@@ -92,6 +122,9 @@ NEREID_REGISTER_KERNEL("Pow", kCpu, DT_FLOAT, Binary<PowOp>);
 NEREID_REGISTER_KERNEL("DivGradDivisor", kCpu, DT_FLOAT, Ternary<DivGradDivisor>);
 NEREID_REGISTER_KERNEL("PowGradBase", kCpu, DT_FLOAT, Ternary<PowGradBase>);
 NEREID_REGISTER_KERNEL("PowGradExponent", kCpu, DT_FLOAT, Ternary<PowGradExponent>);
+NEREID_REGISTER_KERNEL("Where", kCpu, DT_FLOAT, Ternary<WhereOp>);
+NEREID_REGISTER_KERNEL("WhereGrad", kCpu, DT_FLOAT, WhereGradKernel);
+NEREID_REGISTER_KERNEL("Expand", kCpu, DT_FLOAT, Unary<Copy>);
 NEREID_REGISTER_KERNEL("ReduceToShapeOf", kCpu, DT_FLOAT, ReduceToShapeOfKernel);
 NEREID_REGISTER_KERNEL("AddN", kCpu, DT_FLOAT, AddNKernel);
 

@@ -2,8 +2,11 @@
 // Nereid's CPU kernels. Each case is a one-op model with input and expected
 // output tensors; a case runs when every op in it has a converter and the
 // importer can express it. Integer inputs (Reshape's target shape) are made
-// initializers first, and so are scalars (Dropout's ratio): Nereid takes
-// such operands as constants.
+// initializers first, and so are scalars (Dropout's ratio) and booleans
+// (Where's condition: a mask): Nereid takes such operands as constants.
+// Cast is exempt from "every op passes a case": ONNX 1.12's Cast tests cast
+// among float16, bfloat16, float64 and strings only; tests/ops/cast_test.cc
+// checks Nereid's float32 / int32 / int64 casts.
 //
 // A case passes when every output matches within ONNX's backend-test
 // tolerance (rtol 1e-3, atol 1e-7). The test fails on any case that imports
@@ -129,7 +132,8 @@ Outcome RunCase(const std::string& dir, std::vector<std::string>& ops) {
       }
       const int32_t type = value.data_type();
       if (!v.type().has_tensor_type()) return {Outcome::kSkipped, absl::StrCat("input ", v.name(), " is not a tensor")};
-      if (type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || value.dims_size() == 0) {
+      if (type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32 || type == onnx::TensorProto::BOOL ||
+          value.dims_size() == 0) {
         value.set_name(v.name());
         *graph->add_initializer() = value;  // a constant operand (a shape, a ratio), as in real models
         continue;
@@ -226,6 +230,7 @@ TEST(OnnxConformance, EverySupportedOpPassesOnnxsNodeTests) {
               passed, failures.size(), skipped, unsupported_ops.size());
   EXPECT_TRUE(failures.empty()) << absl::StrJoin(failures, "\n");
   for (const std::string& op : OnnxConverterRegistry::Global().OpTypes()) {
+    if (op == "Cast") continue;  // see the top of this file
     EXPECT_GT(passed_by_op[op], 0) << "no ONNX node test of " << op << " passed";
   }
 }

@@ -30,7 +30,7 @@ using testing::IntsValue;
 using testing::OpNode;
 using testing::ShapeValue;
 
-enum class Values { kUniform, kAwayFromZero, kDistinct, kPositive };
+enum class Values { kUniform, kAwayFromZero, kDistinct, kPositive, kMask };
 
 struct InputSpec {
   std::vector<int64_t> dims;
@@ -89,6 +89,7 @@ std::vector<float> Draw(int64_t n, Values kind, std::mt19937_64& rng) {
     float x = u(rng);
     if (kind == Values::kAwayFromZero) x = x < 0 ? x - 0.1f : x + 0.1f;
     if (kind == Values::kPositive) x = 0.5f + std::fabs(x);
+    if (kind == Values::kMask) x = i % 3 == 0 ? 0.0f : 1.0f;
     v[i] = x;
   }
   if (kind == Values::kDistinct) {
@@ -239,6 +240,9 @@ const std::vector<GradCase>& Cases() {
       {"Slice", "Slice", {{{3, 7}}}, Attr("axis", "i: 1") + Attr("begin", "i: 1") + Attr("size", "i: 4")},
       {"SliceStrided", "Slice", {{{2, 7, 3}}},
        Attr("axis", "i: 1") + Attr("begin", "i: 0") + Attr("size", "i: 4") + Attr("stride", "i: 2")},
+      {"Where", "Where", {{{2, 3}, Values::kMask, false}, {{2, 3}}, {{3}}}},
+      {"Expand", "Expand", {{{3, 1}}}, Attr("shape", IntsValue({2, -1, 4}))},
+      {"Cast", "Cast", {{{2, 3}}}, Attr("to", "type: DT_FLOAT")},
       {"Pad", "Pad", {{{2, 3, 4}}}, Attr("pads", IntsValue({0, 1, 2, 1, 0, 1})) + Attr("value", "f: 0.5")},
       {"Gather", "Gather", {{{5, 3}}}, "", {0, 3, 4, 1, 3}},
       {"GatherAxis1", "Gather", {{{2, 5, 3}}}, Attr("axis", "i: 1"), {4, 0, 4}},
