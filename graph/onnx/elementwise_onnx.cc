@@ -3,6 +3,8 @@
 // point: an integer operand is refused, except a constant exponent of Pow and
 // a constant condition of Where (made float), and Cast's own.
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "graph/onnx/onnx_converter.h"
@@ -124,9 +126,12 @@ absl::Status ConvertWhere(OnnxNodeContext& c) {
   RETURN_IF_ERROR(RequireFloat(c, 2));
   std::optional<std::vector<int64_t>> dims = c.InputDims(0);
   std::optional<std::vector<float>> values = c.ConstantFloats(0);
-  if (!values) {
-    std::optional<std::vector<int64_t>> ints = c.ConstantInts(0);
-    if (ints) values = std::vector<float>(ints->begin(), ints->end());
+  if (!values) {  // a mask folded at import (a comparison of constants)
+    std::optional<std::vector<std::optional<int64_t>>> folded = c.PartialInts(0);
+    if (folded && std::all_of(folded->begin(), folded->end(), [](const auto& v) { return v.has_value(); })) {
+      values.emplace();
+      for (const auto& v : *folded) values->push_back(static_cast<float>(*v));
+    }
   }
   if (!values || !dims) return c.Unsupported("a condition computed at run time (Nereid's Where takes a constant mask)");
   std::string condition = c.AddFloatConstant(*values, *dims, "condition");

@@ -229,6 +229,21 @@ absl::StatusOr<DataType> FromOnnxType(int32_t type) {
 template <typename T>
 std::optional<std::vector<T>> ConstantValues(const onnx::TensorProto* tensor) {
   if (tensor == nullptr) return std::nullopt;
+  if (tensor->data_type() == onnx::TensorProto::BOOL) {  // a mask: one byte (or int32) per element
+    int64_t n = 1;
+    for (int64_t d : tensor->dims()) n *= d;
+    if (n < 0 || n > (int64_t{1} << 26)) return std::nullopt;
+    std::vector<T> out(n);
+    const std::string& raw = tensor->raw_data();
+    if (static_cast<int64_t>(raw.size()) == n) {
+      for (int64_t i = 0; i < n; ++i) out[i] = raw[i] != 0 ? T{1} : T{0};
+    } else if (tensor->int32_data_size() == n) {
+      for (int64_t i = 0; i < n; ++i) out[i] = tensor->int32_data(i) != 0 ? T{1} : T{0};
+    } else {
+      return std::nullopt;
+    }
+    return out;
+  }
   absl::StatusOr<TensorProto> t = FromOnnxTensor(*tensor);
   if (!t.ok()) return std::nullopt;
   int64_t n = 1;
