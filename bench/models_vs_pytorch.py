@@ -142,6 +142,7 @@ def models(vision, image_size=32):
     out = [("attention", Attention, token_batch),
            ("transformer_encoder", Encoder, token_batch),
            ("lstm", lambda: Recurrent(nn.LSTM), token_batch),
+           ("bidirectional_lstm", lambda: Recurrent(nn.LSTM, bidirectional=True), token_batch),
            ("bidirectional_gru", lambda: Recurrent(nn.GRU, bidirectional=True), token_batch),
            ("conv1d", conv1d, lambda n, rng: torch.from_numpy(rng.standard_normal((n, 3, 32)).astype(np.float32)))]
     if vision:
