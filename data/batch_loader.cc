@@ -129,13 +129,15 @@ Batch BatchLoader::Assemble(const std::vector<int64_t>& shard, int64_t epoch, in
   b.size = end - begin;
   b.image_dims = {b.size, ds.channels, ds.height, ds.width};
   b.images.resize(static_cast<size_t>(b.size * image_size));
-  b.labels.resize(static_cast<size_t>(b.size));
+  const int64_t per_example = ds.labels_per_example;
+  b.labels_per_example = per_example;
+  b.labels.resize(static_cast<size_t>(b.size * per_example));
   b.example_indices.assign(shard.begin() + begin, shard.begin() + end);
   for (int64_t k = 0; k < b.size; ++k) {
     const int64_t row = b.example_indices[k];
     std::memcpy(b.images.data() + k * image_size, ds.images.data() + row * image_size,
                 static_cast<size_t>(image_size) * sizeof(float));
-    b.labels[k] = ds.labels[row];
+    std::copy_n(ds.labels.data() + row * per_example, per_example, b.labels.data() + k * per_example);
   }
   return b;
 }

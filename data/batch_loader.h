@@ -56,7 +56,8 @@ struct Batch {
   int64_t size = 0;                      // examples in this batch
   std::vector<int64_t> image_dims;       // {size, C, H, W}
   std::vector<float> images;             // size * C * H * W, NCHW
-  std::vector<int32_t> labels;           // size
+  std::vector<int32_t> labels;           // size * labels_per_example
+  int64_t labels_per_example = 1;
   std::vector<int64_t> example_indices;  // row of each example in the Dataset
 };
 

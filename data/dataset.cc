@@ -26,14 +26,18 @@ absl::Status Dataset::Validate() const {
                                                    " floats of pixels, expected ", num_examples,
                                                    " x ", channels, "x", height, "x", width));
   }
-  if (static_cast<int64_t>(labels.size()) != num_examples) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(who, ": holds ", labels.size(), " labels for ", num_examples, " examples"));
+  if (labels_per_example < 1 || num_examples > INT64_MAX / labels_per_example ||
+      static_cast<int64_t>(labels.size()) != num_examples * labels_per_example) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": holds ", labels.size(), " labels for ", num_examples,
+                                                   " examples of ", labels_per_example, " each"));
   }
   for (size_t i = 0; i < labels.size(); ++i) {
-    if (labels[i] < 0 || labels[i] >= num_classes) {
-      return absl::InvalidArgumentError(absl::StrCat(who, ": label ", labels[i], " of example ", i,
-                                                     " is outside [0, ", num_classes, ")"));
+    if ((labels[i] < 0 || labels[i] >= num_classes) && labels[i] != kIgnoredLabel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": label ", labels[i], " of example ", static_cast<int64_t>(i) / labels_per_example,
+                       labels_per_example > 1 ? absl::StrCat(" position ", static_cast<int64_t>(i) % labels_per_example)
+                                              : "",
+                       " is outside [0, ", num_classes, ") and is not ", kIgnoredLabel, " (ignored)"));
     }
   }
   return absl::OkStatus();
@@ -44,7 +48,7 @@ void Dataset::Truncate(int64_t n) {
   num_examples = n;
   images.resize(static_cast<size_t>(n * image_size()));
   images.shrink_to_fit();
-  labels.resize(static_cast<size_t>(n));
+  labels.resize(static_cast<size_t>(n * labels_per_example));
   labels.shrink_to_fit();
 }
 

@@ -65,9 +65,10 @@ absl::StatusOr<Dataset> LoadNpzDataset(const std::string& dir, const std::string
     return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' is ", images->DebugString(),
                                                    "; expected [N, D], [N, H, W] or [N, C, H, W]"));
   }
-  if (labels->rank() != 1 || labels->dim(0) != d[0]) {
+  if (labels->rank() < 1 || labels->rank() > 2 || labels->dim(0) != d[0] || (labels->rank() == 2 && labels->dim(1) < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": 'labels' is ", labels->DebugString(), "; expected [",
-                                                   d[0], "], one label per image"));
+                                                   d[0], "] (one label per example) or [", d[0],
+                                                   ", T] (one per position)"));
   }
   Dataset ds;
   ds.name = absl::StrCat("npy/", split_name);
@@ -85,8 +86,10 @@ absl::StatusOr<Dataset> LoadNpzDataset(const std::string& dir, const std::string
       return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' is ", images->DebugString(),
                                                      "; expected float32, float64, uint8, int32 or int64"));
   }
-  ds.labels.resize(ds.num_examples);
-  for (int64_t i = 0; i < ds.num_examples; ++i) {
+  ds.labels_per_example = labels->rank() == 2 ? labels->dim(1) : 1;
+  ds.labels.resize(labels->num_elements());
+  int32_t max_label = 0;
+  for (int64_t i = 0; i < labels->num_elements(); ++i) {
     int64_t v;
     if (labels->dtype() == DT_INT64) {
       v = labels->data<int64_t>()[i];
@@ -96,12 +99,14 @@ absl::StatusOr<Dataset> LoadNpzDataset(const std::string& dir, const std::string
       return absl::InvalidArgumentError(absl::StrCat(path, ": 'labels' is ", labels->DebugString(),
                                                      "; expected int32 or int64"));
     }
-    if (v < 0 || v > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": label ", i, " is ", v, "; labels are class numbers from 0"));
+    if ((v < 0 || v > 65535) && v != kIgnoredLabel) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": label ", i, " is ", v, "; labels are class numbers from 0 (",
+                                                     kIgnoredLabel, ": a position to ignore)"));
     }
     ds.labels[i] = static_cast<int32_t>(v);
+    max_label = std::max(max_label, ds.labels[i]);
   }
-  ds.num_classes = ds.labels.empty() ? 1 : *std::max_element(ds.labels.begin(), ds.labels.end()) + 1;
+  ds.num_classes = max_label + 1;
   for (int64_t i = 0; i < static_cast<int64_t>(ds.images.size()); ++i) {
     if (!std::isfinite(ds.images[i])) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": 'images' element ", i, " is ", ds.images[i]));

@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/npz_file.h"
+#include "data/batch_loader.h"
 #include "data/csv_dataset.h"
 #include "data/npz_dataset.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace nereid {
@@ -108,13 +110,47 @@ TEST(NpzDataset, ReadsImagesAndLabels) {
   EXPECT_EQ(ds->images[7], 8);
 }
 
+// A tagger's or a language model's targets: [N, T] labels, one per
+// position, -100 where a position is ignored; batches carry them per example.
+TEST(NpzDataset, ReadsOneLabelPerPositionAndBatchesThem) {
+  const std::string dir = Dir("npz_sequence");
+  Tensor ids = *Tensor::Allocate(DT_INT64, {3, 4});
+  Tensor labels = *Tensor::Allocate(DT_INT64, {3, 4});
+  for (int i = 0; i < 12; ++i) {
+    ids.data<int64_t>()[i] = i;
+    labels.data<int64_t>()[i] = i % 4 == 3 ? kIgnoredLabel : i % 5;
+  }
+  ASSERT_TRUE(WriteNpz(dir + "/train.npz", {{"images", ids}, {"labels", labels}}).ok());
+  absl::StatusOr<Dataset> ds = LoadNpzDataset(dir, "train");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(ds->labels_per_example, 4);
+  EXPECT_EQ(ds->num_classes, 5);
+  auto shared = std::make_shared<const Dataset>(*ds);
+  LoaderOptions lo;
+  lo.batch_size = 2;
+  lo.shuffle = false;
+  auto loader = BatchLoader::Create(shared, lo);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  (*loader)->StartEpoch(0);
+  std::optional<Batch> first = (*loader)->Next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->labels_per_example, 4);
+  EXPECT_THAT(first->labels, ::testing::ElementsAre(0, 1, 2, kIgnoredLabel, 4, 0, 1, kIgnoredLabel));
+
+  Tensor bad = *labels.Clone();
+  bad.data<int64_t>()[5] = -7;
+  ASSERT_TRUE(WriteNpz(dir + "/train.npz", {{"images", ids}, {"labels", bad}}).ok());
+  EXPECT_THAT(std::string(LoadNpzDataset(dir, "train").status().message()),
+              ::testing::HasSubstr("label 5 is -7; labels are class numbers from 0 (-100: a position to ignore)"));
+}
+
 TEST(NpzDataset, RefusesMismatchedOrNonFiniteArrays) {
   const std::string dir = Dir("npz_bad");
   Tensor images = *Tensor::FromVector({2, 3}, {1, 2, 3, 4, 5, std::nanf("")});
   Tensor labels = *Tensor::Allocate(DT_INT32, {3});
   for (int i = 0; i < 3; ++i) labels.data<int32_t>()[i] = i;
   ASSERT_TRUE(WriteNpz(dir + "/train.npz", {{"images", images}, {"labels", labels}}).ok());
-  EXPECT_NE(LoadNpzDataset(dir, "train").status().message().find("one label per image"), std::string::npos);
+  EXPECT_NE(LoadNpzDataset(dir, "train").status().message().find("one label per example"), std::string::npos);
   Tensor two = *Tensor::Allocate(DT_INT32, {2});
   two.data<int32_t>()[0] = two.data<int32_t>()[1] = 0;
   ASSERT_TRUE(WriteNpz(dir + "/train.npz", {{"images", images}, {"labels", two}}).ok());

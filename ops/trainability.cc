@@ -48,15 +48,17 @@ absl::StatusOr<TrainabilityReport> CheckTrainable(const Graph& graph, const std:
   const std::string logits_name = GraphAttr(graph, "logits");
   if (const Node* logits = logits_name.empty() ? nullptr : graph.FindNode(logits_name); logits != nullptr) {
     const TensorShape& shape = logits->outputs()[0].shape;
-    if (shape.rank() != 2) {
+    if (shape.rank() < 2) {
       return NodeError(graph, *logits, absl::StrCat("is the logits but has shape ", shape.ToString(),
-                                                    "; evaluation needs [batch, classes]"),
+                                                    "; evaluation needs [batch, classes] (or [batch, positions, "
+                                                    "classes] for a sequence)"),
                        absl::StatusCode::kFailedPrecondition);
     }
     // The classes the graph declares are the ones its logits score.
     const int64_t declared = GraphAttrInt(graph, "num_classes", -1);
-    if (declared >= 0 && shape.dim(1) >= 0 && declared != shape.dim(1)) {
-      return NodeError(graph, *logits, absl::StrCat("is the logits, scoring ", shape.dim(1),
+    const int64_t scored = shape.dim(shape.rank() - 1);
+    if (declared >= 0 && scored >= 0 && declared != scored) {
+      return NodeError(graph, *logits, absl::StrCat("is the logits, scoring ", scored,
                                                     " classes, but the graph attribute num_classes is ", declared,
                                                     ": make them agree"),
                        absl::StatusCode::kFailedPrecondition);
@@ -69,8 +71,9 @@ absl::StatusOr<TrainabilityReport> CheckTrainable(const Graph& graph, const std:
     const std::string feed = NodeAttrString(*n, "feed", n->name());
     const TensorShape& shape = n->outputs()[0].shape;
     if (feed == "labels") {
-      if (n->outputs()[0].dtype != DT_INT32 || shape.rank() != 1) {
-        return NodeError(graph, *n, absl::StrCat("is fed the labels, which are int32 [-1]; it is ", Describe(*n)),
+      if (n->outputs()[0].dtype != DT_INT32 || shape.rank() < 1) {
+        return NodeError(graph, *n, absl::StrCat("is fed the labels, which are int32 [-1] (or [-1, T] for one per "
+                                                 "position); it is ", Describe(*n)),
                          absl::StatusCode::kFailedPrecondition);
       }
       report.labels = Describe(*n);

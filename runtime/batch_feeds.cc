@@ -65,7 +65,9 @@ absl::StatusOr<FeedMap> FeedsOf(const data::Batch& batch, const FeedLayout& layo
       return absl::InvalidArgumentError(absl::StrCat("the model's images input is ", DataTypeName(layout.images_dtype),
                                                      "; it can be fed float32, int32 or int64"));
   }
-  ASSIGN_OR_RETURN(Tensor labels, Tensor::Allocate(DT_INT32, {batch.size}));
+  std::vector<int64_t> label_dims = {batch.size};
+  if (batch.labels_per_example > 1) label_dims.push_back(batch.labels_per_example);
+  ASSIGN_OR_RETURN(Tensor labels, Tensor::Allocate(DT_INT32, label_dims));
   std::memcpy(labels.raw(), batch.labels.data(), labels.num_bytes());
   FeedMap feeds;
   feeds["images"] = std::move(images);

@@ -32,6 +32,9 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
   ASSIGN_OR_RETURN(std::unique_ptr<data::BatchLoader> loader, data::BatchLoader::Create(test, lo));
   loader->StartEpoch(0);
   info.training = false;
+  // Accuracy over the positions scored (each example's, or each sequence
+  // position's with kIgnoredLabel skipped); the loss weighted by them, as the
+  // loss averages over them.
   int64_t correct = 0, seen = 0;
   double loss_sum = 0;
   while (std::optional<data::Batch> batch = loader->Next()) {
@@ -41,14 +44,23 @@ absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<c
     ASSIGN_OR_RETURN(std::vector<Tensor> out, executor.Evaluate(info, feeds, fetches));
     if (scores) {
       const Tensor& logits = out[part.sends.size()];
-      int64_t k = logits.dim(1);
-      for (int64_t i = 0; i < batch->size; ++i) {
+      const int64_t k = logits.rank() >= 2 ? logits.dim(logits.rank() - 1) : 0;
+      const int64_t positions = static_cast<int64_t>(batch->labels.size());
+      if (k < 1 || logits.num_elements() < positions * k) {
+        return absl::InvalidArgumentError(absl::StrCat("logits '", part.logits, "' are ", logits.DebugString(),
+                                                       " for ", positions, " labels of the batch; expected ",
+                                                       positions, " rows of class scores"));
+      }
+      int64_t scored = 0;
+      for (int64_t i = 0; i < positions; ++i) {
+        if (batch->labels[i] == data::kIgnoredLabel) continue;
         const float* row = logits.data<float>() + i * k;
         int64_t best = std::max_element(row, row + k) - row;
         correct += best == batch->labels[i];
+        ++scored;
       }
-      loss_sum += out[part.sends.size() + 1].data<float>()[0] * batch->size;
-      seen += batch->size;
+      loss_sum += out[part.sends.size() + 1].data<float>()[0] * scored;
+      seen += scored;
     }
     if (options.report) {
       options.report(absl::StrCat("phase=eval epoch=", info.epoch, " batch=", batch->index_in_epoch));

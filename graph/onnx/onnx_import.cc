@@ -837,8 +837,16 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const
   if (!ref.ok()) return ref.status();
   NodeDef* logits = b.AddNode("logits", "Identity");
   logits->add_input(*ref);
+  // One label per row of class scores: [B] for [B, K] logits, [B, T] for a
+  // sequence's [B, T, K].
+  std::optional<std::vector<int64_t>> out_dims = b.Dims(output);
   NodeDef* labels = b.AddNode("labels", "Input");
   (*labels->mutable_attr())["shape"].mutable_shape()->add_dim(-1);
+  if (out_dims && out_dims->size() > 2) {
+    for (size_t i = 1; i + 1 < out_dims->size(); ++i) {
+      (*labels->mutable_attr())["shape"].mutable_shape()->add_dim((*out_dims)[i]);
+    }
+  }
   (*labels->mutable_attr())["dtype"].set_type(DT_INT32);
   (*labels->mutable_attr())["feed"].set_s("labels");
   NodeDef* loss = b.AddNode("loss", options.loss);
@@ -847,8 +855,9 @@ absl::StatusOr<GraphDef> ImportOnnxModel(const onnx::ModelProto& original, const
   SetGraphAttr(def, "loss", loss->name());
   SetGraphAttr(def, "logits", logits->name());
   if (!options.dataset.empty()) SetGraphAttr(def, "dataset", options.dataset);
-  std::optional<std::vector<int64_t>> out_dims = b.Dims(output);
-  if (out_dims && out_dims->size() == 2 && (*out_dims)[1] > 0) (*def.mutable_attr())["num_classes"].set_i((*out_dims)[1]);
+  if (out_dims && out_dims->size() >= 2 && out_dims->back() > 0) {
+    (*def.mutable_attr())["num_classes"].set_i(out_dims->back());
+  }
   return def;
 }
 

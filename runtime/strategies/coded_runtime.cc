@@ -34,6 +34,9 @@ class CodedRuntime : public StrategyRuntime {
   absl::Status Prepare(StrategyContext& c) override {
     if (c.group == nullptr) return absl::FailedPreconditionError("a coded plan runs on its master and coded workers");
     const int rank = c.options->rank;
+    if (c.train->labels_per_example != 1) {
+      return absl::UnimplementedError("coded computing takes one label per example, not one per position");
+    }
     if (rank == 0) {
       ASSIGN_OR_RETURN(Tensor labels, Tensor::Allocate(DT_INT32, {c.train->num_examples}));
       std::memcpy(labels.raw(), c.train->labels.data(), labels.num_bytes());

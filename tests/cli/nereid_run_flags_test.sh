@@ -204,4 +204,44 @@ for split, n in (("train", 64), ("test", 32)):
 PY
 expect 0 "1 epochs, 1 steps" "$nereid" run models/lenet_fashion.pbtxt --dataset "npy:$tmp/flat" --threads 1 --quiet
 expect 0 "1 epochs, 1 steps" "$nereid" run models/lenet_fashion.pbtxt --dataset "csv:$tmp/flat" --threads 1 --quiet
+# A tagger: int64 token ids [N, 6] and one label per position ([N, 6],
+# -100 where a position is padding) train an embedding + linear model whose
+# logits are [B, 6, 5]; the accuracy counts positions, skipping padding.
+# The task (label = id mod 5) is learnable exactly; chance is 20%.
+/usr/bin/python3 - "$tmp/tagged" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(1)
+for split, n in (("train", 512), ("test", 128)):
+    ids = rng.integers(0, 20, size=(n, 6)).astype(np.int64)
+    labels = ids % 5
+    labels[:, 5] = -100  # the last position is padding
+    np.savez(f"{d}/{split}.npz", images=ids, labels=labels)
+with open(f"{d}/tagger.pbtxt", "w") as f:
+    f.write("""
+attr { key: "loss" value { s: "loss" } }
+attr { key: "logits" value { s: "logits" } }
+attr { key: "num_classes" value { i: 5 } }
+node { name: "ids" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 6 } } }
+       attr { key: "dtype" value { type: DT_INT64 } } attr { key: "feed" value { s: "images" } } }
+node { name: "labels" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 6 } } }
+       attr { key: "dtype" value { type: DT_INT32 } } attr { key: "feed" value { s: "labels" } } }
+node { name: "table" op: "Parameter" attr { key: "shape" value { shape { dim: 20 dim: 16 } } } }
+node { name: "embedded" op: "Gather" input: "table" input: "ids" }
+node { name: "w" op: "Parameter" attr { key: "shape" value { shape { dim: 16 dim: 5 } } } }
+node { name: "logits" op: "BatchMatMul" input: "embedded" input: "w" }
+node { name: "loss" op: "SoftmaxCrossEntropy" input: "logits" input: "labels" }
+""")
+PY
+expect 0 "3 epochs" "$nereid" run "$tmp/tagged/tagger.pbtxt" --dataset "npy:$tmp/tagged" --epochs 3 --batch 32 --passes "autodiff,sgd(lr=0.5)" \
+  --threads 1 --quiet --metrics-json "$tmp/tagged/metrics.json"
+/usr/bin/python3 - "$tmp/tagged/metrics.json" <<'PY' || fail "the tagger did not learn its positions"
+import json, sys
+m = json.load(open(sys.argv[1]))
+acc = m["final_test_accuracy"]
+print(f"tagger: test accuracy over positions {acc:.3f} (chance 0.2)")
+assert acc > 0.9, acc
+PY
 finish "nereid run flag checks"

@@ -262,6 +262,32 @@ TEST(ShapeTest, Gather) {
   EXPECT_THAT(LoadError(g + OpNode("y", "Gather", {"table", "ids"}, Attr("axis", "i: 2"))), HasSubstr("out of range"));
 }
 
+TEST(ShapeTest, WhereExpandCast) {
+  std::string g = InputNode("x", {-1, 4, 8}) + ParamNode("mask", {4, 8}) + ParamNode("fill", {1});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Where", {"mask", "fill", "x"}), "y"), "[?,4,8] float32");
+  EXPECT_THAT(LoadError(g + ParamNode("bad", {3}) + OpNode("y", "Where", {"bad", "fill", "x"})),
+              HasSubstr("do not broadcast"));
+  EXPECT_EQ(OutputOf(g + ParamNode("row", {1, 8}) + OpNode("y", "Expand", {"row"}, Attr("shape", IntsValue({5, 8}))),
+                     "y"),
+            "[5,8] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Expand", {"x"}, Attr("shape", IntsValue({-1, 1, 8}))), "y"), "[?,4,8] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "Expand", {"x"}, Attr("shape", IntsValue({-2, 4, 8})))), HasSubstr("-2"));
+  EXPECT_EQ(OutputOf(g + OpNode("y", "Cast", {"x"}, Attr("to", "type: DT_INT64")), "y"), "[?,4,8] int64");
+}
+
+TEST(ShapeTest, LstmLayer) {
+  std::string g = InputNode("x", {7, -1, 3}) + ParamNode("w", {8, 3}) + ParamNode("r", {8, 2}) +
+                  ParamNode("b", {8}) + InputNode("h0", {-1, 2}) + InputNode("c0", {-1, 2});
+  const std::string hidden = Attr("hidden_size", "i: 2");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LstmLayer", {"x", "w", "r", "b"}, hidden), "y"), "[7,?,2] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LstmLayer", {"x", "w", "r", "b", "h0", "c0"}, hidden), "y"), "[7,?,2] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "LstmLayer", {"x", "w", "r", "b", "h0"}, hidden)),
+              HasSubstr("h0 and c0 or nothing"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "LstmLayer", {"x", "r", "r", "b"}, hidden)), HasSubstr("must be [8, 3]"));
+  EXPECT_EQ(OutputOf(g + OpNode("y", "LstmLayerGrad", {"x", "w", "r", "x", "x", "x"}, hidden), "y"),
+            "[7,?,3] float32");
+}
+
 TEST(ShapeTest, LayerNorm) {
   std::string g = InputNode("x", {-1, 16, 32}) + ParamNode("s", {32}) + ParamNode("b", {32}) + ParamNode("s2", {16, 32});
   EXPECT_EQ(OutputOf(g + OpNode("y", "LayerNorm", {"x", "s", "b"}), "y"), "[?,16,32] float32");
@@ -351,6 +377,7 @@ TEST(ShapeTest, GradientOps) {
     EXPECT_EQ(OutputOf(g + OpNode("y", op, {"logits", "labels", "scalar"}), "y"), "[?,10] float32") << op;
   }
   EXPECT_EQ(OutputOf(g + OpNode("y", "ReduceToShapeOf", {"dy", "c"}), "y"), "[3] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "WhereGrad", {"dy", "c"}, Attr("branch", "b: true")), "y"), "[?,3,32,32] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "ReshapeLike", {"dm", "logits"}), "y"), "[?,10] float32");
   EXPECT_EQ(OutputOf(g + OpNode("y", "SliceLike", {"dm", "c"}, Attr("axis", "i: 0") + Attr("begin", "i: 0")), "y"),
             "[3] float32");
