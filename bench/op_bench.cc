@@ -120,7 +120,8 @@ absl::Status RunCase(const Case& c, int repeats) {
 std::string BoolAttr(const char* name) { return absl::StrCat("attr { key: \"", name, "\" value { b: true } }"); }
 
 // Transformer-sized shapes: batch 32, sequence 128, width 256, 4 heads,
-// MLP 1024, vocabulary 1000; an LSTM layer of width 256 over 128 steps.
+// MLP 1024, vocabulary 1000; an LSTM and a GRU layer of width 256 over 128
+// steps (the GRU as PyTorch's, linear_before_reset).
 std::vector<Case> Cases() {
   return {
       {"layernorm", "LayerNorm", {{{32, 128, 256}}, {{256}}, {{256}}}, ""},
@@ -130,6 +131,8 @@ std::vector<Case> Cases() {
       {"embedding", "Gather", {{{1000, 256}}, {{32, 128}, true, 1000}}, ""},
       {"lstm", "LstmLayer", {{{128, 32, 256}}, {{1024, 256}}, {{1024, 256}}, {{1024}}},
        "attr { key: \"hidden_size\" value { i: 256 } }"},
+      {"gru", "GruLayer", {{{128, 32, 256}}, {{768, 256}}, {{768, 256}}, {{1536}}},
+       "attr { key: \"hidden_size\" value { i: 256 } } attr { key: \"linear_before_reset\" value { b: true } }"},
   };
 }
 

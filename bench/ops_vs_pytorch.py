@@ -3,8 +3,8 @@
 
 One thread each, the same shapes (batch 32, sequence 128, width 256, 4 heads,
 MLP 1024, vocabulary 1000): LayerNorm, GELU, the attention's batched MatMul,
-its softmax, the embedding lookup with its gradient, and an LSTM layer
-(width 256, 128 steps, time-major; Nereid's fused LstmLayer). Nereid's side is
+its softmax, the embedding lookup with its gradient, and an LSTM and a GRU
+layer (width 256, 128 steps, time-major; Nereid's fused LstmLayer and GruLayer). Nereid's side is
 //bench:op_bench (each op in a graph Parameters -> op -> ReduceSum, timed by
 the executor); PyTorch's is the same op and y.sum().backward(). The two run
 alternately, --rounds times, and each round's medians are compared, since the
@@ -48,6 +48,7 @@ def torch_cases():
     ids = torch.randint(0, V, (B, T), generator=g)
     lstm = torch.nn.LSTM(D, D)
     x_lstm = p(T, B, D)
+    gru = torch.nn.GRU(D, D)
     return {
         "layernorm": lambda: ln(x_ln),
         "gelu": lambda: torch.nn.functional.gelu(x_gelu),
@@ -55,6 +56,7 @@ def torch_cases():
         "attention_softmax": lambda: s.softmax(-1),
         "embedding": lambda: torch.nn.functional.embedding(ids, table),
         "lstm": lambda: lstm(x_lstm)[0],
+        "gru": lambda: gru(x_lstm)[0],
     }
 
 

@@ -1,14 +1,11 @@
-// ONNX LSTM and GRU. An LSTM direction is one LstmLayer node (the whole
-// sequence and its gradient through time in one kernel). A GRU is unrolled
-// over the (static) sequence: one BatchMatMul computes every step's input
-// projection, then each step is a MatMul of the previous hidden state, gate
-// Slices, Sigmoid / Tanh and the elementwise updates, and its backward pass
-// is autodiff's over the same ops (no fused GRU kernel yet). Gate orders are
-// ONNX's (LSTM: i, o, f, c; GRU: z, r, h); forward, reverse and
-// bidirectional; a zero initial state (what PyTorch exports as zeros
-// expanded to the batch) starts the recurrence without a matrix product.
-// Not supported: peepholes, sequence_lens, clip, input_forget, activations
-// other than the defaults, batch-first layout 1.
+// ONNX LSTM and GRU: one LstmLayer or GruLayer node per direction, each the
+// whole sequence and its gradient through time in one kernel
+// (ops/cpu/lstm_kernels.cc, gru_kernels.cc). Gate orders are ONNX's (LSTM:
+// i, o, f, c; GRU: z, r, h); forward, reverse and bidirectional (two layers
+// and a Concat); a zero initial state (what PyTorch exports as zeros
+// expanded to the batch) is no input at all. Not supported: peepholes,
+// sequence_lens, clip, input_forget, activations other than the defaults,
+// batch-first layout 1.
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -16,8 +13,6 @@
 
 namespace nereid {
 namespace {
-
-constexpr int64_t kMaxUnrolledSteps = 1024;
 
 google::protobuf::Map<std::string, AttrValue> Attrs(
     std::initializer_list<std::pair<const char*, AttrValue>> values) {
@@ -35,12 +30,6 @@ struct Cell {
   std::string Add(const std::string& op, const std::vector<std::string>& in,
                   const google::protobuf::Map<std::string, AttrValue>& attrs, const std::string& suffix) const {
     return c->AddNode(op, in, attrs, absl::StrCat(dir, "/", suffix));
-  }
-  // Columns [k*H, (k+1)*H) of the last axis: gate k.
-  std::string Gate(const std::string& x, int k, const std::string& suffix) const {
-    return Add("Slice", {x}, Attrs({{"axis", IntAttrValue(-1)}, {"begin", IntAttrValue(k * hidden)},
-                                    {"size", IntAttrValue(hidden)}}),
-               suffix);
   }
   // Direction d's [rows, cols] matrix of a [directions, rows, cols] weight.
   std::string Matrix(const std::string& w, int d, int64_t rows, int64_t cols, const std::string& suffix) const {
@@ -175,74 +164,23 @@ absl::Status ConvertLstm(OnnxNodeContext& c) {
 
 absl::Status ConvertGru(OnnxNodeContext& c) {
   ASSIGN_OR_RETURN(Recurrent rec, ReadRecurrent(c, /*has_cell_state=*/false));
-  if (rec.steps > kMaxUnrolledSteps) {
-    return c.Unsupported(absl::StrCat(rec.steps, " steps (GRU sequences are unrolled, up to ", kMaxUnrolledSteps, ")"));
-  }
-  const int64_t hidden = rec.hidden, steps = rec.steps, g = 3 * hidden;
-  const bool linear_before_reset = c.IntAttr("linear_before_reset", 0) != 0;
+  const int64_t g = 3 * rec.hidden;
   std::vector<std::string> ys, last_h;
   for (int d = 0; d < rec.directions; ++d) {
-    Cell cell{&c, absl::StrCat("d", d), hidden};
-    std::string rd = cell.Matrix(rec.r, d, g, hidden, "r");
-    // Input projections of every step at once: [T, B, G].
-    std::string gx = cell.Add("BatchMatMul", {rec.x, cell.Matrix(rec.w, d, g, rec.in, "w")},
-                              Attrs({{"transpose_b", BoolAttrValue(true)}}), "x_proj");
-    std::optional<std::string> rec_bias;  // added to the recurrent product
-    if (rec.bias) {
-      auto [wb, rb] = BiasHalves(cell, *rec.bias, d, g);
-      gx = cell.Add("Add", {gx, wb}, {}, "x_proj_bias");
-      rec_bias = rb;
-    }
-    std::optional<std::string> h;
-    if (rec.h0) h = cell.Matrix(*rec.h0, d, -1, hidden, "h0");
-    std::vector<std::string> per_step(steps);
-    for (int64_t i = 0; i < steps; ++i) {
-      const int64_t t = rec.Backward(d) ? steps - 1 - i : i;
-      const std::string at = absl::StrCat("t", t, "/");
-      std::string xt = cell.Add("Reshape", {cell.Add("Slice", {gx}, Attrs({{"axis", IntAttrValue(0)}, {"begin", IntAttrValue(t)},
-                                                                         {"size", IntAttrValue(1)}}), at + "x_slice")},
-                                Attrs({{"shape", IntsAttrValue({-1, g})}}), at + "x");
-      // rec = h R^T + Rb ([B, 3H]), or Rb alone from a zero state.
-      std::optional<std::string> recurrent;
-      if (h) {
-        std::string rz = cell.Add("MatMul", {*h, rd}, Attrs({{"transpose_b", BoolAttrValue(true)}}), at + "h_proj");
-        recurrent = rec_bias ? cell.Add("Add", {rz, *rec_bias}, {}, at + "h_proj_bias") : rz;
-      } else {
-        recurrent = rec_bias;
-      }
-      auto plus_rec = [&](int k, const char* name) {
-        std::string xk = cell.Gate(xt, k, at + name + "_x");
-        return recurrent ? cell.Add("Add", {xk, cell.Gate(*recurrent, k, at + name + "_h")}, {}, at + name + "_pre")
-                         : xk;
-      };
-      std::string z = cell.Add("Sigmoid", {plus_rec(0, "z")}, {}, at + "z");
-      std::string rg = cell.Add("Sigmoid", {plus_rec(1, "r")}, {}, at + "r");
-      std::string xh = cell.Gate(xt, 2, at + "hx");
-      std::string pre;
-      if (linear_before_reset) {
-        pre = recurrent ? cell.Add("Add", {xh, cell.Add("Mul", {rg, cell.Gate(*recurrent, 2, at + "hh")}, {},
-                                                       at + "r_times_hh")}, {}, at + "h_pre")
-                        : xh;
-      } else {
-        pre = xh;
-        if (h) {
-          std::string rh = cell.Add("Slice", {rd}, Attrs({{"axis", IntAttrValue(0)}, {"begin", IntAttrValue(2 * hidden)},
-                                                          {"size", IntAttrValue(hidden)}}), at + "r_h");
-          std::string gated = cell.Add("Mul", {rg, *h}, {}, at + "r_times_h");
-          pre = cell.Add("Add", {pre, cell.Add("MatMul", {gated, rh}, Attrs({{"transpose_b", BoolAttrValue(true)}}),
-                                               at + "gated_proj")}, {}, at + "h_pre_x");
-        }
-        if (rec_bias) pre = cell.Add("Add", {pre, cell.Gate(*rec_bias, 2, at + "rb_h")}, {}, at + "h_pre");
-      }
-      std::string cand = cell.Add("Tanh", {pre}, {}, at + "h_candidate");
-      // h = cand + z * (h_prev - cand); from a zero state, cand - z * cand.
-      h = h ? cell.Add("Add", {cand, cell.Add("Mul", {z, cell.Add("Sub", {*h, cand}, {}, at + "h_minus_candidate")}, {},
-                                              at + "z_times_diff")}, {}, at + "h")
-            : cell.Add("Sub", {cand, cell.Add("Mul", {z, cand}, {}, at + "z_times_candidate")}, {}, at + "h");
-      per_step[t] = cell.Add("Reshape", {*h}, Attrs({{"shape", IntsAttrValue({1, -1, hidden})}}), at + "y");
-    }
-    ys.push_back(steps == 1 ? per_step[0] : cell.Add("Concat", per_step, Attrs({{"axis", IntAttrValue(0)}}), "y"));
-    last_h.push_back(*h);
+    Cell cell{&c, absl::StrCat("d", d), rec.hidden};
+    std::vector<std::string> inputs = {rec.x, cell.Matrix(rec.w, d, g, rec.in, "w"),
+                                       cell.Matrix(rec.r, d, g, rec.hidden, "r")};
+    inputs.push_back(rec.bias ? cell.Add("Reshape", {cell.Matrix(*rec.bias, d, 1, 2 * g, "b")},
+                                         Attrs({{"shape", IntsAttrValue({2 * g})}}), "bias")
+                              : c.AddFloatConstant(std::vector<float>(2 * g, 0.0f), {2 * g}, absl::StrCat("d", d, "/bias")));
+    if (rec.h0) inputs.push_back(cell.Matrix(*rec.h0, d, -1, rec.hidden, "h0"));
+    std::string layer = cell.Add("GruLayer", inputs,
+                                 Attrs({{"hidden_size", IntAttrValue(rec.hidden)},
+                                        {"reverse", BoolAttrValue(rec.Backward(d))},
+                                        {"linear_before_reset", BoolAttrValue(c.IntAttr("linear_before_reset", 0) != 0)}}),
+                                 "gru");
+    ys.push_back(layer);
+    last_h.push_back(layer + ":1");
   }
   SetOutputs(c, rec, ys, last_h, {});
   return absl::OkStatus();

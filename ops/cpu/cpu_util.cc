@@ -37,12 +37,17 @@ std::mutex& OneDnnSerial() {
 
 absl::Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    const float* b, float beta, float* c, int threads) {
+  return Sgemm(transpose_a, transpose_b, m, n, k, alpha, a, transpose_a ? m : k, b, transpose_b ? k : n, beta, c, n,
+               threads);
+}
+
+absl::Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads) {
   if (m == 0 || n == 0) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(OneDnnSerial());
   SetOpenMpThreads(threads);
-  const dnnl_dim_t lda = transpose_a ? m : k, ldb = transpose_b ? k : n;
   dnnl_status_t s = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
-                               c, n);
+                               c, ldc);
   if (s != dnnl_success) {
     return absl::InternalError(absl::StrCat("oneDNN sgemm [", m, "x", k, "] x [", k, "x", n, "] failed: status ", s));
   }

@@ -133,6 +133,9 @@ absl::Status RunPrimitive(const dnnl::primitive& p, const std::unordered_map<int
 // sgemm on `threads` OpenMP threads, one call at a time as the primitives.
 absl::Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    const float* b, float beta, float* c, int threads);
+// The same on sub-matrices: rows `lda`, `ldb`, `ldc` floats apart.
+absl::Status Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, int threads);
 
 // A oneDNN memory over a tensor's buffer (no copy).
 dnnl::memory Wrap(const dnnl::memory::desc& md, const Tensor& t);

@@ -15,54 +15,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
-#include "ops/cpu/cpu_util.h"
+#include "ops/cpu/recurrent_util.h"
 
 namespace nereid {
 namespace {
 
 constexpr int kGates = 4;  // i, o, f, c (ONNX's order)
 
-// An elementwise oneDNN primitive (logistic or tanh) over n dense floats,
-// in place or into another buffer.
-class DenseEltwise {
- public:
-  absl::Status Run(dnnl::algorithm algorithm, const float* src, float* dst, int64_t n, int threads) {
-    if (n == 0) return absl::OkStatus();
-    dnnl::memory::desc md = cpu::PlainDesc({n});
-    ASSIGN_OR_RETURN(const dnnl::primitive* p, cache_.Get(std::make_pair(static_cast<int>(algorithm), n), threads, [&] {
-      return dnnl::primitive(dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm, md, 0.0f, 0.0f),
-          cpu::CpuEngine())));
-    }, "lstm eltwise"));
-    return cpu::RunPrimitive(*p,
-                             {{DNNL_ARG_SRC, dnnl::memory(md, cpu::CpuEngine(), const_cast<float*>(src))},
-                              {DNNL_ARG_DST, dnnl::memory(md, cpu::CpuEngine(), dst)}},
-                             threads, "lstm eltwise");
-  }
-
- private:
-  cpu::PrimitiveCache<std::pair<int, int64_t>, dnnl::primitive> cache_;
-};
-
-// The sizes of one layer and the order in which it visits the steps.
-struct LstmShape {
-  int64_t steps, batch, in, hidden;
-  bool reverse;
-
-  int64_t gates() const { return kGates * hidden; }
-  // The step visited s-th.
-  int64_t StepAt(int64_t s) const { return reverse ? steps - 1 - s : s; }
-};
-
-LstmShape ShapeOf(const Tensor& x, int64_t hidden, bool reverse) {
-  return LstmShape{x.dim(0), x.dim(1), x.dim(2), hidden, reverse};
-}
-
-// GEMM threads for the layer's largest product: the executor's reservation,
-// fixed by the first request.
-int GemmThreads(OpKernelContext* ctx, const LstmShape& s) {
-  return ctx->AcquireThreads(s.steps * s.batch * s.gates() * std::max(s.in, s.hidden), int64_t{1} << 17);
-}
+using cpu::DenseEltwise;
+using cpu::RecurrentShape;
 
 class LstmLayerKernel : public OpKernel {
  public:
@@ -73,7 +34,7 @@ class LstmLayerKernel : public OpKernel {
   }
 
   absl::Status Compute(OpKernelContext* ctx) override {
-    const LstmShape s = ShapeOf(ctx->input(0), hidden_, reverse_);
+    const RecurrentShape s = cpu::RecurrentShapeOf(ctx->input(0), hidden_, kGates, reverse_);
     const float* x = ctx->input(0).data<float>();
     const float* w = ctx->input(1).data<float>();
     const float* r = ctx->input(2).data<float>();
@@ -88,9 +49,9 @@ class LstmLayerKernel : public OpKernel {
     float* y = out[0]->data<float>();
     float* gates = out[3]->data<float>();
     float* cells = out[4]->data<float>();
-    const int64_t g = s.gates(), h = s.hidden, step_state = s.batch * h;
+    const int64_t g = s.gates, h = s.hidden, step_state = s.batch * h;
     if (s.steps == 0 || s.batch == 0) return absl::OkStatus();
-    const int threads = GemmThreads(ctx, s);
+    const int threads = cpu::RecurrentGemmThreads(ctx, s);
     RETURN_IF_ERROR(cpu::Sgemm(false, true, s.steps * s.batch, g, s.in, 1.0f, x, w, 0.0f, gates, threads));
     for (int64_t i = 0; i < s.steps; ++i) {
       const int64_t t = s.StepAt(i);
@@ -147,7 +108,7 @@ class LstmLayerGradKernel : public OpKernel {
 
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& x_tensor = ctx->input(0);
-    const LstmShape s = ShapeOf(x_tensor, hidden_, reverse_);
+    const RecurrentShape s = cpu::RecurrentShapeOf(x_tensor, hidden_, kGates, reverse_);
     const float* x = x_tensor.data<float>();
     const float* w = ctx->input(1).data<float>();
     const float* r = ctx->input(2).data<float>();
@@ -170,9 +131,9 @@ class LstmLayerGradKernel : public OpKernel {
       ASSIGN_OR_RETURN(out[i], ctx->AllocateOutput(i));
       std::fill_n(out[i]->data<float>(), out[i]->num_elements(), 0.0f);
     }
-    const int64_t g = s.gates(), h = s.hidden, step_state = s.batch * h, rows = s.steps * s.batch;
+    const int64_t g = s.gates, h = s.hidden, step_state = s.batch * h, rows = s.steps * s.batch;
     if (s.steps == 0 || s.batch == 0) return absl::OkStatus();
-    const int threads = GemmThreads(ctx, s);
+    const int threads = cpu::RecurrentGemmThreads(ctx, s);
 
     // dh and dc flowing into the step being visited; dG of every step;
     // tanh of every cell state.
@@ -226,11 +187,7 @@ class LstmLayerGradKernel : public OpKernel {
       const float* dg_first = dg + s.StepAt(0) * s.batch * g;
       RETURN_IF_ERROR(cpu::Sgemm(true, false, g, h, s.batch, 1.0f, dg_first, h0, 1.0f, dr, threads));
     }
-    float* dbias = out[3]->data<float>();
-    for (int64_t row = 0; row < rows; ++row) {
-      const float* src = dg + row * g;
-      for (int64_t j = 0; j < g; ++j) dbias[j] += src[j];
-    }
+    cpu::AddColumnSums(dg, rows, g, g, out[3]->data<float>());
     return absl::OkStatus();
   }
 

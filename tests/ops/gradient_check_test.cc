@@ -259,6 +259,15 @@ const std::vector<GradCase>& Cases() {
        Attr("hidden_size", "i: 2"), {}, false, {}, 1},
       {"LstmLayerLastCell", "LstmLayer", {{{4, 1, 3}}, {{8, 3}}, {{8, 2}}, {{8}}}, Attr("hidden_size", "i: 2") +
        Attr("reverse", "b: true"), {}, false, {}, 2},
+      // GRU (gates z, r, h; bias [6H]): both placements of the reset gate.
+      {"GruLayer", "GruLayer", {{{3, 2, 4}}, {{6, 4}}, {{6, 2}}, {{12}}}, Attr("hidden_size", "i: 2")},
+      {"GruLayerLinearBeforeResetWithState", "GruLayer", {{{3, 2, 4}}, {{6, 4}}, {{6, 2}}, {{12}}, {{2, 2}}},
+       Attr("hidden_size", "i: 2") + Attr("linear_before_reset", "b: true")},
+      {"GruLayerReverseWithState", "GruLayer", {{{3, 2, 4}}, {{6, 4}}, {{6, 2}}, {{12}}, {{2, 2}}},
+       Attr("hidden_size", "i: 2") + Attr("reverse", "b: true")},
+      {"GruLayerLastHidden", "GruLayer", {{{4, 1, 3}}, {{6, 3}}, {{6, 2}}, {{12}}, {{1, 2}}},
+       Attr("hidden_size", "i: 2") + Attr("linear_before_reset", "b: true") + Attr("reverse", "b: true"), {}, false,
+       {}, 1},
       {"BatchNorm", "BatchNorm",
        {{{4, 3, 3, 3}}, {{3}, Values::kPositive}, {{3}}, {{3}, Values::kUniform, false}, {{3}, Values::kPositive, false}}},
   };

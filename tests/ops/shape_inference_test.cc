@@ -288,6 +288,18 @@ TEST(ShapeTest, LstmLayer) {
             "[7,?,3] float32");
 }
 
+TEST(ShapeTest, GruLayer) {
+  std::string g = InputNode("x", {7, -1, 3}) + ParamNode("w", {6, 3}) + ParamNode("r", {6, 2}) +
+                  ParamNode("b", {12}) + InputNode("h0", {-1, 2});
+  const std::string hidden = Attr("hidden_size", "i: 2");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GruLayer", {"x", "w", "r", "b", "h0"}, hidden), "y"), "[7,?,2] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "GruLayer", {"x", "w", "r", "w"}, hidden)), HasSubstr("must be [12]"));
+  EXPECT_THAT(LoadError(g + OpNode("y", "GruLayer", {"x", "w", "r", "b", "h0", "h0"}, hidden)),
+              HasSubstr("takes h0 or nothing"));
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GruLayerGrad", {"x", "w", "r", "x", "x", "x"}, hidden), "y"),
+            "[7,?,3] float32");
+}
+
 TEST(ShapeTest, LayerNorm) {
   std::string g = InputNode("x", {-1, 16, 32}) + ParamNode("s", {32}) + ParamNode("b", {32}) + ParamNode("s2", {16, 32});
   EXPECT_EQ(OutputOf(g + OpNode("y", "LayerNorm", {"x", "s", "b"}), "y"), "[?,16,32] float32");
