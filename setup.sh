@@ -8,7 +8,7 @@ PACKAGES=(
   g++ libtbb-dev libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev
   libgloo-dev libdnnl-dev libhiredis-dev libibverbs-dev zlib1g-dev nlohmann-json3-dev libeigen3-dev libonnx-dev libonnx-testdata libzip-dev python3-numpy python3-onnx
   libcli11-dev libspdlog-dev libssl-dev
-  dataset-fashion-mnist redis-server iproute2 python3
+  dataset-fashion-mnist fortunes redis-server iproute2 python3
 )
 # `./setup.sh --bench` adds the peer the benchmarks compare against: PyTorch
 # 1.13 (and torchvision's model definitions) with OpenBLAS (without libopenblas0, torch falls back to the slow

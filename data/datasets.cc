@@ -16,6 +16,7 @@
 #include "data/npz_dataset.h"
 #include "data/normalize.h"
 #include "data/synthetic.h"
+#include "data/text_dataset.h"
 
 namespace nereid {
 namespace data {
@@ -24,6 +25,9 @@ namespace {
 constexpr char kFashionMnist[] = "fashion-mnist";
 constexpr absl::string_view kNpyPrefix = "npy:";
 constexpr absl::string_view kCsvPrefix = "csv:";
+constexpr absl::string_view kTextPrefix = "text:";
+constexpr absl::string_view kFortunes = "fortunes";
+constexpr absl::string_view kFortunesDir = "/usr/share/games/fortunes";
 constexpr char kCifar10[] = "cifar10";
 constexpr char kSynthetic[] = "synthetic";
 
@@ -132,7 +136,11 @@ absl::StatusOr<Dataset> LoadSynthetic(Split split, const DatasetOptions& opts) {
 
 absl::string_view SplitName(Split split) { return split == Split::kTrain ? "train" : "test"; }
 
-std::vector<std::string> KnownDatasetNames() { return {kCifar10, "csv:DIR", kFashionMnist, "npy:DIR", kSynthetic}; }
+std::vector<std::string> KnownDatasetNames() {
+  return {kCifar10, "csv:DIR", kFashionMnist, std::string(kFortunes), "npy:DIR", kSynthetic, "text:PATH"};
+}
+
+bool IsTextDataset(absl::string_view name) { return name == kFortunes || absl::StartsWith(name, kTextPrefix); }
 
 absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
                                          const DatasetOptions& opts) {
@@ -144,6 +152,12 @@ absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
     ASSIGN_OR_RETURN(Dataset ds, LoadCsvDataset(std::string(name.substr(kCsvPrefix.size())), std::string(SplitName(split))));
     ds.Truncate(opts.limit);
     RETURN_IF_ERROR(ApplyNormalization(&ds, opts.normalize, {}, {}));
+    return ds;
+  }
+  if (IsTextDataset(name)) {
+    const std::string path = name == kFortunes ? std::string(kFortunesDir) : std::string(name.substr(kTextPrefix.size()));
+    ASSIGN_OR_RETURN(Dataset ds, LoadTextDataset(path, std::string(SplitName(split)), opts.sequence_length));
+    ds.Truncate(opts.limit);
     return ds;
   }
   if (absl::StartsWith(name, kNpyPrefix)) {

@@ -20,6 +20,12 @@
 //                    (data/npz_dataset.h), fed as they are.
 //   "csv:DIR"        tabular data: DIR/train.csv and DIR/test.csv
 //                    (data/csv_dataset.h), fed as they are.
+//   "text:PATH"      a text file or directory of them as windows of
+//                    `sequence_length` byte ids with next-byte labels, the
+//                    first 90% train and the last 10% test
+//                    (data/text_dataset.h).
+//   "fortunes"       text:/usr/share/games/fortunes (Debian's fortunes:
+//                    2.6 million characters, 114 distinct).
 // DatasetOptions::normalize (`--normalize`) replaces the standardisation
 // above with none or the user's own, for every dataset alike.
 //
@@ -50,6 +56,9 @@ struct DatasetOptions {
   // The standardisation (`--normalize`); default: each dataset's own, below.
   NormalizationSpec normalize;
 
+  // Text datasets: the window length T (the model's images Input [-1, T]).
+  int64_t sequence_length = 0;
+
   // "synthetic" only.
   int64_t channels = 1;
   int64_t height = 28;
@@ -61,6 +70,10 @@ struct DatasetOptions {
 
 // The names LoadNamedDataset accepts, sorted.
 std::vector<std::string> KnownDatasetNames();
+
+// Whether `name` is a text dataset ("fortunes", "text:PATH"), whose windows
+// are as long as DatasetOptions::sequence_length.
+bool IsTextDataset(absl::string_view name);
 
 absl::StatusOr<Dataset> LoadNamedDataset(absl::string_view name, Split split,
                                          const DatasetOptions& opts);

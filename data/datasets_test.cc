@@ -45,7 +45,7 @@ TEST(DatasetsTest, UnknownNameListsKnownOnes) {
   absl::StatusOr<Dataset> ds = LoadNamedDataset("imagenet", Split::kTrain, {});
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(ds.status(), "unknown dataset 'imagenet'; known: cifar10, csv:DIR, fashion-mnist, npy:DIR, synthetic"))
+  EXPECT_TRUE(Contains(ds.status(), "unknown dataset 'imagenet'; known: cifar10, csv:DIR, fashion-mnist, fortunes, npy:DIR, synthetic, text:PATH"))
       << ds.status();
 }
 

@@ -35,6 +35,14 @@ data::DatasetOptions DatasetOptionsFor(const Graph& graph, const std::string& da
     auto classes = graph.header().attr().find("num_classes");
     if (classes != graph.header().attr().end()) dopts.num_classes = static_cast<int>(classes->second.i());
   }
+  if (data::IsTextDataset(dataset_name)) {
+    for (Node* n : graph.nodes()) {
+      const auto& attr = n->def().attr();
+      if (n->op() != "Input" || !attr.count("feed") || attr.at("feed").s() != "images") continue;
+      const TensorShape& s = n->outputs()[0].shape;
+      if (s.rank() == 2 && s.dim(1) > 0) dopts.sequence_length = s.dim(1);
+    }
+  }
   dopts.seed = options.seed;
   return dopts;
 }

@@ -244,4 +244,42 @@ acc = m["final_test_accuracy"]
 print(f"tagger: test accuracy over positions {acc:.3f} (chance 0.2)")
 assert acc > 0.9, acc
 PY
+# Text as a character-level task: windows of T byte ids with next-byte labels
+# (text:PATH; "fortunes" is Debian's fortune files, installed by setup.sh).
+# An embedding + linear model is a bigram model; chance is 8 bits per byte.
+/usr/bin/python3 - "$tmp/chars" <<'PY'
+import os, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+with open(f"{d}/corpus.txt", "w") as f:
+    f.write("the quick brown fox jumps over the lazy dog. " * 400)
+with open(f"{d}/bigram.pbtxt", "w") as f:
+    f.write("""
+attr { key: "loss" value { s: "loss" } }
+attr { key: "logits" value { s: "logits" } }
+attr { key: "num_classes" value { i: 256 } }
+node { name: "ids" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 32 } } }
+       attr { key: "dtype" value { type: DT_INT64 } } attr { key: "feed" value { s: "images" } } }
+node { name: "labels" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 32 } } }
+       attr { key: "dtype" value { type: DT_INT32 } } attr { key: "feed" value { s: "labels" } } }
+node { name: "table" op: "Parameter" attr { key: "shape" value { shape { dim: 256 dim: 32 } } } }
+node { name: "embedded" op: "Gather" input: "table" input: "ids" }
+node { name: "w" op: "Parameter" attr { key: "shape" value { shape { dim: 32 dim: 256 } } } }
+node { name: "logits" op: "BatchMatMul" input: "embedded" input: "w" }
+node { name: "loss" op: "SoftmaxCrossEntropy" input: "logits" input: "labels" }
+""")
+PY
+expect 0 "2 epochs" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset "text:$tmp/chars/corpus.txt" --epochs 2 \
+  --batch 16 --passes "autodiff,adam(lr=0.02)" --threads 1 --quiet --metrics-json "$tmp/chars/metrics.json"
+/usr/bin/python3 - "$tmp/chars/metrics.json" <<'PY' || fail "the bigram model did not learn the text"
+import json, math, sys
+m = json.load(open(sys.argv[1]))
+bits = m["per_epoch"][-1]["test_loss"] / math.log(2)
+print(f"bigram on a repeated sentence: {bits:.2f} bits per character on the held-out 10%")
+assert bits < 2.0, bits
+PY
+if [ -d /usr/share/games/fortunes ]; then
+  expect 0 "1 epochs" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset fortunes --train-limit 64 --test-limit 16 \
+    --batch 16 --threads 1 --quiet
+fi
 finish "nereid run flag checks"
