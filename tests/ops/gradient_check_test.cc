@@ -240,6 +240,9 @@ const std::vector<GradCase>& Cases() {
       {"Slice", "Slice", {{{3, 7}}}, Attr("axis", "i: 1") + Attr("begin", "i: 1") + Attr("size", "i: 4")},
       {"SliceStrided", "Slice", {{{2, 7, 3}}},
        Attr("axis", "i: 1") + Attr("begin", "i: 0") + Attr("size", "i: 4") + Attr("stride", "i: 2")},
+      // The loss's softmax over the flattened output would see -inf: a
+      // finite fill checks the same gradient.
+      {"CausalMask", "CausalMask", {{{2, 3, 4}}}, Attr("value", "f: -3")},
       {"Where", "Where", {{{2, 3}, Values::kMask, false}, {{2, 3}}, {{3}}}},
       {"Expand", "Expand", {{{3, 1}}}, Attr("shape", IntsValue({2, -1, 4}))},
       {"Cast", "Cast", {{{2, 3}}}, Attr("to", "type: DT_FLOAT")},

@@ -275,6 +275,14 @@ TEST(ShapeTest, WhereExpandCast) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "Cast", {"x"}, Attr("to", "type: DT_INT64")), "y"), "[?,4,8] int64");
 }
 
+TEST(ShapeTest, CausalMask) {
+  std::string g = InputNode("s", {-1, 4, 6, 6}) + InputNode("wide", {-1, 2, 6});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "CausalMask", {"s"}), "y"), "[?,4,6,6] float32");
+  EXPECT_EQ(OutputOf(g + OpNode("y", "CausalMask", {"wide"}), "y"), "[?,2,6] float32");
+  EXPECT_THAT(LoadError(InputNode("t", {6, 2}) + OpNode("y", "CausalMask", {"t"})),
+              HasSubstr("more queries (6) than keys (2)"));
+}
+
 TEST(ShapeTest, LstmLayer) {
   std::string g = InputNode("x", {7, -1, 3}) + ParamNode("w", {8, 3}) + ParamNode("r", {8, 2}) +
                   ParamNode("b", {8}) + InputNode("h0", {-1, 2}) + InputNode("c0", {-1, 2});
