@@ -134,6 +134,27 @@ def linear_fashion(name, description, loss_op):
     return m
 
 
+def char_transformer(layers=4, width=256, heads=4, context=128, vocabulary=256, name="char_transformer",
+                     dataset="fortunes"):
+    """A decoder-only transformer over bytes: token and position embeddings,
+    pre-LayerNorm blocks with causal attention and a GELU MLP, a final
+    LayerNorm, and logits through the token embedding (tied)."""
+    m = Model(name, "decoder-only transformer, %d layers of width %d, %d heads, context %d, tied byte embeddings"
+              % (layers, width, heads, context), dataset, vocabulary)
+    ids = m.input("ids", [-1, context], dtype="DT_INT64", feed="images")
+    table = m.parameter("embedding/tokens", [vocabulary, width], "normal", stddev=0.02)
+    positions = m.parameter("embedding/positions", [context, width], "normal", stddev=0.01)
+    x = m.node("embedding/lookup", "Gather", [table, ids])
+    x = m.node("embedding/sum", "Add", [x, positions])
+    out_stddev = 0.02 / (2 * layers) ** 0.5  # GPT-2's scaling of the residual projections
+    for i in range(layers):
+        x = m.transformer_block("block%d" % i, x, width, heads, context, out_stddev)
+    x = m.layer_norm("final", x, width)
+    logits = m.node("head", "BatchMatMul", [x, table], [("transpose_b", "b: true")])
+    m.classifier_head(logits, positions=context)
+    return m
+
+
 def all_models():
     return [
         mlp_fashion(),
@@ -146,6 +167,7 @@ def all_models():
                        "SoftmaxCrossEntropy"),
         linear_fashion("svm_fashion", "linear multi-class SVM (Weston-Watkins hinge loss) on Fashion-MNIST pixels",
                        "HingeLoss"),
+        char_transformer(),
     ]
 
 

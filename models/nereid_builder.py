@@ -121,11 +121,13 @@ class Model:
             attrs.append(("feed", 's: "%s"' % feed))
         return self.node(name, "Input", attrs=attrs)
 
-    def parameter(self, name, dims, init, trainable=True):
+    def parameter(self, name, dims, init, trainable=True, stddev=None):
         self.seed += 1
         spec = 'kind: "%s"' % init
         if init not in ("zeros", "ones"):
             spec += " seed: %d" % self.seed
+        if stddev is not None:
+            spec += " stddev: %g" % stddev
         attrs = [("shape", _shape(dims)), ("init", "tensor { dtype: DT_FLOAT init { %s } }" % spec)]
         if not trainable:
             attrs.append(("trainable", "b: false"))
@@ -162,7 +164,56 @@ class Model:
     def pool(self, name, x, op="MaxPool", k=2, stride=2):
         return self.node(name, op, [x], [("ksize", _ints([k, k])), ("strides", _ints([stride, stride]))])
 
-    def classifier_head(self, logits, loss_op="SoftmaxCrossEntropy"):
-        labels = self.input("labels", [-1], dtype="DT_INT32", feed="labels")
+    def classifier_head(self, logits, loss_op="SoftmaxCrossEntropy", positions=None):
+        """The loss over `logits`: [B, K] with [B] labels, or [B, T, K] with
+        [B, T] labels when `positions` is T (a sequence model)."""
+        dims = [-1] if positions is None else [-1, positions]
+        labels = self.input("labels", dims, dtype="DT_INT32", feed="labels")
         self.node("logits", "Identity", [logits])
         self.node("loss", loss_op, ["logits", labels])
+
+    # --- sequence blocks (x: [B, T, D]) -------------------------------------
+    def constant(self, name, value):
+        return self.node(name, "Const", attrs=[("value", "tensor { dtype: DT_FLOAT float_val: %r }" % value)])
+
+    def layer_norm(self, scope, x, width):
+        scale = self.parameter(scope + "/scale", [width], "ones")
+        bias = self.parameter(scope + "/bias", [width], "zeros")
+        return self.node(scope + "/layer_norm", "LayerNorm", [x, scale, bias])
+
+    def linear(self, scope, x, fan_in, fan_out, stddev=0.02):
+        """x [..., fan_in] times a [fan_in, fan_out] weight, plus a bias."""
+        w = self.parameter(scope + "/weight", [fan_in, fan_out], "normal", stddev=stddev)
+        b = self.parameter(scope + "/bias", [fan_out], "zeros")
+        y = self.node(scope + "/matmul", "BatchMatMul", [x, w])
+        return self.node(scope + "/bias_add", "Add", [y, b])
+
+    def causal_attention(self, scope, x, width, heads, context, out_stddev=0.02):
+        """Multi-head self-attention in which position t sees 0..t only."""
+        head = width // heads
+
+        def split(name):  # [B, T, D] -> [B, H, T, D/H]
+            y = self.linear(scope + "/" + name, x, width, width)
+            y = self.node(scope + "/" + name + "/heads", "Reshape", [y], [("shape", _ints([-1, context, heads, head]))])
+            return self.node(scope + "/" + name + "/transpose", "Transpose", [y], [("perm", _ints([0, 2, 1, 3]))])
+
+        q, k, v = split("query"), split("key"), split("value")
+        scores = self.node(scope + "/scores", "BatchMatMul", [q, k], [("transpose_b", "b: true")])
+        scale = self.constant(scope + "/scale", 1.0 / head ** 0.5)
+        scores = self.node(scope + "/scaled", "Mul", [scores, scale])
+        scores = self.node(scope + "/causal", "CausalMask", [scores])
+        weights = self.node(scope + "/softmax", "Softmax", [scores])
+        y = self.node(scope + "/mix", "BatchMatMul", [weights, v])
+        y = self.node(scope + "/merge", "Transpose", [y], [("perm", _ints([0, 2, 1, 3]))])
+        y = self.node(scope + "/merged", "Reshape", [y], [("shape", _ints([-1, context, width]))])
+        return self.linear(scope + "/out", y, width, width, stddev=out_stddev)
+
+    def transformer_block(self, scope, x, width, heads, context, out_stddev=0.02):
+        """Pre-LayerNorm: x + attention(LN(x)), then + MLP(LN(x)) (GELU, 4x wide)."""
+        a = self.causal_attention(scope + "/attention", self.layer_norm(scope + "/ln1", x, width), width, heads,
+                                  context, out_stddev)
+        x = self.node(scope + "/residual1", "Add", [x, a])
+        h = self.linear(scope + "/mlp/up", self.layer_norm(scope + "/ln2", x, width), width, 4 * width)
+        h = self.node(scope + "/mlp/gelu", "Gelu", [h])
+        h = self.linear(scope + "/mlp/down", h, 4 * width, width, stddev=out_stddev)
+        return self.node(scope + "/residual2", "Add", [x, h])

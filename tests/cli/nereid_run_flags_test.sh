@@ -278,6 +278,41 @@ bits = m["per_epoch"][-1]["test_loss"] / math.log(2)
 print(f"bigram on a repeated sentence: {bits:.2f} bits per character on the held-out 10%")
 assert bits < 2.0, bits
 PY
+# The byte transformer of models/ (generate_models.char_transformer), made
+# tiny: causal (logits before a position do not change when the text after it
+# does; without the mask they would), and it uses its context (far below the
+# bigram's bits on the repeated sentence).
+/usr/bin/python3 - "$tmp/chars" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, "models")
+from generate_models import char_transformer
+d = sys.argv[1]
+char_transformer(layers=1, width=32, heads=2, context=16, name="tiny_lm", dataset="text").save(f"{d}/tiny_lm.pbtxt")
+a = np.random.default_rng(0).integers(97, 123, size=(2, 16)).astype(np.int64)
+b = a.copy()
+b[:, 10:] = 32
+np.savez(f"{d}/a.npz", ids=a)
+np.savez(f"{d}/b.npz", ids=b)
+PY
+for x in a b; do
+  expect 0 "logits: float32[2,16,256]" "$nereid" infer "$tmp/chars/tiny_lm.pbtxt" --inputs "$tmp/chars/$x.npz" \
+    -o "$tmp/chars/$x.out.npz"
+done
+expect 0 "2 epochs" "$nereid" run "$tmp/chars/tiny_lm.pbtxt" --dataset "text:$tmp/chars/corpus.txt" --epochs 2 \
+  --batch 16 --passes "autodiff,adam(lr=0.01)" --threads 1 --quiet --metrics-json "$tmp/chars/lm.json"
+/usr/bin/python3 - "$tmp/chars" <<'PY' || fail "the transformer is not causal, or did not use its context"
+import json, math, sys
+import numpy as np
+d = sys.argv[1]
+ya, yb = np.load(f"{d}/a.out.npz")["logits"], np.load(f"{d}/b.out.npz")["logits"]
+before, after = np.abs(ya[:, :10] - yb[:, :10]).max(), np.abs(ya[:, 10:] - yb[:, 10:]).max()
+print(f"transformer: logits before the changed text moved {before}, after it {after:.3f}")
+assert before == 0 and after > 0, (before, after)
+bits = json.load(open(f"{d}/lm.json"))["per_epoch"][-1]["test_loss"] / math.log(2)
+print(f"transformer on the repeated sentence: {bits:.3f} bits per character (the bigram: about 0.9)")
+assert bits < 0.5, bits
+PY
 if [ -d /usr/share/games/fortunes ]; then
   expect 0 "1 epochs" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset fortunes --train-limit 64 --test-limit 16 \
     --batch 16 --threads 1 --quiet

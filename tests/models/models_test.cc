@@ -35,10 +35,17 @@ constexpr int64_t DownBlock(int64_t in, int64_t out) {
 constexpr int64_t kResnet20 = Conv(3, 16, 3, false) + Bn(16) + 3 * Block(16) + DownBlock(16, 32) + 2 * Block(32) +
                               DownBlock(32, 64) + 2 * Block(64) + Dense(64, 10);
 constexpr int64_t kLinear = Dense(784, 10);
+// The byte transformer: token and position embeddings (the token table is
+// also the output layer), per block two LayerNorms, Q, K, V and the output
+// projection, the MLP up 4x and down; a final LayerNorm.
+constexpr int64_t Ln(int64_t d) { return 2 * d; }
+constexpr int64_t TransformerBlock(int64_t d) { return 2 * Ln(d) + 4 * Dense(d, d) + Dense(d, 4 * d) + Dense(4 * d, d); }
+constexpr int64_t kCharTransformer = 256 * 256 + 128 * 256 + 4 * TransformerBlock(256) + Ln(256);
 
 struct Expected {
   const char* path;
   int64_t parameters;
+  const char* logits = "[?,10]";
 };
 
 class ModelsTest : public ::testing::TestWithParam<Expected> {};
@@ -50,11 +57,12 @@ TEST_P(ModelsTest, LoadsAndMatchesTheHandCount) {
   EXPECT_EQ(summary.trainable_parameters, GetParam().parameters);
   // Every weight takes part in at least one multiply-add (2 FLOPs) per sample.
   EXPECT_GE(summary.flops_per_sample, summary.trainable_parameters);
-  // Every model ends in a scalar loss over [batch, 10] logits.
+  // Every model ends in a scalar loss over [batch, 10] logits (the language
+  // model: [batch, positions, 256]).
   const Node* loss = (*graph)->FindNode("loss");
   ASSERT_NE(loss, nullptr);
   EXPECT_EQ(loss->outputs()[0].shape.rank(), 0);
-  EXPECT_EQ((*graph)->FindNode("logits")->outputs()[0].shape.ToString(), "[?,10]");
+  EXPECT_EQ((*graph)->FindNode("logits")->outputs()[0].shape.ToString(), GetParam().logits);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -62,7 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Expected{"models/mlp_fashion.pbtxt", kMlp}, Expected{"models/lenet_fashion.pbtxt", kLenet},
                       Expected{"models/vgg11_cifar.pbtxt", kVgg11}, Expected{"models/vgg11_bn_cifar.pbtxt", kVgg11Bn},
                       Expected{"models/vgg16_cifar.pbtxt", kVgg16}, Expected{"models/resnet20_cifar.pbtxt", kResnet20},
-                      Expected{"models/logreg_fashion.pbtxt", kLinear}, Expected{"models/svm_fashion.pbtxt", kLinear}),
+                      Expected{"models/logreg_fashion.pbtxt", kLinear}, Expected{"models/svm_fashion.pbtxt", kLinear},
+                      Expected{"models/char_transformer.pbtxt", kCharTransformer, "[?,128,256]"}),
     [](const ::testing::TestParamInfo<Expected>& info) {
       std::string name = info.param.path;
       name = name.substr(name.find('/') + 1);
