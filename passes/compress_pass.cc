@@ -443,7 +443,7 @@ PassInfo CompressInfo() {
                 "codec options (key=value) go to the codec: see the list of codecs below"};
   info.needs = {kGradientCommunicationProperty};
   info.provides = {kCompressedProperty};
-  info.precedes = {kPipelinedProperty};
+  info.precedes = {kPipelinedProperty, kClippedProperty};
   return info;
 }
 

@@ -151,7 +151,7 @@ PassInfo DataParallelInfo() {
   info.needs = {kGradientsProperty};
   info.provides = {kGradientCommunicationProperty};
   // After pipeline it would average the delayed gradients: right, but nothing overlaps.
-  info.precedes = {kPipelinedProperty};
+  info.precedes = {kPipelinedProperty, kClippedProperty};
   info.implied_for = [](const PlanTarget& target) { return target.workers > 1; };
   return info;
 }

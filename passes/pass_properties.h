@@ -22,6 +22,9 @@ inline constexpr char kCompressedProperty[] = "compressed";
 inline constexpr char kPipelinedProperty[] = "pipelined";
 // Layers are sharded over process groups (hybrid_partition).
 inline constexpr char kModelPartitionedProperty[] = "model_partitioned";
+// Gradients are scaled to a bounded global norm (clip); gradient
+// communication must come first, so that the norm is the averaged one.
+inline constexpr char kClippedProperty[] = "clipped";
 // Steps compute at the optimizer's look-ahead weights (lookahead).
 inline constexpr char kLookaheadProperty[] = "lookahead";
 

@@ -275,6 +275,13 @@ TEST(ShapeTest, WhereExpandCast) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "Cast", {"x"}, Attr("to", "type: DT_INT64")), "y"), "[?,4,8] int64");
 }
 
+TEST(ShapeTest, GlobalNormClipFactor) {
+  std::string g = ParamNode("a", {3, 4}) + ParamNode("b", {5});
+  EXPECT_EQ(OutputOf(g + OpNode("y", "GlobalNormClipFactor", {"a", "b"}, Attr("max_norm", "f: 1")), "y"), "[] float32");
+  EXPECT_THAT(LoadError(g + OpNode("y", "GlobalNormClipFactor", {"a"}, Attr("max_norm", "f: 0"))),
+              HasSubstr("'max_norm' must be > 0"));
+}
+
 TEST(ShapeTest, CausalMask) {
   std::string g = InputNode("s", {-1, 4, 6, 6}) + InputNode("wide", {-1, 2, 6});
   EXPECT_EQ(OutputOf(g + OpNode("y", "CausalMask", {"s"}), "y"), "[?,4,6,6] float32");

@@ -13,6 +13,8 @@
 #include "gtest/gtest.h"
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
+#include "schedulers/executor.h"
+#include "tests/test_util.h"
 
 namespace nereid {
 namespace {
@@ -41,7 +43,7 @@ TEST(PipelineTest, ParsesPassesAndOptions) {
 
 TEST(PipelineTest, BadPipelinesSayWhatExists) {
   EXPECT_THAT(std::string(ParsePipeline("autodif").status().message()),
-              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, coded, compress, data_parallel, gossip, hybrid_partition, lookahead, parameter_server, pipeline, power_gossip, sgd, stage_split"));
+              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, clip, coded, compress, data_parallel, gossip, hybrid_partition, lookahead, parameter_server, pipeline, power_gossip, sgd, stage_split"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(rate=1)").status().message()),
               HasSubstr("pass 'sgd' has no option 'rate'; its options are lr (a number)"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(lr=fast)").status().message()), HasSubstr("lr=fast must be a number"));
@@ -96,6 +98,51 @@ TEST(PipelineOrderTest, SeveralWorkersImplyDataParallelRightAfterAutodiff) {
     ASSERT_TRUE(AddImpliedPasses(*q, PlanTarget{workers}).ok());
     EXPECT_EQ(PipelineText(*q), passes);
   }
+}
+
+// clip(max_norm): the gradient the optimizer reads is scaled to the norm,
+// and only when it is above it. loss = sum(w * w): the gradient is 2w.
+TEST(ClipTest, ScalesTheGradientsToTheGlobalNorm) {
+  using testing::Attr;
+  using testing::OpNode;
+  using testing::ShapeValue;
+  const std::string text = std::string("attr { key: \"loss\" value { s: \"loss\" } }\n") +
+                           OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4}))) +
+                           OpNode("v", "Parameter", {}, Attr("shape", ShapeValue({1}))) +
+                           OpNode("ww", "Mul", {"w", "w"}) + OpNode("vv", "Mul", {"v", "v"}) +
+                           OpNode("sw", "ReduceSum", {"ww"}, Attr("keepdims", "b: false")) +
+                           OpNode("sv", "ReduceSum", {"vv"}, Attr("keepdims", "b: false")) +
+                           OpNode("loss", "Add", {"sw", "sv"});
+  for (double max_norm : {1.0, 100.0}) {
+    auto graph = testing::LoadText(text);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    auto pipeline = ParsePipeline(absl::StrCat("autodiff,clip(max_norm=", max_norm, ")"));
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+    auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    ASSERT_TRUE((*executor)->SetState("w", *Tensor::FromVector({4}, {1.5f, 0, -2, 0})).ok());
+    ASSERT_TRUE((*executor)->SetState("v", *Tensor::FromVector({1}, {0})).ok());
+    StepInfo step;
+    auto out = (*executor)->Evaluate(step, {}, {"w/grad", "v/grad", "clip/factor"});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const float* dw = (*out)[0].data<float>();
+    // The gradient (3, 0, -4, 0; 0) has norm 5.
+    const float scale = max_norm < 5 ? 1.0f / 5.0f : 1.0f;
+    EXPECT_NEAR((*out)[2].data<float>()[0], scale, 1e-6) << max_norm;
+    EXPECT_NEAR(dw[0], 3 * scale, 1e-6) << max_norm;
+    EXPECT_NEAR(dw[2], -4 * scale, 1e-6) << max_norm;
+    EXPECT_EQ((*out)[1].data<float>()[0], 0.0f);
+  }
+}
+
+TEST(ClipTest, ComesAfterTheAllreduceAndBeforeTheOptimizer) {
+  EXPECT_TRUE(ParsePipeline("autodiff,data_parallel,clip(max_norm=1),adam").ok());
+  EXPECT_THAT(std::string(ParsePipeline("autodiff,clip,data_parallel,sgd").status().message()),
+              HasSubstr("data_parallel must come before clip"));
+  EXPECT_THAT(std::string(ParsePipeline("autodiff,sgd,clip").status().message()), HasSubstr("clip must come before sgd"));
+  EXPECT_THAT(std::string(Planned("mlp_fashion", "autodiff,clip(max_norm=0),sgd").status().message()),
+              HasSubstr("max_norm must be > 0"));
 }
 
 TEST(AutodiffTest, NamesGradientsAfterTheirNodes) {

@@ -1,0 +1,56 @@
+// clip(max_norm=M): gradient clipping by global norm, as
+// torch.nn.utils.clip_grad_norm_: every gradient the optimizer reads is
+// multiplied by min(1, M / (||all gradients||_2 + 1e-6)). It reads the
+// gradients the optimizer would (each Gradient node's input), so after
+// data_parallel the norm is that of the averaged gradient, the same on every
+// rank; data_parallel and compress therefore run before it (the manager
+// refuses the other order).
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "ops/gradient_builder.h"
+#include "passes/optimizer_common.h"
+#include "passes/pass_properties.h"
+
+namespace nereid {
+namespace {
+
+class ClipPass : public Pass {
+ public:
+  absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
+    const double max_norm = context.options.GetFloat("max_norm");
+    if (!(max_norm > 0)) return absl::InvalidArgumentError(absl::StrCat("clip: max_norm must be > 0, got ", max_norm));
+    ASSIGN_OR_RETURN(std::vector<GradientOfParameter> grads, FindGradients(graph));
+    std::vector<NodeOut> values;
+    for (const GradientOfParameter& g : grads) {
+      const Edge* in = g.gradient->input_edge(0);
+      values.push_back(NodeOut{in->src, in->src_port});
+    }
+    ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, "clip/factor", "GlobalNormClipFactor", values,
+                                              {{"max_norm", FloatAttr(static_cast<float>(max_norm))}}));
+    for (size_t i = 0; i < grads.size(); ++i) {
+      ASSIGN_OR_RETURN(Node * clipped, AddOpNode(&graph, absl::StrCat(grads[i].parameter->name(), "/clipped"), "Mul",
+                                                 {values[i], NodeOut{factor, 0}}));
+      RETURN_IF_ERROR(graph.ReplaceInput(grads[i].gradient, 0, clipped, 0));
+    }
+    log->notes.push_back(absl::StrCat("clips ", grads.size(), " gradients to a global norm of at most ", max_norm));
+    return absl::OkStatus();
+  }
+};
+
+PassInfo ClipInfo() {
+  PassInfo info{"clip",
+                "Gradient clipping by global norm (torch.nn.utils.clip_grad_norm_): every gradient scaled by "
+                "min(1, max_norm / norm), the norm taken over all of them after any allreduce.",
+                {{"max_norm", OptionType::kFloat, "1", "the largest global L2 norm the optimizer sees"}},
+                [] { return std::make_unique<ClipPass>(); }};
+  info.needs = {kGradientsProperty};
+  info.provides = {kClippedProperty};
+  info.precedes = {kOptimizerProperty};
+  return info;
+}
+
+NEREID_REGISTER_PASS(ClipInfo());
+
+}  // namespace
+}  // namespace nereid
