@@ -15,7 +15,7 @@
 #include "core/status_macros.h"
 #include "graph/graph_io.h"
 #include "ops/model_loader.h"
-#include "runtime/checkpoint.h"
+#include "runtime/cli/checkpoint_weights.h"
 #include "runtime/cli/command.h"
 #include "runtime/cli/flags.h"
 #include "schedulers/executor.h"
@@ -77,20 +77,7 @@ absl::Status Infer(const Flags& flags) {
     if (graph->FindNode(f) == nullptr) return absl::InvalidArgumentError(absl::StrCat("--fetch: no node '", f, "'"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::Create(graph.get(), ExecutorOptions{}));
-  if (flags.Has("checkpoint")) {
-    const std::string where = flags.String("checkpoint");
-    absl::StatusOr<Checkpoint> checkpoint =
-        absl::EndsWith(where, ".ckpt") ? ReadCheckpointFile(where) : LoadLatestCheckpoint(where);
-    if (!checkpoint.ok()) return checkpoint.status();
-    int restored = 0;
-    for (const auto& [name, value] : checkpoint->tensors) {
-      const Node* n = graph->FindNode(name);
-      if (n == nullptr || n->op() != "Parameter") continue;
-      RETURN_IF_ERROR(executor->SetState(name, value));
-      ++restored;
-    }
-    if (restored == 0) return absl::InvalidArgumentError(absl::StrCat(where, " holds none of the model's parameters"));
-  }
+  if (flags.Has("checkpoint")) RETURN_IF_ERROR(RestoreParameters(*graph, *executor, flags.String("checkpoint")));
   StepInfo step;
   step.training = false;
   ASSIGN_OR_RETURN(std::vector<Tensor> values, executor->Evaluate(step, feeds, fetches));

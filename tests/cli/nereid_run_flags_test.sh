@@ -300,7 +300,14 @@ for x in a b; do
     -o "$tmp/chars/$x.out.npz"
 done
 expect 0 "2 epochs" "$nereid" run "$tmp/chars/tiny_lm.pbtxt" --dataset "text:$tmp/chars/corpus.txt" --epochs 2 \
-  --batch 16 --passes "autodiff,adam(lr=0.01)" --threads 1 --quiet --metrics-json "$tmp/chars/lm.json"
+  --batch 16 --passes "autodiff,adam(lr=0.01)" --threads 1 --quiet --metrics-json "$tmp/chars/lm.json" \
+  --checkpoint "$tmp/chars/ckpt"
+# nereid generate continues a prompt with the trained model (greedy here).
+expect 0 "the quick brown fox jumps over the lazy dog. the quick" "$nereid" generate "$tmp/chars/ckpt" \
+  --model "$tmp/chars/tiny_lm.pbtxt" --prompt "the quick" --tokens 50 --temperature 0
+expect 1 "not a byte-level language model" "$nereid" generate "$tmp/chars/ckpt" --model models/mlp_fashion.pbtxt \
+  --prompt "x"
+expect 2 "give one CHECKPOINT" "$nereid" generate --model "$tmp/chars/tiny_lm.pbtxt" --prompt "x"
 /usr/bin/python3 - "$tmp/chars" <<'PY' || fail "the transformer is not causal, or did not use its context"
 import json, math, sys
 import numpy as np
