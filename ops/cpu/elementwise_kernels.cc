@@ -76,6 +76,14 @@ class ReduceToShapeOfKernel : public OpKernel {
     float* out = dx->data<float>();
     for (int64_t i = 0; i < dx->num_elements(); ++i) out[i] = 0;
     const float* in = dy.data<float>();
+    if (const int64_t period = cpu::RepeatPeriod(dx->dims(), dy.dims()); period > 0) {
+      // x repeated whole (a bias): add dy's rows in order, along the row.
+      for (int64_t row = 0; row < dy.num_elements() / period; ++row) {
+        const float* src = in + row * period;
+        for (int64_t j = 0; j < period; ++j) out[j] += src[j];
+      }
+      return absl::OkStatus();
+    }
     for (int64_t i = 0; i < dy.num_elements(); ++i) out[cpu::BroadcastOffset(i, dy.dims(), strides)] += in[i];
     return absl::OkStatus();
   }
