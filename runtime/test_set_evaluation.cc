@@ -6,15 +6,28 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "data/batch_loader.h"
+#include "ops/model_loader.h"
+#include "ops/model_summary.h"
 
 namespace nereid {
 
+int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options) {
+  GraphFile source;
+  source.path = "the plan's model";
+  source.def = plan.source();
+  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(source);
+  if (!graph.ok()) return options.eval_batch;  // the plan was checked when it was built; keep the default
+  const int64_t per_sample = std::max<int64_t>(1, SummarizeModel(**graph).activation_bytes_per_sample);
+  const int64_t fits = std::max<int64_t>(options.batch, kEvaluationActivationBudget / per_sample);
+  return std::max<int64_t>(1, std::min(options.eval_batch, fits));
+}
+
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
-                                           const TrainOptions& options, const EvaluationPart& part,
+                                           const TrainOptions& options, int64_t batch, const EvaluationPart& part,
                                            DataShard shard, bool equal_shards, StepInfo info,
                                            DataParallelGroup* group, const FeedLayout& layout) {
   data::LoaderOptions lo;
-  lo.batch_size = options.eval_batch;
+  lo.batch_size = batch;
   lo.shuffle = false;
   lo.prefetch = 1;
   if (group != nullptr) {

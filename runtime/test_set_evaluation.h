@@ -31,8 +31,20 @@ struct EvaluationPart {
   std::vector<std::string> sends;
 };
 
+// Forward activations one evaluation batch may hold on a rank.
+inline constexpr int64_t kEvaluationActivationBudget = int64_t{4} << 30;
+
+// The evaluation batch: options.eval_batch, made smaller when the model's
+// forward activations at that batch would exceed the budget (a language
+// model's [B, T, ...] activations: 22 MiB a window for char_transformer,
+// which at 1,000 windows ran two ranks out of memory), but not below the
+// training batch. Computed from the plan's source model, so every rank
+// (whatever its part) evaluates the same batches.
+int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options);
+
+// `batch`: EvaluationBatch's.
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,
-                                           const TrainOptions& options, const EvaluationPart& part,
+                                           const TrainOptions& options, int64_t batch, const EvaluationPart& part,
                                            DataShard shard, bool equal_shards, StepInfo info,
                                            DataParallelGroup* group, const FeedLayout& layout);
 

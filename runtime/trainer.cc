@@ -154,7 +154,8 @@ absl::Status TrainingRun::EvaluateEpoch(EpochMetrics& m) {
     ASSIGN_OR_RETURN(Executor * own_evaluator, hooks_->Evaluator(context_, part));
     if (own_evaluator != nullptr) evaluator = own_evaluator;
   }
-  ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*evaluator, test_, options_, part, shard_, EqualShards(*graph_),
+  ASSIGN_OR_RETURN(Evaluation eval, EvaluateTestSet(*evaluator, test_, options_, eval_batch_, part, shard_,
+                                                    EqualShards(*graph_),
                                                     eval_info, group_.get(), feed_layout_));
   eval_span.End();
   for (auto& [name, value] : own) RETURN_IF_ERROR(executor_->SetState(name, value));

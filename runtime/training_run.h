@@ -130,6 +130,7 @@ class TrainingRun {
   absl::flat_hash_set<std::string> running_statistics_;  // per-rank, averaged before each evaluation
   std::unique_ptr<data::BatchLoader> loader_;
   int64_t steps_per_epoch_ = 0;
+  int64_t eval_batch_ = 1000;  // EvaluationBatch of the plan
   absl::Time first_step_started_ = absl::InfinitePast();
   int64_t resume_index_ = 0;  // the first epoch's first batch after a resume within it
   StallCheck stall_check_{options_.stall_check_percent};

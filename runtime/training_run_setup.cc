@@ -85,6 +85,7 @@ absl::Status TrainingRun::Plan() {
     return absl::FailedPreconditionError(
         absl::StrCat(options_.model_path, ": the plan is for ", world, " workers, not ", options_.workers));
   }
+  eval_batch_ = EvaluationBatch(*plan_, options_);
   ASSIGN_OR_RETURN(RankPlan mine, LoadRankPlan(*plan_, options_.rank, options_.model_path));
   graph_ = std::move(mine.graph);
   progress_rank_ = mine.loss_rank;

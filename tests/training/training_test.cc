@@ -18,6 +18,8 @@
 #include "runtime/checkpoint.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/trainer.h"
+#include "graph/graph_io.h"
+#include "runtime/test_set_evaluation.h"
 
 namespace nereid {
 namespace {
@@ -43,6 +45,23 @@ TrainOptions Synthetic(const std::string& model, int64_t epochs) {
 
 // Logistic regression on separable synthetic classes reaches a small loss
 // and perfect accuracy.
+// Evaluation batches stay within the activation budget: 1,000 images of an
+// image model, far fewer windows of the language model (1,000 of its 22 MiB
+// windows ran two ranks out of memory), never fewer than the training batch.
+TEST(EvaluationBatchTest, FitsTheActivationBudget) {
+  auto batch_for = [](const std::string& model, int64_t train_batch) {
+    PlanDef plan;
+    *plan.mutable_source() = ReadGraphFile(model)->def;
+    TrainOptions options;
+    options.batch = train_batch;
+    return EvaluationBatch(plan, options);
+  };
+  EXPECT_EQ(batch_for("models/mlp_fashion.pbtxt", 64), 1000);
+  EXPECT_EQ(batch_for("models/vgg16_cifar.pbtxt", 64), 1000);
+  EXPECT_EQ(batch_for("models/char_transformer.pbtxt", 32), kEvaluationActivationBudget / 23210496);
+  EXPECT_EQ(batch_for("models/char_transformer.pbtxt", 512), 512);
+}
+
 TEST(TrainingTest, TinyModelConverges) {
   auto result = Train(Synthetic("logreg_fashion", 3));
   ASSERT_TRUE(result.ok()) << result.status();
