@@ -99,6 +99,23 @@ GradFn MatMulGradient(const char* op, bool batched) {
       return g.Add(batched ? absl::StrCat(suffix, "_full") : suffix, op, {x, y},
                    {{"transpose_a", BoolAttr(tx)}, {"transpose_b", BoolAttr(ty)}});
     };
+    const TensorShape& a_shape = a.node->outputs()[a.port].shape;
+    const TensorShape& b_shape = b.node->outputs()[b.port].shape;
+    const TensorShape& y_shape = g.node().outputs()[0].shape;
+    if (batched && !ta && b_shape.rank() == 2 && a_shape.rank() > 2 && a_shape.dim(a_shape.rank() - 1) > 0 &&
+        y_shape.dim(y_shape.rank() - 1) > 0) {
+      // One matrix b shared by every batch (a linear layer on [B, T, D]):
+      // its gradient is one product over all the rows, not a product per
+      // batch summed afterwards.
+      const int64_t k = a_shape.dim(a_shape.rank() - 1), n = y_shape.dim(y_shape.rank() - 1);
+      ASSIGN_OR_RETURN(NodeOut da, mm("a", dy, b, false, !tb));
+      ASSIGN_OR_RETURN(NodeOut a_rows, g.Add("a_rows", "Reshape", {a}, {{"shape", IntListAttr({-1, k})}}));
+      ASSIGN_OR_RETURN(NodeOut dy_rows, g.Add("dy_rows", "Reshape", {dy}, {{"shape", IntListAttr({-1, n})}}));
+      ASSIGN_OR_RETURN(NodeOut db, tb ? g.Add("b", "MatMul", {dy_rows, a_rows}, {{"transpose_a", BoolAttr(true)}})
+                                      : g.Add("b", "MatMul", {a_rows, dy_rows}, {{"transpose_a", BoolAttr(true)}}));
+      ASSIGN_OR_RETURN(NodeOut da_sum, g.Add("a", "ReduceToShapeOf", {da, a}));
+      return GradResult{da_sum, db};
+    }
     absl::StatusOr<NodeOut> da, db;
     if (!ta && !tb) {
       da = mm("a", dy, b, false, true);
@@ -114,23 +131,6 @@ GradFn MatMulGradient(const char* op, bool batched) {
       db = mm("b", dy, a, true, true);
     }
     RETURN_IF_ERROR(da.status());
-    const TensorShape& a_shape = a.node->outputs()[a.port].shape;
-    const TensorShape& b_shape = b.node->outputs()[b.port].shape;
-    const TensorShape& y_shape = g.node().outputs()[0].shape;
-    if (batched && !ta && b_shape.rank() == 2 && a_shape.rank() > 2 && a_shape.dim(a_shape.rank() - 1) > 0 &&
-        y_shape.dim(y_shape.rank() - 1) > 0) {
-      // One matrix b shared by every batch (a linear layer on [B, T, D]):
-      // its gradient is one product over all the rows, not a product per
-      // batch summed afterwards.
-      const int64_t k = a_shape.dim(a_shape.rank() - 1), n = y_shape.dim(y_shape.rank() - 1);
-      ASSIGN_OR_RETURN(NodeOut a_rows, g.Add("a_rows", "Reshape", {a}, {{"shape", IntListAttr({-1, k})}}));
-      ASSIGN_OR_RETURN(NodeOut dy_rows, g.Add("dy_rows", "Reshape", {dy}, {{"shape", IntListAttr({-1, n})}}));
-      db = tb ? g.Add("b", "MatMul", {dy_rows, a_rows}, {{"transpose_a", BoolAttr(true)}})
-              : g.Add("b", "MatMul", {a_rows, dy_rows}, {{"transpose_a", BoolAttr(true)}});
-      RETURN_IF_ERROR(db.status());
-      ASSIGN_OR_RETURN(NodeOut da_sum, g.Add("a", "ReduceToShapeOf", {*da, a}));
-      return GradResult{da_sum, *db};
-    }
     RETURN_IF_ERROR(db.status());
     if (!batched) return GradResult{*da, *db};
     ASSIGN_OR_RETURN(NodeOut da_sum, g.Add("a", "ReduceToShapeOf", {*da, a}));
