@@ -8,7 +8,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/key_values.h"
 
 namespace nereid {
 namespace {
@@ -185,46 +184,6 @@ double CoverageProbability(int k, int degree, int m) {
     p += (j % 2 == 0 ? 1.0 : -1.0) * std::exp(log_term);
   }
   return std::clamp(p, 0.0, 1.0);
-}
-
-std::string CodeSpecAttr(const CodeSpec& spec) {
-  return FormatKeyValues({{"scheme", CodeSchemeName(spec.scheme)},
-                          {"n", absl::StrCat(spec.n)},
-                          {"k", absl::StrCat(spec.k)},
-                          {"degree", absl::StrCat(spec.degree)},
-                          {"seed", absl::StrCat(spec.seed)}},
-                         ',');
-}
-
-absl::StatusOr<CodeSpec> ParseCodeSpecAttr(absl::string_view text) {
-  const std::string what = absl::StrCat("coded attribute '", text, "': field");
-  absl::StatusOr<KeyValues> fields = ParseKeyValues(text, ',', what);
-  if (!fields.ok()) return fields.status();
-  CodeSpec spec;
-  for (const auto& [key, value] : *fields) {
-    if (key == "scheme") {
-      absl::StatusOr<CodeScheme> scheme = ParseCodeScheme(value);
-      if (!scheme.ok()) return scheme.status();
-      spec.scheme = *scheme;
-      continue;
-    }
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(value, &v) || v < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", key, "=", value, " is not a count"));
-    }
-    if (key == "n") {
-      spec.n = static_cast<int>(v);
-    } else if (key == "k") {
-      spec.k = static_cast<int>(v);
-    } else if (key == "degree") {
-      spec.degree = static_cast<int>(v);
-    } else if (key == "seed") {
-      spec.seed = static_cast<uint64_t>(v);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("coded attribute '", text, "': unknown field '", key, "'"));
-    }
-  }
-  return spec;
 }
 
 }  // namespace nereid

@@ -51,11 +51,6 @@ struct CodeSpec {
   uint64_t seed = 0;
 };
 
-// The plan's `coded` attribute, written by the coded pass and read by the
-// coded runtime: "scheme=rlnc,n=3,k=2,degree=2,seed=1".
-std::string CodeSpecAttr(const CodeSpec& spec);
-absl::StatusOr<CodeSpec> ParseCodeSpecAttr(absl::string_view text);
-
 class LinearCode {
  public:
   // InvalidArgument naming the option for k < 1, n < k, n > 4096, a

@@ -39,7 +39,7 @@ absl::StatusOr<bool> RunsOn(const Placement& placement, int rank, int world, con
     return true;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("role '", placement.role, "' is not a declared group (graph attribute 'groups')"));
+      absl::StrCat("role '", placement.role, "' is not a declared group (the plan's groups)"));
 }
 
 absl::StatusOr<std::vector<int>> RanksOf(const Placement& placement, int world, const std::vector<GroupDecl>& groups) {

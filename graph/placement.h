@@ -5,7 +5,7 @@
 // placed on it:
 //   worker: r        rank r only (NodeDef.worker);
 //   role: "server"   the members of the declared group "server" (NodeDef.role,
-//                    graph attribute "groups", e.g. "server=ranks:0-1");
+//                    the plan's groups, e.g. a server group of ranks 0-1);
 //   neither          every rank.
 // Values cross placements only from a Send to its Recv (plan/split_by_rank.h).
 

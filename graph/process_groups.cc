@@ -1,63 +1,56 @@
 #include "graph/process_groups.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "core/key_values.h"
 
 namespace nereid {
 
-namespace {
-
-// "blocks:4", "strided:4", "ranks:0-1" or "ranks:2" into `g`.
-bool ParseLayout(absl::string_view text, GroupDecl& g) {
-  std::pair<absl::string_view, absl::string_view> kind_arg = absl::StrSplit(text, absl::MaxSplits(':', 1));
-  const absl::string_view kind = kind_arg.first, arg = kind_arg.second;
-  if (kind == "ranks") {
-    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(arg, absl::MaxSplits('-', 1));
-    int last = 0;
-    constexpr int kMaxRank = 1 << 20;
-    if (!absl::SimpleAtoi(range.first, &g.first) || g.first < 0 || g.first > kMaxRank) return false;
-    if (range.second.empty()) {
-      last = g.first;
-    } else if (!absl::SimpleAtoi(range.second, &last) || last < g.first || last > kMaxRank) {
-      return false;
-    }
-    g.layout = GroupLayout::kRanks;
-    g.size = last - g.first + 1;
-    return true;
-  }
-  if (kind != "blocks" && kind != "strided") return false;
-  g.layout = kind == "blocks" ? GroupLayout::kBlocks : GroupLayout::kStrided;
-  return absl::SimpleAtoi(arg, &g.size) && g.size >= 1;
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<GroupDecl>> ParseGroupDecls(const std::string& text) {
+absl::StatusOr<std::vector<GroupDecl>> DeclaredGroups(const Graph& graph) {
+  constexpr int kMaxRank = 1 << 20;
   std::vector<GroupDecl> groups;
-  constexpr absl::string_view kForms = "NAME=blocks:SIZE, NAME=strided:SIZE or NAME=ranks:FIRST-LAST";
-  absl::StatusOr<KeyValues> declared = ParseKeyValues(text, ';', "group declaration");
-  if (!declared.ok()) return absl::InvalidArgumentError(absl::StrCat(declared.status().message(), " (", kForms, ")"));
-  for (const auto& [name, layout] : *declared) {
-    GroupDecl g;
-    if (!ParseLayout(layout, g)) {
-      return absl::InvalidArgumentError(absl::StrCat("group declaration '", name, "=", layout, "' is not ", kForms));
+  for (const GroupDeclaration& d : graph.header().records().group()) {
+    const std::string what = absl::StrCat("the plan's group '", d.name(), "'");
+    if (d.name().empty()) return absl::InvalidArgumentError("the plan declares a group without a name");
+    if (d.size() < 1 || d.size() > kMaxRank || d.first() < 0 || d.first() > kMaxRank) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has size ", d.size(), " from rank ", d.first(),
+                                                     "; it needs size >= 1 and ranks within 0..", kMaxRank));
     }
-    g.name = name;
+    GroupDecl g;
+    g.name = d.name();
+    g.size = d.size();
+    g.first = d.first();
+    switch (d.layout()) {
+      case GroupDeclaration::BLOCKS:
+        g.layout = GroupLayout::kBlocks;
+        break;
+      case GroupDeclaration::STRIDED:
+        g.layout = GroupLayout::kStrided;
+        break;
+      case GroupDeclaration::RANKS:
+        g.layout = GroupLayout::kRanks;
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(what, " has an unknown layout ", d.layout()));
+    }
     for (const GroupDecl& other : groups) {
-      if (other.name == g.name) return absl::InvalidArgumentError(absl::StrCat("group '", g.name, "' is declared twice"));
+      if (other.name == g.name) return absl::InvalidArgumentError(absl::StrCat(what, " is declared twice"));
     }
     groups.push_back(g);
   }
   return groups;
 }
 
-absl::StatusOr<std::vector<GroupDecl>> DeclaredGroups(const Graph& graph) {
-  absl::StatusOr<std::vector<GroupDecl>> groups = ParseGroupDecls(GraphAttr(graph, "groups"));
-  if (!groups.ok()) return absl::InvalidArgumentError(absl::StrCat("graph attribute 'groups': ", groups.status().message()));
-  return groups;
+void DeclareGroups(Graph& graph, const std::vector<GroupDecl>& groups) {
+  auto* declared = graph.mutable_header()->mutable_records()->mutable_group();
+  declared->Clear();
+  for (const GroupDecl& g : groups) {
+    GroupDeclaration* d = declared->Add();
+    d->set_name(g.name);
+    d->set_size(g.size);
+    d->set_first(g.first);
+    d->set_layout(g.layout == GroupLayout::kBlocks    ? GroupDeclaration::BLOCKS
+                  : g.layout == GroupLayout::kStrided ? GroupDeclaration::STRIDED
+                                                      : GroupDeclaration::RANKS);
+  }
 }
 
 std::string GroupDeclsText(const std::vector<GroupDecl>& groups) {

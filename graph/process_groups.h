@@ -1,10 +1,9 @@
 #ifndef NEREID_GRAPH_PROCESS_GROUPS_H_
 #define NEREID_GRAPH_PROCESS_GROUPS_H_
 
-// The process groups a plan's collectives run on, declared in the graph's
-// "groups" attribute by the pass that partitions it:
-//
-//   groups: "model=blocks:4;replicas=strided:4"
+// The process groups a plan's collectives run on, declared in the plan's
+// records (PlanRecords.group) by the pass that partitions it, e.g. a
+// "model" group in blocks of 4 and a "replicas" group strided by 4.
 //
 // A layout cuts the world's ranks into instances of `size` ranks each, so a
 // plan is written once for every rank (each rank finds its own instance):
@@ -12,8 +11,8 @@
 //              (a model-parallel group: ranks 0-3, 4-7, ...);
 //   strided:G  ranks equal modulo G: rank r is in instance r % G, as member
 //              r / G (the replicas of one shard: ranks 1, 5, 9, ...);
-//   ranks:A-B  one instance of ranks A..B (or ranks:A, one rank); the other
-//              ranks are not members (a role: "server=ranks:0-1").
+//   ranks:A-B  one instance of ranks A..B; the other ranks are not members
+//              (a role: the servers of a parameter server, ranks 0-1).
 // A collective op names its group in its `group` attribute; an empty name is
 // the whole world.
 
@@ -42,12 +41,13 @@ struct GroupMembership {
   int group_rank = 0;          // this rank's index in `members`
 };
 
-// The declarations of the graph's "groups" attribute (none: empty). Errors
-// name the malformed entry.
+// The groups the graph's plan declares (none: empty), checked: names
+// unique and not empty, sizes at least 1, ranks in range. Errors name the
+// declaration.
 absl::StatusOr<std::vector<GroupDecl>> DeclaredGroups(const Graph& graph);
-// Parses "name=blocks:4;..." (the attribute's value).
-absl::StatusOr<std::vector<GroupDecl>> ParseGroupDecls(const std::string& text);
-// The text form ParseGroupDecls reads.
+// Replaces the graph's declarations with `groups`.
+void DeclareGroups(Graph& graph, const std::vector<GroupDecl>& groups);
+// "model=blocks:4;replicas=strided:4": for reports and errors.
 std::string GroupDeclsText(const std::vector<GroupDecl>& groups);
 
 // Where `rank` of `world` sits in `group`. FailedPrecondition if the layout

@@ -9,23 +9,38 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(ProcessGroupsTest, ParsesAndPrintsDeclarations) {
-  absl::StatusOr<std::vector<GroupDecl>> groups = ParseGroupDecls("model=blocks:4;replicas=strided:4");
+TEST(ProcessGroupsTest, DeclarationsRoundTripThroughThePlanRecords) {
+  Graph graph;
+  EXPECT_TRUE(DeclaredGroups(graph)->empty());
+  DeclareGroups(graph, {GroupDecl{"model", GroupLayout::kBlocks, 4}, GroupDecl{"replicas", GroupLayout::kStrided, 4},
+                        GroupDecl{"server", GroupLayout::kRanks, 2, 1}});
+  absl::StatusOr<std::vector<GroupDecl>> groups = DeclaredGroups(graph);
   ASSERT_TRUE(groups.ok()) << groups.status();
-  ASSERT_EQ(groups->size(), 2u);
+  ASSERT_EQ(groups->size(), 3u);
   EXPECT_EQ((*groups)[0].name, "model");
   EXPECT_EQ((*groups)[0].layout, GroupLayout::kBlocks);
   EXPECT_EQ((*groups)[1].layout, GroupLayout::kStrided);
-  EXPECT_EQ(GroupDeclsText(*groups), "model=blocks:4;replicas=strided:4");
-  EXPECT_TRUE(ParseGroupDecls("")->empty());
+  EXPECT_EQ((*groups)[2].layout, GroupLayout::kRanks);
+  EXPECT_EQ((*groups)[2].first, 1);
+  EXPECT_EQ(GroupDeclsText(*groups), "model=blocks:4;replicas=strided:4;server=ranks:1-2");
 }
 
 TEST(ProcessGroupsTest, RefusesMalformedDeclarations) {
-  for (const char* bad : {"model", "model=blocks", "model=rings:2", "model=blocks:0", "=blocks:2",
-                          "a=blocks:2;a=strided:2", "s=ranks:", "s=ranks:2-1", "s=ranks:-1", "s=ranks:0-x"}) {
-    EXPECT_FALSE(ParseGroupDecls(bad).ok()) << bad;
-  }
-  EXPECT_THAT(std::string(ParseGroupDecls("model=rings:2").status().message()), HasSubstr("'model=rings:2'"));
+  auto error = [](const char* name, int size, int first) {
+    Graph graph;
+    DeclareGroups(graph, {GroupDecl{"a", GroupLayout::kBlocks, 2}, GroupDecl{name, GroupLayout::kRanks, size, first}});
+    return std::string(DeclaredGroups(graph).status().message());
+  };
+  EXPECT_THAT(error("a", 2, 0), HasSubstr("group 'a' is declared twice"));
+  EXPECT_THAT(error("", 2, 0), HasSubstr("without a name"));
+  EXPECT_THAT(error("s", 0, 0), HasSubstr("group 's' has size 0"));
+  EXPECT_THAT(error("s", 1, -1), HasSubstr("from rank -1"));
+  Graph graph;
+  GroupDeclaration* d = graph.mutable_header()->mutable_records()->add_group();
+  d->set_name("m");
+  d->set_size(2);
+  d->set_layout(static_cast<GroupDeclaration::Layout>(7));
+  EXPECT_THAT(std::string(DeclaredGroups(graph).status().message()), HasSubstr("unknown layout 7"));
 }
 
 TEST(ProcessGroupsTest, BlocksAreConsecutiveRanks) {
@@ -49,10 +64,7 @@ TEST(ProcessGroupsTest, StridesAreRanksEqualModuloTheStride) {
 }
 
 TEST(ProcessGroupsTest, ARankRangeIsOneInstanceAndTheOtherRanksAreNotMembers) {
-  absl::StatusOr<std::vector<GroupDecl>> groups = ParseGroupDecls("server=ranks:1-2;chief=ranks:0");
-  ASSERT_TRUE(groups.ok()) << groups.status();
-  EXPECT_EQ(GroupDeclsText(*groups), "server=ranks:1-2;chief=ranks:0-0");
-  const GroupDecl& server = (*groups)[0];
+  const GroupDecl server{"server", GroupLayout::kRanks, 2, 1};
   absl::StatusOr<GroupMembership> m = MembershipOf(server, 2, 5);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_THAT(m->members, ElementsAre(1, 2));

@@ -32,7 +32,7 @@ NEREID_REGISTER_OP(OpDefBuilder("AllReduce")
                        .RequiredAttr("bucket", AttrType::kInt, "position in the fixed per-step issue order")
                        .EnumAttr("reduce", {"avg", "sum"}, "avg")
                        .Attr("group", AttrType::kString, StringAttr(""),
-                             "the process group it reduces over (graph attribute 'groups'); empty: every rank")
+                             "the process group it reduces over (the plan's groups); empty: every rank")
                        .EnumAttr("wire", {"float32", "float16", "bfloat16"}, "float32",
                                  "number format on the wire (the compress pass sets 16-bit ones); sums "
                                  "are taken in float32")

@@ -78,7 +78,7 @@ absl::Status AssignCollectiveOrder(Graph& graph) {
 
 absl::Status CheckCollectivePlan(const Graph& graph) {
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
-  const int64_t workers = GraphAttrInt(graph, "workers", 0);
+  const int64_t workers = graph.header().records().workers();
   absl::flat_hash_map<std::string, int> size;  // at the plan's workers (0: unknown)
   for (const GroupDecl& g : declared) {
     size[g.name] = 0;
@@ -95,8 +95,7 @@ absl::Status CheckCollectivePlan(const Graph& graph) {
     if (group.empty()) continue;
     auto it = size.find(group);
     if (it == size.end()) {
-      return NodeError(graph, *n, absl::StrCat("runs on group '", group, "', which the graph's 'groups' attribute ",
-                                               "does not declare"));
+      return NodeError(graph, *n, absl::StrCat("runs on group '", group, "', which the plan's groups do not declare"));
     }
     const int64_t group_size = NodeAttrInt(*n, "group_size", 0);
     if (it->second > 0 && group_size > 0 && group_size != it->second) {

@@ -1,4 +1,4 @@
-// Collectives over a process group (graph attribute "groups", see
+// Collectives over a process group (the plan's groups, see
 // graph/process_groups.h) that a partitioning pass inserts before autodiff:
 // each op's gradient is its conjugate collective, so the backward pass's
 // communication is derived, not written by hand.
@@ -34,7 +34,7 @@ OpDefBuilder GroupOp(const char* name, const char* summary) {
       .Summary(summary)
       .Input("x", {DT_FLOAT})
       .Output("y")
-      .RequiredAttr("group", AttrType::kString, "the process group (graph attribute 'groups')")
+      .RequiredAttr("group", AttrType::kString, "the process group (the plan's groups)")
       .RequiredAttr("group_size", AttrType::kInt, "how many ranks the group has")
       .SetCostFn(cost_fns::NoFlops);
 }

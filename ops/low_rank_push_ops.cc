@@ -65,7 +65,7 @@ NEREID_REGISTER_OP(OpDefBuilder("LowRankPush")
                        .Output("next_received")
                        .Output("next_bases")
                        .Output("next_started")
-                       .RequiredAttr("group", AttrType::kString, "the process group (graph attribute 'groups')")
+                       .RequiredAttr("group", AttrType::kString, "the process group (the plan's groups)")
                        .RequiredAttr("group_size", AttrType::kInt, "how many ranks the group has")
                        .RequiredAttr("offsets", AttrType::kIntList, "the offset of each step, cycled")
                        .RequiredAttr("segments", AttrType::kIntList,

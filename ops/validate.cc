@@ -178,12 +178,46 @@ struct GraphAttrSpec {
   int64_t min = 0;  // ints: the least value
 };
 constexpr GraphAttrSpec kGraphAttrs[] = {
-    {"name", AttrValue::kS},        {"dataset", AttrValue::kS},        {"loss", AttrValue::kS},
-    {"logits", AttrValue::kS},      {"groups", AttrValue::kS},         {"compression", AttrValue::kS},
-    {"gossip", AttrValue::kS},      {"workers", AttrValue::kI, 1},     {"num_classes", AttrValue::kI, 1},
-    {"servers", AttrValue::kI, 1},  {"model_parallel", AttrValue::kI, 1}, {"data_replicas", AttrValue::kI, 1},
-    {"pipeline_width", AttrValue::kI, 1}, {"parameter_server", AttrValue::kS},
+    {"name", AttrValue::kS},   {"dataset", AttrValue::kS}, {"loss", AttrValue::kS},
+    {"logits", AttrValue::kS}, {"num_classes", AttrValue::kI, 1},
 };
+absl::Status GraphError(const Graph& graph, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(graph.source_path(), ": ", what));
+}
+
+// What plans recorded as graph attributes before PlanRecords held them: a
+// plan that still carries one was made by an older Nereid and would be
+// misread, so it is refused.
+constexpr const char* kRetiredPlanAttrs[] = {
+    "workers",        "groups",   "strategy",      "compression", "codec_momentum", "gossip", "gossip_overlap",
+    "pipeline_width", "lookahead", "servers",      "parameter_server", "data_replicas", "model_parallel", "coded",
+    "coded_departures",
+};
+
+// The records' counts are not negative and the pipeline's width is one the
+// passes make.
+absl::Status CheckPlanRecords(const Graph& graph) {
+  const PlanRecords& r = graph.header().records();
+  const std::pair<const char*, int64_t> counts[] = {
+      {"workers", r.workers()},
+      {"model_parallel", r.model_parallel()},
+      {"data_replicas", r.data_replicas()},
+      {"pipeline_width", r.pipeline_width()},
+      {"gossip.overlap", r.gossip().overlap()},
+      {"parameter_server.servers", r.parameter_server().servers()},
+      {"coded.n", r.coded().n()},
+      {"coded.k", r.coded().k()},
+  };
+  for (const auto& [name, value] : counts) {
+    if (value < 0 || value > (1 << 20)) {
+      return GraphError(graph, absl::StrCat("the plan's records.", name, " is ", value, "; it must be in 0..", 1 << 20));
+    }
+  }
+  if (r.pipeline_width() > 64) {
+    return GraphError(graph, absl::StrCat("the plan's records.pipeline_width is ", r.pipeline_width(), "; at most 64"));
+  }
+  return absl::OkStatus();
+}
 
 const char* TypeName(AttrValue::ValueCase c) {
   switch (c) {
@@ -207,14 +241,17 @@ bool IsKnownDevice(absl::string_view device) {
   return false;
 }
 
-absl::Status GraphError(const Graph& graph, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(graph.source_path(), ": ", what));
-}
-
 // Graph-level attributes: types, bounds, the nodes loss and logits name, the
 // groups' syntax; and placement that names ranks or roles the plan lacks.
 absl::Status CheckGraphAttrs(const Graph& graph) {
   const auto& attrs = graph.header().attr();
+  for (const char* retired : kRetiredPlanAttrs) {
+    if (attrs.contains(retired)) {
+      return GraphError(graph, absl::StrCat("graph attribute '", retired, "' is how an older Nereid recorded a plan; "
+                                            "plan the model again with this version (nereid plan)"));
+    }
+  }
+  RETURN_IF_ERROR(CheckPlanRecords(graph));
   for (const GraphAttrSpec& spec : kGraphAttrs) {
     auto it = attrs.find(spec.name);
     if (it == attrs.end()) continue;
@@ -240,7 +277,7 @@ absl::Status CheckGraphAttrs(const Graph& graph) {
   if (!groups.ok()) return GraphError(graph, std::string(groups.status().message()));
   absl::flat_hash_set<std::string> roles;
   for (const GroupDecl& g : *groups) roles.insert(g.name);
-  const int64_t workers = attrs.count("workers") ? attrs.at("workers").i() : 0;
+  const int64_t workers = graph.header().records().workers();
   for (const Node* node : graph.nodes()) {
     const NodeDef& d = node->def();
     if (!d.device().empty() && !IsKnownDevice(d.device())) {
@@ -256,7 +293,7 @@ absl::Status CheckGraphAttrs(const Graph& graph) {
     }
     if (!d.role().empty() && !roles.contains(d.role())) {
       return NodeError(graph, *node, absl::StrCat("runs on role '", d.role(),
-                                                  "', which the graph attribute 'groups' does not declare"));
+                                                  "', which the plan's groups do not declare"));
     }
   }
   return absl::OkStatus();

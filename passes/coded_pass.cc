@@ -257,9 +257,13 @@ class CodedPass : public Pass {
     for (Node* n : form.chain) graph.RemoveNode(n);
     graph.RemoveNode(form.images);
 
-    auto& header = *graph.mutable_header()->mutable_attr();
-    header["coded"] = StringAttr(CodeSpecAttr(spec));
-    header["coded_departures"] = StringAttr(departures);
+    PlanRecords::Coded& record = *graph.mutable_header()->mutable_records()->mutable_coded();
+    record.set_scheme(CodeSchemeName(spec.scheme));
+    record.set_n(spec.n);
+    record.set_k(spec.k);
+    record.set_degree(spec.degree);
+    record.set_seed(spec.seed);
+    record.set_departures(departures);
     log->notes.push_back(absl::StrCat(
         CodeSchemeName(spec.scheme), " code: ", spec.n, " coded workers (ranks 1-", spec.n, ") over ", spec.k,
         " data partitions", spec.scheme == CodeScheme::kRlnc ? absl::StrCat(", degree ", spec.degree) : "",

@@ -237,10 +237,10 @@ class CompressPass : public Pass {
     } else {
       RETURN_IF_ERROR(RewriteWithCodec(graph, o, method, extra, log));
     }
-    auto& attrs = *graph.mutable_header()->mutable_attr();
-    attrs["compression"] = StringAttr(method);
+    PlanRecords::Compression& record = *graph.mutable_header()->mutable_records()->mutable_compression();
+    record.set_method(method);
     if (applied_momentum_ > 0) {
-      attrs[kCodecMomentumAttr] = FloatAttr(static_cast<float>(applied_momentum_));
+      record.set_momentum(static_cast<float>(applied_momentum_));
       // An optimizer planned before this pass already applies its own.
       for (Node* n : graph.nodes()) {
         auto m = n->def().attr().find("momentum");

@@ -89,7 +89,7 @@ class DataParallelPass : public Pass {
       averaged += grads.size();
       bucket_count += buckets_added_;
     }
-    (*graph.mutable_header()->mutable_attr())["strategy"] = StringAttr("data_parallel");
+    graph.mutable_header()->mutable_records()->set_data_parallel(true);
     log->notes.push_back(absl::StrCat("averages ", averaged, " gradients (", total, " bytes) in ", bucket_count,
                                       " bucket", bucket_count == 1 ? "" : "s", " of at most ", cap_kb, " KB"));
     if (not_averaged > 0) {

@@ -178,7 +178,7 @@ class GossipPass : public Pass {
       if (g.name == kGossipGroup) return absl::FailedPreconditionError("gossip: applied twice");
     }
     groups.push_back(GroupDecl{kGossipGroup, GroupLayout::kBlocks, static_cast<int>(world)});
-    (*graph.mutable_header()->mutable_attr())["groups"] = StringAttr(GroupDeclsText(groups));
+    DeclareGroups(graph, groups);
 
     ASSIGN_OR_RETURN(Node * weight, AddState(graph, kPushSumWeightState, {1}, /*per_rank=*/true));
     (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
@@ -200,6 +200,7 @@ class GossipPass : public Pass {
     // (x + sum of x_in) / (peers + 1); complete: the sum of every rank's
     // share, sum / n. `arrived`: what each peer pushed (PushInBuckets);
     // with overlap it is added `overlap` steps later.
+    std::vector<std::string> in_flight, weight_in_flight;  // the delay lines' states, for the plan's record
     auto mixed = [&](const std::string& name, NodeOut value, const std::vector<int64_t>& dims,
                      const std::vector<NodeOut>& arrived) -> absl::StatusOr<NodeOut> {
       NodeOut sum_out = value;
@@ -231,8 +232,9 @@ class GossipPass : public Pass {
                                                 {incoming, NodeOut{mix, 0}}));
       incoming = NodeOut{shares, 0};
       for (int64_t k = 1; k <= overlap; ++k) {
-        ASSIGN_OR_RETURN(Node * delayed, AddState(graph, absl::StrCat(name, kGossipInFlightInfix, k), dims,
+        ASSIGN_OR_RETURN(Node * delayed, AddState(graph, absl::StrCat(name, "/gossip/in_flight_", k), dims,
                                                   /*per_rank=*/true));
+        (name == kPushSumWeightState ? weight_in_flight : in_flight).push_back(delayed->name());
         RETURN_IF_ERROR(CloseLoop(graph, delayed, incoming));
         incoming = NodeOut{delayed, 0};
       }
@@ -264,9 +266,13 @@ class GossipPass : public Pass {
       }
     }
     const int mixed_values = static_cast<int>(carried.size());
-    (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr(o.GetString("topology"));
+    PlanRecords::Gossip& record = *graph.mutable_header()->mutable_records()->mutable_gossip();
+    record.set_topology(o.GetString("topology"));
+    record.set_weight_state(weight->name());
+    record.set_overlap(static_cast<int32_t>(overlap));
+    for (const std::string& state : in_flight) record.add_in_flight_state(state);
+    for (const std::string& state : weight_in_flight) record.add_weight_in_flight_state(state);
     if (overlap > 0) {
-      (*graph.mutable_header()->mutable_attr())[kGossipOverlapAttr] = IntAttr(overlap);
       // A bound set before (pipeline's width) stays when it is the larger.
       LoopScope* loop = TrainLoop(graph);
       loop->set_max_in_flight(std::max(loop->max_in_flight(), static_cast<int32_t>(overlap + 1)));

@@ -15,7 +15,7 @@ absl::StatusOr<DelayedGradients> DelayGradients(Graph& graph, int64_t width, con
   if (width < 1 || width > 64) {
     return absl::InvalidArgumentError(absl::StrCat(pass, ": width=", width, " must be in [1, 64]"));
   }
-  if (graph.header().attr().count(kPipelineWidthAttr) > 0) {
+  if (graph.header().records().pipeline_width() > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         pass, ": the graph is already pipelined (applied twice, or after parameter_server(mode=ssp)?)"));
   }
@@ -40,7 +40,7 @@ absl::StatusOr<DelayedGradients> DelayGradients(Graph& graph, int64_t width, con
   // A bound set before (gossip's overlap) stays when it is the larger.
   LoopScope* loop = TrainLoop(graph);
   loop->set_max_in_flight(std::max(loop->max_in_flight(), static_cast<int32_t>(width)));
-  (*graph.mutable_header()->mutable_attr())[kPipelineWidthAttr] = IntAttr(width);
+  graph.mutable_header()->mutable_records()->set_pipeline_width(static_cast<int32_t>(width));
   return delayed_gradients;
 }
 

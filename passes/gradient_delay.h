@@ -28,8 +28,8 @@ struct DelayedGradients {
 };
 
 // InvalidArgument unless 1 <= width <= 64; FailedPrecondition when the graph
-// is pipelined already (kPipelineWidthAttr) or has no Gradient node. Sets
-// kPipelineWidthAttr to `width`.
+// is pipelined already (records.pipeline_width) or has no Gradient node. Sets
+// the plan's records.pipeline_width to `width`.
 absl::StatusOr<DelayedGradients> DelayGradients(Graph& graph, int64_t width, const char* pass);
 
 }  // namespace nereid

@@ -122,9 +122,8 @@ class HybridPartitionPass : public Pass {
     }
     std::vector<GroupDecl> groups = {{kModelGroup, GroupLayout::kBlocks, static_cast<int>(group)}};
     if (replicated) groups.push_back({kReplicaGroup, GroupLayout::kStrided, static_cast<int>(group)});
-    auto& attrs = *graph.mutable_header()->mutable_attr();
-    attrs["groups"] = StringAttr(GroupDeclsText(groups));
-    attrs["model_parallel"] = IntAttr(group);
+    DeclareGroups(graph, groups);
+    graph.mutable_header()->mutable_records()->set_model_parallel(static_cast<int32_t>(group));
     log->notes.push_back(absl::StrCat("each rank holds ", total - sharded + sharded / group, " of the model's ", total,
                                       " parameters (", sharded, " sharded ", group, " ways)"));
     return absl::OkStatus();

@@ -49,8 +49,6 @@
 namespace nereid {
 namespace {
 
-constexpr char kLookaheadAttr[] = "lookahead";
-
 // The value the rank computed for `gradient` before any averaging: through
 // the pipeline's delay state and its Feedback to the AllReduce's input.
 absl::StatusOr<NodeOut> LocalGradient(const Node& gradient) {
@@ -98,17 +96,16 @@ absl::StatusOr<Node*> OptimizerUpdate(const Node& gradient, const Node* param) {
 class LookaheadPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassContext&, PassLog* log) override {
-    const auto& header = graph.header().attr();
-    if (header.count(kLookaheadAttr) > 0) {
+    const PlanRecords& records = graph.header().records();
+    if (records.lookahead()) {
       return absl::FailedPreconditionError("lookahead: the graph already looks ahead (applied twice?)");
     }
-    auto width = header.find(kPipelineWidthAttr);
-    if (width == header.end()) {
+    if (records.pipeline_width() == 0) {
       return absl::FailedPreconditionError("lookahead: needs pipeline(width=2) (and an optimizer) before it");
     }
-    if (width->second.i() != 2) {
+    if (records.pipeline_width() != 2) {
       return absl::FailedPreconditionError(
-          absl::StrCat("lookahead: pipeline width ", width->second.i(), ": only width 2 is supported"));
+          absl::StrCat("lookahead: pipeline width ", records.pipeline_width(), ": only width 2 is supported"));
     }
     int updated = 0;
     for (Node* gradient : graph.nodes()) {
@@ -135,7 +132,7 @@ class LookaheadPass : public Pass {
       }
       ++updated;
     }
-    (*graph.mutable_header()->mutable_attr())[kLookaheadAttr] = IntAttr(1);
+    graph.mutable_header()->mutable_records()->set_lookahead(true);
     log->notes.push_back(absl::StrCat(updated, " parameters read at the look-ahead of the rank's own last gradient"));
     return absl::OkStatus();
   }

@@ -81,14 +81,12 @@ bool IsPerRank(const Graph& graph, const Node& like) {
 }
 
 absl::Status CheckMomentumAppliedOnce(const Graph& graph, double optimizer_momentum) {
-  auto codec = graph.header().attr().find(kCodecMomentumAttr);
-  if (codec == graph.header().attr().end() || codec->second.f() == 0 || optimizer_momentum == 0) {
-    return absl::OkStatus();
-  }
+  const PlanRecords::Compression& codec = graph.header().records().compression();
+  if (codec.momentum() == 0 || optimizer_momentum == 0) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "momentum would be applied twice: compress(method=", GraphAttr(graph, "compression"), ") applies momentum ",
-      codec->second.f(), " itself (DGC's momentum correction) and sgd has momentum ", optimizer_momentum,
-      "; use sgd(momentum=0) with it, or compress(method=", GraphAttr(graph, "compression"), ", momentum=0)"));
+      "momentum would be applied twice: compress(method=", codec.method(), ") applies momentum ", codec.momentum(),
+      " itself (DGC's momentum correction) and sgd has momentum ", optimizer_momentum,
+      "; use sgd(momentum=0) with it, or compress(method=", codec.method(), ", momentum=0)"));
 }
 
 absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::string& suffix) {

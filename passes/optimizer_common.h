@@ -41,9 +41,6 @@ absl::StatusOr<Node*> AddLearningRate(Graph& graph, const PassOptions& options);
 
 // A zero-initialised, non-trainable Parameter shaped like `like`, named
 // "<like>/<suffix>" (momentum buffers, Adam moments).
-// The graph attribute the compress pass sets to the momentum its codec
-// applies (DGC's momentum correction).
-inline constexpr char kCodecMomentumAttr[] = "codec_momentum";
 // An error if both the optimizer (`optimizer_momentum`) and a codec of the
 // plan apply momentum: applied twice, training stalls (top-k with sgd
 // momentum 0.9 trains to chance).

@@ -244,8 +244,7 @@ class ParameterServerPass : public Pass {
     // other than data stay everywhere: constants both sides may read).
     ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
     groups.push_back(GroupDecl{kWorkerRole, GroupLayout::kRanks, static_cast<int>(workers), 0});
-    auto& header = *graph.mutable_header()->mutable_attr();
-    header["groups"] = StringAttr(GroupDeclsText(groups));
+    DeclareGroups(graph, groups);
     Placement on_workers;
     on_workers.role = kWorkerRole;
     for (Node* n : graph.nodes()) {
@@ -489,12 +488,10 @@ class ParameterServerPass : public Pass {
                                         " bytes of delay state on the servers); ", staleness + 1,
                                         " steps in flight"));
     }
-    if (colocated) {
-      header["parameter_server"] = StringAttr("colocated");  // no rank is a server only
-    } else {
-      header["servers"] = IntAttr(servers);
-    }
-    header["data_replicas"] = IntAttr(workers);
+    PlanRecords& records = *graph.mutable_header()->mutable_records();
+    records.mutable_parameter_server()->set_colocated(colocated);  // no rank is a server only
+    records.mutable_parameter_server()->set_servers(colocated ? 0 : static_cast<int32_t>(servers));
+    records.set_data_replicas(static_cast<int32_t>(workers));
     std::string balance;
     for (int64_t s = 0; s < servers; ++s) {
       absl::StrAppend(&balance, s ? ", " : "", "rank ", first_server + s, ": ", load[static_cast<size_t>(s)] * 4 / 1024,

@@ -209,7 +209,7 @@ absl::StatusOr<std::vector<PassReport>> RunPipeline(Graph& graph, const std::vec
   // The world the passes partition over: the caller's, else what an earlier
   // plan of this graph recorded (0: not known).
   const PlanTarget target =
-      options.target.value_or(PlanTarget{static_cast<int>(GraphAttrInt(graph, "workers", 0)), -1});
+      options.target.value_or(PlanTarget{graph.header().records().workers(), -1});
   for (const PipelineStage& stage : pipeline) {
     absl::flat_hash_set<std::string> before;
     for (Node* n : graph.nodes()) before.insert(n->name());

@@ -53,7 +53,7 @@ struct PassReport {
 };
 
 struct PipelineOptions {
-  // What the plan is for; unset: the "workers" the graph's header records
+  // What the plan is for; unset: the workers the graph's plan records
   // (a graph planned before), else not known.
   std::optional<PlanTarget> target;
   // Pass names after which to write the graph; `dump` is called with the

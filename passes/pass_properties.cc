@@ -3,7 +3,7 @@
 namespace nereid {
 
 bool GraphHasProperty(const Graph& graph, absl::string_view property) {
-  if (property == kPipelinedProperty) return graph.header().attr().count(kPipelineWidthAttr) > 0;
+  if (property == kPipelinedProperty) return graph.header().records().pipeline_width() > 0;
   return false;
 }
 

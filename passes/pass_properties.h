@@ -28,18 +28,12 @@ inline constexpr char kClippedProperty[] = "clipped";
 // Steps compute at the optimizer's look-ahead weights (lookahead).
 inline constexpr char kLookaheadProperty[] = "lookahead";
 
-// The graph attribute the pipeline pass sets to its width.
-inline constexpr char kPipelineWidthAttr[] = "pipeline_width";
 // The process group the gossip pass pushes over (its GroupSendRecv nodes,
 // or GroupAllReduce on the complete topology).
 inline constexpr char kGossipGroup[] = "gossip";
-// The graph attribute the gossip pass sets to its overlap (absent: 0).
-inline constexpr char kGossipOverlapAttr[] = "gossip_overlap";
-// The gossip pass's per-rank state: push-sum's weight, and (with overlap)
-// the weight and parameters of pushes still in flight, named
-// <state><kGossipInFlightInfix><k>.
+// The gossip passes' push-sum weight (a per-rank Parameter); the plan's
+// gossip record names it and the in-flight states for the runtime.
 inline constexpr char kPushSumWeightState[] = "gossip/weight";
-inline constexpr char kGossipInFlightInfix[] = "/gossip/in_flight_";
 
 // Whether a graph planned earlier (a plan file given to another pipeline)
 // already has `property`, for the properties a pass may have to precede.

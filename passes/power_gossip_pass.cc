@@ -68,7 +68,7 @@ class PowerGossipPass : public Pass {
       }
     }
     groups.push_back(GroupDecl{kPowerGossipGroup, GroupLayout::kBlocks, static_cast<int>(world)});
-    (*graph.mutable_header()->mutable_attr())["groups"] = StringAttr(GroupDeclsText(groups));
+    DeclareGroups(graph, groups);
     group_ = {{"group", StringAttr(kPowerGossipGroup)}, {"group_size", IntAttr(world)}};
     world_ = world;
 
@@ -161,9 +161,11 @@ class PowerGossipPass : public Pass {
     // A push-sum weight that stays 1 (nothing is pushed one way; no Feedback,
     // so it keeps its value), so the trainer's gossip reports (mass,
     // consensus, the averaged model) apply.
-    ASSIGN_OR_RETURN(Node * weight, AddState(graph, "gossip/weight", {1}, /*per_rank=*/true));
+    ASSIGN_OR_RETURN(Node * weight, AddState(graph, kPushSumWeightState, {1}, /*per_rank=*/true));
     (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
-    (*graph.mutable_header()->mutable_attr())["gossip"] = StringAttr("ring (power gossip)");
+    PlanRecords::Gossip& record = *graph.mutable_header()->mutable_records()->mutable_gossip();
+    record.set_topology("ring (power gossip)");
+    record.set_weight_state(weight->name());
     log->notes.push_back(absl::StrCat(values.size(), " values mixed with the two ring neighbours by rank-1 power steps: ",
                                       2 * floats_per_edge, " floats sent per step (two rounds, both neighbours), against ",
                                       full_floats, " for one gossip push; mix ", mix));

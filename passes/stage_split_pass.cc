@@ -7,7 +7,7 @@
 // hand-written communication; the optimizer's updates follow their
 // parameters.
 //
-// Every rank reads the same batch (graph attribute data_replicas = 1): the
+// Every rank reads the same batch (the plan records data_replicas = 1): the
 // first part needs the inputs, the last the labels. Each parameter lives on
 // one rank only, so its gradient is already the whole batch's: no gradient
 // communication is needed (the pass provides it, and data_parallel is not
@@ -117,7 +117,7 @@ class StageSplitPass : public Pass {
         RETURN_IF_ERROR(graph.ReplaceInput(dst, i, recv, 0));
       }
     }
-    (*graph.mutable_header()->mutable_attr())["data_replicas"] = IntAttr(1);
+    graph.mutable_header()->mutable_records()->set_data_replicas(1);
     std::vector<std::string> where;
     for (Node* n : order) {
       if (starts_part.contains(n)) where.push_back(absl::StrCat("rank ", starts_part[n], " from ", n->name()));

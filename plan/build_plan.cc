@@ -28,13 +28,11 @@ bool IsPlanned(const Graph& graph) {
   return false;
 }
 
-// The servers the plan has (its graph attributes, `header`) against those
-// the run asked for.
-absl::Status CheckServers(const GraphDef& header, const PlanTarget& target) {
-  const auto& attrs = header.attr();
-  const int64_t planned = attrs.contains("servers") ? attrs.at("servers").i() : 0;
+// The servers the plan has (its records) against those the run asked for.
+absl::Status CheckServers(const PlanRecords& records, const PlanTarget& target) {
+  const int64_t planned = records.parameter_server().servers();
   if (target.servers < 0 || planned == target.servers) return absl::OkStatus();
-  const bool colocated = attrs.contains("parameter_server") && attrs.at("parameter_server").s() == "colocated";
+  const bool colocated = records.parameter_server().colocated();
   return absl::InvalidArgumentError(absl::StrCat(
       "--servers ", target.servers, ", but the plan has ", planned, " parameter server", planned == 1 ? "" : "s",
       planned > 0   ? absl::StrCat(" (parameter_server(servers=", planned, "))")
@@ -83,7 +81,7 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
     // Loaded and checked together here too, so a broken file is refused
     // before any worker starts; every rank's graph declares the servers.
     RETURN_IF_ERROR(LoadRankPlan(*per_rank, 0, request.model).status());
-    RETURN_IF_ERROR(CheckServers(per_rank->worker(0).graph(), target));
+    RETURN_IF_ERROR(CheckServers(per_rank->worker(0).graph().records(), target));
     built.plan = *std::move(per_rank);
     return built;
   }
@@ -94,7 +92,8 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
   if (IsPlanned(graph)) {
     if (request.whole_only) return built;
     // A plan made for a number of workers runs on that many.
-    const int64_t planned = GraphAttrInt(graph, "workers", target.workers);
+    const int64_t recorded = graph.header().records().workers();
+    const int64_t planned = recorded > 0 ? recorded : target.workers;
     if (planned != target.workers) {
       return absl::FailedPreconditionError(
           absl::StrCat(request.model, " was planned for ", planned, " workers, not ", target.workers));
@@ -106,7 +105,7 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
     }
     // The plan records the world it is for (the runtime and a later plan of
     // it read it); the passes are given it.
-    if (target.workers > 1) (*graph.mutable_header()->mutable_attr())["workers"] = IntAttr(target.workers);
+    if (target.workers > 1) graph.mutable_header()->mutable_records()->set_workers(target.workers);
     // One worker fixes no world: the passes that partition over several say
     // so ("plan with --workers N") rather than plan for one.
     PipelineOptions pipeline_options = request.pipeline_options;
@@ -115,7 +114,7 @@ absl::StatusOr<BuiltPlan> BuildPlan(const PlanRequest& request) {
     ASSIGN_OR_RETURN(built.reports, RunPipeline(graph, request.pipeline, pipeline_options));
     passes = PipelineText(request.pipeline);
   }
-  RETURN_IF_ERROR(CheckServers(graph.header(), target));
+  RETURN_IF_ERROR(CheckServers(graph.header().records(), target));
   if (request.whole_only) return built;
   ASSIGN_OR_RETURN(built.plan, PlanDefOf(graph, source, passes, target));
   return built;

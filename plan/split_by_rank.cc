@@ -171,18 +171,23 @@ absl::StatusOr<std::vector<std::unique_ptr<Graph>>> SplitPlanAcrossRanks(const G
 absl::Status CheckPartsAcrossRanks(const std::vector<std::unique_ptr<Graph>>& parts) {
   const int world = static_cast<int>(parts.size());
   if (world == 0) return absl::InvalidArgumentError("a plan needs at least one rank's graph");
-  // The ranks agree on what the plan declares: its workers and groups.
+  // The ranks agree on what the plan declares: its records (workers,
+  // groups, strategies) and the loss and logits.
   for (int r = 1; r < world; ++r) {
-    for (const char* attr : {"workers", "groups", "data_replicas", "loss", "logits"}) {
-      if (GraphAttr(*parts[r], attr) != GraphAttr(*parts[0], attr) ||
-          GraphAttrInt(*parts[r], attr, 0) != GraphAttrInt(*parts[0], attr, 0)) {
+    if (parts[r]->header().records().SerializeAsString() != parts[0]->header().records().SerializeAsString()) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph records the plan (workers, groups, "
+                                                        "strategies) differently from rank 0's"));
+    }
+    for (const char* attr : {"loss", "logits"}) {
+      if (GraphAttr(*parts[r], attr) != GraphAttr(*parts[0], attr)) {
         return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph declares ", attr, " differently from rank 0's"));
       }
     }
   }
-  if (GraphAttrInt(*parts[0], "workers", world) != world) {
-    return absl::FailedPreconditionError(absl::StrCat("the graphs are planned for ", GraphAttrInt(*parts[0], "workers", world),
-                                                      " workers but the plan has ", world));
+  const int recorded = parts[0]->header().records().workers();
+  if (recorded > 0 && recorded != world) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the graphs are planned for ", recorded, " workers but the plan has ", world));
   }
   // Every cut pair: the Send on rank r to p has the Recv on p from r, with the
   // same channel and shape; no two ends of a rank share a peer and channel

@@ -4,8 +4,8 @@
 // One rank's membership in a distributed run: the world's communicator (Gloo
 // over TCP, met through the rendezvous store) and the collective engine the
 // plan's AllReduce buckets go through; a communicator and two engines (steps,
-// evaluation) for each process group the plan declares (graph attribute
-// "groups": a model-parallel group, a shard's replicas); and what the
+// evaluation) for each process group the plan declares (its records' groups:
+// a model-parallel group, a shard's replicas); and what the
 // training driver itself needs from the other ranks: identical starting
 // parameters, and sums of metrics.
 

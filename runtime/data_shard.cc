@@ -5,17 +5,18 @@
 namespace nereid {
 
 absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world) {
-  const int64_t servers = GraphAttrInt(graph, "servers", 0);
+  const PlanRecords& records = graph.header().records();
+  const int64_t servers = records.parameter_server().servers();
   const int64_t readers = world - servers;
-  const int64_t replicas = GraphAttrInt(graph, "data_replicas", readers);
+  const int64_t replicas = records.data_replicas() > 0 ? records.data_replicas() : readers;
   if (servers < 0 || readers < 1 || replicas < 1 || replicas > readers || readers % replicas != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("graph attribute data_replicas is ", replicas,
+    return absl::InvalidArgumentError(absl::StrCat("the plan's data_replicas is ", replicas,
                                                    ": it must divide the ", readers, " ranks that read data"));
   }
   return DataShard{rank < readers ? static_cast<int>(rank % replicas) : 0, static_cast<int>(replicas)};
 }
 
-bool EqualShards(const Graph& graph) { return !GraphAttr(graph, "groups").empty(); }
+bool EqualShards(const Graph& graph) { return graph.header().records().group_size() > 0; }
 
 data::DatasetOptions DatasetOptionsFor(const Graph& graph, const std::string& dataset_name,
                                        const TrainOptions& options) {

@@ -13,15 +13,15 @@
 namespace nereid {
 
 // The data a rank reads: shard `index` of `count`. Ranks whose parts of a
-// placed plan form one model read the same batches (graph attribute
+// placed plan form one model read the same batches (the plan's records:
 // data_replicas: how many copies of the model the ranks hold; default: one
 // per rank).
 struct DataShard {
   int index = 0, count = 1;
 };
 
-// Ranks from world - servers on (graph attribute servers: the parameter
-// server's) read no data; they step with shard 0.
+// Ranks from world - servers on (records.parameter_server.servers: the
+// servers) read no data; they step with shard 0.
 absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world);
 
 // Whether the plan declares process groups: their collectives exchange

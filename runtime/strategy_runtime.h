@@ -4,9 +4,10 @@
 // What a strategy needs at run time beyond its plan, as hooks the training
 // loop (runtime/trainer.cc) calls at fixed points: which data a rank feeds,
 // what happens around evaluation, the figures it adds to the metrics. The
-// loop names no strategy: a plan whose graph carries a strategy's attribute
-// (the one its pass sets, e.g. `gossip`, `coded`) gets that strategy's
-// hooks, registered in one file each under runtime/strategies/:
+// loop names no strategy: a plan whose records (PlanRecords, graph.proto)
+// hold a strategy's record (the one its pass sets, e.g. `gossip`, `coded`)
+// gets that strategy's hooks, registered in one file each under
+// runtime/strategies/:
 //
 //   NEREID_REGISTER_STRATEGY_RUNTIME(StrategyRuntimeInfo{"coded", [] { ... }});
 //
@@ -92,7 +93,7 @@ class StrategyRuntime {
 };
 
 struct StrategyRuntimeInfo {
-  std::string attr;  // the graph attribute the strategy's pass sets
+  std::string record;  // the PlanRecords field (a message) the strategy's pass sets
   std::function<std::unique_ptr<StrategyRuntime>()> factory;
 };
 
@@ -101,7 +102,7 @@ class StrategyRuntimeRegistry {
   static StrategyRuntimeRegistry& Global();
   absl::Status Register(StrategyRuntimeInfo info);
   // The hooks for `graph`'s strategy; null when none of the registered
-  // attributes is set (the loop's defaults serve).
+  // records is set (the loop's defaults serve).
   std::unique_ptr<StrategyRuntime> For(const Graph& graph) const;
 
  private:

@@ -157,7 +157,7 @@ absl::Status TrainingRun::Connect() {
   std::tie(result_.strategy, result_.model_parallel) = PlainStrategyOf(*graph_, options_.workers, shard_.count);
   if (hooks_ != nullptr) {
     result_.strategy = hooks_->name();
-    result_.model_parallel = GraphAttrInt(*graph_, "model_parallel", 1);
+    result_.model_parallel = std::max(1, graph_->header().records().model_parallel());
   }
   if (trace_ != nullptr) {
     // One clock for every rank's trace: each counts from the earliest
@@ -292,7 +292,8 @@ absl::Status TrainingRun::CheckStateAcrossRanks() {
   // Pipelined plans (pipeline(width=K)) keep up to K steps in flight.
   in_flight_ = executor_->tracker().max_steps_in_flight();
   result_.pipeline_width = in_flight_;
-  if (!GraphAttr(*graph_, "compression").empty()) result_.compression = GraphAttr(*graph_, "compression");
+  const std::string& compression = graph_->header().records().compression().method();
+  if (!compression.empty()) result_.compression = compression;
   return absl::OkStatus();
 }
 

@@ -55,7 +55,7 @@ struct ExecutorOptions {
   // alone). On a failure the executor aborts it, so no kernel waits forever.
   CollectiveEngine* collectives = nullptr;
   // The engines of the process groups this rank belongs to, by the declared
-  // group name (graph attribute "groups"): one for training steps, one for
+  // group name (the plan's groups): one for training steps, one for
   // evaluation (which issues only the forward collectives). A collective node
   // gets the engine its `group` attribute names.
   absl::flat_hash_map<std::string, CollectiveEngine*> group_collectives;

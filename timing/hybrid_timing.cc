@@ -48,7 +48,7 @@ absl::StatusOr<HybridTime> PredictHybrid(const HybridInputs& in) {
 }
 
 std::optional<HybridInputs> HybridInputsFromPlan(const Graph& plan) {
-  const int64_t group_size = GraphAttrInt(plan, "model_parallel", 1);
+  const int64_t group_size = plan.header().records().model_parallel();
   if (group_size < 2) return std::nullopt;
   HybridInputs in;
   in.group_size = static_cast<int>(group_size);

@@ -222,7 +222,7 @@ int RunCheck(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   // A plan for N workers: each rank's part and the parts together.
-  const int64_t workers = GraphAttrInt(**graph, "workers", 0);
+  const int64_t workers = (*graph)->header().records().workers();
   std::vector<std::unique_ptr<Graph>> parts;
   if (workers > 0) {
     absl::StatusOr<std::vector<std::unique_ptr<Graph>>> split =
@@ -263,7 +263,7 @@ int RunCheck(const std::vector<std::string>& args) {
   if (workers > 0 && !json) {
     std::printf("ranks:                 %lld checked: each part loads, Sends meet Recvs, groups agree\n",
                 static_cast<long long>(workers));
-    if (HasPlacedNodes(**graph) || !GraphAttr(**graph, "groups").empty()) {
+    if (HasPlacedNodes(**graph) || (*graph)->header().records().group_size() > 0) {
       std::fputs(RankPartsTable(parts).c_str(), stdout);
     }
   }

@@ -106,7 +106,7 @@ int Plan(const std::vector<std::string>& args) {
     std::printf("wrote %s (%d nodes)\n", output.c_str(), graph.num_nodes());
   }
   // A plan whose ranks run different parts, or declare groups: each rank's.
-  if (*workers > 1 && (HasPlacedNodes(graph) || !GraphAttr(graph, "groups").empty())) {
+  if (*workers > 1 && (HasPlacedNodes(graph) || graph.header().records().group_size() > 0)) {
     absl::StatusOr<std::vector<std::unique_ptr<Graph>>> parts = SplitPlanAcrossRanks(graph, static_cast<int>(*workers));
     if (!parts.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(parts.status().message()).c_str());

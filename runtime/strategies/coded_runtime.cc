@@ -42,10 +42,15 @@ class CodedRuntime : public StrategyRuntime {
       std::memcpy(labels.raw(), c.train->labels.data(), labels.num_bytes());
       feeds_["labels"] = std::move(labels);
     }
-    const std::string attr = GraphAttr(*c.graph, "coded");
-    ASSIGN_OR_RETURN(CodeSpec spec, ParseCodeSpecAttr(attr));
+    const PlanRecords::Coded& record = c.graph->header().records().coded();
+    CodeSpec spec;
+    ASSIGN_OR_RETURN(spec.scheme, ParseCodeScheme(record.scheme()));
+    spec.n = record.n();
+    spec.k = record.k();
+    spec.degree = record.degree();
+    spec.seed = record.seed();
     ASSIGN_OR_RETURN(LinearCode code, LinearCode::Make(spec));
-    ASSIGN_OR_RETURN(departures_, DeparturePlan::Parse(GraphAttr(*c.graph, "coded_departures"), spec.n, spec.seed));
+    ASSIGN_OR_RETURN(departures_, DeparturePlan::Parse(record.departures(), spec.n, spec.seed));
     code_ = code;
     const TrafficCounters before = c.group->traffic();
     const absl::Time start = absl::Now();
@@ -62,7 +67,8 @@ class CodedRuntime : public StrategyRuntime {
     encoding_bytes_ = static_cast<int64_t>(sent[0]);
     encoding_seconds_ = sent[1] / c.options->workers;
     if (c.options->progress != nullptr && rank == 0) {
-      std::fprintf(c.options->progress, "coded: %s; encoding moved %.1f MiB\n", attr.c_str(), sent[0] / (1 << 20));
+      std::fprintf(c.options->progress, "coded: %s code, %d data partitions on %d coded workers; encoding moved %.1f MiB\n",
+                   CodeSchemeName(spec.scheme), spec.k, spec.n, sent[0] / (1 << 20));
     }
     return absl::OkStatus();
   }

@@ -5,11 +5,10 @@
 
 #include <cmath>
 
-#include "absl/strings/match.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/status_macros.h"
-#include "passes/pass_properties.h"
 #include "runtime/strategy_runtime.h"
 
 namespace nereid {
@@ -43,11 +42,12 @@ class GossipRuntime : public StrategyRuntime {
   // push-sum weight aside), by name. With overlap the model is the de-biased
   // x / w (what the forward pass reads), under the parameters' names.
   static absl::StatusOr<NamedTensors> Model(const StrategyContext& c) {
-    const int64_t overlap = GraphAttrInt(*c.graph, kGossipOverlapAttr, 0);
+    const PlanRecords::Gossip& record = c.graph->header().records().gossip();
+    const int64_t overlap = record.overlap();
     NamedTensors model;
     float weight = 1;
     for (auto& [name, value] : c.executor->State()) {
-      if (name == kPushSumWeightState) weight = value.data<float>()[0];
+      if (name == record.weight_state()) weight = value.data<float>()[0];
     }
     for (auto& [name, value] : c.executor->State()) {
       const Node* n = c.graph->FindNode(name);
@@ -79,12 +79,12 @@ class GossipRuntime : public StrategyRuntime {
   // Push-sum's mass over the ranks: every weight plus the weight in flight
   // (overlap's delayed pushes); the world size when nothing is lost.
   static absl::StatusOr<double> PushSumMass(const StrategyContext& c) {
+    const PlanRecords::Gossip& record = c.graph->header().records().gossip();
+    const absl::flat_hash_set<std::string> weights(record.weight_in_flight_state().begin(),
+                                                   record.weight_in_flight_state().end());
     std::vector<double> mass = {0};
     for (const auto& [name, value] : c.executor->State()) {
-      if (name == kPushSumWeightState ||
-          absl::StartsWith(name, absl::StrCat(kPushSumWeightState, kGossipInFlightInfix))) {
-        mass[0] += value.data<float>()[0];
-      }
+      if (name == record.weight_state() || weights.contains(name)) mass[0] += value.data<float>()[0];
     }
     RETURN_IF_ERROR(c.group->SumAcrossRanks(mass));
     return mass[0];
@@ -99,14 +99,17 @@ class GossipRuntime : public StrategyRuntime {
     std::vector<double> mine;
     for (const auto& [name, t] : model) mine.insert(mine.end(), t.data<float>(), t.data<float>() + t.num_elements());
     ASSIGN_OR_RETURN(std::vector<double> mean, c.group->AverageAcrossRanks(*c.executor, model, adopt));
-    if (adopt && GraphAttrInt(*c.graph, kGossipOverlapAttr, 0) > 0) {
+    const PlanRecords::Gossip& record = c.graph->header().records().gossip();
+    if (adopt && record.overlap() > 0) {
       // x is now the average of the de-biased models: its weight is 1, and
       // the pushes still in flight (mixed into the average) are dropped.
+      absl::flat_hash_set<std::string> reset_names(record.in_flight_state().begin(), record.in_flight_state().end());
+      reset_names.insert(record.weight_in_flight_state().begin(), record.weight_in_flight_state().end());
+      reset_names.insert(record.weight_state());
       for (const auto& [name, value] : c.executor->State()) {
-        const bool weight = name == kPushSumWeightState;
-        if (!weight && !absl::StrContains(name, kGossipInFlightInfix)) continue;
+        if (!reset_names.contains(name)) continue;
         ASSIGN_OR_RETURN(Tensor reset, Tensor::Zeros(DT_FLOAT, value.dims()));
-        if (weight) reset.data<float>()[0] = 1;
+        if (name == record.weight_state()) reset.data<float>()[0] = 1;
         RETURN_IF_ERROR(c.executor->SetState(name, reset));
       }
     }

@@ -174,10 +174,10 @@ TEST_F(HybridPartitionTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   EXPECT_THAT(run.output, HasSubstr("was planned for 4 workers, not 2"));
   // A plan edited so that its groups and collectives disagree does not load.
   for (const auto& [edit, says] : std::vector<std::pair<std::string, std::string>>{
-           {"s/model=blocks:4/other=blocks:4/", "runs on group 'model', which the graph's 'groups' attribute does not "
-                                                "declare"},
-           {"s/model=blocks:4/model=blocks:3/", "does not divide 4 workers"},
-           {"s/model=blocks:4/model=blocks:2/", "says group 'model' has 4 ranks, but at the plan's 4 workers it has 2"},
+           {"s/name: \\\"model\\\"/name: \\\"other\\\"/", "runs on group 'model', which the plan's groups do not declare"},
+           {"/name: \\\"model\\\"/{n;s/size: 4/size: 3/}", "does not divide 4 workers"},
+           {"/name: \\\"model\\\"/{n;s/size: 4/size: 2/}",
+            "says group 'model' has 4 ranks, but at the plan's 4 workers it has 2"},
        }) {
     Outcome check = Shell(absl::StrCat("sed \"", edit, "\" ", dir_, "/four.pbtxt > ", dir_, "/edited.pbtxt && ",
                                        kNereid, " check ", dir_, "/edited.pbtxt"));

@@ -81,7 +81,7 @@ TEST_P(GoldenPlansTest, EveryPassEmitsItsGoldenPlan) {
   auto graph = LoadModel(c.model);
   ASSERT_TRUE(graph.ok()) << graph.status();
   // As `nereid plan --workers N` records it for the passes that partition.
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(c.workers);
+  (*graph)->mutable_header()->mutable_records()->set_workers(c.workers);
   auto pipeline = ParsePipeline(c.passes);
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(AddImpliedPasses(*pipeline, PlanTarget{c.workers}).ok());

@@ -158,16 +158,24 @@ TEST(ValidationTest, AnEmptyGraphIsRefused) {
 
 TEST(ValidationTest, GraphAttributesAreChecked) {
   const std::string y = OpNode("y", "MatMul", {"x", "w"});
-  EXPECT_THAT(LoadError("attr { key: \"workers\" value { s: \"two\" } }\n" + kX + kW + y),
-              HasSubstr("graph attribute 'workers' must be an integer (i)"));
-  EXPECT_THAT(LoadError("attr { key: \"workers\" value { i: 0 } }\n" + kX + kW + y),
-              HasSubstr("graph attribute 'workers' is 0; it must be at least 1"));
+  EXPECT_THAT(LoadError("attr { key: \"num_classes\" value { s: \"two\" } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'num_classes' must be an integer (i)"));
+  EXPECT_THAT(LoadError("attr { key: \"num_classes\" value { i: 0 } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'num_classes' is 0; it must be at least 1"));
   EXPECT_THAT(LoadError("attr { key: \"loss\" value { s: \"nope\" } }\n" + kX + kW + y),
               HasSubstr("graph attribute 'loss' names node 'nope', which does not exist"));
   EXPECT_THAT(LoadError("attr { key: \"logits\" value { i: 3 } }\n" + kX + kW + y),
               HasSubstr("graph attribute 'logits' must be a string (s)"));
-  EXPECT_THAT(LoadError("attr { key: \"groups\" value { s: \"mp:blocks:x\" } }\n" + kX + kW + y),
-              HasSubstr("mp:blocks:x"));
+  // A plan's records are checked; what older versions recorded as attributes
+  // is refused, not misread.
+  EXPECT_THAT(LoadError("records { group { name: \"mp\" size: 0 } }\n" + kX + kW + y),
+              HasSubstr("group 'mp' has size 0"));
+  EXPECT_THAT(LoadError("records { workers: -2 }\n" + kX + kW + y),
+              HasSubstr("the plan's records.workers is -2"));
+  EXPECT_THAT(LoadError("records { pipeline_width: 65 }\n" + kX + kW + y),
+              HasSubstr("records.pipeline_width is 65; at most 64"));
+  EXPECT_THAT(LoadError("attr { key: \"groups\" value { s: \"mp=blocks:2\" } }\n" + kX + kW + y),
+              HasSubstr("graph attribute 'groups' is how an older Nereid recorded a plan"));
   // Attributes Nereid does not read are kept (a tool's own notes).
   EXPECT_TRUE(LoadText("attr { key: \"author\" value { s: \"me\" } }\n" + kX + kW + y).ok());
 }
@@ -180,11 +188,11 @@ TEST(ValidationTest, LoopScopesListTheRightNodes) {
 }
 
 TEST(ValidationTest, PlacementNamesRanksAndRolesThePlanHas) {
-  const std::string workers = "attr { key: \"workers\" value { i: 2 } }\n";
+  const std::string workers = "records { workers: 2 }\n";
   EXPECT_THAT(LoadError(workers + InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" worker: 2 }\n"),
               AllOf(HasSubstr("node 'r' (Relu)"), HasSubstr("runs on rank 2 but the plan has 2 workers")));
   EXPECT_THAT(LoadError(workers + InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" role: \"mp\" }\n"),
-              HasSubstr("runs on role 'mp', which the graph attribute 'groups' does not declare"));
+              HasSubstr("runs on role 'mp', which the plan's groups do not declare"));
   EXPECT_THAT(LoadError(InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" worker: 0 role: \"mp\" }\n"),
               HasSubstr("names both a rank (worker) and a role"));
 }

@@ -51,7 +51,7 @@ struct GroupCase {
 
 std::string BuildGraph(const GroupCase& c, int world, int rank) {
   std::string text = "attr { key: \"loss\" value { s: \"loss\" } }\n";
-  text += absl::StrCat("attr { key: \"groups\" value { s: \"g=blocks:", world, "\" } }\n");
+  text += absl::StrCat("records { group { name: \"g\" size: ", world, " } }\n");
   text += OpNode("p0", "Parameter", {}, Attr("shape", ShapeValue(c.dims)));
   text += OpNode("y", c.op, {"p0"},
                  Attr("group", "s: \"g\"") + Attr("group_size", absl::StrCat("i: ", world)) + c.attrs);

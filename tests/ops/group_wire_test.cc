@@ -32,7 +32,7 @@ constexpr int64_t kRows = 3, kCols = 7;  // 21 values: an odd count fills half a
 constexpr int64_t kValues = kRows * kCols;
 
 std::string BuildGraph(const std::string& op, const std::string& wire, int world) {
-  std::string text = absl::StrCat("attr { key: \"groups\" value { s: \"g=blocks:", world, "\" } }\n");
+  std::string text = absl::StrCat("records { group { name: \"g\" size: ", world, " } }\n");
   text += OpNode("x", "Parameter", {}, Attr("shape", ShapeValue({kRows, kCols})));
   std::string attrs = Attr("group", "s: \"g\"") + Attr("group_size", absl::StrCat("i: ", world)) +
                       Attr("bucket", "i: 0") + Attr("wire", absl::StrCat("s: \"", wire, "\""));

@@ -454,7 +454,7 @@ TEST(ShapeTest, GradientOps) {
 
 TEST(ShapeTest, GroupCollectives) {
   // The group is declared (loading checks it); its size is known only with `workers`.
-  std::string g = "attr { key: \"groups\" value { s: \"model=blocks:2\" } }\n" + InputNode("x", {-1, 6}) +
+  std::string g = "records { group { name: \"model\" size: 2 } }\n" + InputNode("x", {-1, 6}) +
                   ParamNode("w", {6, 4});
   auto group = [](int size) { return Attr("group", "s: \"model\"") + Attr("group_size", absl::StrCat("i: ", size)); };
   EXPECT_EQ(OutputOf(g + OpNode("y", "GroupAllGather", {"x"}, group(4)), "y"), "[?,6] float32");

@@ -188,7 +188,7 @@ TEST(SgdTest, ClosesTheLoopThroughFeedback) {
 TEST(GossipTest, OverlapDelaysPushesAndReadsTheDebiasedModel) {
   auto graph = LoadModel("models/mlp_fashion.pbtxt");
   ASSERT_TRUE(graph.ok()) << graph.status();
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  (*graph)->mutable_header()->mutable_records()->set_workers(4);
   auto pipeline = ParsePipeline("autodiff,sgd(lr=0.1,momentum=0.9),gossip(topology=ring,overlap=2)");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
@@ -213,7 +213,7 @@ TEST(GossipTest, OverlapDelaysPushesAndReadsTheDebiasedModel) {
   // Refusals.
   auto again = LoadModel("models/mlp_fashion.pbtxt");
   ASSERT_TRUE(again.ok());
-  (*(*again)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  (*again)->mutable_header()->mutable_records()->set_workers(4);
   auto complete = ParsePipeline("autodiff,sgd(lr=0.1),gossip(topology=complete,overlap=1)");
   ASSERT_TRUE(complete.ok());
   EXPECT_THAT(std::string(RunPipeline(**again, *complete).status().message()),
@@ -227,7 +227,7 @@ TEST(GossipTest, SixteenBitCompressionMarksThePushes) {
     SCOPED_TRACE(topology);
     auto graph = LoadModel("models/mlp_fashion.pbtxt");
     ASSERT_TRUE(graph.ok()) << graph.status();
-    (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(4);
+    (*graph)->mutable_header()->mutable_records()->set_workers(4);
     auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),gossip(topology=", topology, "),compress(method=bf16)"));
     ASSERT_TRUE(pipeline.ok()) << pipeline.status();
     ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
@@ -241,7 +241,7 @@ TEST(GossipTest, SixteenBitCompressionMarksThePushes) {
   }
   auto again = LoadModel("models/mlp_fashion.pbtxt");
   ASSERT_TRUE(again.ok());
-  (*(*again)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  (*again)->mutable_header()->mutable_records()->set_workers(4);
   auto qsgd = ParsePipeline("autodiff,sgd(lr=0.1),gossip,compress(method=qsgd)");
   ASSERT_TRUE(qsgd.ok());
   EXPECT_THAT(std::string(RunPipeline(**again, *qsgd).status().message()),
@@ -304,7 +304,7 @@ TEST(DataParallelTest, EveryGradientIsAveragedOnce) {
   EXPECT_GT(bucket_numbers.size(), 1u);
   std::sort(bucket_numbers.begin(), bucket_numbers.end());
   for (size_t i = 0; i < bucket_numbers.size(); ++i) EXPECT_EQ(bucket_numbers[i], static_cast<int64_t>(i));
-  EXPECT_EQ((*graph)->header().attr().at("strategy").s(), "data_parallel");
+  EXPECT_TRUE((*graph)->header().records().data_parallel());
 }
 
 TEST(DataParallelTest, FirstBucketHoldsTheLastLayer) {
@@ -368,7 +368,7 @@ TEST(CompressTest, CompressesLargeWeightsAndKeepsTheRestDense) {
   // fc2 is nearer the loss than fc1, so its gradient is ready, and issued, no later.
   EXPECT_LE(bucket_of["fc2/weight/grad"], bucket_of["fc1/weight/grad"]);
   EXPECT_LE(bucket_of["fc1/weight/grad"], bucket_of["conv2/filter/grad"]);
-  EXPECT_EQ((*graph)->header().attr().at("compression").s(), "topk");
+  EXPECT_EQ((*graph)->header().records().compression().method(), "topk");
 }
 
 TEST(CompressTest, GradiveqTakesOnlyConvFilters) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 
 #include "gmock/gmock.h"
 #include "graph/graph_io.h"
@@ -28,7 +29,7 @@ using ::testing::HasSubstr;
 // x (every rank) -> h = x W0 on rank 0 -> Send -> Recv on rank 1 -> y = h W1, loss on rank 1.
 constexpr char kTwoRanks[] = R"pb(
   version: 1
-  attr { key: "workers" value { i: 2 } }
+  records { workers: 2 }
   attr { key: "loss" value { s: "loss" } }
   attr { key: "logits" value { s: "y" } }
   node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 4 } } } attr { key: "feed" value { s: "x" } } }
@@ -151,8 +152,9 @@ TEST(PlacementTest, EndsSharingPeerAndChannelAreRefused) {
 // A group one of whose members would issue a collective the other never
 // joins: the whole plan's numbering is fine, the parts are not.
 TEST(PlacementTest, GroupMembersIssuingDifferentCollectivesAreRefused) {
-  std::string text = kTwoRanks;
-  text += R"pb(attr { key: "groups" value { s: "pair=ranks:0-1" } }
+  std::string text = absl::StrReplaceAll(
+      kTwoRanks, {{"records { workers: 2 }", "records { workers: 2 group { name: \"pair\" layout: RANKS size: 2 } }"}});
+  text += R"pb(
   node { name: "sum0" op: "GroupAllReduce" input: "h" worker: 0
          attr { key: "group" value { s: "pair" } } attr { key: "group_size" value { i: 2 } } attr { key: "bucket" value { i: 0 } } })pb";
   auto graph = Load(text);
@@ -165,7 +167,7 @@ TEST(PlacementTest, GroupMembersIssuingDifferentCollectivesAreRefused) {
 TEST(PlacementTest, StageSplitRefusesBadRequestsBeforeAnythingRuns) {
   auto graph = LoadModel("models/mlp_fashion.pbtxt");
   ASSERT_TRUE(graph.ok()) << graph.status();
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+  (*graph)->mutable_header()->mutable_records()->set_workers(3);
   auto bad_layer = ParsePipeline("stage_split(at=fc9),autodiff");
   ASSERT_TRUE(bad_layer.ok());
   EXPECT_THAT(std::string(RunPipeline(**graph, *bad_layer).status().message()), HasSubstr("'fc9' is not a layer"));
@@ -186,7 +188,7 @@ TEST(PlacementTest, StageSplitRefusesBadRequestsBeforeAnythingRuns) {
 TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
   auto graph = LoadModel("models/logreg_fashion.pbtxt");
   ASSERT_TRUE(graph.ok()) << graph.status();
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+  (*graph)->mutable_header()->mutable_records()->set_workers(3);
   auto pipeline = ParsePipeline("autodiff,adam(lr=0.001),parameter_server(servers=1,chunk_kb=16)");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
@@ -219,7 +221,7 @@ TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
 TEST(PlacementTest, TheParameterServerRaisesItsDefaultChunkToFitTheChannels) {
   const std::string wide = R"pb(
     version: 1
-    attr { key: "workers" value { i: 2 } }
+    records { workers: 2 }
     attr { key: "loss" value { s: "loss" } }
     attr { key: "logits" value { s: "y" } }
     node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: -1 dim: 784 } } } attr { key: "feed" value { s: "x" } } }
@@ -252,7 +254,7 @@ TEST(PlacementTest, StaleSynchronousServersDelayTheirChunkGradients) {
   auto plan = [](const std::string& options) -> std::unique_ptr<Graph> {
     auto graph = LoadModel("models/logreg_fashion.pbtxt");
     EXPECT_TRUE(graph.ok()) << graph.status();
-    (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+    (*graph)->mutable_header()->mutable_records()->set_workers(3);
     auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),parameter_server(servers=1,chunk_kb=16", options, ")"));
     EXPECT_TRUE(pipeline.ok()) << pipeline.status();
     auto reports = RunPipeline(**graph, *pipeline);
@@ -284,13 +286,13 @@ TEST(PlacementTest, StaleSynchronousServersDelayTheirChunkGradients) {
   EXPECT_EQ(GraphDefToText(ExportGraph(*plan(",mode=sync,staleness=5"))), GraphDefToText(ExportGraph(*plan(""))));
   auto graph = LoadModel("models/logreg_fashion.pbtxt");
   ASSERT_TRUE(graph.ok());
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(3);
+  (*graph)->mutable_header()->mutable_records()->set_workers(3);
   for (const char* bad : {"parameter_server(mode=async)", "parameter_server(mode=ssp,staleness=-1)",
                           "parameter_server(mode=ssp),pipeline(width=2)"}) {
     auto pipeline = ParsePipeline(absl::StrCat("autodiff,sgd(lr=0.1),", bad));
     ASSERT_TRUE(pipeline.ok()) << bad;
     auto copy = LoadModel("models/logreg_fashion.pbtxt");
-    (*(*copy)->mutable_header()->mutable_attr())["workers"].set_i(3);
+    (*copy)->mutable_header()->mutable_records()->set_workers(3);
     EXPECT_FALSE(RunPipeline(**copy, *pipeline).ok()) << bad;
   }
 }
@@ -302,7 +304,7 @@ TEST(PlacementTest, StaleSynchronousServersDelayTheirChunkGradients) {
 TEST(PlacementTest, ASplitParameterKeepsEachChunkOnItsOwnServer) {
   auto graph = LoadModel("models/logreg_fashion.pbtxt");
   ASSERT_TRUE(graph.ok()) << graph.status();
-  (*(*graph)->mutable_header()->mutable_attr())["workers"].set_i(4);
+  (*graph)->mutable_header()->mutable_records()->set_workers(4);
   auto pipeline = ParsePipeline("autodiff,adam(lr=0.001),parameter_server(servers=2,chunk_kb=16,split=true)");
   ASSERT_TRUE(pipeline.ok()) << pipeline.status();
   ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
