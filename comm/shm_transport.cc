@@ -164,6 +164,41 @@ absl::Status ShmTransport::PeerAlive(int peer, const std::string& where) const {
   return absl::OkStatus();
 }
 
+// One Exchange's arguments and progress, shared by its loop's steps.
+struct ShmTransport::ExchangeState {
+  ExchangeState(uint64_t key, Transfer send, const Produce& produce, Transfer recv, const Consume& consume,
+                absl::Time deadline, AbortSignal* abort, const std::string& where)
+      : key(key),
+        send(send),
+        produce(produce),
+        recv(recv),
+        consume(consume),
+        deadline(deadline),
+        abort(abort),
+        where(where) {}
+
+  // The call's arguments.
+  const uint64_t key;
+  const Transfer send;
+  const Produce& produce;
+  const Transfer recv;
+  const Consume& consume;
+  const absl::Time deadline;
+  AbortSignal* const abort;
+  const std::string& where;
+
+  uint32_t send_pieces = 0, recv_pieces = 0;
+  int send_slot = -1, recv_slot = -1;  // matched / posted
+  int send_ring = -1;                  // the ring the send streams through
+  absl::Status gone;                   // a peer found exited, pending one more pass
+  absl::Time next_liveness_check;      // kill(2) only this often
+  uint32_t sent = 0, received = 0;
+  bool send_done = true, recv_done = true;
+  Channel* out = nullptr;
+  Channel* in = nullptr;
+  bool progressed = false;  // the current pass moved something
+};
+
 absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv,
                                     const Consume& consume, absl::Time deadline, AbortSignal* abort,
                                     const std::string& where) {
@@ -173,172 +208,185 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
   if (receiving) RETURN_IF_ERROR(CheckPeer(where, recv.peer, rank_, world_));
   AbortRegistration registration(abort, [this] { Ring(rank_); });
 
-  const uint32_t send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
-  const uint32_t recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
-  int send_slot = -1, recv_slot = -1;  // matched / posted
-  int send_ring = -1;                  // the ring the send streams through
-  absl::Status gone;                   // a peer found exited, pending one more pass
-  absl::Time next_liveness_check = absl::Now() + kLivenessEvery;  // kill(2) only this often
-  uint32_t sent = 0, received = 0;
-  bool send_done = !sending, recv_done = !receiving;
-  Channel* out = sending ? &channel(rank_, send.peer) : nullptr;
-  Channel* in = receiving ? &channel(recv.peer, rank_) : nullptr;
+  ExchangeState st(key, send, produce, recv, consume, deadline, abort, where);
+  st.send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
+  st.recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
+  st.next_liveness_check = absl::Now() + kLivenessEvery;
+  st.send_done = !sending;
+  st.recv_done = !receiving;
+  st.out = sending ? &channel(rank_, send.peer) : nullptr;
+  st.in = receiving ? &channel(recv.peer, rank_) : nullptr;
 
-  // On failure: leave the slots so the peer sees it, and wake the peer.
-  auto fail = [&](absl::Status status) {
-    if (!recv_done && recv_slot >= 0) {
-      in->slots[recv_slot].state.store(kAbandoned, std::memory_order_release);
-      Ring(recv.peer);
-    }
-    if (!send_done && send_slot >= 0) {
-      out->slots[send_slot].state.store(kSendFailed, std::memory_order_release);
-      Ring(send.peer);
-    }
-    return status;
-  };
-
-  while (!send_done || !recv_done) {
+  while (!st.send_done || !st.recv_done) {
     const uint32_t seen = header().bells[rank_].rings.load(std::memory_order_acquire);
-    bool progressed = false;
-
-    if (!recv_done && recv_slot < 0) {  // post the receive
-      for (int s = 0; s < kSlots && recv_slot < 0; ++s) {
-        uint32_t expected = kFree;
-        Slot& slot = in->slots[s];
-        if (slot.state.compare_exchange_strong(expected, kClaimed, std::memory_order_acq_rel)) {
-          slot.produced.store(0, std::memory_order_relaxed);
-          slot.consumed.store(0, std::memory_order_relaxed);
-          slot.ring.store(-1, std::memory_order_relaxed);
-          slot.key.store(key, std::memory_order_relaxed);
-          slot.bytes.store(recv.bytes, std::memory_order_relaxed);
-          slot.seq.store(in->next_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
-          slot.state.store(kPosted, std::memory_order_release);
-          recv_slot = s;
-          Ring(recv.peer);
-          progressed = true;
-        }
-      }
-    }
-    if (!recv_done && recv_slot >= 0) {  // drain what has arrived
-      Slot& slot = in->slots[recv_slot];
-      const uint32_t state = slot.state.load(std::memory_order_acquire);
-      if (state == kMismatch) {
-        recv_done = true;  // the sender has left the slot: free it for later receives
-        slot.state.store(kFree, std::memory_order_release);
-        Ring(rank_);
-        return fail(absl::InvalidArgumentError(absl::StrCat(where, ": rank ", recv.peer,
-                                                            " sent a message of another size than the ",
-                                                            recv.bytes, " bytes expected")));
-      }
-      if (state == kSendFailed) {
-        return fail(absl::UnavailableError(absl::StrCat(where, ": rank ", recv.peer, " failed mid-message")));
-      }
-      const uint32_t ready = slot.produced.load(std::memory_order_acquire);
-      while (received < ready) {
-        const size_t offset = static_cast<size_t>(received) * kPieceBytes;
-        const size_t length = std::min(kPieceBytes, recv.bytes - offset);
-        const int r = slot.ring.load(std::memory_order_relaxed);  // written before the first piece
-        consume(ring(recv.peer, rank_, r) + (received % kRing) * kPieceBytes, offset, length);
-        ++received;
-        slot.consumed.store(received, std::memory_order_release);
-        Ring(recv.peer);
-        progressed = true;
-      }
-      if (received == recv_pieces) {
-        recv_done = true;
-        in->ring_busy[slot.ring.load(std::memory_order_relaxed)].store(0, std::memory_order_release);
-        slot.state.store(kFree, std::memory_order_release);
-        Ring(recv.peer);  // its other sends may be waiting for the ring
-        Ring(rank_);      // this rank's other receives may be waiting for a slot
-      }
-    }
-
-    if (!send_done && send_slot < 0) {  // find the oldest receive posted with this key
-      int best = -1;
-      uint64_t best_seq = 0;
-      for (int s = 0; s < kSlots; ++s) {
-        Slot& slot = out->slots[s];
-        if (slot.state.load(std::memory_order_acquire) != kPosted) continue;
-        if (slot.key.load(std::memory_order_relaxed) != key) continue;
-        const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
-        if (best < 0 || seq < best_seq) best = s, best_seq = seq;
-      }
-      uint32_t expected = kPosted;
-      if (best >= 0 && out->slots[best].state.compare_exchange_strong(expected, kStreaming,
-                                                                       std::memory_order_acq_rel)) {
-        const uint64_t want = out->slots[best].bytes.load(std::memory_order_relaxed);
-        if (want != send.bytes) {
-          out->slots[best].state.store(kMismatch, std::memory_order_release);
-          Ring(send.peer);
-          send_done = true;
-          return fail(absl::InvalidArgumentError(absl::StrCat(where, ": sending ", send.bytes, " bytes but rank ",
-                                                              send.peer, " expects ", want)));
-        }
-        send_slot = best;
-        progressed = true;
-      }
-    }
-    if (!send_done && send_slot >= 0 && send_ring < 0) {  // take a free ring of the channel
-      for (int r = 0; r < kRings && send_ring < 0; ++r) {
-        uint32_t idle = 0;
-        if (out->ring_busy[r].compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
-          send_ring = r;
-          out->slots[send_slot].ring.store(r, std::memory_order_relaxed);  // published by the first piece
-          progressed = true;
-        }
-      }
-    }
-    if (!send_done && send_ring >= 0) {  // stream while the ring has room
-      Slot& slot = out->slots[send_slot];
-      if (slot.state.load(std::memory_order_acquire) == kAbandoned) {
-        send_done = true;  // nothing more to tell the receiver
-        return fail(absl::UnavailableError(absl::StrCat(where, ": rank ", send.peer, " gave up receiving")));
-      }
-      const uint32_t drained = slot.consumed.load(std::memory_order_acquire);
-      while (sent < send_pieces && sent - drained < static_cast<uint32_t>(kRing)) {
-        const size_t offset = static_cast<size_t>(sent) * kPieceBytes;
-        const size_t length = std::min(kPieceBytes, send.bytes - offset);
-        produce(ring(rank_, send.peer, send_ring) + (sent % kRing) * kPieceBytes, offset, length);
-        ++sent;
-        slot.produced.store(sent, std::memory_order_release);
-        Ring(send.peer);
-        progressed = true;
-      }
-      // The receiver frees the slot once it has taken the last piece.
-      if (sent == send_pieces) send_done = true;
-    }
-
-    if (progressed || (send_done && recv_done)) {
-      gone = absl::OkStatus();
-      continue;
-    }
-    if (!gone.ok()) return fail(gone);  // a whole pass after the exit was seen moved nothing
-    if (abort != nullptr && abort->fired()) {
-      return fail(absl::CancelledError(absl::StrCat(where, ": aborted (this rank is failing)")));
-    }
-    const int waiting_for = !recv_done ? recv.peer : send.peer;
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
-      const char* what = !recv_done ? (recv_slot < 0 ? "one of this rank's receive slots (all in use) for"
-                                                     : "data from")
-                                    : (send_slot < 0 ? "a posted receive on"
-                                                     : send_ring < 0 ? "a free ring to" : "room on");
-      return fail(absl::DeadlineExceededError(absl::StrCat(where, ": timed out waiting for ", what, " rank ",
-                                                           waiting_for)));
-    }
-    // Both peers of a ring step (the one that exited may be the one not
-    // waited for), every kLivenessEvery: not a system call per short wait.
-    if (now >= next_liveness_check) {
-      next_liveness_check = now + kLivenessEvery;
-      for (int peer : {!recv_done ? recv.peer : -1, !send_done ? send.peer : -1}) {
-        if (peer >= 0 && gone.ok()) gone = PeerAlive(peer, where);
-      }
-      // An exited peer may have left all it sent in the rings: one more pass
-      // takes it before the exit counts.
-      if (!gone.ok()) continue;
-    }
-    Sleep(seen, std::min(deadline - now, kLivenessEvery));
+    st.progressed = false;
+    if (!st.recv_done && st.recv_slot < 0) PostReceive(st);                      // post the receive
+    if (!st.recv_done && st.recv_slot >= 0) RETURN_IF_ERROR(DrainReceive(st));  // drain what has arrived
+    if (!st.send_done && st.send_slot < 0) RETURN_IF_ERROR(MatchSend(st));      // find the oldest receive posted
+    if (!st.send_done && st.send_slot >= 0 && st.send_ring < 0) TakeRing(st);   // take a free ring of the channel
+    if (!st.send_done && st.send_ring >= 0) RETURN_IF_ERROR(StreamSend(st));    // stream while the ring has room
+    RETURN_IF_ERROR(WaitForProgress(st, seen));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::Fail(const ExchangeState& st, absl::Status status) {
+  // Leave the slots so the peer sees it, and wake the peer.
+  if (!st.recv_done && st.recv_slot >= 0) {
+    st.in->slots[st.recv_slot].state.store(kAbandoned, std::memory_order_release);
+    Ring(st.recv.peer);
+  }
+  if (!st.send_done && st.send_slot >= 0) {
+    st.out->slots[st.send_slot].state.store(kSendFailed, std::memory_order_release);
+    Ring(st.send.peer);
+  }
+  return status;
+}
+
+void ShmTransport::PostReceive(ExchangeState& st) {
+  for (int s = 0; s < kSlots && st.recv_slot < 0; ++s) {
+    uint32_t expected = kFree;
+    Slot& slot = st.in->slots[s];
+    if (slot.state.compare_exchange_strong(expected, kClaimed, std::memory_order_acq_rel)) {
+      slot.produced.store(0, std::memory_order_relaxed);
+      slot.consumed.store(0, std::memory_order_relaxed);
+      slot.ring.store(-1, std::memory_order_relaxed);
+      slot.key.store(st.key, std::memory_order_relaxed);
+      slot.bytes.store(st.recv.bytes, std::memory_order_relaxed);
+      slot.seq.store(st.in->next_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
+      slot.state.store(kPosted, std::memory_order_release);
+      st.recv_slot = s;
+      Ring(st.recv.peer);
+      st.progressed = true;
+    }
+  }
+}
+
+absl::Status ShmTransport::DrainReceive(ExchangeState& st) {
+  Slot& slot = st.in->slots[st.recv_slot];
+  const uint32_t state = slot.state.load(std::memory_order_acquire);
+  if (state == kMismatch) {
+    st.recv_done = true;  // the sender has left the slot: free it for later receives
+    slot.state.store(kFree, std::memory_order_release);
+    Ring(rank_);
+    return Fail(st, absl::InvalidArgumentError(absl::StrCat(st.where, ": rank ", st.recv.peer,
+                                                            " sent a message of another size than the ",
+                                                            st.recv.bytes, " bytes expected")));
+  }
+  if (state == kSendFailed) {
+    return Fail(st, absl::UnavailableError(absl::StrCat(st.where, ": rank ", st.recv.peer, " failed mid-message")));
+  }
+  const uint32_t ready = slot.produced.load(std::memory_order_acquire);
+  while (st.received < ready) {
+    const size_t offset = static_cast<size_t>(st.received) * kPieceBytes;
+    const size_t length = std::min(kPieceBytes, st.recv.bytes - offset);
+    const int r = slot.ring.load(std::memory_order_relaxed);  // written before the first piece
+    st.consume(ring(st.recv.peer, rank_, r) + (st.received % kRing) * kPieceBytes, offset, length);
+    ++st.received;
+    slot.consumed.store(st.received, std::memory_order_release);
+    Ring(st.recv.peer);
+    st.progressed = true;
+  }
+  if (st.received == st.recv_pieces) {
+    st.recv_done = true;
+    st.in->ring_busy[slot.ring.load(std::memory_order_relaxed)].store(0, std::memory_order_release);
+    slot.state.store(kFree, std::memory_order_release);
+    Ring(st.recv.peer);  // its other sends may be waiting for the ring
+    Ring(rank_);         // this rank's other receives may be waiting for a slot
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::MatchSend(ExchangeState& st) {
+  int best = -1;
+  uint64_t best_seq = 0;
+  for (int s = 0; s < kSlots; ++s) {
+    Slot& slot = st.out->slots[s];
+    if (slot.state.load(std::memory_order_acquire) != kPosted) continue;
+    if (slot.key.load(std::memory_order_relaxed) != st.key) continue;
+    const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
+    if (best < 0 || seq < best_seq) best = s, best_seq = seq;
+  }
+  uint32_t expected = kPosted;
+  if (best >= 0 && st.out->slots[best].state.compare_exchange_strong(expected, kStreaming,
+                                                                        std::memory_order_acq_rel)) {
+    const uint64_t want = st.out->slots[best].bytes.load(std::memory_order_relaxed);
+    if (want != st.send.bytes) {
+      st.out->slots[best].state.store(kMismatch, std::memory_order_release);
+      Ring(st.send.peer);
+      st.send_done = true;
+      return Fail(st, absl::InvalidArgumentError(absl::StrCat(st.where, ": sending ", st.send.bytes,
+                                                              " bytes but rank ", st.send.peer, " expects ", want)));
+    }
+    st.send_slot = best;
+    st.progressed = true;
+  }
+  return absl::OkStatus();
+}
+
+void ShmTransport::TakeRing(ExchangeState& st) {
+  for (int r = 0; r < kRings && st.send_ring < 0; ++r) {
+    uint32_t idle = 0;
+    if (st.out->ring_busy[r].compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+      st.send_ring = r;
+      st.out->slots[st.send_slot].ring.store(r, std::memory_order_relaxed);  // published by the first piece
+      st.progressed = true;
+    }
+  }
+}
+
+absl::Status ShmTransport::StreamSend(ExchangeState& st) {
+  Slot& slot = st.out->slots[st.send_slot];
+  if (slot.state.load(std::memory_order_acquire) == kAbandoned) {
+    st.send_done = true;  // nothing more to tell the receiver
+    return Fail(st, absl::UnavailableError(absl::StrCat(st.where, ": rank ", st.send.peer, " gave up receiving")));
+  }
+  const uint32_t drained = slot.consumed.load(std::memory_order_acquire);
+  while (st.sent < st.send_pieces && st.sent - drained < static_cast<uint32_t>(kRing)) {
+    const size_t offset = static_cast<size_t>(st.sent) * kPieceBytes;
+    const size_t length = std::min(kPieceBytes, st.send.bytes - offset);
+    st.produce(ring(rank_, st.send.peer, st.send_ring) + (st.sent % kRing) * kPieceBytes, offset, length);
+    ++st.sent;
+    slot.produced.store(st.sent, std::memory_order_release);
+    Ring(st.send.peer);
+    st.progressed = true;
+  }
+  // The receiver frees the slot once it has taken the last piece.
+  if (st.sent == st.send_pieces) st.send_done = true;
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::WaitForProgress(ExchangeState& st, uint32_t seen) {
+  if (st.progressed || (st.send_done && st.recv_done)) {
+    st.gone = absl::OkStatus();
+    return absl::OkStatus();  // the next pass
+  }
+  if (!st.gone.ok()) return Fail(st, st.gone);  // a whole pass after the exit was seen moved nothing
+  if (st.abort != nullptr && st.abort->fired()) {
+    return Fail(st, absl::CancelledError(absl::StrCat(st.where, ": aborted (this rank is failing)")));
+  }
+  const int waiting_for = !st.recv_done ? st.recv.peer : st.send.peer;
+  const absl::Time now = absl::Now();
+  if (now >= st.deadline) {
+    const char* what = !st.recv_done ? (st.recv_slot < 0 ? "one of this rank's receive slots (all in use) for"
+                                                         : "data from")
+                                     : (st.send_slot < 0 ? "a posted receive on"
+                                                         : st.send_ring < 0 ? "a free ring to" : "room on");
+    return Fail(st, absl::DeadlineExceededError(absl::StrCat(st.where, ": timed out waiting for ", what, " rank ",
+                                                             waiting_for)));
+  }
+  // Both peers of a ring step (the one that exited may be the one not
+  // waited for), every kLivenessEvery: not a system call per short wait.
+  if (now >= st.next_liveness_check) {
+    st.next_liveness_check = now + kLivenessEvery;
+    for (int peer : {!st.recv_done ? st.recv.peer : -1, !st.send_done ? st.send.peer : -1}) {
+      if (peer >= 0 && st.gone.ok()) st.gone = PeerAlive(peer, st.where);
+    }
+    // An exited peer may have left all it sent in the rings: one more pass
+    // takes it before the exit counts.
+    if (!st.gone.ok()) return absl::OkStatus();  // no sleep: straight to that pass
+  }
+  Sleep(seen, std::min(st.deadline - now, kLivenessEvery));
   return absl::OkStatus();
 }
 

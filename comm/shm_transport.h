@@ -102,6 +102,23 @@ class ShmTransport {
   // OK while `peer`'s process lives.
   absl::Status PeerAlive(int peer, const std::string& where) const;
 
+  // One Exchange's arguments and progress, shared by its loop's steps (shm_transport.cc).
+  struct ExchangeState;
+  // On failure: marks the transfers' slots so the peers see it, wakes them, and returns `status`.
+  absl::Status Fail(const ExchangeState& st, absl::Status status);
+  // Claims a free slot of the incoming channel and posts the receive in it.
+  void PostReceive(ExchangeState& st);
+  // Takes the pieces that have arrived; frees the slot and ring after the last.
+  absl::Status DrainReceive(ExchangeState& st);
+  // Claims the oldest receive posted with the key on the outgoing channel.
+  absl::Status MatchSend(ExchangeState& st);
+  // Takes a free ring of the outgoing channel for the send.
+  void TakeRing(ExchangeState& st);
+  // Writes pieces into the ring while it has room.
+  absl::Status StreamSend(ExchangeState& st);
+  // After a pass that moved nothing: fails or checks the peers, else sleeps on the doorbell.
+  absl::Status WaitForProgress(ExchangeState& st, uint32_t seen);
+
   uint8_t* base_;
   int world_;
   int rank_;

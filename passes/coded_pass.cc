@@ -26,6 +26,7 @@
 // Identity only), with W's gradient the MatMul X^T dZ autodiff made, and
 // nothing else reading X. Anything else is refused, naming what differs.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -142,134 +143,201 @@ absl::StatusOr<CodedForm> FindCodedForm(Graph& graph) {
   return form;
 }
 
+// What the rewrite's helpers share: the code, the model's coded form and its
+// sizes, where the master runs, and the master's nodes its sends and decodes read.
+struct CodedRewrite {
+  CodeSpec spec;
+  std::string departures;
+  CodedForm form;
+  int64_t features = 0;      // X's columns, W's rows
+  int64_t classes = 0;       // W's columns
+  int64_t column_block = 0;  // the columns of one partition X^(j)
+  Placement master;          // rank 0
+  Node* labels = nullptr;    // the fed labels, the forward decode's input
+  NodeOut d_logits;          // dZ, what the backward product read
+};
+
+// The code from the options, checked against the plan's world: n coded
+// workers and the master (rlnc's degree defaults to min(2, k)).
+absl::StatusOr<CodeSpec> ParseCodeSpec(const PassOptions& o, int64_t world) {
+  CodeSpec spec;
+  ASSIGN_OR_RETURN(spec.scheme, ParseCodeScheme(o.GetString("scheme")));
+  spec.n = static_cast<int>(o.GetInt("n") > 0 ? o.GetInt("n") : world - 1);
+  spec.k = static_cast<int>(o.GetInt("k"));
+  spec.degree = static_cast<int>(o.GetInt("degree"));
+  spec.seed = static_cast<uint64_t>(o.GetInt("seed"));
+  if (spec.n < 1 || world != spec.n + 1) {
+    return absl::FailedPreconditionError(absl::StrCat("coded: n=", spec.n, " coded workers and the master need ",
+                                                      spec.n + 1, " ranks (--workers ", spec.n + 1,
+                                                      "); the plan has ", world));
+  }
+  if (spec.scheme == CodeScheme::kRlnc && spec.degree == 0) spec.degree = std::min(2, spec.k);
+  return spec;
+}
+
+// Refuses a model placed already: coded decides every node's rank itself.
+absl::Status CheckNotPlaced(Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("coded: the model is placed already");
+  }
+  return absl::OkStatus();
+}
+
+// Places every node of the model on the master and returns the fed labels,
+// which the forward decode reads.
+absl::StatusOr<Node*> PlaceOnMaster(Graph& graph, const Placement& master) {
+  for (Node* n : graph.nodes()) SetPlacement(*n, master);
+  Node* labels = nullptr;
+  for (Node* n : graph.nodes()) {
+    if (n->op() == "Input" && NodeAttrString(*n, "feed") == "labels") labels = n;
+  }
+  if (labels == nullptr) return absl::FailedPreconditionError("coded: the model has no fed labels");
+  return labels;
+}
+
+// The attributes of a CodedSend or CodedGather on `channel`: the code's
+// parameters, from which its kernel builds the code.
+std::vector<std::pair<std::string, AttrValue>> CodeAttrs(const CodedRewrite& rewrite, int64_t channel) {
+  const CodeSpec& spec = rewrite.spec;
+  return {{"scheme", StringAttr(CodeSchemeName(spec.scheme))},
+          {"n", IntAttr(spec.n)},
+          {"k", IntAttr(spec.k)},
+          {"degree", IntAttr(spec.degree)},
+          {"seed", IntAttr(static_cast<int64_t>(spec.seed))},
+          {"departures", StringAttr(rewrite.departures)},
+          {"channel", IntAttr(channel)}};
+}
+
+// The attributes of a Send or Recv end: its peer and channel (training only).
+std::vector<std::pair<std::string, AttrValue>> EndAttrs(int64_t peer, int64_t channel) {
+  return {{"peer", IntAttr(peer)}, {"channel", IntAttr(channel)}, {"eval", BoolAttr(false)}};
+}
+
+// Adds coded worker `w` (rank w + 1): the master's two sends to it, and its
+// coded rows times W and coded columns' transpose times dZ, sent back coded.
+absl::Status AddCodedWorker(Graph& graph, const CodedRewrite& rewrite, int w) {
+  const int64_t rank = w + 1;
+  Placement at;
+  at.worker = static_cast<int>(rank);
+  const std::string base = absl::StrCat("coded/worker", w);
+  auto placed = [&](absl::StatusOr<Node*> node) -> absl::StatusOr<Node*> {
+    if (node.ok()) SetPlacement(**node, at);
+    return node;
+  };
+  // The master's two sends to this worker.
+  ASSIGN_OR_RETURN(Node * send_w, AddOpNode(&graph, base + "/weight/send", "Send", {{rewrite.form.weight, 0}},
+                                            EndAttrs(rank, kWeightChannel)));
+  SetPlacement(*send_w, rewrite.master);
+  ASSIGN_OR_RETURN(Node * send_dz, AddOpNode(&graph, base + "/logit_grad/send", "Send", {rewrite.d_logits},
+                                             EndAttrs(rank, kLogitGradChannel)));
+  SetPlacement(*send_dz, rewrite.master);
+  // The worker: its coded rows times W, its coded columns' transpose times dZ.
+  std::vector<std::pair<std::string, AttrValue>> recv_w = EndAttrs(0, kWeightChannel);
+  recv_w.emplace_back("shape", ShapeAttr({rewrite.features, rewrite.classes}));
+  ASSIGN_OR_RETURN(Node * weight, placed(AddOpNode(&graph, base + "/weight", "Recv", {}, recv_w)));
+  ASSIGN_OR_RETURN(Node * rows, placed(AddOpNode(&graph, base + "/rows", "Input", {},
+                                                 {{"shape", ShapeAttr({-1, rewrite.features})},
+                                                  {"feed", StringAttr("coded_rows")}})));
+  ASSIGN_OR_RETURN(Node * z, placed(AddOpNode(&graph, base + "/z", "MatMul", {{rows, 0}, {weight, 0}})));
+  std::vector<std::pair<std::string, AttrValue>> send_attrs = CodeAttrs(rewrite, kForwardChannel);
+  send_attrs.emplace_back("peer", IntAttr(0));
+  send_attrs.emplace_back("worker", IntAttr(w));
+  RETURN_IF_ERROR(placed(AddOpNode(&graph, base + "/z/send", "CodedSend", {{z, 0}}, send_attrs)).status());
+  std::vector<std::pair<std::string, AttrValue>> recv_dz = EndAttrs(0, kLogitGradChannel);
+  recv_dz.emplace_back("shape", ShapeAttr({-1, rewrite.classes}));
+  ASSIGN_OR_RETURN(Node * dz, placed(AddOpNode(&graph, base + "/logit_grad", "Recv", {}, recv_dz)));
+  ASSIGN_OR_RETURN(Node * cols, placed(AddOpNode(&graph, base + "/columns", "Input", {},
+                                                 {{"shape", ShapeAttr({-1, rewrite.column_block})},
+                                                  {"feed", StringAttr("coded_columns")}})));
+  ASSIGN_OR_RETURN(Node * g, placed(AddOpNode(&graph, base + "/weight_grad", "MatMul", {{cols, 0}, {dz, 0}},
+                                              {{"transpose_a", BoolAttr(true)}})));
+  send_attrs = CodeAttrs(rewrite, kBackwardChannel);
+  send_attrs.emplace_back("peer", IntAttr(0));
+  send_attrs.emplace_back("worker", IntAttr(w));
+  RETURN_IF_ERROR(placed(AddOpNode(&graph, base + "/weight_grad/send", "CodedSend", {{g, 0}}, send_attrs)).status());
+  return absl::OkStatus();
+}
+
+// Adds every coded worker in rank order; returns their ranks, the peers the
+// master's decodes wait on.
+absl::StatusOr<std::vector<int64_t>> AddCodedWorkers(Graph& graph, const CodedRewrite& rewrite) {
+  std::vector<int64_t> peers;
+  for (int w = 0; w < rewrite.spec.n; ++w) {
+    peers.push_back(w + 1);
+    RETURN_IF_ERROR(AddCodedWorker(graph, rewrite, w));
+  }
+  return peers;
+}
+
+// The master's two decodes replace the two products; the products and the
+// data's nodes (which now live on the workers, coded) are removed.
+absl::Status DecodeOnMaster(Graph& graph, const CodedRewrite& rewrite, const std::vector<int64_t>& peers) {
+  const CodedForm& form = rewrite.form;
+  std::vector<std::pair<std::string, AttrValue>> gather = CodeAttrs(rewrite, kForwardChannel);
+  gather.emplace_back("peers", IntListAttr(peers));
+  gather.emplace_back("cols", IntAttr(rewrite.classes));
+  ASSIGN_OR_RETURN(Node * z, AddOpNode(&graph, "coded/z", "CodedGather", {{rewrite.labels, 0}}, gather));
+  SetPlacement(*z, rewrite.master);
+  gather = CodeAttrs(rewrite, kBackwardChannel);
+  gather.emplace_back("peers", IntListAttr(peers));
+  gather.emplace_back("cols", IntAttr(rewrite.classes));
+  ASSIGN_OR_RETURN(Node * dw, AddOpNode(&graph, "coded/weight_grad", "CodedGather", {{form.weight, 0}}, gather));
+  SetPlacement(*dw, rewrite.master);
+  RETURN_IF_ERROR(graph.RedirectOutput(form.forward, 0, z, 0));
+  RETURN_IF_ERROR(graph.RedirectOutput(form.backward, 0, dw, 0));
+  graph.RemoveNode(form.backward);
+  graph.RemoveNode(form.forward);
+  for (Node* n : form.chain) graph.RemoveNode(n);
+  graph.RemoveNode(form.images);
+  return absl::OkStatus();
+}
+
+// Writes the plan's coded record (the runtime builds the code and the coded
+// partitions from it) and logs the code and what building it moves.
+void RecordCoded(Graph& graph, const CodedRewrite& rewrite, const LinearCode& code, const std::string& forward_name,
+                 PassLog* log) {
+  const CodeSpec& spec = rewrite.spec;
+  const std::string& departures = rewrite.departures;
+  PlanRecords::Coded& record = *graph.mutable_header()->mutable_records()->mutable_coded();
+  record.set_scheme(CodeSchemeName(spec.scheme));
+  record.set_n(spec.n);
+  record.set_k(spec.k);
+  record.set_degree(spec.degree);
+  record.set_seed(spec.seed);
+  record.set_departures(departures);
+  log->notes.push_back(absl::StrCat(
+      CodeSchemeName(spec.scheme), " code: ", spec.n, " coded workers (ranks 1-", spec.n, ") over ", spec.k,
+      " data partitions", spec.scheme == CodeScheme::kRlnc ? absl::StrCat(", degree ", spec.degree) : "",
+      "; rank 0 decodes ", forward_name, " and ", rewrite.form.weight->name(), "'s gradient; building the coded "
+      "partitions moves ", code.PartitionsMoved(), " partitions",
+      departures.empty() ? "" : absl::StrCat("; departures ", departures)));
+}
+
 class CodedPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
     const PassOptions& o = context.options;
-    const int64_t world = context.target.workers;
-    CodeSpec spec;
-    ASSIGN_OR_RETURN(spec.scheme, ParseCodeScheme(o.GetString("scheme")));
-    spec.n = static_cast<int>(o.GetInt("n") > 0 ? o.GetInt("n") : world - 1);
-    spec.k = static_cast<int>(o.GetInt("k"));
-    spec.degree = static_cast<int>(o.GetInt("degree"));
-    spec.seed = static_cast<uint64_t>(o.GetInt("seed"));
-    if (spec.n < 1 || world != spec.n + 1) {
-      return absl::FailedPreconditionError(absl::StrCat("coded: n=", spec.n, " coded workers and the master need ",
-                                                        spec.n + 1, " ranks (--workers ", spec.n + 1,
-                                                        "); the plan has ", world));
-    }
-    if (spec.scheme == CodeScheme::kRlnc && spec.degree == 0) spec.degree = std::min(2, spec.k);
-    absl::StatusOr<LinearCode> code = LinearCode::Make(spec);
+    CodedRewrite rewrite;
+    ASSIGN_OR_RETURN(rewrite.spec, ParseCodeSpec(o, context.target.workers));
+    absl::StatusOr<LinearCode> code = LinearCode::Make(rewrite.spec);
     if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("coded: ", code.status().message()));
-    const std::string departures = o.GetString("departures");
-    RETURN_IF_ERROR(DeparturePlan::Parse(departures, spec.n, spec.seed).status());
-    for (const Node* n : graph.nodes()) {
-      if (!PlacementOf(*n).everywhere()) return absl::FailedPreconditionError("coded: the model is placed already");
-    }
-    ASSIGN_OR_RETURN(CodedForm form, FindCodedForm(graph));
-    const int64_t features = form.x->outputs()[0].shape.dim(1);
-    const int64_t classes = form.weight->outputs()[0].shape.dim(1);
-    const int64_t column_block = (features + spec.k - 1) / spec.k;
+    rewrite.departures = o.GetString("departures");
+    RETURN_IF_ERROR(DeparturePlan::Parse(rewrite.departures, rewrite.spec.n, rewrite.spec.seed).status());
+    RETURN_IF_ERROR(CheckNotPlaced(graph));
+    ASSIGN_OR_RETURN(rewrite.form, FindCodedForm(graph));
+    rewrite.features = rewrite.form.x->outputs()[0].shape.dim(1);
+    rewrite.classes = rewrite.form.weight->outputs()[0].shape.dim(1);
+    rewrite.column_block = (rewrite.features + rewrite.spec.k - 1) / rewrite.spec.k;
 
     // The master (rank 0) runs the model's nodes but the data's.
-    Placement master;
-    master.worker = 0;
-    for (Node* n : graph.nodes()) SetPlacement(*n, master);
-    Node* labels = nullptr;
-    for (Node* n : graph.nodes()) {
-      if (n->op() == "Input" && NodeAttrString(*n, "feed") == "labels") labels = n;
-    }
-    if (labels == nullptr) return absl::FailedPreconditionError("coded: the model has no fed labels");
-    Node* d_logits = form.backward->input_edge(1)->src;
-    const int d_logits_port = form.backward->input_edge(1)->src_port;
-
-    auto code_attrs = [&](int64_t channel) -> std::vector<std::pair<std::string, AttrValue>> {
-      return {{"scheme", StringAttr(CodeSchemeName(spec.scheme))},
-              {"n", IntAttr(spec.n)},
-              {"k", IntAttr(spec.k)},
-              {"degree", IntAttr(spec.degree)},
-              {"seed", IntAttr(static_cast<int64_t>(spec.seed))},
-              {"departures", StringAttr(departures)},
-              {"channel", IntAttr(channel)}};
-    };
-    auto end = [](int64_t peer, int64_t channel) -> std::vector<std::pair<std::string, AttrValue>> {
-      return {{"peer", IntAttr(peer)}, {"channel", IntAttr(channel)}, {"eval", BoolAttr(false)}};
-    };
-    std::vector<int64_t> peers;
-    for (int w = 0; w < spec.n; ++w) {
-      const int64_t rank = w + 1;
-      peers.push_back(rank);
-      Placement at;
-      at.worker = static_cast<int>(rank);
-      const std::string base = absl::StrCat("coded/worker", w);
-      auto placed = [&](absl::StatusOr<Node*> node) -> absl::StatusOr<Node*> {
-        if (node.ok()) SetPlacement(**node, at);
-        return node;
-      };
-      // The master's two sends to this worker.
-      ASSIGN_OR_RETURN(Node * send_w, AddOpNode(&graph, base + "/weight/send", "Send", {{form.weight, 0}},
-                                                end(rank, kWeightChannel)));
-      SetPlacement(*send_w, master);
-      ASSIGN_OR_RETURN(Node * send_dz, AddOpNode(&graph, base + "/logit_grad/send", "Send",
-                                                 {{d_logits, d_logits_port}}, end(rank, kLogitGradChannel)));
-      SetPlacement(*send_dz, master);
-      // The worker: its coded rows times W, its coded columns' transpose times dZ.
-      std::vector<std::pair<std::string, AttrValue>> recv_w = end(0, kWeightChannel);
-      recv_w.emplace_back("shape", ShapeAttr({features, classes}));
-      ASSIGN_OR_RETURN(Node * weight, placed(AddOpNode(&graph, base + "/weight", "Recv", {}, recv_w)));
-      ASSIGN_OR_RETURN(Node * rows, placed(AddOpNode(&graph, base + "/rows", "Input", {},
-                                                     {{"shape", ShapeAttr({-1, features})},
-                                                      {"feed", StringAttr("coded_rows")}})));
-      ASSIGN_OR_RETURN(Node * z, placed(AddOpNode(&graph, base + "/z", "MatMul", {{rows, 0}, {weight, 0}})));
-      std::vector<std::pair<std::string, AttrValue>> send_attrs = code_attrs(kForwardChannel);
-      send_attrs.emplace_back("peer", IntAttr(0));
-      send_attrs.emplace_back("worker", IntAttr(w));
-      RETURN_IF_ERROR(placed(AddOpNode(&graph, base + "/z/send", "CodedSend", {{z, 0}}, send_attrs)).status());
-      std::vector<std::pair<std::string, AttrValue>> recv_dz = end(0, kLogitGradChannel);
-      recv_dz.emplace_back("shape", ShapeAttr({-1, classes}));
-      ASSIGN_OR_RETURN(Node * dz, placed(AddOpNode(&graph, base + "/logit_grad", "Recv", {}, recv_dz)));
-      ASSIGN_OR_RETURN(Node * cols, placed(AddOpNode(&graph, base + "/columns", "Input", {},
-                                                     {{"shape", ShapeAttr({-1, column_block})},
-                                                      {"feed", StringAttr("coded_columns")}})));
-      ASSIGN_OR_RETURN(Node * g, placed(AddOpNode(&graph, base + "/weight_grad", "MatMul", {{cols, 0}, {dz, 0}},
-                                                  {{"transpose_a", BoolAttr(true)}})));
-      send_attrs = code_attrs(kBackwardChannel);
-      send_attrs.emplace_back("peer", IntAttr(0));
-      send_attrs.emplace_back("worker", IntAttr(w));
-      RETURN_IF_ERROR(placed(AddOpNode(&graph, base + "/weight_grad/send", "CodedSend", {{g, 0}}, send_attrs)).status());
-    }
-    // The master's two decodes replace the two products.
-    std::vector<std::pair<std::string, AttrValue>> gather = code_attrs(kForwardChannel);
-    gather.emplace_back("peers", IntListAttr(peers));
-    gather.emplace_back("cols", IntAttr(classes));
-    ASSIGN_OR_RETURN(Node * z, AddOpNode(&graph, "coded/z", "CodedGather", {{labels, 0}}, gather));
-    SetPlacement(*z, master);
-    gather = code_attrs(kBackwardChannel);
-    gather.emplace_back("peers", IntListAttr(peers));
-    gather.emplace_back("cols", IntAttr(classes));
-    ASSIGN_OR_RETURN(Node * dw, AddOpNode(&graph, "coded/weight_grad", "CodedGather", {{form.weight, 0}}, gather));
-    SetPlacement(*dw, master);
-    const std::string forward_name = form.forward->name();
-    RETURN_IF_ERROR(graph.RedirectOutput(form.forward, 0, z, 0));
-    RETURN_IF_ERROR(graph.RedirectOutput(form.backward, 0, dw, 0));
-    graph.RemoveNode(form.backward);
-    graph.RemoveNode(form.forward);
-    for (Node* n : form.chain) graph.RemoveNode(n);
-    graph.RemoveNode(form.images);
-
-    PlanRecords::Coded& record = *graph.mutable_header()->mutable_records()->mutable_coded();
-    record.set_scheme(CodeSchemeName(spec.scheme));
-    record.set_n(spec.n);
-    record.set_k(spec.k);
-    record.set_degree(spec.degree);
-    record.set_seed(spec.seed);
-    record.set_departures(departures);
-    log->notes.push_back(absl::StrCat(
-        CodeSchemeName(spec.scheme), " code: ", spec.n, " coded workers (ranks 1-", spec.n, ") over ", spec.k,
-        " data partitions", spec.scheme == CodeScheme::kRlnc ? absl::StrCat(", degree ", spec.degree) : "",
-        "; rank 0 decodes ", forward_name, " and ", form.weight->name(), "'s gradient; building the coded "
-        "partitions moves ", code->PartitionsMoved(), " partitions",
-        departures.empty() ? "" : absl::StrCat("; departures ", departures)));
+    rewrite.master.worker = 0;
+    ASSIGN_OR_RETURN(rewrite.labels, PlaceOnMaster(graph, rewrite.master));
+    const Edge* d_logits = rewrite.form.backward->input_edge(1);
+    rewrite.d_logits = NodeOut{d_logits->src, d_logits->src_port};
+    ASSIGN_OR_RETURN(std::vector<int64_t> peers, AddCodedWorkers(graph, rewrite));
+    const std::string forward_name = rewrite.form.forward->name();
+    RETURN_IF_ERROR(DecodeOnMaster(graph, rewrite, peers));
+    RecordCoded(graph, rewrite, *code, forward_name, log);
     return absl::OkStatus();
   }
 };

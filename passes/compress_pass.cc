@@ -200,6 +200,80 @@ struct Collective {
 // "data_parallel/bucket_3" -> "bucket_3".
 std::string BaseName(const std::string& name) { return name.substr(name.rfind('/') + 1); }
 
+// The codec options `extra` sets for `method`; an error names an unknown method or option.
+absl::StatusOr<CodecOptions> CodecOptionsFor(const std::string& method,
+                                             const std::vector<std::pair<std::string, std::string>>& extra) {
+  const CodecRegistry::Entry* entry = CodecRegistry::Global().Find(method);
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("compress: unknown method '", method, "'; methods: fp16, bf16, ",
+                                                   absl::StrJoin(CodecRegistry::Global().Names(), ", ")));
+  }
+  std::map<std::string, std::string> codec_values;
+  for (const auto& [key, value] : extra) {
+    bool known = false;
+    for (const auto& option : entry->options) known |= option.first == key;
+    if (!known) {
+      std::vector<std::string> keys;
+      for (const auto& option : entry->options) keys.push_back(option.first);
+      return absl::InvalidArgumentError(absl::StrCat("compress: ", method, " has no option '", key, "'",
+                                                     keys.empty() ? "" : "; its options: ", absl::StrJoin(keys, ", ")));
+    }
+    codec_values[key] = value;
+  }
+  return CodecOptions(codec_values);
+}
+
+// The rewritten plan's collectives and the payload they send, added up bucket by bucket.
+struct CodecRewrite {
+  std::vector<Collective> plan;
+  int64_t dense_bytes = 0, compressed_dense_bytes = 0, payload_bytes = 0;
+  bool bound = false;  // some payload is a variable-length code's bound
+  std::vector<std::string> table;  // a line per compressed gradient
+  int layer = 0;                   // codecs so far: the next codec's layer
+  int compressed_nodes = 0;
+};
+
+// The payload table's line for one compressed gradient.
+std::string PayloadRow(const std::string& gradient, int64_t elements, const GradientCodec& codec, int64_t payload) {
+  return absl::StrFormat("  %-28s %10s -> %2s%8s  %2s%4.1fx  %s", gradient, Kib(elements * 4),
+                         codec.variable_length() ? "<=" : "", Kib(payload), codec.variable_length() ? ">=" : "",
+                         static_cast<double>(elements * 4) / payload,
+                         codec.collective() == CodecCollective::kAllReduce ? "allreduce" : "allgather");
+}
+
+// Numbers the collectives by readiness in the backward pass and points each gradient at its collective.
+absl::Status IssueByReadiness(Graph& graph, std::vector<Collective>& plan) {
+  // Issue order: by readiness in the backward pass, stable for ties.
+  std::stable_sort(plan.begin(), plan.end(), [](const Collective& a, const Collective& b) { return a.ready < b.ready; });
+  for (size_t b = 0; b < plan.size(); ++b) {
+    (*plan[b].node->mutable_def()->mutable_attr())["bucket"] = IntAttr(static_cast<int64_t>(b));
+    for (size_t i = 0; i < plan[b].gradients.size(); ++i) {
+      RETURN_IF_ERROR(graph.ReplaceInput(plan[b].gradients[i], 0, plan[b].node, static_cast<int>(i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Logs what the codec compresses and the payload per rank per step (moves `rewrite`'s table out).
+void LogCodecRewrite(const std::string& method, const CodecOptions& codec_options, CodecRewrite& rewrite,
+                     PassLog* log) {
+  const int64_t uncompressed = rewrite.dense_bytes - rewrite.compressed_dense_bytes;
+  const size_t dense_buckets = rewrite.plan.size() - rewrite.compressed_nodes;
+  log->notes.push_back(absl::StrCat(method, " (", codec_options.ToString().empty() ? "defaults" : codec_options.ToString(),
+                                    ") on ", rewrite.table.size(), " gradient", rewrite.table.size() == 1 ? "" : "s",
+                                    " in ", rewrite.compressed_nodes, " fused collective",
+                                    rewrite.compressed_nodes == 1 ? "" : "s", "; ", dense_buckets, " dense bucket",
+                                    dense_buckets == 1 ? " keeps" : "s keep", " the rest. Payload per rank per step:"));
+  for (std::string& line : rewrite.table) log->notes.push_back(std::move(line));
+  log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "the rest (dense)",
+                                       Kib(uncompressed), Kib(uncompressed)));
+  log->notes.push_back(absl::StrFormat("  %-28s %10s -> %2s%8s  %2s%4.1fx%s", "total", Kib(rewrite.dense_bytes),
+                                       rewrite.bound ? "<=" : "", Kib(rewrite.payload_bytes + uncompressed),
+                                       rewrite.bound ? ">=" : "",
+                                       static_cast<double>(rewrite.dense_bytes) / (rewrite.payload_bytes + uncompressed),
+                                       rewrite.bound ? "  (variable-length codes: their bound)" : ""));
+}
+
 
 class CompressPass : public Pass {
  public:
@@ -266,24 +340,7 @@ class CompressPass : public Pass {
 
   absl::Status RewriteWithCodec(Graph& graph, const PassOptions& o, const std::string& method,
                                 const std::vector<std::pair<std::string, std::string>>& extra, PassLog* log) {
-    const CodecRegistry::Entry* entry = CodecRegistry::Global().Find(method);
-    if (entry == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("compress: unknown method '", method, "'; methods: fp16, bf16, ",
-                                                     absl::StrJoin(CodecRegistry::Global().Names(), ", ")));
-    }
-    std::map<std::string, std::string> codec_values;
-    for (const auto& [key, value] : extra) {
-      bool known = false;
-      for (const auto& option : entry->options) known |= option.first == key;
-      if (!known) {
-        std::vector<std::string> keys;
-        for (const auto& option : entry->options) keys.push_back(option.first);
-        return absl::InvalidArgumentError(absl::StrCat("compress: ", method, " has no option '", key, "'",
-                                                       keys.empty() ? "" : "; its options: ", absl::StrJoin(keys, ", ")));
-      }
-      codec_values[key] = value;
-    }
-    const CodecOptions codec_options(codec_values);
+    ASSIGN_OR_RETURN(const CodecOptions codec_options, CodecOptionsFor(method, extra));
     const int64_t min_elements = o.GetInt("min_elements");
     const bool skip_biases = o.GetBool("skip_biases");
 
@@ -299,104 +356,83 @@ class CompressPass : public Pass {
     std::sort(old_buckets.begin(), old_buckets.end(),
               [](Node* a, Node* b) { return a->def().attr().at("bucket").i() < b->def().attr().at("bucket").i(); });
 
-    std::vector<Collective> plan;
-    int64_t dense_bytes = 0, compressed_dense_bytes = 0, payload_bytes = 0;
-    bool bound = false;  // some payload is a variable-length code's bound
-    std::vector<std::string> table;
-    int layer = 0;
-    int compressed_nodes = 0;
+    CodecRewrite rewrite;
     for (Node* bucket : old_buckets) {
-      // The bucket's selected gradients share one CompressedAllReduce (one
-      // collective per round for all); the rest stay one dense allreduce.
-      Collective dense, fused;
-      std::vector<std::unique_ptr<GradientCodec>> codecs;
-      for (int i = 0; i < bucket->num_inputs(); ++i) {
-        const Edge* in = bucket->input_edge(i);
-        NodeOut value{in->src, in->src_port};
-        std::vector<Node*> consumers;
-        for (const Edge* e : bucket->out_edges()) {
-          if (e->src_port == i) consumers.push_back(e->dst);
-        }
-        if (consumers.size() != 1 || consumers[0]->op() != "Gradient") {
-          return absl::FailedPreconditionError(absl::StrCat("compress: output ", i, " of '", bucket->name(),
-                                                            "' must feed exactly one Gradient node"));
-        }
-        Node* gradient = consumers[0];
-        const TensorShape& shape = in->src->outputs()[in->src_port].shape;
-        const int64_t elements = shape.KnownElements();
-        dense_bytes += elements * 4;
-        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(method));
-        const bool selected =
-            elements >= min_elements && !(skip_biases && shape.rank() <= 1) && codec->Suits(shape.dims());
-        if (!selected) {
-          dense.values.push_back(value);
-          dense.gradients.push_back(gradient);
-          dense.ready = std::max(dense.ready, position.at(in->src->id()));
-          continue;
-        }
-        if (absl::Status s = codec->Init(shape.dims(), codec_options); !s.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("compress: ", method, " on gradient '", gradient->name(), "' ", shape.ToString(), ": ",
-                           s.message(), " (min_elements / skip_biases choose what is compressed)"));
-        }
-        fused.ready = std::max(fused.ready, position.at(in->src->id()));
-        fused.values.push_back(value);
-        fused.gradients.push_back(gradient);
-        applied_momentum_ = std::max(applied_momentum_, codec->applied_momentum());
-        codecs.push_back(std::move(codec));
-        const int64_t payload = codecs.back()->PayloadFloats() * 4;
-        compressed_dense_bytes += elements * 4;
-        payload_bytes += payload;
-        // A variable-length code's size is only known when it runs: its bound.
-        bound = bound || codecs.back()->variable_length();
-        table.push_back(absl::StrFormat("  %-28s %10s -> %2s%8s  %2s%4.1fx  %s", gradient->name(), Kib(elements * 4),
-                                        codecs.back()->variable_length() ? "<=" : "", Kib(payload),
-                                        codecs.back()->variable_length() ? ">=" : "",
-                                        static_cast<double>(elements * 4) / payload,
-                                        codecs.back()->collective() == CodecCollective::kAllReduce ? "allreduce"
-                                                                                                   : "allgather"));
-      }
-      if (!fused.values.empty()) {
-        ASSIGN_OR_RETURN(fused.node, AddCompressedNode(graph, absl::StrCat("compress/", BaseName(bucket->name())),
-                                                       method, codec_options, codecs, fused, layer, o.GetInt("seed")));
-        layer += static_cast<int>(codecs.size());
-        compressed_nodes++;
-        plan.push_back(std::move(fused));
-      }
-      if (!dense.values.empty()) {
-        ASSIGN_OR_RETURN(dense.node, AddOpNode(&graph, absl::StrCat(bucket->name(), "/dense"), "AllReduce",
-                                               dense.values, {{"bucket", IntAttr(0)}, {"reduce", StringAttr("avg")}}));
-        plan.push_back(std::move(dense));
-      }
+      RETURN_IF_ERROR(
+          RewriteBucket(graph, o, method, codec_options, min_elements, skip_biases, position, bucket, rewrite));
     }
-    if (table.empty()) {
+    if (rewrite.table.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "compress: no gradient has min_elements=", min_elements, " values or more", skip_biases ? " (biases skipped)" : "",
           " and suits ", method, "; nothing to compress"));
     }
-    // Issue order: by readiness in the backward pass, stable for ties.
-    std::stable_sort(plan.begin(), plan.end(), [](const Collective& a, const Collective& b) { return a.ready < b.ready; });
-    for (size_t b = 0; b < plan.size(); ++b) {
-      (*plan[b].node->mutable_def()->mutable_attr())["bucket"] = IntAttr(static_cast<int64_t>(b));
-      for (size_t i = 0; i < plan[b].gradients.size(); ++i) {
-        RETURN_IF_ERROR(graph.ReplaceInput(plan[b].gradients[i], 0, plan[b].node, static_cast<int>(i)));
-      }
-    }
+    RETURN_IF_ERROR(IssueByReadiness(graph, rewrite.plan));
     for (Node* bucket : old_buckets) graph.RemoveNode(bucket);
-    const int64_t uncompressed = dense_bytes - compressed_dense_bytes;
-    const size_t dense_buckets = plan.size() - compressed_nodes;
-    log->notes.push_back(absl::StrCat(method, " (", codec_options.ToString().empty() ? "defaults" : codec_options.ToString(),
-                                      ") on ", table.size(), " gradient", table.size() == 1 ? "" : "s", " in ",
-                                      compressed_nodes, " fused collective", compressed_nodes == 1 ? "" : "s", "; ",
-                                      dense_buckets, " dense bucket", dense_buckets == 1 ? " keeps" : "s keep",
-                                      " the rest. Payload per rank per step:"));
-    for (std::string& line : table) log->notes.push_back(std::move(line));
-    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %10s  (uncompressed, allreduce)", "the rest (dense)",
-                                         Kib(uncompressed), Kib(uncompressed)));
-    log->notes.push_back(absl::StrFormat("  %-28s %10s -> %2s%8s  %2s%4.1fx%s", "total", Kib(dense_bytes),
-                                         bound ? "<=" : "", Kib(payload_bytes + uncompressed), bound ? ">=" : "",
-                                         static_cast<double>(dense_bytes) / (payload_bytes + uncompressed),
-                                         bound ? "  (variable-length codes: their bound)" : ""));
+    LogCodecRewrite(method, codec_options, rewrite, log);
+    return absl::OkStatus();
+  }
+
+  // Moves `bucket`'s selected gradients to one CompressedAllReduce, the rest to one dense AllReduce.
+  absl::Status RewriteBucket(Graph& graph, const PassOptions& o, const std::string& method,
+                             const CodecOptions& codec_options, int64_t min_elements, bool skip_biases,
+                             const absl::flat_hash_map<int, size_t>& position, Node* bucket, CodecRewrite& rewrite) {
+    // The bucket's selected gradients share one CompressedAllReduce (one
+    // collective per round for all); the rest stay one dense allreduce.
+    Collective dense, fused;
+    std::vector<std::unique_ptr<GradientCodec>> codecs;
+    for (int i = 0; i < bucket->num_inputs(); ++i) {
+      const Edge* in = bucket->input_edge(i);
+      NodeOut value{in->src, in->src_port};
+      std::vector<Node*> consumers;
+      for (const Edge* e : bucket->out_edges()) {
+        if (e->src_port == i) consumers.push_back(e->dst);
+      }
+      if (consumers.size() != 1 || consumers[0]->op() != "Gradient") {
+        return absl::FailedPreconditionError(absl::StrCat("compress: output ", i, " of '", bucket->name(),
+                                                          "' must feed exactly one Gradient node"));
+      }
+      Node* gradient = consumers[0];
+      const TensorShape& shape = in->src->outputs()[in->src_port].shape;
+      const int64_t elements = shape.KnownElements();
+      rewrite.dense_bytes += elements * 4;
+      ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(method));
+      const bool selected =
+          elements >= min_elements && !(skip_biases && shape.rank() <= 1) && codec->Suits(shape.dims());
+      if (!selected) {
+        dense.values.push_back(value);
+        dense.gradients.push_back(gradient);
+        dense.ready = std::max(dense.ready, position.at(in->src->id()));
+        continue;
+      }
+      if (absl::Status s = codec->Init(shape.dims(), codec_options); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("compress: ", method, " on gradient '", gradient->name(), "' ", shape.ToString(), ": ",
+                         s.message(), " (min_elements / skip_biases choose what is compressed)"));
+      }
+      fused.ready = std::max(fused.ready, position.at(in->src->id()));
+      fused.values.push_back(value);
+      fused.gradients.push_back(gradient);
+      applied_momentum_ = std::max(applied_momentum_, codec->applied_momentum());
+      codecs.push_back(std::move(codec));
+      const int64_t payload = codecs.back()->PayloadFloats() * 4;
+      rewrite.compressed_dense_bytes += elements * 4;
+      rewrite.payload_bytes += payload;
+      // A variable-length code's size is only known when it runs: its bound.
+      rewrite.bound = rewrite.bound || codecs.back()->variable_length();
+      rewrite.table.push_back(PayloadRow(gradient->name(), elements, *codecs.back(), payload));
+    }
+    if (!fused.values.empty()) {
+      ASSIGN_OR_RETURN(fused.node, AddCompressedNode(graph, absl::StrCat("compress/", BaseName(bucket->name())), method,
+                                                     codec_options, codecs, fused, rewrite.layer, o.GetInt("seed")));
+      rewrite.layer += static_cast<int>(codecs.size());
+      rewrite.compressed_nodes++;
+      rewrite.plan.push_back(std::move(fused));
+    }
+    if (!dense.values.empty()) {
+      ASSIGN_OR_RETURN(dense.node, AddOpNode(&graph, absl::StrCat(bucket->name(), "/dense"), "AllReduce",
+                                             dense.values, {{"bucket", IntAttr(0)}, {"reduce", StringAttr("avg")}}));
+      rewrite.plan.push_back(std::move(dense));
+    }
     return absl::OkStatus();
   }
 

@@ -21,7 +21,9 @@
 // difference taken (1/3: uniform ring averaging when the approximation is
 // exact).
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -47,40 +49,95 @@ struct Exchanged {
   Node* q_left = nullptr;
 };
 
+// Per parameter, one vector for each ring edge: the edge to the right
+// neighbour and the edge to the left one.
+struct EdgeVectors {
+  std::vector<NodeOut> right, left;
+};
+
+// One round of the power iteration: this rank's products for each edge and
+// what the neighbours sent back (`theirs.right`: the right neighbour's left
+// vector; `theirs.left`: the left neighbour's right one).
+struct RoundVectors {
+  EdgeVectors mine, theirs;
+};
+
 class PowerGossipPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
     const PassOptions& o = context.options;
     graph_ = &graph;
     const int64_t world = context.target.workers;
+    const double mix = o.GetFloat("mix");
+    RETURN_IF_ERROR(CheckOptions(world, mix));
+    RETURN_IF_ERROR(DeclareGroup(world));
+
+    // The trained parameters' updates; optimizer state stays local, per rank.
+    std::vector<std::pair<Node*, Node*>> carried = CarriedTrainedParameters(graph);  // (parameter, its Feedback)
+    if (carried.empty()) return absl::FailedPreconditionError("power_gossip: runs after an optimizer (sgd, adam)");
+    RETURN_IF_ERROR(AddConstants(mix));
+    ASSIGN_OR_RETURN(std::vector<Exchanged> values, Matrices(carried));
+
+    // Round 1: a = X q for each edge; the differences D q and their unit p.
+    EdgeVectors q;
+    for (const Exchanged& v : values) {
+      q.right.push_back(NodeOut{v.q_right, 0});
+      q.left.push_back(NodeOut{v.q_left, 0});
+    }
+    ASSIGN_OR_RETURN(RoundVectors a, ProductRound(1, "a", values, q, /*transpose=*/false));
+    ASSIGN_OR_RETURN(EdgeVectors p, UnitDifferences(values, a));
+    // Round 2: b = X^T p; D^T p from both ends; the rank-1 approximations.
+    ASSIGN_OR_RETURN(RoundVectors b, ProductRound(2, "b", values, p, /*transpose=*/true));
+    RETURN_IF_ERROR(MoveTowardsNeighbours(values, carried, p, b));
+    return RecordPowerGossip(values, mix, log);
+  }
+
+ private:
+  // Refuses a ring without two distinct neighbours per rank, and a mix
+  // outside (0, 0.5], before the graph is touched.
+  static absl::Status CheckOptions(int64_t world, double mix) {
     if (world < 3) {
       return absl::FailedPreconditionError(
           "power_gossip: the ring needs at least 3 workers (plan with --workers N, run with --workers N)");
     }
-    const double mix = o.GetFloat("mix");
     if (!(mix > 0 && mix <= 0.5)) {
       return absl::InvalidArgumentError(absl::StrCat("power_gossip: mix=", mix, " must be in (0, 0.5]"));
     }
-    ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(graph));
+    return absl::OkStatus();
+  }
+
+  // Declares the ring's group of all ranks and the attributes every exchange
+  // carries; a plan that gossips already (gossip or power_gossip) is refused.
+  absl::Status DeclareGroup(int64_t world) {
+    ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*graph_));
     for (const GroupDecl& g : groups) {
       if (g.name == kPowerGossipGroup || g.name == kGossipGroup) {
         return absl::FailedPreconditionError("power_gossip: the plan already gossips (gossip or power_gossip ran)");
       }
     }
     groups.push_back(GroupDecl{kPowerGossipGroup, GroupLayout::kBlocks, static_cast<int>(world)});
-    DeclareGroups(graph, groups);
+    DeclareGroups(*graph_, groups);
     group_ = {{"group", StringAttr(kPowerGossipGroup)}, {"group_size", IntAttr(world)}};
     world_ = world;
+    return absl::OkStatus();
+  }
 
-    // The trained parameters' updates; optimizer state stays local, per rank.
-    std::vector<std::pair<Node*, Node*>> carried = CarriedTrainedParameters(graph);  // (parameter, its Feedback)
-    if (carried.empty()) return absl::FailedPreconditionError("power_gossip: runs after an optimizer (sgd, adam)");
-
-    ASSIGN_OR_RETURN(Node * minus_one, AddOpNode(&graph, "power_gossip/minus_one", "Const", {}, {{"value", ScalarConstValue(-1)}}));
-    ASSIGN_OR_RETURN(Node * share, AddOpNode(&graph, "power_gossip/mix", "Const", {}, {{"value", ScalarConstValue(mix)}}));
+  // Adds the constants every parameter's arithmetic shares: -1 (for
+  // Difference) and the mix share.
+  absl::Status AddConstants(double mix) {
+    ASSIGN_OR_RETURN(Node * minus_one, AddOpNode(graph_, "power_gossip/minus_one", "Const", {},
+                                                 {{"value", ScalarConstValue(-1)}}));
+    ASSIGN_OR_RETURN(Node * share,
+                     AddOpNode(graph_, "power_gossip/mix", "Const", {}, {{"value", ScalarConstValue(mix)}}));
     minus_one_ = NodeOut{minus_one, 0};
+    share_ = NodeOut{share, 0};
+    return absl::OkStatus();
+  }
+
+  // Views each trained parameter's update as a rows x columns matrix and adds
+  // its two per-edge power-iteration vectors (per-rank state).
+  absl::StatusOr<std::vector<Exchanged>> Matrices(const std::vector<std::pair<Node*, Node*>>& carried) {
     std::vector<Exchanged> values;
-    int64_t floats_per_edge = 0, full_floats = 0;
     for (size_t i = 0; i < carried.size(); ++i) {
       Node* parameter = carried[i].first;
       const Edge* in = carried[i].second->input_edge(0);
@@ -89,7 +146,7 @@ class PowerGossipPass : public Pass {
       v.name = parameter->name();
       v.rows = dims.empty() ? 1 : dims[0];
       v.columns = TensorShape(dims).KnownElements() / std::max<int64_t>(v.rows, 1);
-      ASSIGN_OR_RETURN(Node * matrix, AddOpNode(&graph, v.name + "/power_gossip/matrix", "Reshape",
+      ASSIGN_OR_RETURN(Node * matrix, AddOpNode(graph_, v.name + "/power_gossip/matrix", "Reshape",
                                                 {NodeOut{in->src, in->src_port}},
                                                 {{"shape", IntListAttr({v.rows, v.columns})}}));
       v.matrix = NodeOut{matrix, 0};
@@ -97,82 +154,104 @@ class PowerGossipPass : public Pass {
       // both of its vectors of a parameter from one seed.
       ASSIGN_OR_RETURN(v.q_right, VectorState(v.name + "/power_gossip/q_right", v.columns, 1000 + i));
       ASSIGN_OR_RETURN(v.q_left, VectorState(v.name + "/power_gossip/q_left", v.columns, 1000 + i));
-      floats_per_edge += v.rows + v.columns;
-      full_floats += v.rows * v.columns;
       values.push_back(std::move(v));
     }
+    return values;
+  }
 
-    // Round 1: a = X q for each edge; the differences D q and their unit p.
-    std::vector<NodeOut> a_right, a_left;
-    for (const Exchanged& v : values) {
-      ASSIGN_OR_RETURN(NodeOut ar, MatMul(v.name + "/power_gossip/a_right", v.matrix, NodeOut{v.q_right, 0}, false));
-      ASSIGN_OR_RETURN(NodeOut al, MatMul(v.name + "/power_gossip/a_left", v.matrix, NodeOut{v.q_left, 0}, false));
-      a_right.push_back(ar);
-      a_left.push_back(al);
-    }
-    // The right neighbour's left vector and the left neighbour's right one.
-    ASSIGN_OR_RETURN(std::vector<NodeOut> from_right, Exchange("power_gossip/round1_left", a_left, -1, values, true));
-    ASSIGN_OR_RETURN(std::vector<NodeOut> from_left, Exchange("power_gossip/round1_right", a_right, +1, values, true));
-    std::vector<NodeOut> p_right, p_left;
-    for (size_t i = 0; i < values.size(); ++i) {
-      const std::string& name = values[i].name;
-      // Edge (me, right): D = X_me - X_right; edge (left, me): D = X_left - X_me.
-      ASSIGN_OR_RETURN(NodeOut dq_right, Difference(name + "/power_gossip/dq_right", a_right[i], from_right[i]));
-      ASSIGN_OR_RETURN(NodeOut dq_left, Difference(name + "/power_gossip/dq_left", from_left[i], a_left[i]));
-      ASSIGN_OR_RETURN(Node * pr, AddOpNode(&graph, name + "/power_gossip/p_right", "UnitVector", {dq_right}));
-      ASSIGN_OR_RETURN(Node * pl, AddOpNode(&graph, name + "/power_gossip/p_left", "UnitVector", {dq_left}));
-      p_right.push_back(NodeOut{pr, 0});
-      p_left.push_back(NodeOut{pl, 0});
-    }
-    // Round 2: b = X^T p; D^T p from both ends; the rank-1 approximations.
-    std::vector<NodeOut> b_right, b_left;
-    for (size_t i = 0; i < values.size(); ++i) {
-      ASSIGN_OR_RETURN(NodeOut br, MatMul(values[i].name + "/power_gossip/b_right", values[i].matrix, p_right[i], true));
-      ASSIGN_OR_RETURN(NodeOut bl, MatMul(values[i].name + "/power_gossip/b_left", values[i].matrix, p_left[i], true));
-      b_right.push_back(br);
-      b_left.push_back(bl);
-    }
-    ASSIGN_OR_RETURN(std::vector<NodeOut> b_from_right, Exchange("power_gossip/round2_left", b_left, -1, values, false));
-    ASSIGN_OR_RETURN(std::vector<NodeOut> b_from_left, Exchange("power_gossip/round2_right", b_right, +1, values, false));
+  // One round: each matrix times its vector for each edge (transposed in
+  // round 2), named "<parameter>/power_gossip/<product>_right|_left", then
+  // the round's vectors exchanged with both neighbours.
+  absl::StatusOr<RoundVectors> ProductRound(int round, const std::string& product,
+                                            const std::vector<Exchanged>& values, const EdgeVectors& by,
+                                            bool transpose) {
+    RoundVectors out;
     for (size_t i = 0; i < values.size(); ++i) {
       const Exchanged& v = values[i];
-      ASSIGN_OR_RETURN(NodeOut dtp_right, Difference(v.name + "/power_gossip/dtp_right", b_right[i], b_from_right[i]));
-      ASSIGN_OR_RETURN(NodeOut dtp_left, Difference(v.name + "/power_gossip/dtp_left", b_from_left[i], b_left[i]));
-      RETURN_IF_ERROR(CloseLoop(graph, v.q_right, dtp_right));
-      RETURN_IF_ERROR(CloseLoop(graph, v.q_left, dtp_left));
+      ASSIGN_OR_RETURN(NodeOut right, MatMul(absl::StrCat(v.name, "/power_gossip/", product, "_right"), v.matrix,
+                                             by.right[i], transpose));
+      ASSIGN_OR_RETURN(NodeOut left, MatMul(absl::StrCat(v.name, "/power_gossip/", product, "_left"), v.matrix,
+                                            by.left[i], transpose));
+      out.mine.right.push_back(right);
+      out.mine.left.push_back(left);
+    }
+    // The right neighbour's left vector and the left neighbour's right one.
+    const std::string name = absl::StrCat("power_gossip/round", round);
+    ASSIGN_OR_RETURN(out.theirs.right, Exchange(name + "_left", out.mine.left, -1, values, /*rows=*/!transpose));
+    ASSIGN_OR_RETURN(out.theirs.left, Exchange(name + "_right", out.mine.right, +1, values, /*rows=*/!transpose));
+    return out;
+  }
+
+  // p for each edge, the unit of D q: edge (me, right): D = X_me - X_right;
+  // edge (left, me): D = X_left - X_me.
+  absl::StatusOr<EdgeVectors> UnitDifferences(const std::vector<Exchanged>& values, const RoundVectors& a) {
+    EdgeVectors p;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const std::string& name = values[i].name;
+      ASSIGN_OR_RETURN(NodeOut dq_right,
+                       Difference(name + "/power_gossip/dq_right", a.mine.right[i], a.theirs.right[i]));
+      ASSIGN_OR_RETURN(NodeOut dq_left, Difference(name + "/power_gossip/dq_left", a.theirs.left[i], a.mine.left[i]));
+      ASSIGN_OR_RETURN(Node * pr, AddOpNode(graph_, name + "/power_gossip/p_right", "UnitVector", {dq_right}));
+      ASSIGN_OR_RETURN(Node * pl, AddOpNode(graph_, name + "/power_gossip/p_left", "UnitVector", {dq_left}));
+      p.right.push_back(NodeOut{pr, 0});
+      p.left.push_back(NodeOut{pl, 0});
+    }
+    return p;
+  }
+
+  // From round 2's b: D^T p for each edge, which warm-starts the next step's
+  // q; moves each parameter by mix times the rank-1 approximated differences
+  // and feeds the result back through its Feedback.
+  absl::Status MoveTowardsNeighbours(const std::vector<Exchanged>& values,
+                                     const std::vector<std::pair<Node*, Node*>>& carried, const EdgeVectors& p,
+                                     const RoundVectors& b) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Exchanged& v = values[i];
+      ASSIGN_OR_RETURN(NodeOut dtp_right, Difference(v.name + "/power_gossip/dtp_right", b.mine.right[i],
+                                                     b.theirs.right[i]));
+      ASSIGN_OR_RETURN(NodeOut dtp_left, Difference(v.name + "/power_gossip/dtp_left", b.theirs.left[i],
+                                                    b.mine.left[i]));
+      RETURN_IF_ERROR(CloseLoop(*graph_, v.q_right, dtp_right));
+      RETURN_IF_ERROR(CloseLoop(*graph_, v.q_left, dtp_left));
       // p (D^T p)^T, the rank-1 approximation of each edge's difference.
-      ASSIGN_OR_RETURN(Node * approx_right, AddOpNode(&graph, v.name + "/power_gossip/approx_right", "MatMul",
-                                                      {p_right[i], dtp_right}, {{"transpose_b", BoolAttr(true)}}));
-      ASSIGN_OR_RETURN(Node * approx_left, AddOpNode(&graph, v.name + "/power_gossip/approx_left", "MatMul",
-                                                     {p_left[i], dtp_left}, {{"transpose_b", BoolAttr(true)}}));
+      ASSIGN_OR_RETURN(Node * approx_right, AddOpNode(graph_, v.name + "/power_gossip/approx_right", "MatMul",
+                                                      {p.right[i], dtp_right}, {{"transpose_b", BoolAttr(true)}}));
+      ASSIGN_OR_RETURN(Node * approx_left, AddOpNode(graph_, v.name + "/power_gossip/approx_left", "MatMul",
+                                                     {p.left[i], dtp_left}, {{"transpose_b", BoolAttr(true)}}));
       // X + mix (D_left - D_right): towards the left neighbour by its
       // difference, away from the right one's (D_right = X_me - X_right).
       ASSIGN_OR_RETURN(NodeOut step, Difference(v.name + "/power_gossip/step", NodeOut{approx_left, 0},
                                                 NodeOut{approx_right, 0}));
-      ASSIGN_OR_RETURN(Node * scaled, AddOpNode(&graph, v.name + "/power_gossip/scaled", "Mul",
-                                                {step, NodeOut{share, 0}}));
-      ASSIGN_OR_RETURN(Node * moved, AddOpNode(&graph, v.name + "/power_gossip/mixed", "Add",
+      ASSIGN_OR_RETURN(Node * scaled, AddOpNode(graph_, v.name + "/power_gossip/scaled", "Mul", {step, share_}));
+      ASSIGN_OR_RETURN(Node * moved, AddOpNode(graph_, v.name + "/power_gossip/mixed", "Add",
                                                {v.matrix, NodeOut{scaled, 0}}));
-      ASSIGN_OR_RETURN(Node * shaped, AddOpNode(&graph, v.name + "/power_gossip/shaped", "Reshape", {NodeOut{moved, 0}},
+      ASSIGN_OR_RETURN(Node * shaped, AddOpNode(graph_, v.name + "/power_gossip/shaped", "Reshape", {NodeOut{moved, 0}},
                                                 {{"shape", IntListAttr(carried[i].first->outputs()[0].shape.dims())}}));
-      RETURN_IF_ERROR(graph.ReplaceInput(carried[i].second, 0, shaped, 0));
+      RETURN_IF_ERROR(graph_->ReplaceInput(carried[i].second, 0, shaped, 0));
     }
+    return absl::OkStatus();
+  }
 
-    // A push-sum weight that stays 1 (nothing is pushed one way; no Feedback,
-    // so it keeps its value), so the trainer's gossip reports (mass,
-    // consensus, the averaged model) apply.
-    ASSIGN_OR_RETURN(Node * weight, AddState(graph, kPushSumWeightState, {1}, /*per_rank=*/true));
+  // A push-sum weight that stays 1 (nothing is pushed one way; no Feedback,
+  // so it keeps its value), so the trainer's gossip reports (mass,
+  // consensus, the averaged model) apply; then the plan's record and the note.
+  absl::Status RecordPowerGossip(const std::vector<Exchanged>& values, double mix, PassLog* log) {
+    ASSIGN_OR_RETURN(Node * weight, AddState(*graph_, kPushSumWeightState, {1}, /*per_rank=*/true));
     (*weight->mutable_def()->mutable_attr())["init"].mutable_tensor()->mutable_init()->set_kind("ones");
-    PlanRecords::Gossip& record = *graph.mutable_header()->mutable_records()->mutable_gossip();
+    PlanRecords::Gossip& record = *graph_->mutable_header()->mutable_records()->mutable_gossip();
     record.set_topology("ring (power gossip)");
     record.set_weight_state(weight->name());
+    int64_t floats_per_edge = 0, full_floats = 0;
+    for (const Exchanged& v : values) {
+      floats_per_edge += v.rows + v.columns;
+      full_floats += v.rows * v.columns;
+    }
     log->notes.push_back(absl::StrCat(values.size(), " values mixed with the two ring neighbours by rank-1 power steps: ",
                                       2 * floats_per_edge, " floats sent per step (two rounds, both neighbours), against ",
                                       full_floats, " for one gossip push; mix ", mix));
     return absl::OkStatus();
   }
 
- private:
   // A per-rank, non-trained column vector drawn from N(0, 1) with `seed`.
   absl::StatusOr<Node*> VectorState(const std::string& name, int64_t length, int64_t seed) {
     ASSIGN_OR_RETURN(Node * q, AddState(*graph_, name, {length, 1}, /*per_rank=*/true));
@@ -222,6 +301,7 @@ class PowerGossipPass : public Pass {
   Graph* graph_ = nullptr;
   int64_t world_ = 0;
   NodeOut minus_one_;
+  NodeOut share_;  // the Const mix
   std::vector<std::pair<std::string, AttrValue>> group_;
 };
 

@@ -153,6 +153,126 @@ std::string CollectiveSignature(const Node& n) {
   return absl::StrCat(n.op(), " of ", n.num_inputs() > 0 ? n.input_edge(0)->src->outputs()[0].shape.ToString() : "");
 }
 
+// The ranks agree on the plan's records, loss and logits, and on its world.
+absl::Status CheckRecordsAgree(const std::vector<std::unique_ptr<Graph>>& parts) {
+  const int world = static_cast<int>(parts.size());
+  for (int r = 1; r < world; ++r) {
+    if (parts[r]->header().records().SerializeAsString() != parts[0]->header().records().SerializeAsString()) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph records the plan (workers, groups, "
+                                                        "strategies) differently from rank 0's"));
+    }
+    for (const char* attr : {"loss", "logits"}) {
+      if (GraphAttr(*parts[r], attr) != GraphAttr(*parts[0], attr)) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph declares ", attr, " differently from rank 0's"));
+      }
+    }
+  }
+  const int recorded = parts[0]->header().records().workers();
+  if (recorded > 0 && recorded != world) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the graphs are planned for ", recorded, " workers but the plan has ", world));
+  }
+  return absl::OkStatus();
+}
+
+// No two cut ends of a rank share a peer and channel (a message tag).
+absl::Status CheckCutEndsDistinct(const std::vector<std::unique_ptr<Graph>>& parts) {
+  const int world = static_cast<int>(parts.size());
+  for (int r = 0; r < world; ++r) {
+    absl::flat_hash_map<std::tuple<std::string, int64_t, int64_t>, const Node*> ends;
+    for (const Node* n : parts[r]->nodes()) {
+      if (!IsCutEnd(*n)) continue;
+      auto [it, fresh] = ends.try_emplace({n->op(), NodeAttrInt(*n, "peer", -1), NodeAttrInt(*n, "channel", -1)}, n);
+      if (!fresh) {
+        return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": ", n->op(), "s '", it->second->name(), "' and '",
+                                                          n->name(), "' share peer and channel ", std::get<2>(it->first),
+                                                          ": their messages would be confused"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every cut Send of rank r meets its peer's Recv: same channel, shape, dtype.
+absl::Status CheckSendsMeetRecvs(const std::vector<std::unique_ptr<Graph>>& parts, int r) {
+  const int world = static_cast<int>(parts.size());
+  for (const Node* send : parts[r]->nodes()) {
+    if (send->op() != "Send" || !IsCutEnd(*send)) continue;
+    const int p = static_cast<int>(NodeAttrInt(*send, "peer", -1));
+    const int64_t channel = NodeAttrInt(*send, "channel", -1);
+    if (p >= world) return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": Send '", send->name(), "' sends to rank ", p, " of ", world));
+    const Node* match = nullptr;
+    for (const Node* recv : parts[p]->nodes()) {
+      if (recv->op() == "Recv" && NodeAttrInt(*recv, "peer", -1) == r && NodeAttrInt(*recv, "channel", -1) == channel) {
+        match = recv;
+      }
+    }
+    if (match == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Send '", send->name(), "' (channel ", channel,
+                                                        ") has no Recv on rank ", p, ": rank ", r, " would wait forever"));
+    }
+    const ShapeAndType& sent = send->outputs()[0];
+    const ShapeAndType& expected = match->outputs()[0];
+    if (sent.shape.ToString() != expected.shape.ToString() || sent.dtype != expected.dtype) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, "'s Send '", send->name(), "' sends ", DataTypeName(sent.dtype), sent.shape.ToString(),
+          " but rank ", p, "'s Recv '", match->name(), "' expects ", DataTypeName(expected.dtype),
+          expected.shape.ToString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every cut Recv of rank r has a Send to r on its peer, on the same channel.
+absl::Status CheckRecvsMeetSends(const std::vector<std::unique_ptr<Graph>>& parts, int r) {
+  const int world = static_cast<int>(parts.size());
+  for (const Node* recv : parts[r]->nodes()) {
+    if (recv->op() != "Recv" || !IsCutEnd(*recv)) continue;
+    const int p = static_cast<int>(NodeAttrInt(*recv, "peer", -1));
+    bool found = false;
+    for (const Node* send : p < world ? parts[p]->nodes() : std::vector<Node*>{}) {
+      found |= send->op() == "Send" && NodeAttrInt(*send, "peer", -1) == r &&
+               NodeAttrInt(*send, "channel", -1) == NodeAttrInt(*recv, "channel", -1);
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Recv '", recv->name(), "' has no Send on rank ",
+                                                        p, ": rank ", r, " would wait forever"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every member of an instance of `g` issues the same collectives in order.
+absl::Status CheckGroupCollectivesAgree(const std::vector<std::unique_ptr<Graph>>& parts, const GroupDecl& g) {
+  const int world = static_cast<int>(parts.size());
+  absl::flat_hash_map<std::string, std::pair<int, std::map<int64_t, std::string>>> first_member;  // by instance
+  for (int r = 0; r < world; ++r) {
+    absl::StatusOr<GroupMembership> m = MembershipOf(g, r, world);
+    if (absl::IsNotFound(m.status())) continue;
+    RETURN_IF_ERROR(m.status());
+    std::map<int64_t, std::string> issued;
+    for (const Node* n : parts[r]->nodes()) {
+      if (IsCollective(*n) && CollectiveGroup(*n) == g.name) {
+        issued[NodeAttrInt(*n, "bucket", -1)] = absl::StrCat("'", n->name(), "' (", CollectiveSignature(*n), ")");
+      }
+    }
+    auto [it, inserted] = first_member.try_emplace(m->instance, r, issued);
+    if (inserted || it->second.second == issued) continue;
+    const auto& [other, theirs] = it->second;
+    for (int64_t b = 0;; ++b) {
+      const auto mine = issued.find(b);
+      const auto their = theirs.find(b);
+      const std::string a = mine == issued.end() ? "nothing" : mine->second;
+      const std::string o = their == theirs.end() ? "nothing" : their->second;
+      if (a == o) continue;
+      return absl::FailedPreconditionError(absl::StrCat("group '", m->instance, "': collective ", b, " is ", o,
+                                                        " on rank ", other, " but ", a, " on rank ", r,
+                                                        ": the members would deadlock or pair different data"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Graph>>> SplitPlanAcrossRanks(const Graph& graph, int world) {
@@ -171,108 +291,18 @@ absl::StatusOr<std::vector<std::unique_ptr<Graph>>> SplitPlanAcrossRanks(const G
 absl::Status CheckPartsAcrossRanks(const std::vector<std::unique_ptr<Graph>>& parts) {
   const int world = static_cast<int>(parts.size());
   if (world == 0) return absl::InvalidArgumentError("a plan needs at least one rank's graph");
-  // The ranks agree on what the plan declares: its records (workers,
-  // groups, strategies) and the loss and logits.
-  for (int r = 1; r < world; ++r) {
-    if (parts[r]->header().records().SerializeAsString() != parts[0]->header().records().SerializeAsString()) {
-      return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph records the plan (workers, groups, "
-                                                        "strategies) differently from rank 0's"));
-    }
-    for (const char* attr : {"loss", "logits"}) {
-      if (GraphAttr(*parts[r], attr) != GraphAttr(*parts[0], attr)) {
-        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s graph declares ", attr, " differently from rank 0's"));
-      }
-    }
-  }
-  const int recorded = parts[0]->header().records().workers();
-  if (recorded > 0 && recorded != world) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the graphs are planned for ", recorded, " workers but the plan has ", world));
-  }
+  RETURN_IF_ERROR(CheckRecordsAgree(parts));
   // Every cut pair: the Send on rank r to p has the Recv on p from r, with the
-  // same channel and shape; no two ends of a rank share a peer and channel
-  // (their messages would share a tag).
+  // same channel and shape; no two ends of a rank share a peer and channel.
+  RETURN_IF_ERROR(CheckCutEndsDistinct(parts));
   for (int r = 0; r < world; ++r) {
-    absl::flat_hash_map<std::tuple<std::string, int64_t, int64_t>, const Node*> ends;
-    for (const Node* n : parts[r]->nodes()) {
-      if (!IsCutEnd(*n)) continue;
-      auto [it, fresh] = ends.try_emplace({n->op(), NodeAttrInt(*n, "peer", -1), NodeAttrInt(*n, "channel", -1)}, n);
-      if (!fresh) {
-        return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": ", n->op(), "s '", it->second->name(), "' and '",
-                                                          n->name(), "' share peer and channel ", std::get<2>(it->first),
-                                                          ": their messages would be confused"));
-      }
-    }
-  }
-  for (int r = 0; r < world; ++r) {
-    for (const Node* send : parts[r]->nodes()) {
-      if (send->op() != "Send" || !IsCutEnd(*send)) continue;
-      const int p = static_cast<int>(NodeAttrInt(*send, "peer", -1));
-      const int64_t channel = NodeAttrInt(*send, "channel", -1);
-      if (p >= world) return absl::FailedPreconditionError(absl::StrCat("rank ", r, ": Send '", send->name(), "' sends to rank ", p, " of ", world));
-      const Node* match = nullptr;
-      for (const Node* recv : parts[p]->nodes()) {
-        if (recv->op() == "Recv" && NodeAttrInt(*recv, "peer", -1) == r && NodeAttrInt(*recv, "channel", -1) == channel) {
-          match = recv;
-        }
-      }
-      if (match == nullptr) {
-        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Send '", send->name(), "' (channel ", channel,
-                                                          ") has no Recv on rank ", p, ": rank ", r, " would wait forever"));
-      }
-      const ShapeAndType& sent = send->outputs()[0];
-      const ShapeAndType& expected = match->outputs()[0];
-      if (sent.shape.ToString() != expected.shape.ToString() || sent.dtype != expected.dtype) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "rank ", r, "'s Send '", send->name(), "' sends ", DataTypeName(sent.dtype), sent.shape.ToString(),
-            " but rank ", p, "'s Recv '", match->name(), "' expects ", DataTypeName(expected.dtype),
-            expected.shape.ToString()));
-      }
-    }
-    for (const Node* recv : parts[r]->nodes()) {
-      if (recv->op() != "Recv" || !IsCutEnd(*recv)) continue;
-      const int p = static_cast<int>(NodeAttrInt(*recv, "peer", -1));
-      bool found = false;
-      for (const Node* send : p < world ? parts[p]->nodes() : std::vector<Node*>{}) {
-        found |= send->op() == "Send" && NodeAttrInt(*send, "peer", -1) == r &&
-                 NodeAttrInt(*send, "channel", -1) == NodeAttrInt(*recv, "channel", -1);
-      }
-      if (!found) {
-        return absl::FailedPreconditionError(absl::StrCat("rank ", r, "'s Recv '", recv->name(), "' has no Send on rank ",
-                                                          p, ": rank ", r, " would wait forever"));
-      }
-    }
+    RETURN_IF_ERROR(CheckSendsMeetRecvs(parts, r));
+    RETURN_IF_ERROR(CheckRecvsMeetSends(parts, r));
   }
   RETURN_IF_ERROR(CheckCodedEnds(parts));
   // Every group's members issue the same collectives in the same order.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*parts[0]));
-  for (const GroupDecl& g : groups) {
-    absl::flat_hash_map<std::string, std::pair<int, std::map<int64_t, std::string>>> first_member;  // by instance
-    for (int r = 0; r < world; ++r) {
-      absl::StatusOr<GroupMembership> m = MembershipOf(g, r, world);
-      if (absl::IsNotFound(m.status())) continue;
-      RETURN_IF_ERROR(m.status());
-      std::map<int64_t, std::string> issued;
-      for (const Node* n : parts[r]->nodes()) {
-        if (IsCollective(*n) && CollectiveGroup(*n) == g.name) {
-          issued[NodeAttrInt(*n, "bucket", -1)] = absl::StrCat("'", n->name(), "' (", CollectiveSignature(*n), ")");
-        }
-      }
-      auto [it, inserted] = first_member.try_emplace(m->instance, r, issued);
-      if (inserted || it->second.second == issued) continue;
-      const auto& [other, theirs] = it->second;
-      for (int64_t b = 0;; ++b) {
-        const auto mine = issued.find(b);
-        const auto their = theirs.find(b);
-        const std::string a = mine == issued.end() ? "nothing" : mine->second;
-        const std::string o = their == theirs.end() ? "nothing" : their->second;
-        if (a == o) continue;
-        return absl::FailedPreconditionError(absl::StrCat("group '", m->instance, "': collective ", b, " is ", o,
-                                                          " on rank ", other, " but ", a, " on rank ", r,
-                                                          ": the members would deadlock or pair different data"));
-      }
-    }
-  }
+  for (const GroupDecl& g : groups) RETURN_IF_ERROR(CheckGroupCollectivesAgree(parts, g));
   return absl::OkStatus();
 }
 

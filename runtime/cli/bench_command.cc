@@ -5,7 +5,9 @@
 // nereid bench peak: the cores' float32 FMA peak (benchmarks/fma_peak.h), the roof
 // a compute-bound step is measured against.
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -174,6 +176,172 @@ int BenchPeak(const Flags& flags) {
   return kExitOk;
 }
 
+// A command-line mistake: its message on stderr, and the usage exit code.
+int UsageError(const absl::Status& s) {
+  std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+  return kExitUsage;
+}
+
+// What `nereid bench allreduce` and `nereid bench compress` read from their flags.
+struct BenchSettings {
+  bool compress = false;  // `nereid bench compress MODEL`
+  int64_t workers = 0, rounds = 0, rank = 0, world = 0, iterations = 0, warmup = 0;
+  std::vector<AggregationPlan> plans;  // compress: the plans compared
+  AllReduceBenchOptions options;       // allreduce: the sizes and rounds
+  std::string also_label;              // --also (or --shm): the other backend timed, or empty
+};
+
+// Reads the flags; compress plans MODEL with each method here, before
+// launching too, so that a bad model or method fails once.
+absl::StatusOr<BenchSettings> ReadBenchSettings(const Flags& flags, bool compress) {
+  BenchSettings s;
+  s.compress = compress;
+  ASSIGN_OR_RETURN(s.workers, flags.Int("workers", 2));
+  ASSIGN_OR_RETURN(s.rounds, flags.Int("rounds", 3));
+  ASSIGN_OR_RETURN(s.rank, flags.Int("rank", -1));
+  ASSIGN_OR_RETURN(s.world, flags.Int("world", -1));
+  ASSIGN_OR_RETURN(s.iterations, flags.Int("iterations", 10));
+  ASSIGN_OR_RETURN(s.warmup, flags.Int("warmup", 25));
+  if (compress) {
+    ASSIGN_OR_RETURN(s.plans, CompressPlans(flags.positional()[1], flags.String("methods")));
+  }
+  if (flags.Has("sizes")) {
+    ASSIGN_OR_RETURN(s.options.sizes_bytes, ParseSizes(flags.String("sizes")));
+  }
+  s.options.rounds = static_cast<int>(std::max<int64_t>(1, s.rounds));
+  s.also_label = flags.Has("shm") ? "shm" : flags.String("also", "");
+  return s;
+}
+
+// --also and --shm: one of them, for the allreduce benchmark, naming a registered backend.
+absl::Status CheckAlsoBackend(const Flags& flags, const BenchSettings& s) {
+  if (flags.Has("shm") && flags.Has("also") && flags.String("also") != "shm") {
+    return absl::InvalidArgumentError("--shm means --also shm; give one of them");
+  }
+  if (s.compress && !s.also_label.empty()) {
+    return absl::InvalidArgumentError("--also and --shm time allreduce: they are for `nereid bench allreduce`");
+  }
+  if (!s.also_label.empty() && !CommunicatorRegistry::Global().Find(s.also_label)) {
+    return absl::InvalidArgumentError(absl::StrCat("--also: unknown communicator backend '", s.also_label,
+                                                   "' (registered: ",
+                                                   absl::StrJoin(CommunicatorRegistry::Global().Names(), ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Without --rendezvous: starts --workers local workers running this benchmark.
+int LaunchBenchWorkers(const Flags& flags, const std::vector<std::string>& args, int64_t workers,
+                       const std::string& token) {
+  if (workers < 2) {
+    std::fprintf(stderr, "error: --workers must be >= 2 for a communication benchmark\n");
+    return kExitUsage;
+  }
+  LocalLaunch launch;
+  launch.command = "bench";
+  launch.args = args;
+  launch.not_passed = {"--workers", "--json", "--threads"};
+  launch.bool_flags = {"--shm", "--no-link-probe", "--insecure"};
+  launch.token = token.empty() ? NewRunToken() : token;
+  launch.workers = static_cast<int>(workers);
+  launch.threads = 1;
+  if (flags.Has("json")) launch.rank0_args = {"--json", flags.String("json")};
+  return LaunchLocalWorkers(launch);
+}
+
+// This worker's rank and world, and where it meets the others.
+struct BenchRendezvous {
+  LaunchInfo info;
+  RendezvousSpec spec;
+};
+
+// Resolves this worker's rank and world and its --rendezvous store (checked against the run's token).
+absl::StatusOr<BenchRendezvous> ResolveBenchRendezvous(const Flags& flags, const BenchSettings& s,
+                                                       const std::string& token) {
+  ASSIGN_OR_RETURN(LaunchInfo info, ResolveLaunch(static_cast<int>(s.rank), static_cast<int>(s.world), ProcessEnv()));
+  ASSIGN_OR_RETURN(RendezvousSpec spec, ParseRendezvousSpec(flags.String("rendezvous"), info.run_id));
+  spec.token = token;
+  RETURN_IF_ERROR(CheckRendezvousToken(spec, flags.Has("insecure")));
+  return BenchRendezvous{std::move(info), std::move(spec)};
+}
+
+// The communicators timed: raw Gloo, and --also's backend beside it.
+struct BenchComms {
+  std::unique_ptr<Communicator> comm;  // Gloo's
+  GlooCommunicator* gloo = nullptr;    // comm, as Gloo
+  std::unique_ptr<Communicator> also;  // --also's backend, or null
+};
+
+// Connects this worker to the others: Gloo, and for allreduce --also's backend.
+absl::StatusOr<BenchComms> ConnectBench(const Flags& flags, const BenchSettings& s, const BenchRendezvous& meet) {
+  const LaunchInfo& info = meet.info;
+  WorkerIdentity identity{
+      kNereidVersion,
+      s.compress ? absl::StrCat("bench compress ", flags.positional()[1], " ", flags.String("methods"))
+                 : absl::StrCat("bench allreduce ", flags.String("sizes")),
+      info.world};
+  // Gloo itself, not the communicator factory: the allreduce benchmark times
+  // raw Gloo on the same context, and no NEREID_FAULTS wrapper may sit between.
+  GlooConnectOptions connect;
+  connect.hostname = flags.String("bind", connect.hostname);
+  BenchComms comms;
+  ASSIGN_OR_RETURN(comms.comm, ConnectGloo(meet.spec, info.rank, info.world, identity, connect));
+  comms.gloo = dynamic_cast<GlooCommunicator*>(comms.comm.get());
+  if (comms.gloo == nullptr) return absl::InternalError("the allreduce benchmark needs the Gloo communicator");
+  // The other backend through the factory's connect, without its wrappers
+  // (no NEREID_FAULTS in a benchmark), in its own keys of the same store.
+  if (!s.also_label.empty() && !s.compress) {
+    CommunicatorSpec also_spec;
+    also_spec.backend = s.also_label;
+    also_spec.rendezvous = meet.spec;
+    also_spec.rendezvous.run_id += "-" + s.also_label;
+    also_spec.rank = info.rank;
+    also_spec.world = info.world;
+    also_spec.identity = identity;
+    also_spec.hostname = connect.hostname;
+    also_spec.connect_timeout = connect.connect_timeout;
+    ASSIGN_OR_RETURN(comms.also, ConnectBackend(also_spec));
+  }
+  return comms;
+}
+
+// `nereid bench compress`: times the plans' aggregation; rank 0 prints the table and writes --json.
+int BenchCompress(const Flags& flags, const BenchSettings& s, Communicator& comm, const LaunchInfo& info) {
+  AggregationBenchOptions o;
+  o.iterations = static_cast<int>(std::max<int64_t>(1, s.iterations));
+  o.rounds = static_cast<int>(std::max<int64_t>(1, s.rounds));
+  o.warmup_steps = static_cast<int>(std::max<int64_t>(0, s.warmup));
+  absl::StatusOr<std::vector<AggregationRow>> rows = RunAggregationBench(comm, s.plans, o);
+  if (!rows.ok()) return Fail(rows.status());
+  if (info.rank != 0) return kExitOk;
+  std::fputs(FormatAggregationTable(*rows, info.world).c_str(), stdout);
+  if (flags.Has("json")) {
+    absl::Status written = WriteFileAtomically(flags.String("json"), AggregationJson(*rows, info.world));
+    if (!written.ok()) return Fail(written);
+  }
+  return kExitOk;
+}
+
+// `nereid bench allreduce`: times allreduce per size; rank 0 prints the table and writes --json.
+int BenchAllReduce(const Flags& flags, BenchSettings& s, const BenchComms& comms, int rank) {
+  AllReduceBenchOptions& options = s.options;
+  options.probe_link = !flags.Has("no-link-probe");
+  options.also = comms.also.get();
+  options.also_label = s.also_label;
+  if (rank == 0) {
+    options.progress = [](const std::string& line) { std::fprintf(stderr, "bench allreduce: %s\n", line.c_str()); };
+  }
+  absl::StatusOr<AllReduceBenchResult> result = RunAllReduceBench(*comms.gloo, options);
+  if (!result.ok()) return Fail(result.status());
+  if (rank != 0) return kExitOk;
+  std::fputs(FormatBenchTable(*result).c_str(), stdout);
+  if (flags.Has("json")) {
+    absl::Status written = WriteFileAtomically(flags.String("json"), BenchJson(*result));
+    if (!written.ok()) return Fail(written);
+  }
+  return kExitOk;
+}
+
+// nereid bench: checks the command line, then launches local workers or, as one of them, runs the benchmark.
 int Bench(const std::vector<std::string>& args) {
   Flags flags = BenchFlags();
   absl::Status parsed = flags.Parse(args);
@@ -183,131 +351,23 @@ int Bench(const std::vector<std::string>& args) {
     parsed = absl::InvalidArgumentError(
         "nereid bench allreduce, nereid bench compress MODEL, or nereid bench peak (see nereid bench --help)");
   }
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(parsed.message()).c_str());
-    return kExitUsage;
-  }
-  absl::StatusOr<int64_t> workers = flags.Int("workers", 2), rounds = flags.Int("rounds", 3),
-                          rank = flags.Int("rank", -1), world = flags.Int("world", -1),
-                          iterations = flags.Int("iterations", 10), warmup = flags.Int("warmup", 25);
-  for (const auto* v : {&workers, &rounds, &rank, &world, &iterations, &warmup}) {
-    if (!v->ok()) return Fail(v->status());
-  }
-  std::vector<AggregationPlan> plans;
-  if (compress) {
-    // Planned before launching too, so a bad model or method fails once, here.
-    absl::StatusOr<std::vector<AggregationPlan>> made = CompressPlans(flags.positional()[1], flags.String("methods"));
-    if (!made.ok()) return Fail(made.status());
-    plans = *std::move(made);
-  }
-  AllReduceBenchOptions options;
-  if (flags.Has("sizes")) {
-    absl::StatusOr<std::vector<int64_t>> sizes = ParseSizes(flags.String("sizes"));
-    if (!sizes.ok()) return Fail(sizes.status());
-    options.sizes_bytes = *sizes;
-  }
-  options.rounds = static_cast<int>(std::max<int64_t>(1, *rounds));
-  const std::string also_label = flags.Has("shm") ? "shm" : flags.String("also", "");
-  if (flags.Has("shm") && flags.Has("also") && flags.String("also") != "shm") {
-    std::fprintf(stderr, "error: --shm means --also shm; give one of them\n");
-    return kExitUsage;
-  }
-  if (compress && !also_label.empty()) {
-    std::fprintf(stderr, "error: --also and --shm time allreduce: they are for `nereid bench allreduce`\n");
-    return kExitUsage;
-  }
-  if (!also_label.empty() && !CommunicatorRegistry::Global().Find(also_label)) {
-    std::fprintf(stderr, "error: --also: unknown communicator backend '%s' (registered: %s)\n", also_label.c_str(),
-                 absl::StrJoin(CommunicatorRegistry::Global().Names(), ", ").c_str());
-    return kExitUsage;
-  }
+  if (!parsed.ok()) return UsageError(parsed);
+  absl::StatusOr<BenchSettings> settings = ReadBenchSettings(flags, compress);
+  if (!settings.ok()) return Fail(settings.status());
+  if (absl::Status also = CheckAlsoBackend(flags, *settings); !also.ok()) return UsageError(also);
   // The run's token: NEREID_TOKEN, else a fresh one for local workers.
   absl::StatusOr<std::string> token = ResolveRunToken("", ProcessEnv());
   if (!token.ok()) return Fail(token.status());
-  if (!flags.Has("rendezvous")) {
-    if (*workers < 2) {
-      std::fprintf(stderr, "error: --workers must be >= 2 for a communication benchmark\n");
-      return kExitUsage;
-    }
-    LocalLaunch launch;
-    launch.command = "bench";
-    launch.args = args;
-    launch.not_passed = {"--workers", "--json", "--threads"};
-    launch.bool_flags = {"--shm", "--no-link-probe", "--insecure"};
-    launch.token = token->empty() ? NewRunToken() : *token;
-    launch.workers = static_cast<int>(*workers);
-    launch.threads = 1;
-    if (flags.Has("json")) launch.rank0_args = {"--json", flags.String("json")};
-    return LaunchLocalWorkers(launch);
-  }
-  absl::StatusOr<LaunchInfo> info = ResolveLaunch(static_cast<int>(*rank), static_cast<int>(*world), ProcessEnv());
-  if (!info.ok()) return Fail(info.status());
-  absl::StatusOr<RendezvousSpec> spec = ParseRendezvousSpec(flags.String("rendezvous"), info->run_id);
-  if (!spec.ok()) return Fail(spec.status());
-  spec->token = *token;
-  if (absl::Status secure = CheckRendezvousToken(*spec, flags.Has("insecure")); !secure.ok()) return Fail(secure);
+  if (!flags.Has("rendezvous")) return LaunchBenchWorkers(flags, args, settings->workers, *token);
+  absl::StatusOr<BenchRendezvous> meet = ResolveBenchRendezvous(flags, *settings, *token);
+  if (!meet.ok()) return Fail(meet.status());
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
   reporter.Report("phase=rendezvous");
-  WorkerIdentity identity{kNereidVersion,
-                          compress ? absl::StrCat("bench compress ", flags.positional()[1], " ", flags.String("methods"))
-                                   : absl::StrCat("bench allreduce ", flags.String("sizes")),
-                          info->world};
-  // Gloo itself, not the communicator factory: the allreduce benchmark times
-  // raw Gloo on the same context, and no NEREID_FAULTS wrapper may sit between.
-  GlooConnectOptions connect;
-  connect.hostname = flags.String("bind", connect.hostname);
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = ConnectGloo(*spec, info->rank, info->world, identity, connect);
-  if (!comm.ok()) return Fail(comm.status());
-  auto* gloo = dynamic_cast<GlooCommunicator*>(comm->get());
-  if (gloo == nullptr) return Fail(absl::InternalError("the allreduce benchmark needs the Gloo communicator"));
-  // The other backend through the factory's connect, without its wrappers
-  // (no NEREID_FAULTS in a benchmark), in its own keys of the same store.
-  std::unique_ptr<Communicator> also;
-  if (!also_label.empty() && !compress) {
-    CommunicatorSpec also_spec;
-    also_spec.backend = also_label;
-    also_spec.rendezvous = *spec;
-    also_spec.rendezvous.run_id += "-" + also_label;
-    also_spec.rank = info->rank;
-    also_spec.world = info->world;
-    also_spec.identity = identity;
-    also_spec.hostname = connect.hostname;
-    also_spec.connect_timeout = connect.connect_timeout;
-    absl::StatusOr<std::unique_ptr<Communicator>> connected = ConnectBackend(also_spec);
-    if (!connected.ok()) return Fail(connected.status());
-    also = *std::move(connected);
-  }
+  absl::StatusOr<BenchComms> comms = ConnectBench(flags, *settings, *meet);
+  if (!comms.ok()) return Fail(comms.status());
   reporter.Report("phase=bench");
-  if (compress) {
-    AggregationBenchOptions o;
-    o.iterations = static_cast<int>(std::max<int64_t>(1, *iterations));
-    o.rounds = static_cast<int>(std::max<int64_t>(1, *rounds));
-    o.warmup_steps = static_cast<int>(std::max<int64_t>(0, *warmup));
-    absl::StatusOr<std::vector<AggregationRow>> rows = RunAggregationBench(**comm, plans, o);
-    if (!rows.ok()) return Fail(rows.status());
-    if (info->rank != 0) return kExitOk;
-    std::fputs(FormatAggregationTable(*rows, info->world).c_str(), stdout);
-    if (flags.Has("json")) {
-      absl::Status written = WriteFileAtomically(flags.String("json"), AggregationJson(*rows, info->world));
-      if (!written.ok()) return Fail(written);
-    }
-    return kExitOk;
-  }
-  options.probe_link = !flags.Has("no-link-probe");
-  options.also = also.get();
-  options.also_label = also_label;
-  if (info->rank == 0) {
-    options.progress = [](const std::string& line) { std::fprintf(stderr, "bench allreduce: %s\n", line.c_str()); };
-  }
-  absl::StatusOr<AllReduceBenchResult> result = RunAllReduceBench(*gloo, options);
-  if (!result.ok()) return Fail(result.status());
-  if (info->rank != 0) return kExitOk;
-  std::fputs(FormatBenchTable(*result).c_str(), stdout);
-  if (flags.Has("json")) {
-    absl::Status written = WriteFileAtomically(flags.String("json"), BenchJson(*result));
-    if (!written.ok()) return Fail(written);
-  }
-  return kExitOk;
+  if (compress) return BenchCompress(flags, *settings, *comms->comm, meet->info);
+  return BenchAllReduce(flags, *settings, *comms, meet->info.rank);
 }
 
 }  // namespace

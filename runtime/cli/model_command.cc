@@ -532,184 +532,235 @@ std::string ReportJson(const Report& r) {
   return JsonLine(j);
 }
 
-int Model(const std::vector<std::string>& args) {
-  Flags flags = ModelFlags();
-  absl::Status parsed = flags.Parse(args);
-  if (!parsed.ok()) return Usage(std::string(parsed.message()));
-  if (flags.positional().size() != 1) return Usage(flags.positional().empty() ? "no model given (see nereid model --help)" : "one model only");
-  absl::StatusOr<int64_t> workers = flags.Int("workers", 0), batch = flags.Int("batch", 64),
-                          width = flags.Int("width", 2), servers = flags.Int("servers", 1),
-                          warmup = flags.Int("warmup-steps", 5), top = flags.Int("top", 10),
-                          gossip_peers = flags.Int("gossip-peers", 1), gossip_overlap = flags.Int("gossip-overlap", 1),
-                          gossip_bucket_kb = flags.Int("gossip-bucket-kb", 4096),
-                          staleness = flags.Int("staleness", 1);
-  for (const auto* v : {&workers, &batch, &width, &servers, &warmup, &top, &gossip_peers, &gossip_overlap,
-                        &gossip_bucket_kb, &staleness}) {
-    if (!v->ok()) return Usage(std::string(v->status().message()));
+// The numbers `nereid model` reads from its flags (ReadModelOptions sets every field).
+struct ModelOptions {
+  int64_t workers = 0, batch = 0, width = 0, servers = 0, warmup = 0, top = 0, gossip_peers = 0,
+          gossip_overlap = 0, gossip_bucket_kb = 0, staleness = 0;
+  double compute_ms = 0, latency_us = 0, bandwidth = 0, gamma = 0, ratio = 0, codec_ms = 0, comm_cpu_ns = 0,
+         cores = 0, chunk_kb = 0, server_bandwidth = 0, straggler_ms = 0;
+  std::vector<PipelineStage> pipeline;  // --passes, for a model not planned yet
+};
+
+// The bounds of the cluster's, the parameter server's and SGP's flags.
+absl::Status CheckClusterOptions(const Flags& flags, const ModelOptions& o) {
+  if (!flags.Has("workers")) return absl::InvalidArgumentError("--workers is required");
+  if (o.workers < 2 || o.workers > 1000000) return absl::InvalidArgumentError("--workers must be in [2, 1000000]");
+  if (o.batch < 1) return absl::InvalidArgumentError("--batch must be >= 1");
+  if (o.width < 1 || o.width > 1000) return absl::InvalidArgumentError("--width must be in [1, 1000]");
+  if (o.servers < 1 || o.servers > 1000000) return absl::InvalidArgumentError("--servers must be in [1, 1000000]");
+  if (!(o.chunk_kb == 0 || o.chunk_kb >= 1)) {
+    return absl::InvalidArgumentError("--chunk-kb must be >= 1 (or 0: the pass's default)");
   }
-  absl::StatusOr<double> compute_ms = Number(flags, "compute-ms", 0), latency_us = Number(flags, "latency-us", 0),
-                         bandwidth = Number(flags, "bandwidth-gbit", 0), gamma = Number(flags, "gamma-ns-per-byte", 0),
-                         ratio = Number(flags, "compression-ratio", 1), codec_ms = Number(flags, "codec-ms", 0),
-                         comm_cpu_ns = Number(flags, "comm-cpu-ns-per-byte", 0),
-                         cores = Number(flags, "cores-per-worker", 0), chunk_kb = Number(flags, "chunk-kb", 0),
-                         server_bandwidth = Number(flags, "server-bandwidth-gbit", 0),
-                         straggler_ms = Number(flags, "straggler-ms", 0);
-  for (const auto* v : {&compute_ms, &latency_us, &bandwidth, &gamma, &ratio, &codec_ms, &comm_cpu_ns, &cores,
-                        &chunk_kb, &server_bandwidth, &straggler_ms}) {
-    if (!v->ok()) return Usage(std::string(v->status().message()));
+  if (flags.Has("server-bandwidth-gbit") && !(o.server_bandwidth > 0)) {
+    return absl::InvalidArgumentError("--server-bandwidth-gbit must be > 0");
   }
-  if (!flags.Has("workers")) return Usage("--workers is required");
-  if (*workers < 2 || *workers > 1000000) return Usage("--workers must be in [2, 1000000]");
-  if (*batch < 1) return Usage("--batch must be >= 1");
-  if (*width < 1 || *width > 1000) return Usage("--width must be in [1, 1000]");
-  if (*servers < 1 || *servers > 1000000) return Usage("--servers must be in [1, 1000000]");
-  if (!(*chunk_kb == 0 || *chunk_kb >= 1)) return Usage("--chunk-kb must be >= 1 (or 0: the pass's default)");
-  if (flags.Has("server-bandwidth-gbit") && !(*server_bandwidth > 0)) return Usage("--server-bandwidth-gbit must be > 0");
   if (flags.Has("server-bandwidth-gbit") && flags.Has("server-link")) {
-    return Usage("give the servers' links one way: --server-bandwidth-gbit G or --server-link BENCH.json");
+    return absl::InvalidArgumentError(
+        "give the servers' links one way: --server-bandwidth-gbit G or --server-link BENCH.json");
   }
-  if (*staleness < 1 || *staleness > 63) return Usage("--staleness must be in [1, 63]");
-  if (*gossip_peers < 1 || *gossip_peers >= *workers) return Usage("--gossip-peers must be in [1, workers)");
-  if (*gossip_overlap < 1 || *gossip_overlap > 16) return Usage("--gossip-overlap must be in [1, 16]");
-  if (*gossip_bucket_kb < 0 || *gossip_bucket_kb > (int64_t{1} << 30)) {
-    return Usage("--gossip-bucket-kb must be in [0, 2^30]");
+  if (o.staleness < 1 || o.staleness > 63) return absl::InvalidArgumentError("--staleness must be in [1, 63]");
+  if (o.gossip_peers < 1 || o.gossip_peers >= o.workers) {
+    return absl::InvalidArgumentError("--gossip-peers must be in [1, workers)");
   }
-  if (*warmup < 0 || *top < 0) return Usage("--warmup-steps and --top must be >= 0");
+  if (o.gossip_overlap < 1 || o.gossip_overlap > 16) {
+    return absl::InvalidArgumentError("--gossip-overlap must be in [1, 16]");
+  }
+  if (o.gossip_bucket_kb < 0 || o.gossip_bucket_kb > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError("--gossip-bucket-kb must be in [0, 2^30]");
+  }
+  if (o.warmup < 0 || o.top < 0) return absl::InvalidArgumentError("--warmup-steps and --top must be >= 0");
+  return absl::OkStatus();
+}
+
+// The compute flags (one source of it), the link flags (one way of giving it) and the costs' bounds.
+absl::Status CheckComputeAndLinkOptions(const Flags& flags, const ModelOptions& o) {
   if (flags.Has("compute-ms") == flags.Has("profile")) {
-    return Usage("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
+    return absl::InvalidArgumentError("give the compute time: --compute-ms X or --profile TRACE.json (one of them)");
   }
-  if (flags.Has("compute-ms") && !(*compute_ms > 0)) return Usage("--compute-ms must be > 0");
-  if (!(*straggler_ms >= 0)) return Usage("--straggler-ms must be >= 0");
+  if (flags.Has("compute-ms") && !(o.compute_ms > 0)) return absl::InvalidArgumentError("--compute-ms must be > 0");
+  if (!(o.straggler_ms >= 0)) return absl::InvalidArgumentError("--straggler-ms must be >= 0");
   if (flags.Has("busy-link-profile") && !flags.Has("profile")) {
-    return Usage("--busy-link-profile needs --profile (the same runs without the busy link)");
+    return absl::InvalidArgumentError("--busy-link-profile needs --profile (the same runs without the busy link)");
   }
-  bool given_link = flags.Has("latency-us") || flags.Has("bandwidth-gbit");
+  const bool given_link = flags.Has("latency-us") || flags.Has("bandwidth-gbit");
   if (given_link == flags.Has("link")) {
-    return Usage("give the link: --latency-us A --bandwidth-gbit G, or --link BENCH.json (one of them)");
+    return absl::InvalidArgumentError(
+        "give the link: --latency-us A --bandwidth-gbit G, or --link BENCH.json (one of them)");
   }
   if (given_link && !(flags.Has("latency-us") && flags.Has("bandwidth-gbit"))) {
-    return Usage("--latency-us and --bandwidth-gbit go together");
+    return absl::InvalidArgumentError("--latency-us and --bandwidth-gbit go together");
   }
-  if (given_link && (*latency_us < 0 || !(*bandwidth > 0))) {
-    return Usage("--latency-us must be >= 0 and --bandwidth-gbit > 0");
+  if (given_link && (o.latency_us < 0 || !(o.bandwidth > 0))) {
+    return absl::InvalidArgumentError("--latency-us must be >= 0 and --bandwidth-gbit > 0");
   }
-  if (flags.Has("link-fit") && !flags.Has("link")) return Usage("--link-fit needs --link BENCH.json");
+  if (flags.Has("link-fit") && !flags.Has("link")) {
+    return absl::InvalidArgumentError("--link-fit needs --link BENCH.json");
+  }
   if (flags.Has("busy-compute-link") && !flags.Has("link")) {
-    return Usage("--busy-compute-link needs --link BENCH.json (the same benchmark on idle cores)");
+    return absl::InvalidArgumentError(
+        "--busy-compute-link needs --link BENCH.json (the same benchmark on idle cores)");
   }
-  if (*gamma < 0) return Usage("--gamma-ns-per-byte must be >= 0");
-  if (*ratio < 1) return Usage("--compression-ratio must be >= 1");
-  if (*codec_ms < 0) return Usage("--codec-ms must be >= 0");
+  if (o.gamma < 0) return absl::InvalidArgumentError("--gamma-ns-per-byte must be >= 0");
+  if (o.ratio < 1) return absl::InvalidArgumentError("--compression-ratio must be >= 1");
+  if (o.codec_ms < 0) return absl::InvalidArgumentError("--codec-ms must be >= 0");
+  return absl::OkStatus();
+}
+
+// Reads and checks the flags (the first bad one's error, in the order
+// integers, numbers, bounds) and the pipeline for --passes.
+absl::StatusOr<ModelOptions> ReadModelOptions(const Flags& flags) {
+  ModelOptions o;
+  ASSIGN_OR_RETURN(o.workers, flags.Int("workers", 0));
+  ASSIGN_OR_RETURN(o.batch, flags.Int("batch", 64));
+  ASSIGN_OR_RETURN(o.width, flags.Int("width", 2));
+  ASSIGN_OR_RETURN(o.servers, flags.Int("servers", 1));
+  ASSIGN_OR_RETURN(o.warmup, flags.Int("warmup-steps", 5));
+  ASSIGN_OR_RETURN(o.top, flags.Int("top", 10));
+  ASSIGN_OR_RETURN(o.gossip_peers, flags.Int("gossip-peers", 1));
+  ASSIGN_OR_RETURN(o.gossip_overlap, flags.Int("gossip-overlap", 1));
+  ASSIGN_OR_RETURN(o.gossip_bucket_kb, flags.Int("gossip-bucket-kb", 4096));
+  ASSIGN_OR_RETURN(o.staleness, flags.Int("staleness", 1));
+  ASSIGN_OR_RETURN(o.compute_ms, Number(flags, "compute-ms", 0));
+  ASSIGN_OR_RETURN(o.latency_us, Number(flags, "latency-us", 0));
+  ASSIGN_OR_RETURN(o.bandwidth, Number(flags, "bandwidth-gbit", 0));
+  ASSIGN_OR_RETURN(o.gamma, Number(flags, "gamma-ns-per-byte", 0));
+  ASSIGN_OR_RETURN(o.ratio, Number(flags, "compression-ratio", 1));
+  ASSIGN_OR_RETURN(o.codec_ms, Number(flags, "codec-ms", 0));
+  ASSIGN_OR_RETURN(o.comm_cpu_ns, Number(flags, "comm-cpu-ns-per-byte", 0));
+  ASSIGN_OR_RETURN(o.cores, Number(flags, "cores-per-worker", 0));
+  ASSIGN_OR_RETURN(o.chunk_kb, Number(flags, "chunk-kb", 0));
+  ASSIGN_OR_RETURN(o.server_bandwidth, Number(flags, "server-bandwidth-gbit", 0));
+  ASSIGN_OR_RETURN(o.straggler_ms, Number(flags, "straggler-ms", 0));
+  RETURN_IF_ERROR(CheckClusterOptions(flags, o));
+  RETURN_IF_ERROR(CheckComputeAndLinkOptions(flags, o));
   // The run modelled has several workers: the passes they imply (data_parallel) join, as with `nereid run`.
   absl::StatusOr<std::vector<PipelineStage>> pipeline =
-      PipelineFor(flags.String("passes"), PlanTarget{static_cast<int>(*workers)});
-  if (!pipeline.ok()) return Usage(absl::StrCat("--passes: ", pipeline.status().message()));
+      PipelineFor(flags.String("passes"), PlanTarget{static_cast<int>(o.workers)});
+  if (!pipeline.ok()) return absl::InvalidArgumentError(absl::StrCat("--passes: ", pipeline.status().message()));
+  o.pipeline = *std::move(pipeline);
+  return o;
+}
 
-  Report r;
-  r.top = static_cast<int>(std::min<int64_t>(*top, 1 << 20));
-  absl::StatusOr<PlannedBuckets> buckets =
-      PlanBuckets(flags.positional()[0], *pipeline, static_cast<int>(*workers), &r.model, &r.hybrid);
-  if (!buckets.ok()) return Fail(buckets.status());
+// Plans the model: its gradient buckets (their producers into
+// `bucket_producers`) and the cluster's figures, into r.in.
+absl::Status PlanModel(const Flags& flags, const ModelOptions& o, Report& r,
+                       std::vector<std::vector<std::string>>* bucket_producers) {
+  r.top = static_cast<int>(std::min<int64_t>(o.top, 1 << 20));
+  ASSIGN_OR_RETURN(PlannedBuckets buckets,
+                   PlanBuckets(flags.positional()[0], o.pipeline, static_cast<int>(o.workers), &r.model, &r.hybrid));
   TimingInputs& in = r.in;
-  in.bucket_bytes = buckets->bytes;
-  in.parameter_bytes = buckets->parameter_bytes;
-  in.gossip_peers = static_cast<int>(*gossip_peers);
-  in.gossip_overlap = static_cast<int>(*gossip_overlap);
-  in.gossip_bucket_bytes = *gossip_bucket_kb * 1024;
-  in.workers = static_cast<int>(*workers);
-  in.batch_per_worker = *batch;
-  in.pipe_width = static_cast<int>(*width);
-  in.servers = static_cast<int>(*servers);
-  in.compression_ratio = *ratio;
-  in.codec_seconds = *codec_ms * 1e-3;
-  in.ps_staleness = static_cast<int>(*staleness);
-  in.server_beta_bytes_per_second = *server_bandwidth * 1e9 / 8;
+  in.bucket_bytes = buckets.bytes;
+  in.parameter_bytes = buckets.parameter_bytes;
+  in.gossip_peers = static_cast<int>(o.gossip_peers);
+  in.gossip_overlap = static_cast<int>(o.gossip_overlap);
+  in.gossip_bucket_bytes = o.gossip_bucket_kb * 1024;
+  in.workers = static_cast<int>(o.workers);
+  in.batch_per_worker = o.batch;
+  in.pipe_width = static_cast<int>(o.width);
+  in.servers = static_cast<int>(o.servers);
+  in.compression_ratio = o.ratio;
+  in.codec_seconds = o.codec_ms * 1e-3;
+  in.ps_staleness = static_cast<int>(o.staleness);
+  in.server_beta_bytes_per_second = o.server_bandwidth * 1e9 / 8;
+  *bucket_producers = std::move(buckets.producers);
+  return absl::OkStatus();
+}
+
+// The parameter server: its servers' link and the chunks it is planned to
+// cut the parameters into (their producers into `chunk_producers`).
+absl::Status PlanServers(const Flags& flags, const ModelOptions& o, Report& r,
+                         std::vector<std::vector<std::string>>* chunk_producers) {
+  TimingInputs& in = r.in;
   if (flags.Has("server-bandwidth-gbit")) r.server_link_source = "given";
   if (flags.Has("server-link")) {
-    absl::StatusOr<LinkModel> server_link = ReadBenchLink(flags.String("server-link"), BenchLink::kProbe);
-    if (!server_link.ok()) return Fail(server_link.status());
-    in.server_beta_bytes_per_second = server_link->beta_bytes_per_second;
+    ASSIGN_OR_RETURN(LinkModel server_link, ReadBenchLink(flags.String("server-link"), BenchLink::kProbe));
+    in.server_beta_bytes_per_second = server_link.beta_bytes_per_second;
     r.server_link_source = absl::StrCat("measured ", flags.String("server-link"));
   }
   absl::StatusOr<std::vector<PlannedChunk>> chunks =
-      PlanServerChunks(flags.positional()[0], in.workers, in.servers, *chunk_kb, flags.Has("split"));
+      PlanServerChunks(flags.positional()[0], in.workers, in.servers, o.chunk_kb, flags.Has("split"));
   if (!chunks.ok()) {
     // The other rows do not need it: the parameter server's row falls back to the bucket formula.
     std::fprintf(stderr, "warning: no chunked parameter server (%s): its row uses the bucket formula\n",
                  std::string(chunks.status().message()).c_str());
     chunks = std::vector<PlannedChunk>{};
   }
-  std::vector<std::vector<std::string>> chunk_producers;
   for (const PlannedChunk& c : *chunks) {
     in.server_chunks.push_back(c.chunk);
-    chunk_producers.push_back({c.producer});
+    chunk_producers->push_back({c.producer});
   }
+  return absl::OkStatus();
+}
 
+// The workers' link (given, or measured by --link and --busy-compute-link),
+// the reduction's cost and the host's, into r.in.link.
+absl::Status ReadLinks(const Flags& flags, const ModelOptions& o, Report& r) {
+  TimingInputs& in = r.in;
   if (flags.Has("link")) {
-    bool fit = flags.Has("link-fit");
-    absl::StatusOr<LinkModel> link = ReadBenchLink(flags.String("link"), fit ? BenchLink::kFit : BenchLink::kProbe);
-    if (!link.ok()) return Fail(link.status());
-    in.link = *link;
+    const bool fit = flags.Has("link-fit");
+    ASSIGN_OR_RETURN(in.link, ReadBenchLink(flags.String("link"), fit ? BenchLink::kFit : BenchLink::kProbe));
     r.link_source = absl::StrCat(fit ? "fitted to the allreduces of " : "measured ", flags.String("link"));
     if (flags.Has("busy-compute-link")) {
-      absl::StatusOr<LinkModel> busy =
-          ReadBenchLink(flags.String("busy-compute-link"), fit ? BenchLink::kFit : BenchLink::kProbe);
-      if (!busy.ok()) return Fail(busy.status());
-      in.busy_compute_link = *busy;
+      ASSIGN_OR_RETURN(in.busy_compute_link,
+                       ReadBenchLink(flags.String("busy-compute-link"), fit ? BenchLink::kFit : BenchLink::kProbe));
       r.busy_compute_link_source = flags.String("busy-compute-link");
     }
   } else {
-    in.link.alpha_seconds = *latency_us * 1e-6;
-    in.link.beta_bytes_per_second = *bandwidth * 1e9 / 8;
+    in.link.alpha_seconds = o.latency_us * 1e-6;
+    in.link.beta_bytes_per_second = o.bandwidth * 1e9 / 8;
     r.link_source = "given";
   }
-  in.link.gamma_seconds_per_byte = *gamma * 1e-9;
-  if (flags.Has("comm-cpu-ns-per-byte")) in.link.cpu_seconds_per_byte_sent = *comm_cpu_ns * 1e-9;
-  if (flags.Has("cores-per-worker")) in.link.cores_per_worker = *cores;
-  if (flags.Has("profile")) {
-    const std::string path = flags.String("profile");
-    // Ranks that share cores finish a step together, when the cores have done
-    // all their work: the median pace, not the slowest of independent draws.
-    const bool shared_cores = in.link.cores_per_worker > 0 && in.link.cores_per_worker < 1;
-    const std::string stat = flags.String("compute-stat", shared_cores ? "median" : "slowest");
-    if (stat != "slowest" && stat != "median") {
-      std::fprintf(stderr, "error: --compute-stat %s: use slowest or median\n", stat.c_str());
-      return kExitUsage;
-    }
-    const int warmup_steps = static_cast<int>(std::min<int64_t>(*warmup, 1 << 30));
-    absl::StatusOr<TraceProfile> profile = ReadComputeProfile(path, warmup_steps);
-    if (!profile.ok()) return Fail(profile.status());
-    in.compute_seconds = StepStatistic(*profile, stat, in.workers);
-    if (flags.Has("busy-link-profile")) {
-      r.busy_link_source = flags.String("busy-link-profile");
-      absl::StatusOr<TraceProfile> busy = ReadComputeProfile(r.busy_link_source, warmup_steps);
-      if (!busy.ok()) return Fail(busy.status());
-      in.busy_link_compute_seconds = StepStatistic(*busy, stat, in.workers);
-    }
-    // When each bucket can start: its gradients' producers, timed in the
-    // profile (a profile of another graph has none of them: no overlap).
-    in.bucket_ready_fraction = BucketReadyFractions(*profile, buckets->producers, &r.unprofiled_producers);
-    std::vector<std::string> unprofiled_chunks;  // the same producers as the buckets'
-    const std::vector<double> chunk_ready = BucketReadyFractions(*profile, chunk_producers, &unprofiled_chunks);
-    for (size_t c = 0; c < chunk_ready.size() && c < in.server_chunks.size(); ++c) {
-      in.server_chunks[c].ready_fraction = chunk_ready[c];
-    }
-    r.compute_stat = stat == "median" ? (shared_cores && !flags.Has("compute-stat")
-                                             ? absl::StrFormat("the median (ranks share cores: %.2f each)",
-                                                               in.link.cores_per_worker)
-                                             : std::string("the median"))
-                                      : absl::StrCat("the expected slowest of ", in.workers);
-    r.profile = std::make_unique<TraceProfile>(*std::move(profile));
-    r.compute_source = absl::StrCat("profile ", path);
-  } else {
-    in.compute_seconds = *compute_ms * 1e-3;
-    r.compute_source = "given";
+  in.link.gamma_seconds_per_byte = o.gamma * 1e-9;
+  if (flags.Has("comm-cpu-ns-per-byte")) in.link.cpu_seconds_per_byte_sent = o.comm_cpu_ns * 1e-9;
+  if (flags.Has("cores-per-worker")) in.link.cores_per_worker = o.cores;
+  return absl::OkStatus();
+}
+
+// Whether the ranks share cores (--cores-per-worker or --link's report below 1).
+bool SharedCores(const TimingInputs& in) {
+  return in.link.cores_per_worker > 0 && in.link.cores_per_worker < 1;
+}
+
+// The compute from --profile (and --busy-link-profile) as `stat` takes it,
+// and when each bucket and chunk is ready from its producers' end times.
+absl::Status ReadProfiles(const Flags& flags, const ModelOptions& o, const std::string& stat,
+                          const std::vector<std::vector<std::string>>& bucket_producers,
+                          const std::vector<std::vector<std::string>>& chunk_producers, Report& r) {
+  TimingInputs& in = r.in;
+  const std::string path = flags.String("profile");
+  const int warmup_steps = static_cast<int>(std::min<int64_t>(o.warmup, 1 << 30));
+  ASSIGN_OR_RETURN(TraceProfile profile, ReadComputeProfile(path, warmup_steps));
+  in.compute_seconds = StepStatistic(profile, stat, in.workers);
+  if (flags.Has("busy-link-profile")) {
+    r.busy_link_source = flags.String("busy-link-profile");
+    ASSIGN_OR_RETURN(TraceProfile busy, ReadComputeProfile(r.busy_link_source, warmup_steps));
+    in.busy_link_compute_seconds = StepStatistic(busy, stat, in.workers);
   }
-  // A straggler holds every strategy modelled here to its pace: the
-  // synchronous ones wait for it each step, the pipelined and stale ones
-  // within their bound of steps. It starts each step's compute late (as the
-  // fault does), so its gradients are ready X + f c into the longer step.
-  r.straggler_seconds = *straggler_ms * 1e-3;
+  // When each bucket can start: its gradients' producers, timed in the
+  // profile (a profile of another graph has none of them: no overlap).
+  in.bucket_ready_fraction = BucketReadyFractions(profile, bucket_producers, &r.unprofiled_producers);
+  std::vector<std::string> unprofiled_chunks;  // the same producers as the buckets'
+  const std::vector<double> chunk_ready = BucketReadyFractions(profile, chunk_producers, &unprofiled_chunks);
+  for (size_t c = 0; c < chunk_ready.size() && c < in.server_chunks.size(); ++c) {
+    in.server_chunks[c].ready_fraction = chunk_ready[c];
+  }
+  r.compute_stat = stat == "median" ? (SharedCores(in) && !flags.Has("compute-stat")
+                                           ? absl::StrFormat("the median (ranks share cores: %.2f each)",
+                                                             in.link.cores_per_worker)
+                                           : std::string("the median"))
+                                    : absl::StrCat("the expected slowest of ", in.workers);
+  r.profile = std::make_unique<TraceProfile>(std::move(profile));
+  r.compute_source = absl::StrCat("profile ", path);
+  return absl::OkStatus();
+}
+
+// A straggler holds every strategy modelled here to its pace: the
+// synchronous ones wait for it each step, the pipelined and stale ones
+// within their bound of steps. It starts each step's compute late (as the
+// fault does), so its gradients are ready X + f c into the longer step.
+void AddStraggler(double straggler_ms, Report& r) {
+  TimingInputs& in = r.in;
+  r.straggler_seconds = straggler_ms * 1e-3;
   if (r.straggler_seconds > 0) {
     const double c = in.compute_seconds, x = r.straggler_seconds;
     auto later = [&](double& f) { f = (x + f * c) / (x + c); };
@@ -718,27 +769,57 @@ int Model(const std::vector<std::string>& args) {
     in.compute_seconds += x;
     if (in.busy_link_compute_seconds > 0) in.busy_link_compute_seconds += x;
   }
+}
 
-  absl::StatusOr<TimingPrediction> p = PredictIteration(in);
-  if (!p.ok()) return Fail(p.status());
-  r.p = *std::move(p);
+// Predicts the iteration times and prints them (with a hybrid plan's
+// section), then writes the --json report.
+absl::Status PredictAndReport(const Flags& flags, Report& r) {
+  const TimingInputs& in = r.in;
+  ASSIGN_OR_RETURN(r.p, PredictIteration(in));
   std::fputs(FormatReport(r).c_str(), stdout);
   if (r.hybrid) {
     r.hybrid->workers = in.workers;
     r.hybrid->batch_per_worker = in.batch_per_worker;
     r.hybrid->compute_seconds = in.compute_seconds;
     r.hybrid->link = in.link;
-    absl::StatusOr<HybridTime> t = PredictHybrid(*r.hybrid);
-    if (!t.ok()) return Fail(t.status());
-    r.hybrid_time = *t;
-    absl::StatusOr<std::string> section = HybridSection(r);
-    if (!section.ok()) return Fail(section.status());
-    std::fputs(section->c_str(), stdout);
+    ASSIGN_OR_RETURN(r.hybrid_time, PredictHybrid(*r.hybrid));
+    ASSIGN_OR_RETURN(std::string section, HybridSection(r));
+    std::fputs(section.c_str(), stdout);
   }
-  if (flags.Has("json")) {
-    absl::Status written = WriteFileAtomically(flags.String("json"), ReportJson(r));
-    if (!written.ok()) return Fail(written);
+  if (flags.Has("json")) RETURN_IF_ERROR(WriteFileAtomically(flags.String("json"), ReportJson(r)));
+  return absl::OkStatus();
+}
+
+// nereid model: reads the flags, plans the model, reads the link and compute, and reports the prediction.
+int Model(const std::vector<std::string>& args) {
+  Flags flags = ModelFlags();
+  absl::Status parsed = flags.Parse(args);
+  if (!parsed.ok()) return Usage(std::string(parsed.message()));
+  if (flags.positional().size() != 1) return Usage(flags.positional().empty() ? "no model given (see nereid model --help)" : "one model only");
+  absl::StatusOr<ModelOptions> o = ReadModelOptions(flags);
+  if (!o.ok()) return Usage(std::string(o.status().message()));
+
+  Report r;
+  std::vector<std::vector<std::string>> bucket_producers, chunk_producers;
+  if (absl::Status planned = PlanModel(flags, *o, r, &bucket_producers); !planned.ok()) return Fail(planned);
+  if (absl::Status planned = PlanServers(flags, *o, r, &chunk_producers); !planned.ok()) return Fail(planned);
+  if (absl::Status read = ReadLinks(flags, *o, r); !read.ok()) return Fail(read);
+  if (flags.Has("profile")) {
+    // Ranks that share cores finish a step together, when the cores have done
+    // all their work: the median pace, not the slowest of independent draws.
+    const std::string stat = flags.String("compute-stat", SharedCores(r.in) ? "median" : "slowest");
+    if (stat != "slowest" && stat != "median") {
+      std::fprintf(stderr, "error: --compute-stat %s: use slowest or median\n", stat.c_str());
+      return kExitUsage;
+    }
+    absl::Status read = ReadProfiles(flags, *o, stat, bucket_producers, chunk_producers, r);
+    if (!read.ok()) return Fail(read);
+  } else {
+    r.in.compute_seconds = o->compute_ms * 1e-3;
+    r.compute_source = "given";
   }
+  AddStraggler(o->straggler_ms, r);
+  if (absl::Status reported = PredictAndReport(flags, r); !reported.ok()) return Fail(reported);
   return kExitOk;
 }
 
