@@ -65,10 +65,24 @@ void ProgressBar::Warn(const std::string& text) {
 void ProgressBar::EpochDone(const EpochMetrics& m) {
   if (out_ == nullptr) return;
   const std::string& consensus = m.note;
-  std::fprintf(out_, "%sepoch %lld: train loss %.4f, test accuracy %.2f%%, test loss %.4f%s, %.0f samples/s, %.1f s\n",
+  const std::string speed = m.tokens_per_second > 0 ? absl::StrFormat("%.0f %ss/s", m.tokens_per_second, token_)
+                                                    : absl::StrFormat("%.0f samples/s", m.samples_per_second);
+  std::fprintf(out_, "%sepoch %lld: train loss %.4f, test accuracy %.2f%%, test loss %.4f%s%s, %s, %.1f s\n",
                tty_ ? "\n" : "", static_cast<long long>(m.epoch + 1), m.train_loss, 100 * m.test_accuracy,
-               m.test_loss, consensus.c_str(), m.samples_per_second, m.seconds);
+               m.test_loss, Bits(m).c_str(), consensus.c_str(), speed.c_str(), m.seconds);
   std::fflush(out_);
+}
+
+void ProgressBar::EvaluatedAt(const EpochMetrics& m) {
+  if (out_ == nullptr) return;
+  std::fprintf(out_, "%sstep %lld (epoch %lld): test accuracy %.2f%%, test loss %.4f%s%s, %.1f s in\n",
+               tty_ ? "\n" : "", static_cast<long long>(m.step), static_cast<long long>(m.epoch + 1),
+               100 * m.test_accuracy, m.test_loss, Bits(m).c_str(), m.note.c_str(), m.seconds);
+  std::fflush(out_);
+}
+
+std::string ProgressBar::Bits(const EpochMetrics& m) const {
+  return m.test_bits_per_token > 0 ? absl::StrFormat(" (%.3f bits/%s)", m.test_bits_per_token, token_) : "";
 }
 
 std::string ProgressBar::Eta(absl::Time now, int64_t done) const {

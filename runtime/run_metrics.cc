@@ -11,7 +11,12 @@ Json EpochJson(const EpochMetrics& m) {
   epoch["train_loss"] = m.train_loss;
   epoch["test_accuracy"] = m.test_accuracy;
   epoch["test_loss"] = m.test_loss;
+  epoch["step"] = m.step;
   epoch["samples_per_second"] = m.samples_per_second;
+  if (m.test_bits_per_token > 0) {
+    epoch["tokens_per_second"] = m.tokens_per_second;
+    epoch["test_bits_per_token"] = m.test_bits_per_token;
+  }
   epoch["seconds"] = m.seconds;
   for (const auto& [key, value] : m.strategy.items()) epoch[key] = value;
   return epoch;
@@ -40,6 +45,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["final_train_loss"] = r.final_train_loss;
   j["final_test_accuracy"] = r.final_test_accuracy;
   j["samples_per_second"] = r.samples_per_second;
+  if (r.tokens_per_second > 0) j["tokens_per_second"] = r.tokens_per_second;
   j["wall_seconds"] = r.wall_seconds;
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["peak_tensor_bytes"] = r.peak_tensor_bytes;
@@ -78,6 +84,9 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
     epochs.push_back(EpochJson(m));
   }
   j["per_epoch"] = std::move(epochs);
+  Json evaluations = Json::array();
+  for (const EpochMetrics& m : r.interval_evaluations) evaluations.push_back(EpochJson(m));
+  j["evaluations"] = std::move(evaluations);
   return JsonLine(j) + "\n";
 }
 

@@ -97,6 +97,12 @@ absl::StatusOr<EpochMetrics> TrainingRun::TrainEpoch(int64_t epoch) {
       while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
       RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
     }
+    // --eval-every: the test set within the epoch (its end scores it anyway).
+    if (options_.eval_every > 0 && step_ % options_.eval_every == 0 && index < steps_per_epoch_ &&
+        !(options_.max_steps > 0 && step_ >= options_.max_steps)) {
+      while (!flight.empty()) RETURN_IF_ERROR(FinishOldest(flight, epoch_start, sums));
+      RETURN_IF_ERROR(EvaluateWithinEpoch(epoch));
+    }
     // --checkpoint-every: a checkpoint within the epoch (its end writes one anyway).
     if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0 && index < steps_per_epoch_ &&
         !options_.checkpoint_dir.empty()) {
@@ -122,19 +128,40 @@ absl::StatusOr<EpochMetrics> TrainingRun::TrainEpoch(int64_t epoch) {
   m.seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
   m.train_loss = sums.samples > 0 ? sums.loss / sums.samples : 0;
   m.samples_per_second = m.seconds > 0 ? sums.samples / m.seconds : 0;
+  if (positions_ > 1) m.tokens_per_second = m.samples_per_second * static_cast<double>(positions_);
   train_seconds_ += m.seconds;
   train_samples_ += sums.samples;
   return m;
 }
 
 absl::Status TrainingRun::EvaluateEpoch(EpochMetrics& m) {
+  RETURN_IF_ERROR(ScoreTestSet(m, m.epoch + 1 == options_.epochs || ReachedMaxSteps(), /*within_epoch=*/false));
+  progress_->EpochDone(m);
+  if (step_log_ != nullptr) step_log_->Write("epoch", EpochJson(m));
+  result_.per_epoch.push_back(m);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::EvaluateWithinEpoch(int64_t epoch) {
+  EpochMetrics m;
+  m.epoch = epoch;
+  RETURN_IF_ERROR(ScoreTestSet(m, /*last=*/false, /*within_epoch=*/true));
+  m.seconds = absl::ToDoubleSeconds(absl::Now() - start_);
+  progress_->EvaluatedAt(m);
+  if (step_log_ != nullptr) step_log_->Write("evaluation", EpochJson(m));
+  result_.interval_evaluations.push_back(m);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::ScoreTestSet(EpochMetrics& m, bool last, bool within_epoch) {
   RETURN_IF_ERROR(CheckFinite(m.epoch));
+  m.step = step_;
   // The strategy's own steps first (gossip: the ranks' models averaged),
   // and the state to restore after scoring.
   NamedTensors own;
   context_.step = step_;
   if (hooks_ != nullptr) {
-    ASSIGN_OR_RETURN(own, hooks_->BeforeEvaluation(context_, m.epoch + 1 == options_.epochs || ReachedMaxSteps(), m));
+    ASSIGN_OR_RETURN(own, hooks_->BeforeEvaluation(context_, last, m));
   }
   // Each rank's batch-norm statistics come from its own batches; the ranks
   // evaluate shards of one test set and save one checkpoint, so they first
@@ -161,14 +188,13 @@ absl::Status TrainingRun::EvaluateEpoch(EpochMetrics& m) {
   for (auto& [name, value] : own) RETURN_IF_ERROR(executor_->SetState(name, value));
   m.test_accuracy = eval.accuracy;
   m.test_loss = eval.loss;
+  if (positions_ > 1) m.test_bits_per_token = eval.loss / std::log(2.0);
   if (!std::isfinite(eval.loss)) {
-    return absl::InvalidArgumentError(absl::StrCat("the test loss became ", eval.loss, " after epoch ", m.epoch + 1,
-                                                   ": training diverged (try a smaller learning rate); nothing was "
-                                                   "checkpointed"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the test loss became ", eval.loss, within_epoch ? absl::StrCat(" at step ", step_, " of epoch ", m.epoch + 1)
+                                                        : absl::StrCat(" after epoch ", m.epoch + 1),
+        ": training diverged (try a smaller learning rate); nothing was checkpointed"));
   }
-  progress_->EpochDone(m);
-  if (step_log_ != nullptr) step_log_->Write("epoch", EpochJson(m));
-  result_.per_epoch.push_back(m);
   return absl::OkStatus();
 }
 

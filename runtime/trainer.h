@@ -85,6 +85,9 @@ struct TrainOptions {
   // result is equal on all ranks (comm/message_verification.h).
   bool verify_messages = false;
   int64_t checkpoint_every = 0;  // > 0: also a checkpoint every this many steps within an epoch
+  // > 0: also score the test set every this many steps within an epoch (the
+  // learning curve of a long epoch); each epoch's end scores it anyway.
+  int64_t eval_every = 0;
   // After this percent of the run's steps, a loss not below its start is
   // flagged (progress and metrics: loss_not_improving); 0: never checked.
   int64_t stall_check_percent = 50;
@@ -101,10 +104,15 @@ struct TrainOptions {
 
 struct EpochMetrics {
   int64_t epoch = 0;
+  int64_t step = 0;  // steps taken when the test set was scored
   double train_loss = 0;
   double test_accuracy = 0;
   double test_loss = 0;
   double samples_per_second = 0;
+  // Sequence data (one label per position): positions trained per second
+  // over the ranks, and the test loss in bits per position; 0 otherwise.
+  double tokens_per_second = 0;
+  double test_bits_per_token = 0;
   double seconds = 0;
   // What the strategy's runtime adds (runtime/strategy_runtime.h): figures
   // for the metrics' epoch (gossip: consensus_distance; coded, on the
@@ -120,6 +128,7 @@ struct TrainResult {
   double final_train_loss = 0;
   double final_test_accuracy = 0;
   double samples_per_second = 0;
+  double tokens_per_second = 0;  // sequence data: positions per second (0 otherwise)
   double wall_seconds = 0;
   int64_t peak_rss_bytes = 0;
   int64_t peak_tensor_bytes = 0;
@@ -163,6 +172,9 @@ struct TrainResult {
   // Ranks per model-parallel group (1: none).
   int64_t model_parallel = 1;
   std::vector<EpochMetrics> per_epoch;
+  // --eval-every: the test set scored within epochs (train loss and speed
+  // are the epoch's, filled in at its end).
+  std::vector<EpochMetrics> interval_evaluations;
   std::string passes;  // the pipeline the plan was made with ("" for a plan given as a file)
 };
 

@@ -77,6 +77,8 @@ class TrainingRun {
 
   // The test set, sharded over the ranks, after every step of the epoch.
   absl::Status EvaluateEpoch(EpochMetrics& m);
+  // --eval-every: the test set within the epoch, every step so far applied.
+  absl::Status EvaluateWithinEpoch(int64_t epoch);
 
   // After `epoch`: a checkpoint of the whole epoch, or one within it when
   // --max-steps ended the run before the epoch's end (a resume goes on there).
@@ -103,6 +105,11 @@ class TrainingRun {
   // An error naming the first non-finite parameter, so nothing diverged is
   // evaluated, checkpointed or reported.
   absl::Status CheckFinite(int64_t epoch) const;
+
+  // Scores the test set into m.test_loss/accuracy (and bits per position):
+  // the strategy's hooks around it (`last`: the run's final scoring), the
+  // ranks' batch-norm statistics averaged first.
+  absl::Status ScoreTestSet(EpochMetrics& m, bool last, bool within_epoch);
 
   // Finishes the oldest step in flight: its trace span, its loss (a NaN ends
   // the run), the progress line.
@@ -143,6 +150,8 @@ class TrainingRun {
   int64_t traffic_logged_ = 0;         // this rank's bytes sent when the last step was logged
   double train_seconds_ = 0;
   int64_t train_samples_ = 0;
+  int64_t positions_ = 1;  // labels per example: > 1 for sequence data
+  std::string token_;      // what a position is ("char" for text datasets)
 };
 
 }  // namespace nereid

@@ -180,6 +180,8 @@ absl::Status TrainingRun::LoadData() {
   ASSIGN_OR_RETURN(data::Dataset test_set, data::LoadNamedDataset(dataset_name, data::Split::kTest, dopts));
   result_.dataset = train_set.name;
   result_.normalization = train_set.normalization;
+  positions_ = std::max<int64_t>(1, train_set.labels_per_example);
+  token_ = data::IsTextDataset(dataset_name) ? "char" : "token";
   train_ = std::make_shared<const data::Dataset>(std::move(train_set));
   test_ = std::make_shared<const data::Dataset>(std::move(test_set));
   context_.train = train_;
@@ -275,7 +277,7 @@ absl::Status TrainingRun::CheckStateAcrossRanks() {
   }
   BufferPool::Global().ResetPeak();
   progress_ = std::make_unique<ProgressBar>(options_.rank == progress_rank_ ? options_.progress : nullptr, options_.epochs,
-                                         steps_per_epoch_, options_.max_steps);
+                                         steps_per_epoch_, options_.max_steps, token_);
   if (!options_.log_jsonl.empty() && options_.rank == progress_rank_) {
     ASSIGN_OR_RETURN(step_log_, StepLog::Open(options_.log_jsonl));
     Json start;

@@ -58,6 +58,7 @@ absl::StatusOr<TrainResult> TrainingRun::Summarize() {
     result_.final_test_accuracy = result_.per_epoch.back().test_accuracy;
   }
   result_.samples_per_second = train_seconds_ > 0 ? train_samples_ / train_seconds_ : 0;
+  if (positions_ > 1) result_.tokens_per_second = result_.samples_per_second * static_cast<double>(positions_);
   result_.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start_);
   result_.peak_rss_bytes = PeakRssBytes();
   result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;

@@ -32,6 +32,68 @@
 namespace nereid {
 namespace {
 
+// The flags of runs across machines and of workers started one by one.
+void AddDistributedFlags(Flags& f) {
+  f.Section("Several machines, each running the local launcher")
+      .Value("nnodes", "M", "machines; with --node-rank K this machine's --workers N are ranks")
+      .Value("node-rank", "K",
+             "K*N .. K*N+N-1 of M*N; every machine names the same --rendezvous\n"
+             "tcp://HOST:PORT (node 0's address: rank 0 serves the store) and its\n"
+             "own --bind ADDR");
+  f.Section("One worker per invocation (across machines, or under mpirun/Slurm/torchrun)")
+      .Value("rendezvous", "SPEC",
+             "where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
+             "file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
+             "a launcher: tcp://MASTER_ADDR:MASTER_PORT (under torchrun the port\n"
+             "after MASTER_PORT, which torchrun's agent holds)")
+      .Value("rank", "R", "this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)")
+      .Value("world", "N",
+             "the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
+             "WORLD_SIZE)")
+      .Value("run-id", "ID", "keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)")
+      .Value("bind", "ADDR",
+             "the address this worker listens on and its peers reach it at\n"
+             "(default 127.0.0.1; on a cluster: this machine's address on the\n"
+             "training network)")
+      .Value("plan-file", "FILE",
+             "run this plan file's part for --rank (the local launcher plans once\n"
+             "and hands each worker the plan this way); MODEL names it in messages")
+      .Value("transport", "T",
+             "how the workers talk: auto (the default for --workers N: shared\n"
+             "memory among this machine's workers when /dev/shm has room, else\n"
+             "gloo; hierarchical across --nnodes machines), gloo (TCP; the default\n"
+             "for workers started one by one), shm (shared memory, every worker on\n"
+             "this machine) or hierarchical (shared memory within each machine,\n"
+             "gloo between machines)");
+}
+
+// The security and supervision flags.
+void AddSupervisionFlags(Flags& f) {
+  f.Section("Security (SECURITY.md)")
+      .Value("token-file", "FILE",
+             "the run's secret token, in a file only its owner can read; default:\n"
+             "NEREID_TOKEN, else a fresh one the local launcher makes for its\n"
+             "workers. Every process of a run across machines gives the same one")
+      .Switch("insecure",
+              "let a run meet through a tcp:// or redis:// store that other machines\n"
+              "can reach without a token (only on a network you trust)");
+  f.Section("Supervision")
+      .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
+      .Value("worker-timeout", "S",
+             "seconds a local worker may go without progress before the run is\n"
+             "stopped (default 300)")
+      .Value("max-restarts", "N",
+             "when a local worker dies, hangs or fails, restart every worker from\n"
+             "the last checkpoint (--checkpoint DIR), up to N times (default 0)")
+      .Value("stall-check", "P",
+             "after P% of the steps, flag a loss not below its start (progress\n"
+             "and metrics: loss_not_improving; default 50, 0: off)")
+      .Value("check-every", "N",
+             "compare the ranks' parameters every N steps, before every\n"
+             "checkpoint and at the end; ranks that drift apart are an error\n"
+             "(default 500; 0: checkpoints and the end only)");
+}
+
 // Every flag of `nereid run`, with its help.
 Flags RunFlags() {
   Flags f("nereid run MODEL_OR_PLAN [flags]",
@@ -65,6 +127,9 @@ Flags RunFlags() {
       .Value("train-limit", "N", "use the first N training examples (0: all)")
       .Value("test-limit", "N", "use the first N test examples (0: all)")
       .Value("max-steps", "N", "stop after N steps (benchmarks)")
+      .Value("eval-every", "N",
+             "also score the test set every N steps within an epoch (the epoch's\n"
+             "end scores it anyway); text datasets print bits per character")
       .Value("metrics-json", "PATH", "write the run's metrics as JSON")
       .Value("log-jsonl", "PATH",
              "stream the run as it goes, a JSON line per step (loss, step time,\n"
@@ -91,60 +156,8 @@ Flags RunFlags() {
       .Value("config", "FILE",
              "settings from a file (graph.proto's RunConfig in text form); flags\n"
              "on the command line override it");
-  f.Section("Several machines, each running the local launcher")
-      .Value("nnodes", "M", "machines; with --node-rank K this machine's --workers N are ranks")
-      .Value("node-rank", "K",
-             "K*N .. K*N+N-1 of M*N; every machine names the same --rendezvous\n"
-             "tcp://HOST:PORT (node 0's address: rank 0 serves the store) and its\n"
-             "own --bind ADDR");
-  f.Section("One worker per invocation (across machines, or under mpirun/Slurm/torchrun)")
-      .Value("rendezvous", "SPEC",
-             "where the workers meet: tcp://HOST:PORT (rank 0 serves it there),\n"
-             "file:DIR (a shared file system) or redis://HOST:PORT; default under\n"
-             "a launcher: tcp://MASTER_ADDR:MASTER_PORT (under torchrun the port\n"
-             "after MASTER_PORT, which torchrun's agent holds)")
-      .Value("rank", "R", "this worker's rank (default: OMPI_COMM_WORLD_RANK, SLURM_PROCID or RANK)")
-      .Value("world", "N",
-             "the number of workers (default: OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or\n"
-             "WORLD_SIZE)")
-      .Value("run-id", "ID", "keeps runs sharing a store apart (default: NEREID_RUN_ID, the Slurm job...)")
-      .Value("bind", "ADDR",
-             "the address this worker listens on and its peers reach it at\n"
-             "(default 127.0.0.1; on a cluster: this machine's address on the\n"
-             "training network)")
-      .Value("plan-file", "FILE",
-             "run this plan file's part for --rank (the local launcher plans once\n"
-             "and hands each worker the plan this way); MODEL names it in messages")
-      .Value("transport", "T",
-             "how the workers talk: auto (the default for --workers N: shared\n"
-             "memory among this machine's workers when /dev/shm has room, else\n"
-             "gloo; hierarchical across --nnodes machines), gloo (TCP; the default\n"
-             "for workers started one by one), shm (shared memory, every worker on\n"
-             "this machine) or hierarchical (shared memory within each machine,\n"
-             "gloo between machines)");
-  f.Section("Security (SECURITY.md)")
-      .Value("token-file", "FILE",
-             "the run's secret token, in a file only its owner can read; default:\n"
-             "NEREID_TOKEN, else a fresh one the local launcher makes for its\n"
-             "workers. Every process of a run across machines gives the same one")
-      .Switch("insecure",
-              "let a run meet through a tcp:// or redis:// store that other machines\n"
-              "can reach without a token (only on a network you trust)");
-  f.Section("Supervision")
-      .Value("comm-timeout", "S", "seconds a collective waits for its peers (default 60)")
-      .Value("worker-timeout", "S",
-             "seconds a local worker may go without progress before the run is\n"
-             "stopped (default 300)")
-      .Value("max-restarts", "N",
-             "when a local worker dies, hangs or fails, restart every worker from\n"
-             "the last checkpoint (--checkpoint DIR), up to N times (default 0)")
-      .Value("stall-check", "P",
-             "after P% of the steps, flag a loss not below its start (progress\n"
-             "and metrics: loss_not_improving; default 50, 0: off)")
-      .Value("check-every", "N",
-             "compare the ranks' parameters every N steps, before every\n"
-             "checkpoint and at the end; ranks that drift apart are an error\n"
-             "(default 500; 0: checkpoints and the end only)");
+  AddDistributedFlags(f);
+  AddSupervisionFlags(f);
   return f;
 }
 
@@ -239,6 +252,7 @@ absl::Status CheckLaunchFlags(const Flags& flags, int64_t workers, int64_t max_r
     return absl::InvalidArgumentError(
         absl::StrCat("--stall-check must be a percent in [0, 100] (got ", o.stall_check_percent, ")"));
   }
+  if (o.eval_every < 0) return absl::InvalidArgumentError(absl::StrCat("--eval-every must be >= 0 (got ", o.eval_every, ")"));
   if (o.checkpoint_every < 0 || (o.checkpoint_every > 0 && o.checkpoint_dir.empty())) {
     return absl::InvalidArgumentError("--checkpoint-every must be >= 0 and needs --checkpoint DIR");
   }
@@ -388,47 +402,28 @@ int LaunchLocally(const Flags& flags, const std::vector<std::string>& args, cons
   return LaunchLocalWorkers(launch);
 }
 
-int Run(const std::vector<std::string>& args) {
-  Flags flags = RunFlags();
-  absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
-  if (!expanded.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(expanded.status().message()).c_str());
-    return kExitUsage;
-  }
-  absl::Status parsed = flags.Parse(*expanded);
-  if (!parsed.ok() || flags.positional().size() != 1) {
-    std::fprintf(stderr, "error: %s\n", parsed.ok() ? "nereid run takes one model or plan (see nereid run --help)"
-                                                    : std::string(parsed.message()).c_str());
-    return kExitUsage;
-  }
-  if (absl::Status s = ConfigureLogging(flags.String("log-level"), -1); !s.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
-    return kExitUsage;
-  }
-  TrainOptions o;
+// A command-line mistake: its message on stderr, and the usage exit code.
+int UsageError(const absl::Status& s) {
+  std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+  return kExitUsage;
+}
+
+// The trainer's string and switch flags (and the run's token) into `o`.
+absl::Status ReadTrainOptions(const Flags& flags, TrainOptions& o) {
   o.revision = NereidRevision();
-  if (absl::StatusOr<std::string> token = ResolveRunToken(flags.String("token-file", ""), ProcessEnv()); token.ok()) {
-    o.rendezvous_token = *std::move(token);
-  } else {
-    std::fprintf(stderr, "error: %s\n", std::string(token.status().message()).c_str());
-    return kExitUsage;
-  }
+  ASSIGN_OR_RETURN(o.rendezvous_token, ResolveRunToken(flags.String("token-file", ""), ProcessEnv()));
   o.model_path = flags.positional()[0];
   o.passes = flags.String("passes", o.passes);
   absl::StatusOr<int64_t> servers = flags.Int("servers", 0);
   if (!servers.ok() || *servers < 0 || *servers > 1024) {
-    std::fprintf(stderr, "error: --servers must be in [0, 1024]%s\n",
-                 servers.ok() ? "" : absl::StrCat(" (", servers.status().message(), ")").c_str());
-    return kExitUsage;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--servers must be in [0, 1024]", servers.ok() ? "" : absl::StrCat(" (", servers.status().message(), ")")));
   }
   if (flags.Has("servers")) o.servers = static_cast<int>(*servers);
   o.dataset = flags.String("dataset");
   o.data_dir = flags.String("data-dir");
   o.normalize = flags.String("normalize", "default");
-  if (absl::Status s = data::ParseNormalization(o.normalize).status(); !s.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
-    return kExitUsage;
-  }
+  RETURN_IF_ERROR(data::ParseNormalization(o.normalize).status());
   o.metrics_json = flags.String("metrics-json");
   o.log_jsonl = flags.String("log-jsonl");
   o.trace_path = flags.String("trace");
@@ -437,97 +432,114 @@ int Run(const std::vector<std::string>& args) {
   o.verify_messages = flags.Has("verify-messages");
   o.gossip_eval = flags.String("gossip-eval", "ranks");
   if (o.gossip_eval != "ranks" && o.gossip_eval != "average") {
-    std::fprintf(stderr, "error: --gossip-eval must be ranks or average (got %s)\n", o.gossip_eval.c_str());
-    return kExitUsage;
+    return absl::InvalidArgumentError(absl::StrCat("--gossip-eval must be ranks or average (got ", o.gossip_eval, ")"));
   }
   if (flags.Has("quiet")) o.progress = nullptr;
+  return absl::OkStatus();
+}
+
+// The launch settings of `nereid run` beside the trainer's options.
+struct RunSettings {
+  int64_t workers = 1, threads = 0, seed = 0, rank = -1, world = -1, comm_timeout = 60, worker_timeout = 300,
+          max_restarts = 0, nnodes = 1, node_rank = 0;
+  std::string transport;   // --transport (default auto)
+  std::string rendezvous;  // --rendezvous, or the launcher's MASTER_ADDR:MASTER_PORT
+  bool one_of_many = false;  // this process is one rank of several
+};
+
+// The integer flags and --transport into `s` and `o`, with every flag's bounds.
+absl::Status ReadRunSettings(const Flags& flags, TrainOptions& o, RunSettings& s) {
   struct IntFlag {
     const char* name;
     int64_t* target;
   };
-  int64_t workers = 1, threads = 0, seed = 0, rank = -1, world = -1, comm_timeout = 60, worker_timeout = 300,
-          max_restarts = 0, nnodes = 1, node_rank = 0;
-  for (IntFlag f : {IntFlag{"workers", &workers}, IntFlag{"threads", &threads}, IntFlag{"epochs", &o.epochs},
-                    IntFlag{"batch", &o.batch}, IntFlag{"seed", &seed}, IntFlag{"train-limit", &o.train_limit},
+  for (IntFlag f : {IntFlag{"workers", &s.workers}, IntFlag{"threads", &s.threads}, IntFlag{"epochs", &o.epochs},
+                    IntFlag{"batch", &o.batch}, IntFlag{"seed", &s.seed}, IntFlag{"train-limit", &o.train_limit},
                     IntFlag{"test-limit", &o.test_limit}, IntFlag{"max-steps", &o.max_steps},
-                    IntFlag{"rank", &rank}, IntFlag{"world", &world}, IntFlag{"comm-timeout", &comm_timeout},
-                    IntFlag{"worker-timeout", &worker_timeout}, IntFlag{"check-every", &o.check_every},
-                    IntFlag{"max-restarts", &max_restarts}, IntFlag{"checkpoint-every", &o.checkpoint_every},
-                    IntFlag{"stall-check", &o.stall_check_percent}, IntFlag{"nnodes", &nnodes},
-                    IntFlag{"node-rank", &node_rank}}) {
-    absl::StatusOr<int64_t> v = flags.Int(f.name, *f.target);
-    if (!v.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(v.status().message()).c_str());
-      return kExitUsage;
-    }
-    *f.target = *v;
+                    IntFlag{"rank", &s.rank}, IntFlag{"world", &s.world}, IntFlag{"comm-timeout", &s.comm_timeout},
+                    IntFlag{"worker-timeout", &s.worker_timeout}, IntFlag{"check-every", &o.check_every},
+                    IntFlag{"max-restarts", &s.max_restarts}, IntFlag{"checkpoint-every", &o.checkpoint_every},
+                    IntFlag{"eval-every", &o.eval_every},
+                    IntFlag{"stall-check", &o.stall_check_percent}, IntFlag{"nnodes", &s.nnodes},
+                    IntFlag{"node-rank", &s.node_rank}}) {
+    ASSIGN_OR_RETURN(*f.target, flags.Int(f.name, *f.target));
   }
-  if (workers < 1 || comm_timeout < 1 || worker_timeout < 1) {
-    std::fprintf(stderr, "error: --workers, --comm-timeout and --worker-timeout must be >= 1\n");
-    return kExitUsage;
+  if (s.workers < 1 || s.comm_timeout < 1 || s.worker_timeout < 1) {
+    return absl::InvalidArgumentError("--workers, --comm-timeout and --worker-timeout must be >= 1");
   }
   // Local workers share memory unless told otherwise (auto); a worker
-  // started on its own talks TCP unless told otherwise (below).
-  const std::string transport = flags.String("transport", "auto");
-  if (transport != "auto" && transport != "shm" && transport != "gloo" && transport != "hierarchical") {
-    std::fprintf(stderr, "error: --transport must be gloo, shm, hierarchical or auto (got '%s')\n",
-                 transport.c_str());
-    return kExitUsage;
+  // started on its own talks TCP unless told otherwise (PrepareWorker).
+  s.transport = flags.String("transport", "auto");
+  if (s.transport != "auto" && s.transport != "shm" && s.transport != "gloo" && s.transport != "hierarchical") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transport must be gloo, shm, hierarchical or auto (got '", s.transport, "')"));
   }
-  if (o.servers > 0 && !flags.Has("rank") && !flags.Has("world")) workers += o.servers;  // the local launcher starts both
-  if (absl::Status checked = CheckLaunchFlags(flags, workers, max_restarts, nnodes, node_rank, o); !checked.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(checked.message()).c_str());
-    return kExitUsage;
-  }
-  if (absl::Status checked = CheckRunFlags(flags, workers, threads, seed, o); !checked.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(checked.message()).c_str());
-    return kExitUsage;
-  }
-  bool one_of_many = nnodes == 1 && (flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world"));
-  std::string rendezvous = flags.String("rendezvous", "");
-  if (!one_of_many && nnodes == 1 && HasLauncherEnv(ProcessEnv())) {
+  // The local launcher starts both the workers and the servers.
+  if (o.servers > 0 && !flags.Has("rank") && !flags.Has("world")) s.workers += o.servers;
+  RETURN_IF_ERROR(CheckLaunchFlags(flags, s.workers, s.max_restarts, s.nnodes, s.node_rank, o));
+  return CheckRunFlags(flags, s.workers, s.threads, s.seed, o);
+}
+
+// Whether this process is one rank of several (--rendezvous, --rank or
+// --world, or started by torchrun, mpirun or Slurm), and where it meets them.
+absl::Status FindRanks(const Flags& flags, RunSettings& s) {
+  s.one_of_many = s.nnodes == 1 && (flags.Has("rendezvous") || flags.Has("rank") || flags.Has("world"));
+  s.rendezvous = flags.String("rendezvous", "");
+  if (!s.one_of_many && s.nnodes == 1 && HasLauncherEnv(ProcessEnv())) {
     // Started by torchrun, mpirun or Slurm: one of their world, meeting the
     // others at MASTER_ADDR:MASTER_PORT unless a store is named.
-    absl::StatusOr<LaunchInfo> launch = ResolveLaunch(-1, -1, ProcessEnv());
-    if (!launch.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(launch.status().message()).c_str());
-      return kExitUsage;
-    }
-    if (launch->world > 1) {
-      absl::StatusOr<std::string> from_env = RendezvousFromEnv(*launch, ProcessEnv());
-      if (!from_env.ok()) {
-        std::fprintf(stderr, "error: %s\n", std::string(from_env.status().message()).c_str());
-        return kExitUsage;
-      }
-      rendezvous = *from_env;
-      one_of_many = true;
+    ASSIGN_OR_RETURN(LaunchInfo launch, ResolveLaunch(-1, -1, ProcessEnv()));
+    if (launch.world > 1) {
+      ASSIGN_OR_RETURN(s.rendezvous, RendezvousFromEnv(launch, ProcessEnv()));
+      s.one_of_many = true;
     }
   }
-  if (!one_of_many && (workers > 1 || nnodes > 1)) {
-    LocalRun local{workers, threads, nnodes, node_rank, worker_timeout, max_restarts, transport, rendezvous};
-    return LaunchLocally(flags, *expanded, o, local);
-  }
+  return absl::OkStatus();
+}
+
+// A worker that trains here: the launcher's plan (--plan-file), its threads,
+// seed, timeout and transport.
+absl::Status PrepareWorker(const Flags& flags, const RunSettings& s, TrainOptions& o) {
   if (flags.Has("plan-file")) {
-    absl::StatusOr<std::shared_ptr<const PlanDef>> plan = ReadLauncherPlan(flags.String("plan-file"));
-    if (!plan.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(plan.status().message()).c_str());
-      return kExitUsage;
-    }
-    o.plan = *std::move(plan);
+    ASSIGN_OR_RETURN(o.plan, ReadLauncherPlan(flags.String("plan-file")));
   }
-  o.threads = threads > 0 ? static_cast<int>(threads) : 1;
-  o.seed = static_cast<uint64_t>(seed);
-  o.comm_timeout = absl::Seconds(comm_timeout);
+  o.threads = s.threads > 0 ? static_cast<int>(s.threads) : 1;
+  o.seed = static_cast<uint64_t>(s.seed);
+  o.comm_timeout = absl::Seconds(s.comm_timeout);
   // A worker started on its own (by hand, torchrun, Slurm) talks TCP unless
   // told otherwise; told auto, it may have peers anywhere: the hierarchical
   // backend finds those on this machine.
-  o.transport = !flags.Has("transport") ? "gloo" : transport == "auto" ? "hierarchical" : transport;
+  o.transport = !flags.Has("transport") ? "gloo" : s.transport == "auto" ? "hierarchical" : s.transport;
+  return absl::OkStatus();
+}
+
+// nereid run: reads the flags, then starts local workers or trains here (one worker, or one rank of several).
+int Run(const std::vector<std::string>& args) {
+  Flags flags = RunFlags();
+  absl::StatusOr<std::vector<std::string>> expanded = ExpandRunConfig(args);
+  if (!expanded.ok()) return UsageError(expanded.status());
+  absl::Status parsed = flags.Parse(*expanded);
+  if (!parsed.ok() || flags.positional().size() != 1) {
+    std::fprintf(stderr, "error: %s\n", parsed.ok() ? "nereid run takes one model or plan (see nereid run --help)"
+                                                    : std::string(parsed.message()).c_str());
+    return kExitUsage;
+  }
+  if (absl::Status logging = ConfigureLogging(flags.String("log-level"), -1); !logging.ok()) return UsageError(logging);
+  TrainOptions o;
+  if (absl::Status read = ReadTrainOptions(flags, o); !read.ok()) return UsageError(read);
+  RunSettings s;
+  if (absl::Status read = ReadRunSettings(flags, o, s); !read.ok()) return UsageError(read);
+  if (absl::Status found = FindRanks(flags, s); !found.ok()) return UsageError(found);
+  if (!s.one_of_many && (s.workers > 1 || s.nnodes > 1)) {
+    LocalRun local{s.workers, s.threads, s.nnodes, s.node_rank, s.worker_timeout, s.max_restarts, s.transport,
+                   s.rendezvous};
+    return LaunchLocally(flags, *expanded, o, local);
+  }
+  if (absl::Status prepared = PrepareWorker(flags, s, o); !prepared.ok()) return UsageError(prepared);
   launcher::ProgressReporter reporter = launcher::ProgressReporter::FromEnvironment();
-  if (one_of_many) {
-    if (absl::Status joined = TakeRank(flags, rank, world, rendezvous, reporter, o); !joined.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(joined.message()).c_str());
-      return kExitUsage;
-    }
+  if (s.one_of_many) {
+    absl::Status joined = TakeRank(flags, s.rank, s.world, s.rendezvous, reporter, o);
+    if (!joined.ok()) return UsageError(joined);
   } else {
     o.workers = 1;
   }

@@ -270,14 +270,23 @@ node { name: "loss" op: "SoftmaxCrossEntropy" input: "logits" input: "labels" }
 """)
 PY
 expect 0 "2 epochs" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset "text:$tmp/chars/corpus.txt" --epochs 2 \
-  --batch 16 --passes "autodiff,adam(lr=0.02)" --threads 1 --quiet --metrics-json "$tmp/chars/metrics.json"
+  --batch 16 --passes "autodiff,adam(lr=0.02)" --threads 1 --quiet --metrics-json "$tmp/chars/metrics.json" \
+  --eval-every 3
 /usr/bin/python3 - "$tmp/chars/metrics.json" <<'PY' || fail "the bigram model did not learn the text"
 import json, math, sys
 m = json.load(open(sys.argv[1]))
 bits = m["per_epoch"][-1]["test_loss"] / math.log(2)
 print(f"bigram on a repeated sentence: {bits:.2f} bits per character on the held-out 10%")
 assert bits < 2.0, bits
+# --eval-every 3: scores within the epochs at multiples of 3 steps, in bits
+# per position too; tokens per second are positions, not windows.
+scored = m["evaluations"]
+assert scored and all(e["step"] % 3 == 0 for e in scored), scored
+assert all(abs(e["test_bits_per_token"] - e["test_loss"] / math.log(2)) < 1e-9 for e in scored), scored
+assert abs(m["tokens_per_second"] / m["samples_per_second"] - 32) < 1e-6, m["tokens_per_second"]
+print(f"{len(scored)} evaluations within epochs, at steps {[e['step'] for e in scored]}")
 PY
+expect 2 "--eval-every must be >= 0" "$nereid" run "$tmp/chars/bigram.pbtxt" --eval-every -1
 # The byte transformer of models/ (generate_models.char_transformer), made
 # tiny: causal (logits before a position do not change when the text after it
 # does; without the mask they would), and it uses its context (far below the
@@ -321,7 +330,9 @@ print(f"transformer on the repeated sentence: {bits:.3f} bits per character (the
 assert bits < 0.5, bits
 PY
 if [ -d /usr/share/games/fortunes ]; then
-  expect 0 "1 epochs" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset fortunes --train-limit 64 --test-limit 16 \
-    --batch 16 --threads 1 --quiet
+  expect 0 "step 2 (epoch 1): test accuracy" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset fortunes \
+    --train-limit 64 --test-limit 16 --batch 16 --threads 1 --eval-every 2
+  expect 0 "bits/char)" "$nereid" run "$tmp/chars/bigram.pbtxt" --dataset fortunes --train-limit 64 \
+    --test-limit 16 --batch 16 --threads 1 --eval-every 2
 fi
 finish "nereid run flag checks"

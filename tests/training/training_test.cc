@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -103,6 +104,35 @@ TEST(TrainingTest, SameSeedSameParametersBitwise) {
     ASSERT_TRUE(Train(b).ok());
     ExpectBitwiseEqual(FinalState(a.checkpoint_dir), FinalState(b.checkpoint_dir));
   }
+}
+
+// --eval-every scores the test set within the epoch without touching
+// training: the scores come at the asked steps (not at the epoch's end,
+// which scores anyway) and the parameters are those of a run without them.
+TEST(TrainingTest, EvaluationsWithinAnEpochLeaveTrainingAsItWas) {
+  TrainOptions plain = Synthetic("mlp_fashion", 1), scored = Synthetic("mlp_fashion", 1);
+  for (TrainOptions* o : {&plain, &scored}) {
+    o->train_limit = 640;  // 20 steps of 32
+    o->test_limit = 200;
+  }
+  scored.eval_every = 5;
+  plain.checkpoint_dir = TempDir("eval_every_plain");
+  scored.checkpoint_dir = TempDir("eval_every_scored");
+  absl::StatusOr<TrainResult> a = Train(plain), b = Train(scored);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(a->interval_evaluations.empty());
+  std::vector<int64_t> steps;
+  for (const EpochMetrics& m : b->interval_evaluations) {
+    steps.push_back(m.step);
+    EXPECT_TRUE(std::isfinite(m.test_loss) && m.test_loss > 0) << m.step;
+    EXPECT_GE(m.test_accuracy, 0);
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{5, 10, 15}));
+  ASSERT_EQ(b->per_epoch.size(), 1u);
+  EXPECT_EQ(b->per_epoch[0].step, 20);
+  EXPECT_EQ(a->per_epoch[0].test_loss, b->per_epoch[0].test_loss);
+  ExpectBitwiseEqual(FinalState(plain.checkpoint_dir), FinalState(scored.checkpoint_dir));
 }
 
 // vgg11's 3x3 convolutions run oneDNN's Winograd kernels on a scratchpad of
