@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +17,7 @@
 #include "graph/dot_export.h"
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
+#include "plan/build_plan.h"
 #include "plan/split_by_rank.h"
 #include "ops/trainability.h"
 #include "plan/plan_file.h"
@@ -28,7 +30,7 @@ namespace nereid {
 namespace {
 
 Flags CheckFlags() {
-  Flags f("nereid check MODEL [--json PATH] [--dot FILE] [--dataset NAME] [--forward-only]",
+  Flags f("nereid check MODEL [--passes P] [--workers N] [--json PATH] [--dot FILE] [--dataset NAME] [--forward-only]",
           "Loads MODEL (protobuf text .pbtxt, binary .pb, or .onnx), validates it and infers\n"
           "every node's output shape, and checks it can train as written: a scalar float\n"
           "`loss`, every Input fed by the dataset (--dataset, else the graph's) in shapes it\n"
@@ -41,12 +43,37 @@ Flags CheckFlags() {
           "(same channel and shape), and every process group's members issue the same\n"
           "collectives in the same order; an error names the ranks and nodes.\n"
           "A per-rank plan (nereid plan --per-rank) is checked the same way, on the\n"
-          "graphs it holds, and each rank's part is summarised.");
+          "graphs it holds, and each rank's part is summarised.\n"
+          "With --passes or --workers, MODEL is planned first exactly as `nereid run`\n"
+          "would plan it (the implied passes added; nothing is written), and the plan\n"
+          "is what is checked.");
+  f.Value("passes", "P", "plan MODEL with this pipeline first (default: run's, autodiff,sgd(...))")
+      .Value("workers", "N", "plan for N workers (default 1)")
+      .Value("servers", "S", "plan with S parameter servers beside the workers, as run --servers");
   f.Value("json", "PATH", "write the same report as JSON to PATH (- : to standard output, instead of the table)")
       .Value("dot", "FILE", "also write the graph as Graphviz to FILE")
       .Value("dataset", "NAME", "check the inputs against this dataset instead of the graph's")
       .Switch("forward-only", "skip the training checks (loss, fed inputs)");
   return f;
+}
+
+// MODEL planned as `nereid run --passes P --workers N --servers S` would plan
+// it (plan/build_plan.h), as one graph to check. Flag errors start with "--".
+absl::StatusOr<std::unique_ptr<Graph>> PlanForCheck(const Flags& flags, const std::string& model) {
+  absl::StatusOr<int64_t> workers = flags.Int("workers", 1), servers = flags.Int("servers", 0);
+  if (!workers.ok() || !servers.ok() || *workers < 1 || *servers < 0 || *workers + *servers > 1 << 20) {
+    return absl::InvalidArgumentError("--workers must be at least 1 and --servers at least 0 (at most 1048576 in all)");
+  }
+  const PlanTarget target{static_cast<int>(*workers + *servers), static_cast<int>(*servers)};
+  absl::StatusOr<std::vector<PipelineStage>> pipeline = PipelineFor(flags.String("passes"), target);
+  if (!pipeline.ok()) return absl::InvalidArgumentError(absl::StrCat("--passes: ", pipeline.status().message()));
+  PlanRequest request{model, *std::move(pipeline), target, flags.String("dataset")};
+  request.check_trainable = !flags.Has("forward-only");
+  request.whole_only = true;
+  absl::StatusOr<BuiltPlan> built = BuildPlan(request);
+  if (!built.ok()) return built.status();
+  if (built->whole == nullptr) return absl::InvalidArgumentError(absl::StrCat(model, " is a per-rank plan already: check it without --passes"));
+  return std::move(built->whole);
 }
 
 // The JSON report to `path`: "-" is standard output.
@@ -216,10 +243,14 @@ int RunCheck(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   if (per_rank->has_value()) return CheckPerRankPlan(model, **per_rank, json_path, dot_path);
-  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(model);
+  const bool plan_first = flags.Has("passes") || flags.Has("workers") || flags.Has("servers");
+  absl::StatusOr<std::unique_ptr<Graph>> graph =
+      plan_first ? PlanForCheck(flags, model) : LoadModel(model);
   if (!graph.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
-    return kExitFailure;
+    return absl::IsInvalidArgument(graph.status()) && absl::StartsWith(graph.status().message(), "--")
+               ? kExitUsage
+               : kExitFailure;
   }
   // A plan for N workers: each rank's part and the parts together.
   const int64_t workers = (*graph)->header().records().workers();

@@ -112,4 +112,12 @@ sed -e 's/name: "pixels"/name: "images"/' -e 's/input: "pixels"/input: "images"/
 expect 1 "give it shape [-1,1,28,28] or [-1,784]" "$nereid" check "$tmp/wrong_size.pbtxt" --dataset fashion-mnist
 expect 1 "give it shape [-1,1,28,28] or [-1,784]" "$nereid" run "$tmp/wrong_size.pbtxt" --dataset fashion-mnist --max-steps 1
 expect 0 "training:              loss 'l'" "$nereid" check "$tmp/wrong_size.pbtxt" --dataset synthetic
+# --passes/--workers: the model is planned as `nereid run` would plan it
+# (implied passes added, nothing written) and the plan is checked.
+expect 0 "ranks:                 4 checked" "$nereid" check models/mlp_fashion.pbtxt --workers 4 \
+  --passes "hybrid_partition,autodiff,sgd"
+expect 0 "ranks:                 3 checked" "$nereid" check models/logreg_fashion.pbtxt --workers 2 --servers 1
+expect 2 "--passes: unknown pass 'autodif'" "$nereid" check models/mlp_fashion.pbtxt --workers 4 --passes autodif
+expect 1 "group_size 2 does not divide the 3 workers" "$nereid" check models/mlp_fashion.pbtxt --workers 3 \
+  --passes "hybrid_partition(group_size=2),autodiff,sgd"
 finish "CLI checks"
