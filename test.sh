@@ -65,7 +65,10 @@ if [ "$suites" -eq 1 ]; then
 
   run_pass "all suites" //...
   if [ -x /usr/local/cuda/bin/nvcc ]; then
-    run_pass "CUDA targets" --config=cuda //ops/cuda/... //comm:nccl_communicator_test
+    # The conformance suite's host backends ran above; here its NCCL cases
+    # (skipped without a GPU per rank) and NCCL's own tests.
+    run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*' \
+      //ops/cuda/... //comm:nccl_communicator_test //comm:communicator_conformance_test
   else
     echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
   fi

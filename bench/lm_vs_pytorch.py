@@ -9,9 +9,13 @@ fortune files (`nereid run --dataset fortunes`), PyTorch random bytes of the
 same shape (the data does not change the arithmetic). The figure is tokens
 per second from the median step time after --warmup steps; the engines
 alternate over --rounds rounds, and the ratio is the median of the rounds'
-ratios (the machine's speed drifts between rounds).
+ratios (the machine's speed drifts between rounds). Each thread count's row
+also gives both engines' matrix FLOPs per second (forward and both
+gradients of every MatMul and BatchMatMul, from `nereid check` of the
+autodiff plan) as a share of the cores' float32 FMA peak (`nereid bench
+peak` at that thread count, measured before the row's rounds).
 
-    bench/lm_vs_pytorch.py [--threads 2] [--batch 32] [--steps 12] [--warmup 2] [--rounds 2] [--json PATH]
+    bench/lm_vs_pytorch.py [--threads 1,2] [--batch 32] [--steps 12] [--warmup 2] [--rounds 3] [--json PATH]
 
 Needs ./setup.sh --bench (PyTorch).
 """
@@ -24,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from train_vs_pytorch import fma_peak_gflops, matrix_flops_per_sample
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS, WIDTH, HEADS, CONTEXT, VOCABULARY = 4, 256, 4, 128, 256
@@ -97,31 +103,54 @@ def nereid_step_seconds(args):
     return statistics.median(steps[args.warmup:])
 
 
+def thread_row(args, threads, flops_per_window, tmp):
+    """Alternated rounds at one thread count, with both engines' share of the FMA peak."""
+    args.threads = threads
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    peak = fma_peak_gflops(threads, tmp)
+    tokens = args.batch * CONTEXT
+    rounds = []
+    for r in range(args.rounds):
+        ours, theirs = nereid_step_seconds(args), torch_step_seconds(args)
+        rounds.append({"nereid_tokens_per_s": tokens / ours, "pytorch_tokens_per_s": tokens / theirs,
+                       "ratio": theirs / ours})
+        print(f"  {threads} thread(s), round {r + 1}: Nereid {tokens / ours:8.0f} tokens/s ({ours * 1e3:.0f} ms/step), "
+              f"PyTorch {tokens / theirs:8.0f} tokens/s ({theirs * 1e3:.0f} ms/step), ratio {theirs / ours:.2f}")
+    row = {"threads": threads, "rounds": rounds, "fma_peak_gflops": peak,
+           "ratio": statistics.median(x["ratio"] for x in rounds)}
+    for engine in ("nereid", "pytorch"):
+        per_s = statistics.median(x[f"{engine}_tokens_per_s"] for x in rounds)
+        row[f"{engine}_tokens_per_s"] = per_s
+        row[f"{engine}_percent_of_peak"] = 100 * per_s / CONTEXT * flops_per_window / 1e9 / peak
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="1,2", help="thread counts, e.g. 1,2")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
-    tokens = args.batch * CONTEXT
-    rows = []
-    for r in range(args.rounds):
-        ours, theirs = nereid_step_seconds(args), torch_step_seconds(args)
-        rows.append({"nereid_tokens_per_s": tokens / ours, "pytorch_tokens_per_s": tokens / theirs,
-                     "ratio": theirs / ours})
-        print(f"round {r + 1}: Nereid {tokens / ours:8.0f} tokens/s ({ours * 1e3:.0f} ms/step), "
-              f"PyTorch {tokens / theirs:8.0f} tokens/s ({theirs * 1e3:.0f} ms/step), ratio {theirs / ours:.2f}")
-    ratio = statistics.median(r["ratio"] for r in rows)
-    print(f"Nereid / PyTorch tokens per second: {ratio:.2f} (median of {args.rounds} rounds; "
-          f"{args.threads} threads, batch {args.batch} x {CONTEXT})")
+    # ./nereid builds the -c opt binary the FLOP count and peak runs use.
+    subprocess.run([os.path.join(ROOT, "nereid"), "ops"], check=True, stdout=subprocess.DEVNULL)
+    with tempfile.TemporaryDirectory() as tmp:
+        flops = matrix_flops_per_sample("char_transformer", tmp)
+        rows = [thread_row(args, int(t), flops, tmp) for t in args.threads.split(",")]
+    print(f"\n{'threads':>7} {'Nereid tok/s':>12} {'PyTorch tok/s':>13} {'ratio':>6} {'peak GF/s':>9} "
+          f"{'Nereid %peak':>12} {'PyTorch %peak':>13}")
+    for row in rows:
+        print(f"{row['threads']:>7} {row['nereid_tokens_per_s']:12.0f} {row['pytorch_tokens_per_s']:13.0f} "
+              f"{row['ratio']:6.2f} {row['fma_peak_gflops']:9.1f} {row['nereid_percent_of_peak']:11.0f}% "
+              f"{row['pytorch_percent_of_peak']:12.0f}%")
+    print(f"(medians of {args.rounds} alternated rounds; batch {args.batch} x {CONTEXT}; "
+          f"{flops / 1e9:.2f} GFLOP of matrix products per window and step)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "batch": args.batch, "rounds": rows, "ratio": ratio}, f, indent=1)
+            json.dump({"batch": args.batch, "matrix_flops_per_window": flops, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = {"mlp_fashion": 300, "lenet_fashion": 300, "logreg_fashion": 300, "svm_fashion": 300, "vgg11_cifar": 8}
 WARMUP = 3  # steps each engine runs before the measured ones
 NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
-MATRIX_OPS = {"MatMul", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
+MATRIX_OPS = {"MatMul", "BatchMatMul", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
 
 
 def matrix_flops_per_sample(model, tmp):

@@ -4,6 +4,12 @@
 
 namespace nereid {
 
+absl::Status CheckTimeout(const std::string& where, absl::Duration timeout) {
+  if (timeout > absl::ZeroDuration()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": timeout must be positive, got ", absl::FormatDuration(timeout)));
+}
+
 absl::Status CheckReduceScatterSizes(const std::string& where, size_t input, size_t output, int world) {
   if (input == output * world) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(where, ": input has ", input, " elements, expected world (", world,

@@ -9,9 +9,12 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace nereid {
 
+// Every call (and a connect): the timeout is positive.
+absl::Status CheckTimeout(const std::string& where, absl::Duration timeout);
 // ReduceScatter: the input holds world x output elements.
 absl::Status CheckReduceScatterSizes(const std::string& where, size_t input, size_t output, int world);
 // AllGather: the output holds world x input elements.

@@ -56,10 +56,7 @@ absl::Status AbortedIfFired(absl::Status status, const CollectiveOptions& option
 }  // namespace
 
 absl::StatusOr<std::chrono::milliseconds> ToGlooTimeout(absl::Duration timeout, const std::string& what) {
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": timeout must be positive, got ", absl::FormatDuration(timeout)));
-  }
+  RETURN_IF_ERROR(CheckTimeout(what, timeout));
   timeout = std::min(timeout, absl::Hours(24 * 7));
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
 }

@@ -88,6 +88,7 @@ Communicator& HierarchicalCommunicator::PeerGroup(int peer, int* group_rank) con
 absl::Status HierarchicalCommunicator::AllReduce(absl::Span<float> data, ReduceOp op,
                                                  const CollectiveOptions& options) {
   const std::string where = Where("allreduce", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   const absl::Time deadline = absl::Now() + options.timeout;
   if (world() == 1) return absl::OkStatus();
   if (one_host()) return Staged(local_->AllReduce(data, op, options), Stage::kLocal, where);
@@ -112,6 +113,7 @@ absl::Status HierarchicalCommunicator::AllReduce(absl::Span<float> data, ReduceO
 absl::Status HierarchicalCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
                                                      const CollectiveOptions& options) {
   const std::string where = Where("reduce-scatter", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   RETURN_IF_ERROR(CheckReduceScatterSizes(where, data.size(), out.size(), world()));
   if (world() == 1) {
     Copy(data, out.data());
@@ -130,6 +132,7 @@ absl::Status HierarchicalCommunicator::ReduceScatter(absl::Span<const float> dat
 absl::Status HierarchicalCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out,
                                                  const CollectiveOptions& options) {
   const std::string where = Where("allgather", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   RETURN_IF_ERROR(CheckAllGatherSizes(where, in.size(), out.size(), world()));
   const absl::Time deadline = absl::Now() + options.timeout;
   if (world() == 1) {
@@ -171,6 +174,7 @@ absl::Status HierarchicalCommunicator::AllGather(absl::Span<const float> in, abs
 
 absl::Status HierarchicalCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
   const std::string where = Where("broadcast", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   RETURN_IF_ERROR(CheckRoot(where, root, world()));
   const absl::Time deadline = absl::Now() + options.timeout;
   if (world() == 1) return absl::OkStatus();
@@ -195,6 +199,7 @@ absl::Status HierarchicalCommunicator::Broadcast(absl::Span<float> data, int roo
 
 absl::Status HierarchicalCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
   const std::string where = Where("send", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   RETURN_IF_ERROR(CheckPeer(where, peer, rank_, world()));
   int group_rank = 0;
   Communicator& group = PeerGroup(peer, &group_rank);
@@ -203,6 +208,7 @@ absl::Status HierarchicalCommunicator::Send(absl::Span<const float> data, int pe
 
 absl::Status HierarchicalCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
   const std::string where = Where("recv", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   RETURN_IF_ERROR(CheckPeer(where, peer, rank_, world()));
   int group_rank = 0;
   Communicator& group = PeerGroup(peer, &group_rank);
@@ -212,6 +218,7 @@ absl::Status HierarchicalCommunicator::Recv(absl::Span<float> data, int peer, co
 absl::Status HierarchicalCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                                 const CollectiveOptions& options) {
   const std::string where = Where("sendrecv", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank_, world()));
   if (to == rank_) {
     if (send.size() != recv.size()) {
@@ -241,6 +248,7 @@ absl::Status HierarchicalCommunicator::SendRecv(absl::Span<const float> send, in
 
 absl::Status HierarchicalCommunicator::Barrier(const CollectiveOptions& options) {
   const std::string where = Where("barrier", options.tag);
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   const absl::Time deadline = absl::Now() + options.timeout;
   for (Communicator* stage : {local_.get(), leaders_.get(), local_.get()}) {
     if (stage == nullptr) continue;

@@ -28,7 +28,8 @@
 //                  every-rank group; a SendRecv whose peers are one local,
 //                  one remote sends from a second thread.
 //   Barrier        within hosts, across leaders, within hosts.
-// Each call's timeout bounds the whole call, not each stage. Errors name the
+// Each call's timeout bounds the whole call, not each stage (and must be
+// positive: InvalidArgument otherwise, as on every backend). Errors name the
 // stage and the world ranks of its group. Thread-safety and failure
 // behaviour are the inner communicators' (gloo_communicator.h), with one
 // restriction: calls that run at once need distinct tags whatever their

@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/collective_checks.h"
 #include "comm/rendezvous.h"
 #include "core/status_macros.h"
 
@@ -59,14 +60,6 @@ absl::Status NcclError(const std::string& where, const char* call, ncclResult_t 
 absl::Status CudaError(const std::string& where, const char* call, cudaError_t error) {
   return absl::InternalError(absl::StrCat(where, ": ", call, ": CUDA error ", static_cast<int>(error), " (",
                                           cudaGetErrorName(error), "): ", cudaGetErrorString(error)));
-}
-
-absl::Status CheckTimeout(const std::string& where, absl::Duration timeout) {
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": timeout must be positive, got ", absl::FormatDuration(timeout)));
-  }
-  return absl::OkStatus();
 }
 
 // Polls with a short spin first (most collectives finish in microseconds),
@@ -323,12 +316,7 @@ absl::Status NcclCommunicator::ReduceScatter(absl::Span<const float> data, absl:
   RETURN_IF_ERROR(Begin("reduce_scatter", options));
   const std::string where = Where("reduce_scatter", options.tag, "");
   const size_t chunk = out.size();
-  const size_t n = static_cast<size_t>(world_);
-  if (data.size() != chunk * n) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": input has ", data.size(),
-                                                   " elements, expected world (", n, ") x output (", chunk,
-                                                   ") = ", chunk * n));
-  }
+  RETURN_IF_ERROR(CheckReduceScatterSizes(where, data.size(), chunk, world_));
   if (chunk == 0) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -346,12 +334,7 @@ absl::Status NcclCommunicator::AllGather(absl::Span<const float> in, absl::Span<
                                          const CollectiveOptions& options) {
   RETURN_IF_ERROR(Begin("allgather", options));
   const std::string where = Where("allgather", options.tag, "");
-  const size_t n = static_cast<size_t>(world_);
-  if (out.size() != in.size() * n) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": output has ", out.size(),
-                                                   " elements, expected world (", n, ") x input (", in.size(),
-                                                   ") = ", in.size() * n));
-  }
+  RETURN_IF_ERROR(CheckAllGatherSizes(where, in.size(), out.size(), world_));
   if (in.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -368,9 +351,7 @@ absl::Status NcclCommunicator::AllGather(absl::Span<const float> in, absl::Span<
 absl::Status NcclCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
   RETURN_IF_ERROR(Begin("broadcast", options));
   const std::string where = Where("broadcast", options.tag, absl::StrCat("root ", root));
-  if (root < 0 || root >= world_) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": root ", root, " is not a rank of world ", world_));
-  }
+  RETURN_IF_ERROR(CheckRoot(where, root, world_));
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();
@@ -396,7 +377,8 @@ absl::Status NcclCommunicator::SendRecv(absl::Span<const float> send, int to, ab
                                         const CollectiveOptions& options) {
   RETURN_IF_ERROR(Begin("sendrecv", options));
   const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
-  if (to == rank_ || from == rank_ || to < 0 || to >= world_ || from < 0 || from >= world_) {
+  RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank_, world_));
+  if (to == rank_) {  // and from == rank_: a copy, which this backend does not make
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": ranks ", to, " and ", from, " must be other ranks of world ", world_));
   }
@@ -421,10 +403,7 @@ absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t 
   const bool send = std::string(op) == "send";
   RETURN_IF_ERROR(Begin(op, options));
   const std::string where = Where(op, options.tag, absl::StrCat("peer ", peer));
-  if (peer < 0 || peer >= world_ || peer == rank_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": peer ", peer, " is not another rank of world ", world_));
-  }
+  RETURN_IF_ERROR(CheckPeer(where, peer, rank_, world_));
   if (size == 0) {
     meter_.RecordCall();
     return absl::OkStatus();

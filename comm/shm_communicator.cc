@@ -54,10 +54,7 @@ absl::StatusOr<absl::Time> ShmCommunicator::Begin(const char* op, const Collecti
           Where(op, options.tag, ""), ": communicator unusable after an earlier failure: ", broken_.message()));
     }
   }
-  if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(op, options.tag, ""), ": timeout must be positive, got ",
-                                                   absl::FormatDuration(options.timeout)));
-  }
+  RETURN_IF_ERROR(CheckTimeout(Where(op, options.tag, ""), options.timeout));
   return absl::Now() + options.timeout;
 }
 

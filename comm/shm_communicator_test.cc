@@ -1,6 +1,12 @@
-// The shm backend: ranks as threads of one process (each with its own
-// communicator and mapping of the segment), and a forked process for a peer
-// that exits.
+// What only the shm backend has: its transport's rings and slots, its
+// messages, its segment's cleanup, and a peer process that exits. Ranks as
+// threads of one process (each with its own communicator and mapping of the
+// segment), and forked processes.
+//
+// Collectives at every size and world, 16-bit wires, ring shifts of messages
+// larger than a ring, point-to-point transfers, the barrier, traffic, the
+// argument checks, a silent peer and aborts are checked for shm as for every
+// backend in communicator_conformance_test.cc.
 
 #include "comm/shm_communicator.h"
 
@@ -10,7 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -24,12 +29,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "comm/abort_signal.h"
 #include "comm/communicator_factory.h"
 #include "comm/gloo_test_world.h"
 #include "comm/shm_segment.h"
 #include "comm/shm_transport.h"
-#include "comm/wire_format.h"
 #include "core/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,111 +74,6 @@ absl::Status OnShmWorld(int world, const std::function<absl::Status(int, Communi
 }
 
 absl::Status Expect(bool ok, const std::string& what) { return ok ? absl::OkStatus() : absl::InternalError(what); }
-
-// Integer values, so every order of summation gives the exact sum.
-float Value(int rank, size_t i) { return static_cast<float>((rank + 1) * 1000 + static_cast<int>(i % 977)); }
-
-TEST(ShmCommunicatorTest, AllReduceSumsExactlyAtEverySizeAndWorld) {
-  // 0, 1 and 3 elements (empty chunks), and 700k floats: many pieces per ring step.
-  for (int world : {2, 3, 4}) {
-    for (size_t size : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, size_t{700000}}) {
-      SCOPED_TRACE(absl::StrCat("world ", world, ", ", size, " elements"));
-      const absl::Status status = OnShmWorld(world, [&](int rank, Communicator& c) -> absl::Status {
-        std::vector<float> data(size);
-        for (size_t i = 0; i < size; ++i) data[i] = Value(rank, i);
-        RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, Options(5)));
-        for (size_t i = 0; i < size; ++i) {
-          float want = 0;
-          for (int r = 0; r < world; ++r) want += Value(r, i);
-          RETURN_IF_ERROR(Expect(data[i] == want, absl::StrCat("rank ", rank, " element ", i, " is ", data[i],
-                                                               ", want ", want)));
-        }
-        RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kAvg, Options(6)));
-        const float sum = Value(0, 0) * static_cast<float>(world * (world + 1) / 2);
-        if (size > 0) RETURN_IF_ERROR(Expect(std::abs(data[0] - sum) < 1e-3f * sum, "average"));
-        return Expect(absl::StrContains(c.backend(), "shm"), c.backend());
-      });
-      EXPECT_TRUE(status.ok()) << status;
-    }
-  }
-}
-
-// A 16-bit wire: every rank ends with the same bits, within fp16's rounding
-// of the exact sum, and half the bytes are counted.
-TEST(ShmCommunicatorTest, SixteenBitWireAgreesOnEveryRank) {
-  constexpr size_t kSize = 400001;  // 267 KB a step: several pieces of 16-bit values
-  std::vector<std::vector<float>> results(3);
-  std::vector<TrafficCounters> traffic(3);
-  const absl::Status status = OnShmWorld(3, [&](int rank, Communicator& c) -> absl::Status {
-    std::vector<float> data(kSize);
-    for (size_t i = 0; i < kSize; ++i) data[i] = 0.001f * static_cast<float>(i % 101) + 0.25f * rank;
-    CollectiveOptions o = Options(9);
-    o.wire = WireType::kFloat16;
-    RETURN_IF_ERROR(c.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, o));
-    results[rank] = data;
-    traffic[rank] = c.traffic();
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(status.ok()) << status;
-  EXPECT_EQ(results[0], results[1]);
-  EXPECT_EQ(results[0], results[2]);
-  for (size_t i = 0; i < kSize; i += 997) {
-    const float exact = 3 * 0.001f * static_cast<float>(i % 101) + 0.75f;
-    EXPECT_NEAR(results[0][i], exact, 2e-3f) << i;
-  }
-  // 2(n-1)/n of S = 2 bytes per element.
-  EXPECT_EQ(traffic[0].bytes_sent, 2 * 2 * (2 * static_cast<int64_t>(kSize)) / 3);
-}
-
-TEST(ShmCommunicatorTest, ReduceScatterAllGatherBroadcastAndBarrier) {
-  const absl::Status status = OnShmWorld(4, [&](int rank, Communicator& c) -> absl::Status {
-    constexpr size_t kChunk = 50000;
-    std::vector<float> data(4 * kChunk), out(kChunk);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = Value(rank, i);
-    RETURN_IF_ERROR(c.ReduceScatter(data, absl::MakeSpan(out), ReduceOp::kSum, Options(1)));
-    for (size_t i = 0; i < kChunk; ++i) {
-      const size_t at = rank * kChunk + i;
-      const float want = Value(0, at) + Value(1, at) + Value(2, at) + Value(3, at);
-      RETURN_IF_ERROR(Expect(out[i] == want, absl::StrCat("reduce_scatter rank ", rank, " element ", i)));
-    }
-    std::vector<float> block(kChunk, static_cast<float>(rank)), all(4 * kChunk);
-    RETURN_IF_ERROR(c.AllGather(block, absl::MakeSpan(all), Options(2)));
-    for (size_t i = 0; i < all.size(); ++i) {
-      RETURN_IF_ERROR(Expect(all[i] == static_cast<float>(i / kChunk), absl::StrCat("allgather element ", i)));
-    }
-    for (int root = 0; root < 4; ++root) {
-      std::vector<float> b(300000, rank == root ? 7.0f + root : -1.0f);
-      RETURN_IF_ERROR(c.Broadcast(absl::MakeSpan(b), root, Options(3)));
-      RETURN_IF_ERROR(Expect(b.front() == 7.0f + root && b.back() == 7.0f + root,
-                             absl::StrCat("broadcast from ", root, " on rank ", rank)));
-    }
-    return c.Barrier(Options(4));
-  });
-  EXPECT_TRUE(status.ok()) << status;
-}
-
-// Every rank sends a message larger than the shared ring to its right
-// neighbour before receiving: SendRecv streams both ways at once, so the ring
-// of sends cannot deadlock. Point-to-point Send/Recv moves the bytes exactly.
-TEST(ShmCommunicatorTest, RingShiftOfLargeMessagesAndPointToPoint) {
-  const absl::Status status = OnShmWorld(3, [&](int rank, Communicator& c) -> absl::Status {
-    constexpr size_t kSize = 1 << 20;  // 4 MB, 8x the ring of one slot
-    std::vector<float> send(kSize), recv(kSize);
-    for (size_t i = 0; i < kSize; ++i) send[i] = Value(rank, i);
-    const int left = (rank + 2) % 3, right = (rank + 1) % 3;
-    RETURN_IF_ERROR(c.SendRecv(send, right, absl::MakeSpan(recv), left, Options(8)));
-    for (size_t i = 0; i < kSize; i += 4099) {
-      RETURN_IF_ERROR(Expect(recv[i] == Value(left, i), absl::StrCat("sendrecv element ", i)));
-    }
-    if (rank == 0) RETURN_IF_ERROR(c.Send(send, 2, Options(11)));
-    if (rank == 2) {
-      RETURN_IF_ERROR(c.Recv(absl::MakeSpan(recv), 0, Options(11)));
-      RETURN_IF_ERROR(Expect(recv[12345] == Value(0, 12345) && recv.back() == Value(0, kSize - 1), "recv"));
-    }
-    return absl::OkStatus();
-  });
-  EXPECT_TRUE(status.ok()) << status;
-}
 
 // More transfers between one pair at once than a channel has rings, with
 // distinct tags, posted in opposite orders on the two sides: each meets its
@@ -219,9 +117,10 @@ TEST(ShmCommunicatorTest, SizesThatDisagreeFailBothSides) {
   EXPECT_THAT(std::string(results[1].message()), HasSubstr("48 bytes expected"));
 }
 
-// A receive nobody sends to ends at its timeout naming the peer; the
-// communicator is unusable afterwards. An abort ends a wait at once.
-TEST(ShmCommunicatorTest, TimeoutsAndAbortsEndWaits) {
+// A receive nobody sends to ends at its timeout naming the call and the
+// peer; the communicator is unusable afterwards. (That an abort ends a wait
+// at once is a conformance case for every backend.)
+TEST(ShmCommunicatorTest, ARecvThatTimesOutNamesThePeer) {
   const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
     if (rank == 1) return absl::OkStatus();
     std::vector<float> data(5);
@@ -238,24 +137,6 @@ TEST(ShmCommunicatorTest, TimeoutsAndAbortsEndWaits) {
                   after.ToString());
   });
   EXPECT_TRUE(status.ok()) << status;
-
-  const absl::Status aborted = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
-    if (rank == 1) return absl::OkStatus();
-    AbortSignal abort;
-    std::thread firing([&] {
-      absl::SleepFor(absl::Milliseconds(100));
-      abort.Fire();
-    });
-    std::vector<float> data(5);
-    CollectiveOptions o = Options(1, absl::Seconds(60));
-    o.abort = &abort;
-    const absl::Time start = absl::Now();
-    absl::Status s = c.Recv(absl::MakeSpan(data), 1, o);
-    firing.join();
-    RETURN_IF_ERROR(Expect(s.code() == absl::StatusCode::kCancelled, s.ToString()));
-    return Expect(absl::Now() - start < absl::Seconds(10), "the abort did not end the wait");
-  });
-  EXPECT_TRUE(aborted.ok()) << aborted;
 }
 
 // The segment's name is gone once the ranks have met: nothing is left in
