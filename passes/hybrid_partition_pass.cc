@@ -21,8 +21,9 @@
 // holding the same shard (`replicas`) when the group is smaller than the
 // world: the arithmetic is data parallelism's, up to rounding.
 //
-// Runs before autodiff. Group size and world size come from the plan's
-// `workers` (set by `nereid run --workers N` and `nereid plan --workers N`).
+// Runs before autodiff. The world comes from the pass context's target (the
+// world BuildPlan plans for: `--workers N`); the pass records its group in
+// the plan's records (groups, model_parallel).
 
 #include <string>
 #include <vector>
