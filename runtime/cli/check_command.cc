@@ -7,13 +7,13 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "graph/placement.h"
 #include "core/file_io.h"
 #include "core/json.h"
+#include "core/status_macros.h"
 #include "graph/dot_export.h"
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
@@ -57,9 +57,9 @@ Flags CheckFlags() {
   return f;
 }
 
-// MODEL planned as `nereid run --passes P --workers N --servers S` would plan
-// it (plan/build_plan.h), as one graph to check. Flag errors start with "--".
-absl::StatusOr<std::unique_ptr<Graph>> PlanForCheck(const Flags& flags, const std::string& model) {
+// The request `nereid run --passes P --workers N --servers S` would plan
+// MODEL with (plan/build_plan.h); an error is the command line's.
+absl::StatusOr<PlanRequest> CheckPlanRequest(const Flags& flags, const std::string& model) {
   absl::StatusOr<int64_t> workers = flags.Int("workers", 1), servers = flags.Int("servers", 0);
   if (!workers.ok() || !servers.ok() || *workers < 1 || *servers < 0 || *workers + *servers > 1 << 20) {
     return absl::InvalidArgumentError("--workers must be at least 1 and --servers at least 0 (at most 1048576 in all)");
@@ -69,11 +69,16 @@ absl::StatusOr<std::unique_ptr<Graph>> PlanForCheck(const Flags& flags, const st
   if (!pipeline.ok()) return absl::InvalidArgumentError(absl::StrCat("--passes: ", pipeline.status().message()));
   PlanRequest request{model, *std::move(pipeline), target, flags.String("dataset")};
   request.check_trainable = !flags.Has("forward-only");
-  request.whole_only = true;
-  absl::StatusOr<BuiltPlan> built = BuildPlan(request);
-  if (!built.ok()) return built.status();
-  if (built->whole == nullptr) return absl::InvalidArgumentError(absl::StrCat(model, " is a per-rank plan already: check it without --passes"));
-  return std::move(built->whole);
+  request.whole_only = true;  // split by rank below, as for a plan file
+  return request;
+}
+
+// MODEL as one graph: the plan BuildPlan makes of it for `request`, or as
+// it is without one.
+absl::StatusOr<std::unique_ptr<Graph>> LoadForCheck(const std::string& model, const std::optional<PlanRequest>& request) {
+  if (!request.has_value()) return LoadModel(model);
+  ASSIGN_OR_RETURN(BuiltPlan built, BuildPlan(*request));
+  return std::move(built.whole);  // not null: a per-rank plan file is checked before this
 }
 
 // The JSON report to `path`: "-" is standard output.
@@ -243,14 +248,19 @@ int RunCheck(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   if (per_rank->has_value()) return CheckPerRankPlan(model, **per_rank, json_path, dot_path);
-  const bool plan_first = flags.Has("passes") || flags.Has("workers") || flags.Has("servers");
-  absl::StatusOr<std::unique_ptr<Graph>> graph =
-      plan_first ? PlanForCheck(flags, model) : LoadModel(model);
+  std::optional<PlanRequest> request;
+  if (flags.Has("passes") || flags.Has("workers") || flags.Has("servers")) {
+    absl::StatusOr<PlanRequest> asked = CheckPlanRequest(flags, model);
+    if (!asked.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(asked.status().message()).c_str());
+      return kExitUsage;
+    }
+    request = *std::move(asked);
+  }
+  absl::StatusOr<std::unique_ptr<Graph>> graph = LoadForCheck(model, request);
   if (!graph.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(graph.status().message()).c_str());
-    return absl::IsInvalidArgument(graph.status()) && absl::StartsWith(graph.status().message(), "--")
-               ? kExitUsage
-               : kExitFailure;
+    return kExitFailure;
   }
   // A plan for N workers: each rank's part and the parts together.
   const int64_t workers = (*graph)->header().records().workers();
