@@ -5,6 +5,13 @@
 // data_parallel the norm is that of the averaged gradient, the same on every
 // rank; data_parallel and compress therefore run before it (the manager
 // refuses the other order).
+//
+// A model-parallel group's shards (hybrid_partition) hold parts of one
+// gradient each: their squares are summed over the group, so every member
+// takes the norm of the whole model and scales by the same factor.
+
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -21,20 +28,46 @@ class ClipPass : public Pass {
     const double max_norm = context.options.GetFloat("max_norm");
     if (!(max_norm > 0)) return absl::InvalidArgumentError(absl::StrCat("clip: max_norm must be > 0, got ", max_norm));
     ASSIGN_OR_RETURN(std::vector<GradientOfParameter> grads, FindGradients(graph));
-    std::vector<NodeOut> values;
+    std::vector<NodeOut> values, whole;
+    std::map<std::string, std::vector<NodeOut>> shards;  // by group
+    std::map<std::string, int64_t> group_sizes;
     for (const GradientOfParameter& g : grads) {
       const Edge* in = g.gradient->input_edge(0);
       values.push_back(NodeOut{in->src, in->src_port});
+      const std::string group = NodeAttrString(*g.parameter, "shard_group");
+      if (group.empty()) {
+        whole.push_back(values.back());
+      } else {
+        shards[group].push_back(values.back());
+        group_sizes[group] = NodeAttrInt(*g.parameter, "shard_count", 1);
+      }
     }
-    ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, "clip/factor", "GlobalNormClipFactor", values,
+    for (const auto& [group, parts] : shards) {
+      ASSIGN_OR_RETURN(whole.emplace_back(), GroupNorm(graph, group, group_sizes[group], parts));
+    }
+    ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, "clip/factor", "GlobalNormClipFactor", whole,
                                               {{"max_norm", FloatAttr(static_cast<float>(max_norm))}}));
     for (size_t i = 0; i < grads.size(); ++i) {
       ASSIGN_OR_RETURN(Node * clipped, AddOpNode(&graph, absl::StrCat(grads[i].parameter->name(), "/clipped"), "Mul",
                                                  {values[i], NodeOut{factor, 0}}));
       RETURN_IF_ERROR(graph.ReplaceInput(grads[i].gradient, 0, clipped, 0));
     }
-    log->notes.push_back(absl::StrCat("clips ", grads.size(), " gradients to a global norm of at most ", max_norm));
+    log->notes.push_back(absl::StrCat("clips ", grads.size(), " gradients to a global norm of at most ", max_norm,
+                                      shards.empty() ? "" : ", the shards' squares summed over their group"));
     return absl::OkStatus();
+  }
+
+ private:
+  // sqrt(the group's sum of the squares of `parts`): a value whose square
+  // is the shards' share of the global norm.
+  static absl::StatusOr<NodeOut> GroupNorm(Graph& graph, const std::string& group, int64_t size,
+                                           const std::vector<NodeOut>& parts) {
+    ASSIGN_OR_RETURN(Node * squares, AddOpNode(&graph, absl::StrCat("clip/", group, "/squares"), "SquaredNorm", parts));
+    ASSIGN_OR_RETURN(Node * summed, AddOpNode(&graph, absl::StrCat("clip/", group, "/sum"), "GroupAllReduce",
+                                              {NodeOut{squares, 0}},
+                                              {{"group", StringAttr(group)}, {"group_size", IntAttr(size)}}));
+    ASSIGN_OR_RETURN(Node * norm, AddOpNode(&graph, absl::StrCat("clip/", group, "/norm"), "Sqrt", {NodeOut{summed, 0}}));
+    return NodeOut{norm, 0};
   }
 };
 

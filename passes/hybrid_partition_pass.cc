@@ -3,27 +3,33 @@
 // every rank; the chosen fully connected layers, whose weights hold most of
 // the memory, are sharded over a model-parallel group of `group_size` ranks.
 //
-// Layers are sharded in pairs, as in Megatron-LM's MLP block: the first
-// column-wise, the second row-wise, so a pair costs one exchange each way.
-// Each rank still feeds its own batch, so the pair works on the group's
-// batches together:
+// Layers are sharded in blocks, as in Megatron-LM (passes/split_block.h):
+// column layers (an MLP's first layer; attention's query, key and value)
+// cut column-wise, one row layer after them (the MLP's second layer;
+// attention's output projection) cut row-wise, so a block costs one
+// exchange each way. Two styles of exchange:
 //
-//   x (own batch B) -> GroupAllGather -> [G*B, in]
-//     -> MatMul(W1[:, block]) -> BiasAdd(b1[block]) -> Relu ...   (columns)
-//     -> MatMul(W2[block, :]) -> [G*B, out], a partial sum         (rows)
-//     -> GroupReduceScatter -> [B, out] summed over the group, own rows
+//   splitbrain (default): each rank feeds its own batch, and the block works
+//   on the group's batches together.
+//     x (own batch B) -> GroupAllGather -> [G*B, ...] -> columns ... rows
+//       -> [G*B, ..., out], a partial sum -> GroupReduceScatter -> [B, ..., out]
+//   megatron (tensor parallel): the group's ranks read the same batch.
+//     x -> GroupIdentity -> columns ... rows -> GroupAllReduce -> the sum
 //
-// Only elementwise ops (Relu, Sigmoid, Tanh, Dropout, a BiasAdd of the
-// first layer) may sit between the two layers of a pair. The collectives'
-// gradients are their conjugates (ops/group_collective_ops.cc), so autodiff
-// derives the backward communication. A shard's gradient sums the group's
-// examples, so it is scaled by 1 / group_size, and averaged over the ranks
-// holding the same shard (`replicas`) when the group is smaller than the
-// world: the arithmetic is data parallelism's, up to rounding.
+// The collectives' gradients are their conjugates
+// (ops/group_collective_ops.cc), so autodiff derives the backward
+// communication. In splitbrain style a shard's gradient sums the group's
+// examples, so it is scaled by 1 / group_size; in megatron style it is the
+// whole batch's already. Shards are averaged over the ranks holding the same
+// one (`replicas`) when the group is smaller than the world: the arithmetic
+// is data parallelism's, up to rounding. Megatron style makes the model
+// groups strided (ranks equal modulo the number of data replicas), so that
+// the data shards (rank modulo replicas) give a group one batch.
 //
 // Runs before autodiff. The world comes from the pass context's target (the
-// world BuildPlan plans for: `--workers N`); the pass records its group in
-// the plan's records (groups, model_parallel).
+// world BuildPlan plans for: `--workers N`); the pass records its groups in
+// the plan's records (groups, model_parallel, and data_replicas in megatron
+// style).
 
 #include <string>
 #include <vector>
@@ -39,6 +45,7 @@
 #include "ops/topo_order.h"
 #include "passes/pass.h"
 #include "passes/pass_properties.h"
+#include "passes/split_block.h"
 
 namespace nereid {
 namespace {
@@ -46,38 +53,18 @@ namespace {
 constexpr char kModelGroup[] = "model";
 constexpr char kReplicaGroup[] = "replicas";
 
-// The Parameter feeding input `port`, or null.
-Node* ParameterInput(const Node& n, int port) {
-  if (port >= n.num_inputs() || n.input_edge(port) == nullptr) return nullptr;
-  Node* src = n.input_edge(port)->src;
-  return src->op() == "Parameter" ? src : nullptr;
-}
+int64_t WeightElements(const Node& dense) { return WeightOf(dense)->outputs()[0].shape.KnownElements(); }
 
-// A MatMul that multiplies an activation by a plain 2-D weight Parameter.
-bool IsDenseLayer(const Node& n) {
-  if (n.op() != "MatMul" || NodeAttrBool(n, "transpose_a", false) || NodeAttrBool(n, "transpose_b", false)) return false;
-  Node* w = ParameterInput(n, 1);
-  return w != nullptr && w->outputs()[0].shape.rank() == 2 && w->outputs()[0].shape.IsFullyDefined();
-}
-
-int64_t WeightElements(const Node& matmul) { return ParameterInput(matmul, 1)->outputs()[0].shape.KnownElements(); }
-
-// The only data consumer of `n`'s output 0, or null.
-Node* OnlyConsumer(const Node& n) {
-  Node* only = nullptr;
-  for (const Edge* e : n.out_edges()) {
-    if (e->IsControl()) continue;
-    if (only != nullptr || e->src_port != 0) return nullptr;
-    only = e->dst;
-  }
-  return only;
-}
-
-struct Pair {
-  Node* columns;                // the first layer: its weight is cut into column blocks
-  Node* rows;                   // the second: row blocks
-  Node* bias = nullptr;         // the first layer's BiasAdd parameter, cut like its columns
+// How the group exchanges a block's input and output.
+struct Style {
+  bool shared_batch;  // megatron: the group reads one batch
+  const char* before;  // the op before the columns
+  const char* before_suffix;
+  const char* after;  // the op after the rows
+  const char* after_suffix;
 };
+constexpr Style kSplitBrain{false, "GroupAllGather", "/gather", "GroupReduceScatter", "/reduce_scatter"};
+constexpr Style kMegatron{true, "GroupIdentity", "/identity", "GroupAllReduce", "/allreduce"};
 
 class HybridPartitionPass : public Pass {
  public:
@@ -94,18 +81,27 @@ class HybridPartitionPass : public Pass {
       return absl::InvalidArgumentError(absl::StrCat("hybrid_partition: group_size ", group,
                                                      " does not divide the ", world, " workers"));
     }
+    const std::string& style_name = o.GetString("style");
+    if (style_name != "splitbrain" && style_name != "megatron") {
+      return absl::InvalidArgumentError(absl::StrCat("hybrid_partition: style '", style_name,
+                                                     "' is not one of splitbrain, megatron"));
+    }
+    const Style& style = style_name == "megatron" ? kMegatron : kSplitBrain;
     for (Node* n : graph.nodes()) {
       if (n->op() == "Gradient") return absl::FailedPreconditionError("hybrid_partition: runs before autodiff");
-      if (n->op() == "GroupAllGather") return absl::FailedPreconditionError("hybrid_partition: applied twice");
+      if (n->op() == "GroupAllGather" || n->op() == "GroupIdentity") {
+        return absl::FailedPreconditionError("hybrid_partition: applied twice");
+      }
     }
-    ASSIGN_OR_RETURN(std::vector<Node*> chosen, ChooseLayers(graph, o));
+    ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
+    ASSIGN_OR_RETURN(std::vector<Node*> chosen, ChooseLayers(graph, order, o));
     if (group == 1) {
       log->notes.push_back("group_size 1: nothing to shard, every layer stays data parallel");
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(std::vector<Pair> pairs, PairUp(graph, chosen, log));
-    if (pairs.empty()) {
-      log->notes.push_back("no pair of consecutive dense layers to shard: every layer stays data parallel");
+    std::vector<SplitBlock> blocks = FindBlocks(chosen, order, log);
+    if (blocks.empty()) {
+      log->notes.push_back("no block of dense layers to shard: every layer stays data parallel");
       return absl::OkStatus();
     }
     const bool replicated = group < world;
@@ -113,18 +109,17 @@ class HybridPartitionPass : public Pass {
     for (Node* n : graph.nodes()) {
       if (n->op() == "Parameter" && n->outputs()[0].shape.IsFullyDefined()) total += n->outputs()[0].shape.KnownElements();
     }
-    for (const Pair& p : pairs) {
-      RETURN_IF_ERROR(Shard(graph, *ParameterInput(*p.columns, 1), 1, group, replicated, sharded));
-      if (p.bias != nullptr) RETURN_IF_ERROR(Shard(graph, *p.bias, 0, group, replicated, sharded));
-      RETURN_IF_ERROR(Shard(graph, *ParameterInput(*p.rows, 1), 0, group, replicated, sharded));
-      RETURN_IF_ERROR(Exchange(graph, p, group));
-      log->notes.push_back(absl::StrCat(p.columns->name(), " split by columns and ", p.rows->name(),
-                                        " by rows over ", group, " ranks"));
+    const float scale = style.shared_batch ? 1.0f : 1.0f / static_cast<float>(group);
+    for (const SplitBlock& b : blocks) {
+      for (Node* c : b.columns) RETURN_IF_ERROR(Shard(graph, *WeightOf(*c), 1, group, scale, replicated, sharded));
+      for (auto [p, axis] : b.cut_parameters) RETURN_IF_ERROR(Shard(graph, *p, axis, group, scale, replicated, sharded));
+      RETURN_IF_ERROR(Shard(graph, *WeightOf(*b.rows), 0, group, scale, replicated, sharded));
+      RETURN_IF_ERROR(CutReshapes(graph, b, group));
+      RETURN_IF_ERROR(Exchange(graph, b, group, style));
+      log->notes.push_back(absl::StrCat(ColumnNames(b), " split by columns and ", b.rows->name(), " by rows over ",
+                                        group, " ranks"));
     }
-    std::vector<GroupDecl> groups = {{kModelGroup, GroupLayout::kBlocks, static_cast<int>(group)}};
-    if (replicated) groups.push_back({kReplicaGroup, GroupLayout::kStrided, static_cast<int>(group)});
-    DeclareGroups(graph, groups);
-    graph.mutable_header()->mutable_records()->set_model_parallel(static_cast<int32_t>(group));
+    RecordGroups(graph, world, group, style);
     log->notes.push_back(absl::StrCat("each rank holds ", total - sharded + sharded / group, " of the model's ", total,
                                       " parameters (", sharded, " sharded ", group, " ways)"));
     return absl::OkStatus();
@@ -134,8 +129,8 @@ class HybridPartitionPass : public Pass {
   // The dense layers to shard: those named in `layers` (a MatMul node, or a
   // layer prefix whose "<prefix>/matmul" is one; joined by +), or every one whose weight
   // is at least min_kb.
-  absl::StatusOr<std::vector<Node*>> ChooseLayers(Graph& graph, const PassOptions& o) {
-    ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
+  absl::StatusOr<std::vector<Node*>> ChooseLayers(Graph& graph, const std::vector<Node*>& order,
+                                                  const PassOptions& o) {
     std::vector<Node*> dense;
     for (Node* n : order) {
       if (IsDenseLayer(*n)) dense.push_back(n);
@@ -151,7 +146,7 @@ class HybridPartitionPass : public Pass {
     absl::flat_hash_set<const Node*> wanted;
     for (absl::string_view name : absl::StrSplit(layers, '+', absl::SkipWhitespace())) {
       Node* n = graph.FindNode(name);
-      if (n == nullptr || n->op() != "MatMul") n = graph.FindNode(absl::StrCat(name, "/matmul"));
+      if (n == nullptr || !IsDenseLayer(*n)) n = graph.FindNode(absl::StrCat(name, "/matmul"));
       if (n == nullptr || !IsDenseLayer(*n)) {
         std::vector<std::string> names;
         for (Node* d : dense) names.push_back(d->name());
@@ -168,39 +163,41 @@ class HybridPartitionPass : public Pass {
     return chosen;
   }
 
-  // Consecutive chosen layers joined by elementwise ops only become pairs.
-  absl::StatusOr<std::vector<Pair>> PairUp(Graph& graph, const std::vector<Node*>& chosen, PassLog* log) {
-    absl::flat_hash_set<const Node*> is_chosen(chosen.begin(), chosen.end());
-    absl::flat_hash_set<const Node*> used;
-    std::vector<Pair> pairs;
-    for (Node* first : chosen) {
-      if (used.contains(first)) continue;
-      Pair p{first, nullptr, nullptr};
-      for (Node* at = OnlyConsumer(*first); at != nullptr; at = OnlyConsumer(*at)) {
-        if (at->op() == "MatMul") {
-          if (is_chosen.contains(at) && !used.contains(at)) p.rows = at;
-          break;
-        }
-        if (at->op() == "BiasAdd" && ParameterInput(*at, 1) != nullptr && p.bias == nullptr) {
-          p.bias = ParameterInput(*at, 1);
-        } else if (at->op() != "Relu" && at->op() != "Sigmoid" && at->op() != "Tanh" && at->op() != "Dropout") {
-          break;
-        }
-      }
-      if (p.rows == nullptr) {
-        log->notes.push_back(absl::StrCat(first->name(), " has no dense layer right after it to pair with: it stays "
-                                          "data parallel"));
+  // Blocks in topological order, each chosen layer in at most one; a chosen
+  // layer in none stays data parallel, with the reason in the log.
+  std::vector<SplitBlock> FindBlocks(const std::vector<Node*>& chosen, const std::vector<Node*>& order, PassLog* log) {
+    absl::flat_hash_set<const Node*> free(chosen.begin(), chosen.end());
+    absl::flat_hash_map<const Node*, std::string> why;
+    std::vector<SplitBlock> blocks;
+    for (Node* rows : chosen) {
+      if (!free.contains(rows)) continue;
+      absl::StatusOr<SplitBlock> block = FindSplitBlock(rows, free, order);
+      if (!block.ok()) {
+        why[rows] = std::string(block.status().message());
         continue;
       }
-      used.insert(first);
-      used.insert(p.rows);
-      pairs.push_back(std::move(p));
+      for (Node* c : block->columns) free.erase(c);
+      free.erase(rows);
+      blocks.push_back(*std::move(block));
     }
-    return pairs;
+    for (Node* n : chosen) {
+      if (free.contains(n)) {
+        log->notes.push_back(absl::StrCat(n->name(), " stays data parallel: it is in no block of layers to cut (",
+                                          why[n], ")"));
+      }
+    }
+    return blocks;
+  }
+
+  static std::string ColumnNames(const SplitBlock& b) {
+    std::vector<std::string> names;
+    for (const Node* c : b.columns) names.push_back(c->name());
+    return absl::StrJoin(names, ", ");
   }
 
   // Makes `param` a shard: block (group rank) of `group` along `axis`.
-  absl::Status Shard(Graph& graph, Node& param, int axis, int64_t group, bool replicated, int64_t& sharded) {
+  absl::Status Shard(Graph& graph, Node& param, int axis, int64_t group, float gradient_scale, bool replicated,
+                     int64_t& sharded) {
     std::vector<int64_t> dims = param.outputs()[0].shape.dims();
     if (dims[axis] % group != 0) {
       return NodeError(graph, param,
@@ -216,38 +213,61 @@ class HybridPartitionPass : public Pass {
     attrs["shard_group"] = StringAttr(kModelGroup);
     attrs["shard_axis"] = IntAttr(axis);
     attrs["shard_count"] = IntAttr(group);
-    attrs["gradient_scale"] = FloatAttr(1.0f / static_cast<float>(group));
+    attrs["gradient_scale"] = FloatAttr(gradient_scale);
     if (replicated) attrs["replica_group"] = StringAttr(kReplicaGroup);
     return absl::OkStatus();
   }
 
-  // The pair's exchanges: gather the batches before, reduce-scatter after.
-  absl::Status Exchange(Graph& graph, const Pair& p, int64_t group) {
+  // The block's exchanges: one before its columns (they share it), one after its rows.
+  absl::Status Exchange(Graph& graph, const SplitBlock& b, int64_t group, const Style& style) {
     std::vector<std::pair<std::string, AttrValue>> attrs = {{"group", StringAttr(kModelGroup)},
                                                             {"group_size", IntAttr(group)}};
-    const Edge* in = p.columns->input_edge(0);
-    ASSIGN_OR_RETURN(Node * gather, AddOpNode(&graph, absl::StrCat(p.columns->name(), "/gather"), "GroupAllGather",
-                                              {NodeOut{in->src, in->src_port}}, attrs));
-    RETURN_IF_ERROR(graph.ReplaceInput(p.columns, 0, gather, 0));
+    const Edge* in = b.columns.front()->input_edge(0);
+    ASSIGN_OR_RETURN(Node * before, AddOpNode(&graph, absl::StrCat(b.columns.front()->name(), style.before_suffix),
+                                              style.before, {NodeOut{in->src, in->src_port}}, attrs));
+    for (Node* c : b.columns) RETURN_IF_ERROR(graph.ReplaceInput(c, 0, before, 0));
     std::vector<std::pair<Node*, int>> consumers;
-    for (const Edge* e : p.rows->out_edges()) {
+    for (const Edge* e : b.rows->out_edges()) {
       if (!e->IsControl() && e->src_port == 0) consumers.emplace_back(e->dst, e->dst_port);
     }
-    ASSIGN_OR_RETURN(Node * scatter, AddOpNode(&graph, absl::StrCat(p.rows->name(), "/reduce_scatter"),
-                                               "GroupReduceScatter", {NodeOut{p.rows, 0}}, attrs));
-    for (auto [dst, port] : consumers) RETURN_IF_ERROR(graph.ReplaceInput(dst, port, scatter, 0));
+    ASSIGN_OR_RETURN(Node * after, AddOpNode(&graph, absl::StrCat(b.rows->name(), style.after_suffix), style.after,
+                                             {NodeOut{b.rows, 0}}, attrs));
+    for (auto [dst, port] : consumers) RETURN_IF_ERROR(graph.ReplaceInput(dst, port, after, 0));
     return absl::OkStatus();
+  }
+
+  // The groups and what they mean for the data: in megatron style a model
+  // group is every `replicas`-th rank (they read one shard of the data), and
+  // the holders of one shard are consecutive.
+  static void RecordGroups(Graph& graph, int64_t world, int64_t group, const Style& style) {
+    PlanRecords& records = *graph.mutable_header()->mutable_records();
+    const int replicas = static_cast<int>(world / group);
+    std::vector<GroupDecl> groups;
+    if (style.shared_batch) {
+      groups.push_back({kModelGroup, GroupLayout::kStrided, replicas});
+      if (replicas > 1) groups.push_back({kReplicaGroup, GroupLayout::kBlocks, replicas});
+      records.set_data_replicas(replicas);
+    } else {
+      groups.push_back({kModelGroup, GroupLayout::kBlocks, static_cast<int>(group)});
+      if (replicas > 1) groups.push_back({kReplicaGroup, GroupLayout::kStrided, static_cast<int>(group)});
+    }
+    DeclareGroups(graph, groups);
+    records.set_model_parallel(static_cast<int32_t>(group));
   }
 };
 
 PassInfo HybridPartitionInfo() {
   PassInfo info{"hybrid_partition",
-                "SplitBrain: convolutions stay data parallel, pairs of large dense layers are sharded (columns, "
-                "then rows) over a model-parallel group, with the exchanges' gradients derived by autodiff.",
+                "SplitBrain and Megatron-LM: convolutions stay data parallel, blocks of large dense layers (an MLP's "
+                "pair, attention's projections) are sharded (columns, then rows) over a model-parallel group, with "
+                "the exchanges' gradients derived by autodiff.",
                 {{"group_size", OptionType::kInt, "0", "ranks per model-parallel group (0: every worker)"},
                  {"layers", OptionType::kString, "", "dense layers to shard, joined by + (fc1+fc2; default: by min_kb)"},
                  {"min_kb", OptionType::kFloat, "256", "shard every dense layer whose weight has at least this "
-                                                       "many kilobytes"}},
+                                                       "many kilobytes"},
+                 {"style", OptionType::kString, "splitbrain",
+                  "splitbrain: each rank its own batch, gathered into the block; megatron (tensor parallel): the "
+                  "group reads one batch, and each block ends in one allreduce"}},
                 [] { return std::make_unique<HybridPartitionPass>(); }};
   info.provides = {kModelPartitionedProperty};
   info.precedes = {kGradientsProperty};

@@ -26,6 +26,12 @@ absl::StatusOr<HybridTime> PredictHybrid(const HybridInputs& in) {
   const double dp_comm = RingAllReduceSeconds(in.workers, all, in.link);
   for (const GroupExchange& x : in.exchanges) {
     const double chunk = 4 * b * static_cast<double>(x.elements_per_sample);
+    if (x.allreduce) {
+      t.exchange_seconds += 2 * (g - 1) * (in.link.alpha_seconds + chunk / g / in.link.beta_bytes_per_second) +
+                            (g - 1) / g * chunk * in.link.gamma_seconds_per_byte;
+      t.hybrid_bytes_sent += 2 * (g - 1) / g * chunk;
+      continue;
+    }
     t.exchange_seconds += (g - 1) * (in.link.alpha_seconds + chunk / in.link.beta_bytes_per_second);
     if (x.reduce) t.exchange_seconds += (g - 1) * chunk * in.link.gamma_seconds_per_byte;
     t.hybrid_bytes_sent += (g - 1) * chunk;
@@ -70,6 +76,11 @@ std::optional<HybridInputs> HybridInputsFromPlan(const Graph& plan) {
       in.exchanges.push_back({false, per_sample(n->input_edge(0)->src->outputs()[n->input_edge(0)->src_port].shape)});
     } else if (n->op() == "GroupReduceScatter") {
       in.exchanges.push_back({true, per_sample(n->outputs()[0].shape)});
+    } else if (n->op() == "GroupAllReduce" && n->outputs()[0].shape.rank() > 1 &&
+               n->outputs()[0].shape.dim(0) == kUnknownDim) {
+      // Per sample (a block's output or its input's gradient), not the
+      // clip's one sum of squares.
+      in.exchanges.push_back({true, per_sample(n->outputs()[0].shape), true});
     }
   }
   return in;

@@ -280,6 +280,7 @@ TEST(ShapeTest, GlobalNormClipFactor) {
   EXPECT_EQ(OutputOf(g + OpNode("y", "GlobalNormClipFactor", {"a", "b"}, Attr("max_norm", "f: 1")), "y"), "[] float32");
   EXPECT_THAT(LoadError(g + OpNode("y", "GlobalNormClipFactor", {"a"}, Attr("max_norm", "f: 0"))),
               HasSubstr("'max_norm' must be > 0"));
+  EXPECT_EQ(OutputOf(g + OpNode("y", "SquaredNorm", {"a", "b"}), "y"), "[1] float32");
 }
 
 TEST(ShapeTest, CausalMask) {
