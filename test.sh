@@ -27,6 +27,18 @@ for arg in "$@"; do
   esac
 done
 
+# Compiled objects are kept in a disk cache shared by every clone on this
+# machine (a fresh clone rebuilds only what changed); emptied past 20 GB.
+# Tests are never taken from it or from an earlier run: every run runs them
+# all (--cache_test_results=no).
+cache="${NEREID_BAZEL_CACHE:-$HOME/.cache/nereid/bazel-disk-cache}"
+if [ -d "$cache" ] && [ "$(du -s --block-size=1G "$cache" 2>/dev/null | cut -f1)" -gt 20 ]; then
+  echo "test.sh: emptying the build cache $cache (over 20 GB)"
+  rm -rf "$cache"
+fi
+cache_flag=()
+if mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ]; then cache_flag=(--disk_cache="$cache"); fi
+
 passed=0
 failed=0
 overall=0
@@ -39,7 +51,7 @@ run_pass() {  # name, bazel args...
   # No `|| true` here: it would replace PIPESTATUS with true's (and hide a
   # failing bazel); the script runs without -e, so a grep that matches nothing
   # is harmless.
-  bazel test --test_summary=short "$@" 2>&1 | tee "$summary" | grep -vE '^(INFO|Loading|Analyzing)' | grep -E 'PASSED|FAILED|TIMEOUT|NO STATUS|ERROR|error:|Executed'
+  bazel test "${cache_flag[@]}" --cache_test_results=no --test_summary=short "$@" 2>&1 | tee "$summary" | grep -vE '^(INFO|Loading|Analyzing)' | grep -E 'PASSED|FAILED|TIMEOUT|NO STATUS|ERROR|error:|Executed'
   local rc=${PIPESTATUS[0]}
   passed=$((passed + $(grep -cE '^//.* PASSED' "$summary")))
   failed=$((failed + $(grep -cE '^//.* (FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' "$summary")))
