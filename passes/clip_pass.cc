@@ -29,8 +29,7 @@ class ClipPass : public Pass {
     if (!(max_norm > 0)) return absl::InvalidArgumentError(absl::StrCat("clip: max_norm must be > 0, got ", max_norm));
     ASSIGN_OR_RETURN(std::vector<GradientOfParameter> grads, FindGradients(graph));
     std::vector<NodeOut> values, whole;
-    std::map<std::string, std::vector<NodeOut>> shards;  // by group
-    std::map<std::string, int64_t> group_sizes;
+    std::map<std::string, Shards> shards;  // by group
     for (const GradientOfParameter& g : grads) {
       const Edge* in = g.gradient->input_edge(0);
       values.push_back(NodeOut{in->src, in->src_port});
@@ -38,12 +37,12 @@ class ClipPass : public Pass {
       if (group.empty()) {
         whole.push_back(values.back());
       } else {
-        shards[group].push_back(values.back());
-        group_sizes[group] = NodeAttrInt(*g.parameter, "shard_count", 1);
+        shards[group].size = NodeAttrInt(*g.parameter, "shard_count", 1);
+        shards[group].parts.push_back(values.back());
       }
     }
-    for (const auto& [group, parts] : shards) {
-      ASSIGN_OR_RETURN(whole.emplace_back(), GroupNorm(graph, group, group_sizes[group], parts));
+    for (const auto& [group, s] : shards) {
+      ASSIGN_OR_RETURN(whole.emplace_back(), GroupNorm(graph, group, s));
     }
     ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, "clip/factor", "GlobalNormClipFactor", whole,
                                               {{"max_norm", FloatAttr(static_cast<float>(max_norm))}}));
@@ -58,14 +57,19 @@ class ClipPass : public Pass {
   }
 
  private:
-  // sqrt(the group's sum of the squares of `parts`): a value whose square
+  struct Shards {
+    int64_t size = 1;            // the group's ranks
+    std::vector<NodeOut> parts;  // this rank's shards' gradients
+  };
+
+  // sqrt(the group's sum of the squares of its shards): a value whose square
   // is the shards' share of the global norm.
-  static absl::StatusOr<NodeOut> GroupNorm(Graph& graph, const std::string& group, int64_t size,
-                                           const std::vector<NodeOut>& parts) {
-    ASSIGN_OR_RETURN(Node * squares, AddOpNode(&graph, absl::StrCat("clip/", group, "/squares"), "SquaredNorm", parts));
+  static absl::StatusOr<NodeOut> GroupNorm(Graph& graph, const std::string& group, const Shards& shards) {
+    ASSIGN_OR_RETURN(Node * squares,
+                     AddOpNode(&graph, absl::StrCat("clip/", group, "/squares"), "SquaredNorm", shards.parts));
     ASSIGN_OR_RETURN(Node * summed, AddOpNode(&graph, absl::StrCat("clip/", group, "/sum"), "GroupAllReduce",
                                               {NodeOut{squares, 0}},
-                                              {{"group", StringAttr(group)}, {"group_size", IntAttr(size)}}));
+                                              {{"group", StringAttr(group)}, {"group_size", IntAttr(shards.size)}}));
     ASSIGN_OR_RETURN(Node * norm, AddOpNode(&graph, absl::StrCat("clip/", group, "/norm"), "Sqrt", {NodeOut{summed, 0}}));
     return NodeOut{norm, 0};
   }

@@ -218,17 +218,12 @@ absl::StatusOr<SplitBlock> FindSplitBlock(Node* rows, const absl::flat_hash_set<
       return NotABlock(*rows, absl::StrCat(block.columns.front()->name(), " and ", c->name(), " read different inputs"));
     }
   }
-  for (const Node* n : block.between) {
-    for (const Edge* e : n->out_edges()) {
-      if (e->dst != rows && !between.contains(e->dst)) {
-        return NotABlock(*rows, absl::StrCat(e->dst->name(), " reads ", n->name(), " from outside the block"));
-      }
-    }
-  }
-  for (const Node* c : block.columns) {
-    for (const Edge* e : c->out_edges()) {
-      if (e->dst != rows && !between.contains(e->dst)) {
-        return NotABlock(*rows, absl::StrCat(e->dst->name(), " reads ", c->name(), " from outside the block"));
+  for (const std::vector<Node*>* nodes : {&block.columns, &block.between}) {
+    for (const Node* n : *nodes) {
+      for (const Edge* e : n->out_edges()) {
+        if (e->dst != rows && !between.contains(e->dst)) {
+          return NotABlock(*rows, absl::StrCat(e->dst->name(), " reads ", n->name(), " from outside the block"));
+        }
       }
     }
   }

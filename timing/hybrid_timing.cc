@@ -26,14 +26,13 @@ absl::StatusOr<HybridTime> PredictHybrid(const HybridInputs& in) {
   const double dp_comm = RingAllReduceSeconds(in.workers, all, in.link);
   for (const GroupExchange& x : in.exchanges) {
     const double chunk = 4 * b * static_cast<double>(x.elements_per_sample);
-    if (x.allreduce) {
-      t.exchange_seconds += 2 * (g - 1) * (in.link.alpha_seconds + chunk / g / in.link.beta_bytes_per_second) +
-                            (g - 1) / g * chunk * in.link.gamma_seconds_per_byte;
+    if (x.kind == GroupExchange::kAllReduce) {
+      t.exchange_seconds += RingAllReduceSeconds(in.group_size, chunk, in.link);
       t.hybrid_bytes_sent += 2 * (g - 1) / g * chunk;
       continue;
     }
     t.exchange_seconds += (g - 1) * (in.link.alpha_seconds + chunk / in.link.beta_bytes_per_second);
-    if (x.reduce) t.exchange_seconds += (g - 1) * chunk * in.link.gamma_seconds_per_byte;
+    if (x.kind == GroupExchange::kReduceScatter) t.exchange_seconds += (g - 1) * chunk * in.link.gamma_seconds_per_byte;
     t.hybrid_bytes_sent += (g - 1) * chunk;
   }
   const double replicated = static_cast<double>(in.replicated_gradient_bytes);
@@ -73,14 +72,14 @@ std::optional<HybridInputs> HybridInputsFromPlan(const Graph& plan) {
         in.replicated_gradient_bytes += bytes;
       }
     } else if (n->op() == "GroupAllGather") {
-      in.exchanges.push_back({false, per_sample(n->input_edge(0)->src->outputs()[n->input_edge(0)->src_port].shape)});
+      in.exchanges.push_back({GroupExchange::kAllGather, per_sample(n->input_edge(0)->src->outputs()[n->input_edge(0)->src_port].shape)});
     } else if (n->op() == "GroupReduceScatter") {
-      in.exchanges.push_back({true, per_sample(n->outputs()[0].shape)});
+      in.exchanges.push_back({GroupExchange::kReduceScatter, per_sample(n->outputs()[0].shape)});
     } else if (n->op() == "GroupAllReduce" && n->outputs()[0].shape.rank() > 1 &&
                n->outputs()[0].shape.dim(0) == kUnknownDim) {
       // Per sample (a block's output or its input's gradient), not the
       // clip's one sum of squares.
-      in.exchanges.push_back({true, per_sample(n->outputs()[0].shape), true});
+      in.exchanges.push_back({GroupExchange::kAllReduce, per_sample(n->outputs()[0].shape)});
     }
   }
   return in;

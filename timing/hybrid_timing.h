@@ -21,8 +21,7 @@
 //   T_x = (G - 1) * (alpha + 4 B e / beta)   (+ (G-1)/G * 4 G B e * gamma for
 //                                             a reduce-scatter)
 // and a tensor-parallel (megatron style) allreduce of the group's one batch,
-// a ring of 2 (G - 1) steps of 4 B e / G bytes:
-//   T_x = 2 (G - 1) * (alpha + 4 B e / (G beta)) + (G - 1)/G * 4 B e * gamma
+// a ring of 2 (G - 1) steps of 4 B e / G bytes: T_x = T_ring(G, 4 B e)
 // Nothing overlaps in either (conservative for both; the bucketed overlap of
 // timing_model.h applies to data parallelism's backward pass and to hybrid's
 // replicated part alike). What the model leaves out: the CPU the exchanges
@@ -39,9 +38,9 @@
 namespace nereid {
 
 struct GroupExchange {
-  bool reduce = false;              // a reduce-scatter (sums) rather than an all-gather
+  enum Kind { kAllGather, kReduceScatter, kAllReduce };  // an allreduce: tensor parallel's
+  Kind kind = kAllGather;
   int64_t elements_per_sample = 0;  // of each rank's own block (an allreduce: of the whole value)
-  bool allreduce = false;           // a tensor-parallel allreduce (sums; every rank keeps all)
 };
 
 struct HybridInputs {

@@ -18,7 +18,7 @@ HybridInputs Example() {
   in.compute_seconds = 0.5;
   in.replicated_gradient_bytes = 1000000;
   in.sharded_gradient_bytes = 8000000;
-  in.exchanges = {{false, 100}, {true, 1000}, {false, 1000}};  // gather x, reduce-scatter y, gather dy
+  in.exchanges = {{GroupExchange::kAllGather, 100}, {GroupExchange::kReduceScatter, 1000}, {GroupExchange::kAllGather, 1000}};  // gather x, reduce-scatter y, gather dy
   in.link.alpha_seconds = 1e-3;
   in.link.beta_bytes_per_second = 1e6;
   return in;
@@ -38,6 +38,17 @@ TEST(HybridTimingTest, TermsAsTheHeaderWritesThem) {
   EXPECT_NEAR(t->speedup, t->data_parallel_seconds / t->hybrid_seconds, 1e-12);
   EXPECT_NEAR(t->data_parallel_bytes_sent, 1.5 * 9e6, 1e-6);
   EXPECT_NEAR(t->hybrid_bytes_sent, 3 * 4000 + 2 * 3 * 40000 + 1.5 * 1e6, 1e-6);
+}
+
+// Tensor parallel: an allreduce of the group's one batch of 1000-wide rows
+// is a ring over the 4 ranks: 2 * 3 steps of 4 * 10 * 1000 / 4 bytes.
+TEST(HybridTimingTest, TensorParallelAllReduceIsARingOverTheGroup) {
+  HybridInputs in = Example();
+  in.exchanges = {{GroupExchange::kAllReduce, 1000}};
+  absl::StatusOr<HybridTime> t = PredictHybrid(in);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(t->exchange_seconds, 6 * (1e-3 + 10000e-6), 1e-9);
+  EXPECT_NEAR(t->hybrid_bytes_sent, 6 * 10000 + 1.5 * 1e6, 1e-6);
 }
 
 TEST(HybridTimingTest, ShardsAreAveragedOverTheirReplicas) {
