@@ -33,9 +33,11 @@
 //   - "p/lookahead": a copy of U (same op, attributes and inputs) reading
 //     p/local_gradient instead of the delayed average; its output 0 replaces p
 //     for every consumer but U and itself, evaluation included.
-// Runs after the optimizer; needs pipeline(width=2) and, with several
-// workers, data_parallel's plain or 16-bit AllReduce (a gradient codec's
-// compressed allreduce is refused: its input is not the local gradient).
+// A clip between the delay state and the optimizer scales the look-ahead's
+// gradient by the same factor. Runs after the optimizer; needs
+// pipeline(width=2) and, with several workers, data_parallel's plain or
+// 16-bit AllReduce (a gradient codec's compressed allreduce is refused: its
+// input is not the local gradient).
 
 #include <vector>
 
@@ -49,10 +51,23 @@
 namespace nereid {
 namespace {
 
-// The value the rank computed for `gradient` before any averaging: through
-// the pipeline's delay state and its Feedback to the AllReduce's input.
-absl::StatusOr<NodeOut> LocalGradient(const Node& gradient) {
+// What the optimizer's gradient is made of: the rank's own gradient before
+// any averaging (through the pipeline's delay state and its Feedback to the
+// AllReduce's input), and the scalings between the delay state and the
+// Gradient node (clip's Mul by its factor), innermost first.
+struct DelayedGradient {
+  NodeOut local;
+  std::vector<NodeOut> scales;
+};
+
+absl::StatusOr<DelayedGradient> TraceDelayedGradient(const Node& gradient) {
+  DelayedGradient traced;
   const Edge* in = gradient.input_edge(0);
+  while (in->src->op() == "Mul" && in->src->num_inputs() == 2) {
+    const Edge* scale = in->src->input_edge(1);
+    traced.scales.insert(traced.scales.begin(), NodeOut{scale->src, scale->src_port});
+    in = in->src->input_edge(0);
+  }
   const Node* delay = in->src;
   if (delay->op() != "Parameter" || delay->num_inputs() != 1 || delay->input_edge(0) == nullptr ||
       delay->input_edge(0)->src->op() != "Feedback") {
@@ -63,14 +78,16 @@ absl::StatusOr<NodeOut> LocalGradient(const Node& gradient) {
   Node* source = averaged->src;
   if (source->op() == "AllReduce") {
     const Edge* local = source->input_edge(averaged->src_port);
-    return NodeOut{local->src, local->src_port};
+    traced.local = NodeOut{local->src, local->src_port};
+    return traced;
   }
   if (source->op() == "CompressedAllReduce") {
     return absl::FailedPreconditionError(absl::StrCat(
         "lookahead: '", gradient.name(), "' is averaged by the compressed allreduce '", source->name(),
         "', whose input is not the local gradient; use it with fp16/bf16 or no compression"));
   }
-  return NodeOut{source, averaged->src_port};  // one worker: the gradient is the local one
+  traced.local = NodeOut{source, averaged->src_port};  // one worker: the gradient is the local one
+  return traced;
 }
 
 // The optimizer's update of `param`: the one consumer of its Gradient node,
@@ -112,15 +129,23 @@ class LookaheadPass : public Pass {
       if (gradient->op() != "Gradient") continue;
       Node* param = graph.FindNode(gradient->def().attr().at("parameter").s());
       ASSIGN_OR_RETURN(Node * update, OptimizerUpdate(*gradient, param));
-      ASSIGN_OR_RETURN(NodeOut local, LocalGradient(*gradient));
+      ASSIGN_OR_RETURN(DelayedGradient traced, TraceDelayedGradient(*gradient));
       ASSIGN_OR_RETURN(Node * previous, AddState(graph, absl::StrCat(param->name(), "/local_gradient"),
                                                  param->outputs()[0].shape.dims(), /*per_rank=*/true));
-      RETURN_IF_ERROR(CloseLoop(graph, previous, local));
+      RETURN_IF_ERROR(CloseLoop(graph, previous, traced.local));
+      // The look-ahead's gradient gets the delayed one's scalings: clipped by
+      // the factor the averaged gradient was clipped by.
+      NodeOut own{previous, 0};
+      for (size_t k = 0; k < traced.scales.size(); ++k) {
+        ASSIGN_OR_RETURN(Node * scaled, AddOpNode(&graph, absl::StrCat(param->name(), "/lookahead_scale", k), "Mul",
+                                                  {own, traced.scales[k]}, {}));
+        own = NodeOut{scaled, 0};
+      }
 
       std::vector<NodeOut> inputs;
       for (int i = 0; i < update->num_inputs(); ++i) {
         const Edge* e = update->input_edge(i);
-        inputs.push_back(i == 1 ? NodeOut{previous, 0} : NodeOut{e->src, e->src_port});
+        inputs.push_back(i == 1 ? own : NodeOut{e->src, e->src_port});
       }
       std::vector<std::pair<std::string, AttrValue>> attrs(update->def().attr().begin(), update->def().attr().end());
       ASSIGN_OR_RETURN(Node * ahead, AddOpNode(&graph, absl::StrCat(param->name(), "/lookahead"), update->op(),

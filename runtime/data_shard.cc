@@ -16,33 +16,34 @@ absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world) {
   return DataShard{rank < readers ? static_cast<int>(rank % replicas) : 0, static_cast<int>(replicas)};
 }
 
+const Node* ImagesInput(const Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    const auto& attr = n->def().attr();
+    if (n->op() == "Input" && attr.count("feed") && attr.at("feed").s() == "images") return n;
+  }
+  return nullptr;
+}
+
 bool EqualShards(const Graph& graph) { return graph.header().records().group_size() > 0; }
 
 data::DatasetOptions DatasetOptionsFor(const Graph& graph, const std::string& dataset_name,
                                        const TrainOptions& options) {
   data::DatasetOptions dopts;
   dopts.dir = options.data_dir;
+  const Node* images = ImagesInput(graph);
   if (dataset_name == "synthetic") {
-    for (Node* n : graph.nodes()) {
-      const auto& attr = n->def().attr();
-      if (n->op() != "Input" || !attr.count("feed") || attr.at("feed").s() != "images") continue;
-      const TensorShape& s = n->outputs()[0].shape;
-      if (s.rank() == 4) {
-        dopts.channels = s.dim(1);
-        dopts.height = s.dim(2);
-        dopts.width = s.dim(3);
-      }
+    if (images != nullptr && images->outputs()[0].shape.rank() == 4) {
+      const TensorShape& s = images->outputs()[0].shape;
+      dopts.channels = s.dim(1);
+      dopts.height = s.dim(2);
+      dopts.width = s.dim(3);
     }
     auto classes = graph.header().attr().find("num_classes");
     if (classes != graph.header().attr().end()) dopts.num_classes = static_cast<int>(classes->second.i());
   }
-  if (data::IsTextDataset(dataset_name)) {
-    for (Node* n : graph.nodes()) {
-      const auto& attr = n->def().attr();
-      if (n->op() != "Input" || !attr.count("feed") || attr.at("feed").s() != "images") continue;
-      const TensorShape& s = n->outputs()[0].shape;
-      if (s.rank() == 2 && s.dim(1) > 0) dopts.sequence_length = s.dim(1);
-    }
+  if (data::IsTextDataset(dataset_name) && images != nullptr) {
+    const TensorShape& s = images->outputs()[0].shape;
+    if (s.rank() == 2 && s.dim(1) > 0) dopts.sequence_length = s.dim(1);
   }
   dopts.seed = options.seed;
   return dopts;

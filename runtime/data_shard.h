@@ -24,6 +24,10 @@ struct DataShard {
 // servers) read no data; they step with shard 0.
 absl::StatusOr<DataShard> DataShardOf(const Graph& graph, int rank, int world);
 
+// The Input the batches' samples feed (feed "images"); null in a part that
+// reads no data (a parameter server's).
+const Node* ImagesInput(const Graph& graph);
+
 // Whether the plan declares process groups: their collectives exchange
 // batches, so every rank's must be the same size. From the whole plan, so
 // every rank decides alike (a rank need not be in every group).

@@ -172,7 +172,14 @@ absl::Status TrainingRun::Connect() {
 
 absl::Status TrainingRun::LoadData() {
   std::string dataset_name = options_.dataset.empty() ? GraphAttr(*graph_, "dataset") : options_.dataset;
-  data::DatasetOptions dopts = DatasetOptionsFor(*graph_, dataset_name, options_);
+  // A parameter server's part has no data Input: the samples' shape (a text
+  // window's length, synthetic images') is read from rank 0's part, a reader.
+  std::unique_ptr<Graph> reader;
+  if (ImagesInput(*graph_) == nullptr) {
+    ASSIGN_OR_RETURN(RankPlan first, LoadRankPlan(*plan_, 0, options_.model_path));
+    reader = std::move(first.graph);
+  }
+  data::DatasetOptions dopts = DatasetOptionsFor(reader != nullptr ? *reader : *graph_, dataset_name, options_);
   ASSIGN_OR_RETURN(dopts.normalize, data::ParseNormalization(options_.normalize));
   dopts.limit = options_.train_limit;
   ASSIGN_OR_RETURN(data::Dataset train_set, data::LoadNamedDataset(dataset_name, data::Split::kTrain, dopts));

@@ -121,6 +121,31 @@ TEST_F(ParameterServerTest, SynchronousServersComputeWhatDataParallelComputes) {
   }
 }
 
+// The byte transformer on its text windows: a server's part has no data
+// Input and takes the window length from a worker's part; Adam with global
+// clipping on the server computes what data parallel does.
+TEST_F(ParameterServerTest, TheTransformerOnAServerComputesWhatDataParallelComputes) {
+  auto run = [&](int ranks, const std::string& tail, Metrics* m) {
+    std::string json = absl::StrCat(dir_, "/lm", ranks, ".json");
+    Outcome o = Shell(absl::StrCat(kNereid, " run models/char_transformer.pbtxt --dataset fortunes --workers ", ranks,
+                                   " --threads 1 --batch 2 --max-steps 3 --test-limit 8 --quiet --comm-timeout 60 "
+                                   "--passes \"autodiff,adam(lr=1e-3,decoupled=true,weight_decay=0.1)",
+                                   tail, "\" --metrics-json ", json),
+                      280);
+    if (o.exit_code == 0) *m = testing::ReadRunMetrics(json);
+    return o;
+  };
+  Metrics dp, ps;
+  Outcome o = run(2, ",data_parallel", &dp);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  o = run(3, ",parameter_server(servers=1)", &ps);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(ps.strategy, "parameter_server");
+  ASSERT_EQ(dp.losses.size(), 3u);
+  ASSERT_EQ(ps.losses.size(), 3u);
+  EXPECT_LE(testing::WorstRelativeDifference(ps.losses, dp.losses), 1e-5);
+}
+
 // Colocated: both ranks train and each serves half of the parameters (the
 // shards balanced by size), pushing to and pulling from itself through its
 // communicator's self-delivery: still data_parallel's arithmetic, and each
