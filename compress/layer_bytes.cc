@@ -7,8 +7,40 @@
 
 namespace nereid {
 
+namespace {
+
+double AllReduceShare(int world) { return world > 1 ? 2.0 * (world - 1) / world : 0.0; }
+
+}  // namespace
+
+absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& n, int world) {
+  const auto& attr = n.def().attr();
+  ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));
+  const int64_t gradients = attr.count("gradients") > 0 ? attr.at("gradients").i() : 1;
+  std::vector<std::string> names =
+      absl::StrSplit(attr.count("names") > 0 ? attr.at("names").s() : "", ',', absl::SkipEmpty());
+  std::vector<LayerBytes> layers;
+  for (int64_t g = 0; g < gradients; ++g) {
+    ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
+    const TensorShape& shape = n.outputs()[g].shape;
+    RETURN_IF_ERROR(codec->Init(shape.dims(), options));
+    LayerBytes l;
+    l.name = g < static_cast<int64_t>(names.size()) ? names[g] : absl::StrCat(n.name(), ":", g);
+    l.method = attr.at("method").s();
+    l.elements = shape.KnownElements();
+    l.payload_bytes = codec->PayloadFloats() * 4;
+    l.payload_is_bound = codec->variable_length();
+    const bool gather = codec->collective() == CodecCollective::kAllGather;
+    l.collective = gather ? "allgather" : "allreduce";
+    l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : AllReduceShare(world) * l.payload_bytes;
+    l.uncompressed_sent_bytes = AllReduceShare(world) * l.elements * 4;
+    layers.push_back(l);
+  }
+  return layers;
+}
+
 absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int world) {
-  const double allreduce_share = world > 1 ? 2.0 * (world - 1) / world : 0.0;
+  const double allreduce_share = AllReduceShare(world);
   std::vector<LayerBytes> layers;
   LayerBytes dense{"dense buckets", "float32", "allreduce"};
   for (Node* n : graph.nodes()) {
@@ -24,27 +56,8 @@ absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int w
         dense.payload_bytes += elements * bytes_per_value;
       }
     } else if (n->op() == "CompressedAllReduce") {
-      const auto& attr = n->def().attr();
-      ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));
-      const int64_t gradients = attr.count("gradients") > 0 ? attr.at("gradients").i() : 1;
-      std::vector<std::string> names =
-          absl::StrSplit(attr.count("names") > 0 ? attr.at("names").s() : "", ',', absl::SkipEmpty());
-      for (int64_t g = 0; g < gradients; ++g) {
-        ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
-        const TensorShape& shape = n->outputs()[g].shape;
-        RETURN_IF_ERROR(codec->Init(shape.dims(), options));
-        LayerBytes l;
-        l.name = g < static_cast<int64_t>(names.size()) ? names[g] : absl::StrCat(n->name(), ":", g);
-        l.method = attr.at("method").s();
-        l.elements = shape.KnownElements();
-        l.payload_bytes = codec->PayloadFloats() * 4;
-        l.payload_is_bound = codec->variable_length();
-        const bool gather = codec->collective() == CodecCollective::kAllGather;
-        l.collective = gather ? "allgather" : "allreduce";
-        l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : allreduce_share * l.payload_bytes;
-        l.uncompressed_sent_bytes = allreduce_share * l.elements * 4;
-        layers.push_back(l);
-      }
+      ASSIGN_OR_RETURN(std::vector<LayerBytes> compressed, CompressedLayerBytes(*n, world));
+      layers.insert(layers.end(), compressed.begin(), compressed.end());
     }
   }
   if (dense.elements > 0) {

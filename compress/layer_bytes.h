@@ -30,6 +30,9 @@ struct LayerBytes {
 // (n-1) blocks of the payload.
 absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int world);
 
+// The same for one CompressedAllReduce node: one entry per gradient it carries.
+absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& compressed_allreduce, int world);
+
 }  // namespace nereid
 
 #endif  // NEREID_COMPRESS_LAYER_BYTES_H_

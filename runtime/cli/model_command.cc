@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "compress/layer_bytes.h"
 #include "core/file_io.h"
 #include "core/json.h"
 #include "core/status_macros.h"
@@ -139,14 +140,18 @@ struct PlannedBuckets {
   std::vector<int64_t> parameter_bytes;  // the trained parameters' (SGP's messages)
 };
 
-absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& path) {
+// A bucket's bytes are what it puts on the wire: a 16-bit wire's two bytes
+// per value; a codec's payload, as the buffer of a ring allreduce sending as
+// much per rank (an allgather codec's (n-1) payloads are a ring allreduce of
+// n/2 of them), so the ring formula prices every message alike.
+absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& path, int workers) {
   struct Bucket {
     int64_t order, bytes = 0;
     std::vector<std::string> producers;
   };
   std::vector<Bucket> buckets;
   for (Node* n : graph.nodes()) {
-    if (n->op() != "AllReduce") continue;
+    if (n->op() != "AllReduce" && n->op() != "CompressedAllReduce") continue;
     auto bucket = n->def().attr().find("bucket");
     buckets.push_back({bucket == n->def().attr().end() ? n->id() : bucket->second.i()});
     int64_t& bytes = buckets.back().bytes;
@@ -159,8 +164,14 @@ absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& 
         return absl::FailedPreconditionError(
             absl::StrCat(path, ": input ", i, " of '", n->name(), "' has unknown shape ", out.shape.ToString()));
       }
-      int size = DataTypeSize(out.dtype);
-      bytes += out.shape.KnownElements() * (size > 0 ? size : 4);
+      const int size = NodeAttrString(*n, "wire", "float32") != "float32" ? 2 : DataTypeSize(out.dtype);
+      if (n->op() == "AllReduce") bytes += out.shape.KnownElements() * (size > 0 ? size : 4);
+    }
+    if (n->op() == "CompressedAllReduce") {
+      absl::StatusOr<std::vector<LayerBytes>> layers = CompressedLayerBytes(*n, workers);
+      if (!layers.ok()) return layers.status();
+      const double ring_share = 2.0 * (workers - 1) / workers;
+      for (const LayerBytes& l : *layers) bytes += static_cast<int64_t>(l.sent_bytes / ring_share + 0.5);
     }
   }
   std::sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.order < b.order; });
@@ -255,12 +266,12 @@ absl::StatusOr<PlannedBuckets> PlanBuckets(const std::string& path, const std::v
   }
   const std::unique_ptr<Graph>* graph = &built->whole;
   bool has_allreduce = false;
-  for (Node* n : (*graph)->nodes()) has_allreduce |= n->op() == "AllReduce";
+  for (Node* n : (*graph)->nodes()) has_allreduce |= n->op() == "AllReduce" || n->op() == "CompressedAllReduce";
   if (!has_allreduce && built->reports.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " is a plan without gradient communication: plan the model with data_parallel, or give the model"));
   }
-  absl::StatusOr<PlannedBuckets> buckets = BucketsOf(**graph, path);
+  absl::StatusOr<PlannedBuckets> buckets = BucketsOf(**graph, path, workers);
   if (buckets.ok() && buckets->bytes.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": the plan has no AllReduce buckets"));
   }

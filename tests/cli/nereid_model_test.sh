@@ -30,6 +30,16 @@ expect 0 "conv1/conv" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --p
   --link "$tmp/bench.json"
 expect 0 "25600" "$nereid" model models/lenet_fashion.pbtxt --workers 4 --compute-ms 10 \
   --link "$tmp/bench.json"  # Pipe-SGD: max(10 ms, 3.562 ms); 4 x 64 samples / 10 ms
+# A compressed plan is priced by what it sends: fp16's wire halves lenet's
+# 246,824 bytes; QSGD's 8-bit codes (allgathered, per-bucket norms, the
+# small gradients left dense) are about a quarter.
+expect 0 "gradients: 123412 bytes" "$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 10 \
+  --link "$tmp/bench.json" --passes "autodiff,compress(method=fp16),sgd(lr=0.01)"
+"$nereid" model models/lenet_fashion.pbtxt --workers 2 --compute-ms 10 --link "$tmp/bench.json" \
+  --passes "autodiff,compress(method=qsgd,bits=8,coding=fixed),sgd(lr=0.01)" --json "$tmp/qsgd.json" >/dev/null ||
+  fail "model of a QSGD plan failed"
+python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["bytes_per_step"]; sys.exit(not 246824/4.5 < b < 246824/3.5)' \
+  "$tmp/qsgd.json" || fail "a QSGD plan is not priced at about a quarter of the float32 bytes"
 # A worker 5 ms slower per step holds every strategy to its pace: the same
 # rows as 15 ms of compute, and the report says so.
 expect 0 "straggler: one worker 5.000 ms slower per step" "$nereid" model models/lenet_fashion.pbtxt --workers 4 \
