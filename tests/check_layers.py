@@ -6,6 +6,7 @@ The layers, bottom first (docs/ARCHITECTURE.md draws them):
 
   0 core/                 status macros, tensors, buffer pool, tracing, JSON, files
   1 graph/ comm/ data/    the format and IR; communicators; data loaders
+    device/               devices, streams, events; the sim and CUDA backends; the caching allocator
   2 compress/ coded/      gradient codecs; coded computing's codes (on comm/'s communicator)
   3 ops/                  op registry, shape inference, validation, kernels
   4 passes/ schedulers/   graph rewrites; executor, progress, collective engine
@@ -26,7 +27,7 @@ import tempfile
 
 LAYERS = {
     'core': 0,
-    'graph': 1, 'comm': 1, 'data': 1,
+    'graph': 1, 'comm': 1, 'data': 1, 'device': 1,
     'compress': 2, 'coded': 2,
     'ops': 3,
     'passes': 4, 'schedulers': 4,
