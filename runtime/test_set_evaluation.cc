@@ -17,9 +17,11 @@ int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options) {
   source.def = plan.source();
   absl::StatusOr<std::unique_ptr<Graph>> graph = LoadModel(source);
   if (!graph.ok()) return options.eval_batch;  // the plan was checked when it was built; keep the default
-  const int64_t per_sample = std::max<int64_t>(1, SummarizeModel(**graph).activation_bytes_per_sample);
-  const int64_t fits = std::max<int64_t>(options.batch, kEvaluationActivationBudget / per_sample);
-  return std::max<int64_t>(1, std::min(options.eval_batch, fits));
+  const ModelSummary summary = SummarizeModel(**graph);
+  const int64_t per_sample = std::max<int64_t>(1, summary.activation_bytes_per_sample);
+  const int64_t within_training = options.batch + summary.parameter_bytes / per_sample;
+  const int64_t fits = std::min(within_training, kEvaluationActivationBudget / per_sample);
+  return std::max<int64_t>({1, options.batch, std::min(options.eval_batch, fits)});
 }
 
 absl::StatusOr<Evaluation> EvaluateTestSet(Executor& executor, std::shared_ptr<const data::Dataset> test,

@@ -34,10 +34,12 @@ struct EvaluationPart {
 // Forward activations one evaluation batch may hold on a rank.
 inline constexpr int64_t kEvaluationActivationBudget = int64_t{4} << 30;
 
-// The evaluation batch: options.eval_batch, made smaller when the model's
-// forward activations at that batch would exceed the budget (a language
-// model's [B, T, ...] activations: 22 MiB a window for char_transformer,
-// which at 1,000 windows ran two ranks out of memory), but not below the
+// The evaluation batch: options.eval_batch, made smaller so that evaluation
+// holds no more than a training step does: the training batch's forward
+// activations plus one gradient of every parameter (a forward pass keeps
+// fewer of its activations alive than a training step keeps for backward),
+// so a run's peak memory is training's, and a partitioned plan keeps its
+// saving through evaluation; and within the budget above. Never below the
 // training batch. Computed from the plan's source model, so every rank
 // (whatever its part) evaluates the same batches.
 int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options);
