@@ -43,6 +43,7 @@ OpDefBuilder CodedSend() {
       .RequiredAttr("peer", AttrType::kInt, "the master's rank")
       .RequiredAttr("worker", AttrType::kInt, "this worker's coded partition (0-based)")
       .SetShapeFn(shape_fns::UnchangedShape)
+      .Communicates()
       .SetCostFn(cost_fns::NoFlops)
       .NoGradient("coded plans are made after autodiff");
   return AddCodeAttrs(b);
@@ -58,6 +59,7 @@ OpDefBuilder CodedGather() {
       .RequiredAttr("peers", AttrType::kIntList, "worker i's rank is peers[i]")
       .RequiredAttr("cols", AttrType::kInt, "columns of every result")
       .SetShapeFn(CodedGatherShape)
+      .Communicates()
       .SetCostFn(cost_fns::NoFlops)
       .NoGradient("coded plans are made after autodiff");
   return AddCodeAttrs(b);

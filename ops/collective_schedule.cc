@@ -40,6 +40,11 @@ bool IsCollective(const Node& node) {
   return def != nullptr && def->collective;
 }
 
+bool Communicates(const Node& node) {
+  const OpDef* def = OpRegistry::Global().Find(node.op());
+  return def != nullptr && def->communicates;
+}
+
 absl::Status AssignCollectiveOrder(Graph& graph) {
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
   absl::flat_hash_set<const Node*> evaluated = EvaluatedNodes(order, graph);

@@ -26,6 +26,9 @@ namespace nereid {
 std::string CollectiveGroup(const Node& node);
 // Whether the node's op has the collective trait.
 bool IsCollective(const Node& node);
+// Whether the node's op talks to other ranks: a collective or a
+// point-to-point transfer (OpDef::communicates).
+bool Communicates(const Node& node);
 
 // Numbers the collectives of every named group (see above). Idempotent.
 absl::Status AssignCollectiveOrder(Graph& graph);

@@ -202,6 +202,12 @@ OpDefBuilder& OpDefBuilder::EnumAttr(std::string name, std::vector<std::string> 
 
 OpDefBuilder& OpDefBuilder::Collective() {
   def_.collective = true;
+  def_.communicates = true;
+  return *this;
+}
+
+OpDefBuilder& OpDefBuilder::Communicates() {
+  def_.communicates = true;
   return *this;
 }
 

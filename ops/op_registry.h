@@ -147,6 +147,11 @@ struct OpDef {
   // "" or absent: the whole world); each such node has an issue position
   // (`bucket`) in its group's per-step order.
   bool collective = false;
+  // True for ops that talk to other ranks: the collectives, and the
+  // point-to-point transfers (Send, Recv, the coded ends), which have no issue
+  // order. Their kernels work on host memory (the place pass keeps them on
+  // the host).
+  bool communicates = false;
   // True for ops whose every output element depends only on the same element
   // of each input, scalars (rank 0) broadcast: a value can be cut into pieces
   // and the op applied to each (the parameter server updates a parameter
@@ -189,8 +194,11 @@ class OpDefBuilder {
   OpDefBuilder& EnumAttr(std::string name, std::vector<std::string> allowed, std::string default_value,
                          std::string doc = "");
   OpDefBuilder& ClosesCycles();
-  // The op communicates (OpDef::collective).
+  // The op is a collective (OpDef::collective; it also communicates).
   OpDefBuilder& Collective();
+  // The op talks to other ranks outside the collectives' order
+  // (OpDef::communicates): point-to-point transfers.
+  OpDefBuilder& Communicates();
   // The op is elementwise (OpDef::elementwise).
   OpDefBuilder& Elementwise();
   OpDefBuilder& SetShapeFn(ShapeFn fn);

@@ -30,6 +30,7 @@ OpDefBuilder PointToPointOp(const char* name, const char* summary) {
       .Attr("channel", AttrType::kInt, IntAttr(-1), "the pair's number (set when the plan is finished)")
       .Attr("peer", AttrType::kInt, IntAttr(-1), "the rank at the other end (set when the plan is cut per rank)")
       .Attr("eval", AttrType::kBool, BoolAttr(false), "evaluation runs the transfer (set with the channel)")
+      .Communicates()
       .SetCostFn(cost_fns::NoFlops);
 }
 

@@ -194,6 +194,18 @@ constexpr const char* kRetiredPlanAttrs[] = {
     "coded_departures",
 };
 
+// "cpu", "cpu:N", "cuda", "cuda:N", "sim", "sim:N" (N a decimal index; sim
+// is the simulated device, device/sim_device.cc).
+bool IsKnownDevice(absl::string_view device) {
+  for (absl::string_view kind : {"cpu", "cuda", "sim"}) {
+    if (!absl::ConsumePrefix(&device, kind)) continue;
+    if (device.empty()) return true;
+    if (!absl::ConsumePrefix(&device, ":") || device.empty() || device.size() > 6) return false;
+    return std::all_of(device.begin(), device.end(), [](char c) { return absl::ascii_isdigit(c); });
+  }
+  return false;
+}
+
 // The records' counts are not negative and the pipeline's width is one the
 // passes make.
 absl::Status CheckPlanRecords(const Graph& graph) {
@@ -207,11 +219,19 @@ absl::Status CheckPlanRecords(const Graph& graph) {
       {"parameter_server.servers", r.parameter_server().servers()},
       {"coded.n", r.coded().n()},
       {"coded.k", r.coded().k()},
+      {"placement.device_nodes", r.placement().device_nodes()},
+      {"placement.host_nodes", r.placement().host_nodes()},
+      {"placement.copies", r.placement().copies()},
+      {"placement.fallback_host_nodes", r.placement().fallback_host_nodes()},
   };
   for (const auto& [name, value] : counts) {
     if (value < 0 || value > (1 << 20)) {
       return GraphError(graph, absl::StrCat("the plan's records.", name, " is ", value, "; it must be in 0..", 1 << 20));
     }
+  }
+  if (!r.placement().device().empty() && !IsKnownDevice(r.placement().device())) {
+    return GraphError(graph, absl::StrCat("the plan's records.placement.device is '", r.placement().device(),
+                                          "', which Nereid does not know (cpu:N, cuda:N or sim:N)"));
   }
   if (r.pipeline_width() > 64) {
     return GraphError(graph, absl::StrCat("the plan's records.pipeline_width is ", r.pipeline_width(), "; at most 64"));
@@ -228,17 +248,6 @@ const char* TypeName(AttrValue::ValueCase c) {
     default:
       return "another type";
   }
-}
-
-// "cpu", "cpu:N", "cuda", "cuda:N" (N a decimal index).
-bool IsKnownDevice(absl::string_view device) {
-  for (absl::string_view kind : {"cpu", "cuda"}) {
-    if (!absl::ConsumePrefix(&device, kind)) continue;
-    if (device.empty()) return true;
-    if (!absl::ConsumePrefix(&device, ":") || device.empty() || device.size() > 6) return false;
-    return std::all_of(device.begin(), device.end(), [](char c) { return absl::ascii_isdigit(c); });
-  }
-  return false;
 }
 
 // Graph-level attributes: types, bounds, the nodes loss and logits name, the
@@ -282,7 +291,8 @@ absl::Status CheckGraphAttrs(const Graph& graph) {
     const NodeDef& d = node->def();
     if (!d.device().empty() && !IsKnownDevice(d.device())) {
       return NodeError(graph, *node, absl::StrCat("names device '", d.device(),
-                                                  "', which Nereid does not know (cpu, cpu:N, cuda or cuda:N)"));
+                                                  "', which Nereid does not know (cpu, cuda or sim, each with "
+                                                  "an optional :N)"));
     }
     if (d.has_worker() && workers > 0 && d.worker() >= workers) {
       return NodeError(graph, *node, absl::StrCat("runs on rank ", d.worker(), " but the plan has ", workers,

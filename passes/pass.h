@@ -98,6 +98,9 @@ struct PassInfo {
   // provides what it provides, right after the first stage by which all it
   // needs is provided (data_parallel for several workers).
   std::function<bool(const PlanTarget& target)> implied_for;
+  // Set: the pass must be the pipeline's last stage, and a graph it ran on
+  // takes no further passes (place: it places every node the others add).
+  bool runs_last = false;
 };
 
 class PassRegistry {

@@ -139,6 +139,11 @@ absl::StatusOr<std::vector<PipelineStage>> ParsePipeline(absl::string_view pipel
 }
 
 absl::Status CheckPipelineOrder(const std::vector<PipelineStage>& pipeline, const Graph* graph) {
+  if (graph != nullptr && !pipeline.empty() && GraphHasProperty(*graph, kPlacedProperty)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        pipeline[0].pass->name, " cannot run on a placed graph (on ", graph->header().records().placement().device(),
+        "): place runs last (plan it again from the model)"));
+  }
   for (size_t i = 0; i < pipeline.size(); ++i) {
     const PassInfo& pass = *pipeline[i].pass;
     for (const std::string& property : pass.needs) {
@@ -155,6 +160,10 @@ absl::Status CheckPipelineOrder(const std::vector<PipelineStage>& pipeline, cons
                                                           absl::StrJoin(providers, " or "), " before it)"));
       }
     }
+    if (pass.runs_last && i + 1 < pipeline.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(pass.name, " must be the last pass in the pass list (",
+                                                        pipeline[i + 1].pass->name, " follows it): move it to the end"));
+    }
     for (const std::string& property : pass.precedes) {
       int provider = FirstProvider(pipeline, property);
       if (provider >= 0 && provider < static_cast<int>(i)) {
@@ -163,9 +172,10 @@ absl::Status CheckPipelineOrder(const std::vector<PipelineStage>& pipeline, cons
                                                           " in the pass list (", other, " provides ", property, ")"));
       }
       if (graph != nullptr && GraphHasProperty(*graph, property)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(pass.name, " must come before what made the graph ", property,
-                         ": the graph is already ", property, " (plan it again from the model)"));
+        const std::string state = property == std::string(kOptimizerProperty) ? "has an optimizer"
+                                                                               : absl::StrCat("is already ", property);
+        return absl::FailedPreconditionError(absl::StrCat(pass.name, " must come before what made the graph so: it ",
+                                                          state, " (plan it again from the model)"));
       }
     }
   }

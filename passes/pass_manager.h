@@ -29,8 +29,9 @@ struct PipelineStage {
 absl::StatusOr<std::vector<PipelineStage>> ParsePipeline(absl::string_view pipeline);
 
 // Every stage's `needs` provided by an earlier stage when some stage provides
-// it at all, and no `precedes` provided earlier (or, given `graph`, true of
-// the graph already). The error names both passes.
+// it at all, no `precedes` provided earlier (or, given `graph`, true of the
+// graph already), and a `runs_last` pass last (given `graph`, a graph it
+// placed takes no pass). The error names both passes.
 absl::Status CheckPipelineOrder(const std::vector<PipelineStage>& pipeline, const Graph* graph = nullptr);
 
 // Adds the passes `target` implies (PassInfo::implied_for), each right after

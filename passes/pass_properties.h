@@ -27,6 +27,9 @@ inline constexpr char kModelPartitionedProperty[] = "model_partitioned";
 inline constexpr char kClippedProperty[] = "clipped";
 // Steps compute at the optimizer's look-ahead weights (lookahead).
 inline constexpr char kLookaheadProperty[] = "lookahead";
+// Every node has a device (place), and the copies between host and device
+// are in the graph; no pass may follow (PassInfo::runs_last).
+inline constexpr char kPlacedProperty[] = "placed";
 
 // The process group the gossip pass pushes over (its GroupSendRecv nodes,
 // or GroupAllReduce on the complete topology).

@@ -230,6 +230,8 @@ absl::Status Executor::Init() {
   FullInitialValues recent_full_values;
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
+    // Every node's kernel is options_.device's (the CPU's) on host memory, whatever its NodeDef.device says:
+    // the CUDA-stream scheduler that honours placement (the place pass) is not built yet.
     ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
     shape_caches_[n->id()] = std::make_unique<ShapeCache>();
     if (n->op() == "Parameter") {

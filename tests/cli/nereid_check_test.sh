@@ -33,6 +33,14 @@ sed '0,/op: "Input"/s//op: "Input"\n  device: "tpu:banana"/' models/logreg_fashi
 expect 1 "names device 'tpu:banana', which Nereid does not know" "$nereid" check "$tmp/device.pbtxt"
 sed '0,/op: "Input"/s//op: "Input"\n  device: "cpu:0"/' models/logreg_fashion.pbtxt >"$tmp/cpu0.pbtxt"
 expect 0 "trainable parameters" "$nereid" check "$tmp/cpu0.pbtxt"
+# place: the pass's note counts the copies, the placed plan checks, and a
+# pass after place is refused before anything runs.
+expect 0 "50 nodes on sim:0, 2 on the host, 2 copies (2 CopyToDevice, 0 CopyToHost)" \
+  "$nereid" plan models/mlp_fashion.pbtxt --passes 'autodiff,sgd(lr=0.1),place(device=sim)' -o "$tmp/placed.pbtxt"
+expect 0 "trainable parameters" "$nereid" check "$tmp/placed.pbtxt"
+expect 2 "place must be the last pass in the pass list (data_parallel follows it)" \
+  "$nereid" plan models/mlp_fashion.pbtxt --passes 'autodiff,sgd(lr=0.1),place(device=sim),data_parallel' \
+  -o "$tmp/misplaced.pbtxt"
 
 # A model's FLOPs are its forward pass's; a training plan's, forward and
 # backward, every matrix product and convolution included, and an optimizer

@@ -197,6 +197,24 @@ TEST(ValidationTest, PlacementNamesRanksAndRolesThePlanHas) {
               HasSubstr("names both a rank (worker) and a role"));
 }
 
+// The place pass writes "cpu:0", "sim:0" and "cuda:0"; other names are refused.
+TEST(ValidationTest, DevicesAreKnownOrRefused) {
+  auto relu_on = [](const std::string& device) {
+    return InputNode("x", {4}) + "node { name: \"r\" op: \"Relu\" input: \"x\" device: \"" + device + "\" }\n";
+  };
+  for (const char* device : {"cpu:0", "sim:0", "sim:12", "cuda:1", "sim"}) {
+    EXPECT_TRUE(LoadText(relu_on(device)).ok()) << device;
+  }
+  for (const char* device : {"tpu:0", "sim:x", "sim:", "simulator:0"}) {
+    EXPECT_THAT(LoadError(relu_on(device)), AllOf(HasSubstr("node 'r' (Relu)"),
+                                                  HasSubstr(absl::StrCat("names device '", device, "'"))));
+  }
+  EXPECT_THAT(LoadError("records { placement { device: \"tpu:0\" } }\n" + InputNode("x", {4})),
+              HasSubstr("records.placement.device is 'tpu:0'"));
+  EXPECT_THAT(LoadError("records { placement { device: \"sim:0\" copies: -1 } }\n" + InputNode("x", {4})),
+              HasSubstr("records.placement.copies is -1"));
+}
+
 TEST(ValidationTest, NegativeDimension) {
   std::string error = LoadError(InputNode("x", {-1, -3}));
   EXPECT_THAT(error, AllOf(HasSubstr("node 'x' (Input)"), HasSubstr("negative dimension -3")));

@@ -211,6 +211,9 @@ const std::vector<GradCase>& Cases() {
       // distributed stage_split test checks the transferred gradients.
       {"Send", "Send", {{{3, 4}}}},
       {"Recv", "Recv", {{{3, 4}}}},
+      // Copies between memories: identities on today's host executor.
+      {"CopyToDevice", "CopyToDevice", {{{3, 4}}}, Attr("device", "s: \"sim:0\"")},
+      {"CopyToHost", "CopyToHost", {{{3, 4}}}, Attr("device", "s: \"sim:0\"")},
       {"AddN", "AddN", {{{3, 4}}, {{3, 4}}, {{3, 4}}}},
       // Transformer and vision-network ops (PyTorch's exports).
       {"SubBroadcast", "Sub", {{{3, 4}}, {{4}}}},

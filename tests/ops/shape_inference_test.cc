@@ -501,6 +501,19 @@ TEST(ShapeTest, SendAndRecv) {
   EXPECT_THAT(LoadError(g + OpNode("r", "Recv", {"x", "x"})), HasSubstr("at most one Send"));
 }
 
+// The place pass's copies keep shape and dtype, and name a device, not the host.
+TEST(ShapeTest, CopyToDeviceAndCopyToHost) {
+  const std::string labels = OpNode("l", "Input", {}, Attr("shape", ShapeValue({-1})) + Attr("dtype", "type: DT_INT32"));
+  const std::string sim = Attr("device", "s: \"sim:0\"");
+  EXPECT_EQ(OutputOf(kImage + OpNode("d", "CopyToDevice", {"x"}, sim), "d"), "[?,3,32,32] float32");
+  EXPECT_EQ(OutputOf(labels + OpNode("d", "CopyToDevice", {"l"}, sim), "d"), "[?] int32");
+  EXPECT_EQ(OutputOf(kImage + OpNode("d", "CopyToDevice", {"x"}, sim) + OpNode("h", "CopyToHost", {"d"}, sim), "h"),
+            "[?,3,32,32] float32");
+  EXPECT_THAT(LoadError(kImage + OpNode("d", "CopyToDevice", {"x"}, Attr("device", "s: \"cpu:0\""))),
+              HasSubstr("attribute 'device' must name a device"));
+  EXPECT_THAT(LoadError(kImage + OpNode("h", "CopyToHost", {"x"})), HasSubstr("missing required attribute 'device'"));
+}
+
 TEST(ShapeTest, ShardedParameterValidatesItsInitAgainstTheFullShape) {
   std::string shard = Attr("shard_group", "s: \"model\"") + Attr("shard_axis", "i: 1") + Attr("shard_count", "i: 2");
   EXPECT_EQ(OutputOf(OpNode("w", "Parameter", {}, Attr("shape", ShapeValue({4, 3})) + shard), "w"), "[4,3] float32");

@@ -43,7 +43,7 @@ TEST(PipelineTest, ParsesPassesAndOptions) {
 
 TEST(PipelineTest, BadPipelinesSayWhatExists) {
   EXPECT_THAT(std::string(ParsePipeline("autodif").status().message()),
-              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, clip, coded, compress, data_parallel, gossip, hybrid_partition, lookahead, parameter_server, pipeline, power_gossip, sgd, stage_split"));
+              HasSubstr("unknown pass 'autodif'; passes are: adam, autodiff, clip, coded, compress, data_parallel, gossip, hybrid_partition, lookahead, parameter_server, pipeline, place, power_gossip, sgd, stage_split"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(rate=1)").status().message()),
               HasSubstr("pass 'sgd' has no option 'rate'; its options are lr (a number)"));
   EXPECT_THAT(std::string(ParsePipeline("sgd(lr=fast)").status().message()), HasSubstr("lr=fast must be a number"));
@@ -79,7 +79,16 @@ TEST(PipelineOrderTest, APipelinedGraphRefusesWhatMustPrecedePipelining) {
   auto more = ParsePipeline("data_parallel");
   ASSERT_TRUE(more.ok());
   EXPECT_THAT(std::string(RunPipeline(**graph, *more).status().message()),
-              HasSubstr("the graph is already pipelined"));
+              HasSubstr("data_parallel must come before what made the graph so: it is already pipelined"));
+}
+
+TEST(PipelineOrderTest, AnOptimizedGraphRefusesClip) {
+  auto graph = Planned("mlp_fashion", "autodiff,sgd");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto more = ParsePipeline("clip(max_norm=1)");
+  ASSERT_TRUE(more.ok());
+  EXPECT_THAT(std::string(RunPipeline(**graph, *more).status().message()),
+              HasSubstr("clip must come before what made the graph so: it has an optimizer"));
 }
 
 TEST(PipelineOrderTest, SeveralWorkersImplyDataParallelRightAfterAutodiff) {
