@@ -12,7 +12,7 @@
 # found through NCCL_LIB_DIR, or in a Python environment's nvidia-nccl wheel.
 set -euo pipefail
 
-TESTS=(//ops/cuda:elementwise_kernels_test //comm:nccl_communicator_test)
+TESTS=(//ops/cuda:elementwise_kernels_test //device:cuda_device_test //comm:nccl_communicator_test)
 
 bundle() {
   local dir=$1
