@@ -80,18 +80,7 @@ def cluster(args, ranks, command, logs):
 
 def profile(args, raw, name):
     """Two one-worker runs at once with --trace: the ranks' compute, sharing the cores, without a network."""
-    procs, traces = [], []
-    for r in range(args.workers):
-        trace = os.path.join(raw, f"profile_{name}{r}.json")
-        traces.append(trace)
-        cmd = [NEREID, "run"] + run_flags(args, args.batch) + [
-            "--passes", f"autodiff,{CLIP},{args.adam}", "--max-steps", str(args.profile_steps), "--test-limit", "8",
-            "--trace", trace]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
-    for p in procs:
-        if p.wait(timeout=900) != 0:
-            sys.exit("lm_strategies: a profiling run failed")
-    return ",".join(traces)
+    return pipe_sgd.profile_compute(args, raw, name, run_flags(args, args.batch), f"autodiff,{CLIP},{args.adam}")
 
 
 def train(args, raw, name, passes, servers, factor):

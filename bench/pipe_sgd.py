@@ -164,14 +164,15 @@ def stop_busy_link(load):
     load.wait(timeout=120)
 
 
-def profile_compute(args, out, name):
-    """N one-worker runs at once: the cluster's CPU sharing without its network."""
+def profile_compute(args, out, name, flags=None, passes=None):
+    """N one-worker runs at once: the cluster's CPU sharing without its network
+    (`flags` and `passes`: the run's, by default common_flags and sgd)."""
     procs, traces = [], []
     for r in range(args.workers):
         trace = os.path.join(out, f"profile_{name}{r}.json")
         traces.append(trace)
-        cmd = [NEREID, "run"] + common_flags(args) + [
-            "--passes", f"autodiff,sgd({args.sgd})", "--max-steps", str(args.profile_steps), "--epochs", "1",
+        cmd = [NEREID, "run"] + (flags or common_flags(args)) + [
+            "--passes", passes or f"autodiff,sgd({args.sgd})", "--max-steps", str(args.profile_steps), "--epochs", "1",
             "--test-limit", "100", "--trace", trace]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
     for p in procs:

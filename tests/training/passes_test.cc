@@ -14,6 +14,7 @@
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
 #include "schedulers/executor.h"
+#include "tests/training/plan_util.h"
 #include "tests/test_util.h"
 
 namespace nereid {
@@ -22,13 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 absl::StatusOr<std::unique_ptr<Graph>> Planned(const std::string& model, const std::string& passes) {
-  auto graph = LoadModel("models/" + model + ".pbtxt");
-  if (!graph.ok()) return graph.status();
-  auto pipeline = ParsePipeline(passes);
-  if (!pipeline.ok()) return pipeline.status();
-  auto reports = RunPipeline(**graph, *pipeline);
-  if (!reports.ok()) return reports.status();
-  return graph;
+  return testing::PlanModel(model, passes);
 }
 
 TEST(PipelineTest, ParsesPassesAndOptions) {

@@ -17,6 +17,7 @@
 #include "passes/pass_manager.h"
 #include "schedulers/executor.h"
 #include "tests/test_util.h"
+#include "tests/training/plan_util.h"
 
 namespace nereid {
 namespace {
@@ -248,22 +249,6 @@ TEST_P(PipelineWidthTest, ManyOverlappedStepsRunEveryNodeOnce) {
   ASSERT_TRUE(run.ok()) << run;
 }
 
-// `steps` batches of `batch` random lenet_fashion images and labels.
-std::vector<FeedMap> LenetFeeds(unsigned seed, int steps, int batch) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<FeedMap> feeds(steps);
-  for (FeedMap& f : feeds) {
-    std::vector<float> images(batch * 28 * 28);
-    for (float& v : images) v = normal(rng);
-    f["images"] = *Tensor::FromVector({batch, 1, 28, 28}, images);
-    Tensor labels = *Tensor::Allocate(DT_INT32, {batch});
-    for (int i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
-    f["labels"] = labels;
-  }
-  return feeds;
-}
-
 // The same on lenet (convolutions, pooling, several threads): K=2 with two
 // steps truly in flight against the same plan run one step at a time.
 TEST(PipelineConvTest, OverlappedLenetMatchesSequentialBitwise) {
@@ -284,7 +269,7 @@ TEST(PipelineConvTest, OverlappedLenetMatchesSequentialBitwise) {
   ASSERT_TRUE(sequential.ok() && overlapped.ok());
   ASSERT_EQ((*overlapped)->tracker().max_steps_in_flight(), 2);
   constexpr int kLenetSteps = 12, kLenetBatch = 16;
-  std::vector<FeedMap> feeds = LenetFeeds(5, kLenetSteps, kLenetBatch);
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(5, kLenetSteps, kLenetBatch);
   auto feeds_of = [&](int t) { return feeds[t]; };
   absl::Status sequential_run = RunSequential(**sequential, kLenetSteps, feeds_of);
   ASSERT_TRUE(sequential_run.ok()) << sequential_run;
@@ -300,7 +285,7 @@ TEST(PipelineConvTest, OverlappedLenetMatchesSequentialBitwise) {
 // thread's leftover OpenMP count broke this in about one run in three).
 TEST(PipelineConvTest, LenetOnTwoThreadsIsBitwiseReproducible) {
   constexpr int kRuns = 6, kLenetSteps = 8, kLenetBatch = 16;
-  std::vector<FeedMap> feeds = LenetFeeds(7, kLenetSteps, kLenetBatch);
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(7, kLenetSteps, kLenetBatch);
   std::vector<std::unique_ptr<Graph>> graphs;
   std::vector<std::unique_ptr<Executor>> executors;
   for (int i = 0; i < kRuns; ++i) {

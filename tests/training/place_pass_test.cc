@@ -18,6 +18,7 @@
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
 #include "schedulers/executor.h"
+#include "tests/training/plan_util.h"
 
 namespace nereid {
 namespace {
@@ -28,13 +29,7 @@ using ::testing::HasSubstr;
 constexpr char kPlaced[] = "autodiff,sgd(lr=0.1),place(device=sim)";
 
 absl::StatusOr<std::unique_ptr<Graph>> Planned(const std::string& passes, const std::string& model = "mlp_fashion") {
-  auto graph = LoadModel("models/" + model + ".pbtxt");
-  if (!graph.ok()) return graph.status();
-  auto pipeline = ParsePipeline(passes);
-  if (!pipeline.ok()) return pipeline.status();
-  auto reports = RunPipeline(**graph, *pipeline);
-  if (!reports.ok()) return reports.status();
-  return graph;
+  return testing::PlanModel(model, passes);
 }
 
 std::string PlanError(const std::string& passes) { return std::string(Planned(passes).status().message()); }
@@ -255,21 +250,6 @@ TEST(PlacePassTest, TheReportSaysWhatWasPlaced) {
   EXPECT_EQ(place.added.size(), 2u);
 }
 
-std::vector<FeedMap> MlpFeeds(int steps, int batch) {
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal;
-  std::vector<FeedMap> feeds(steps);
-  for (FeedMap& f : feeds) {
-    std::vector<float> images(batch * 28 * 28);
-    for (float& v : images) v = normal(rng);
-    f["images"] = *Tensor::FromVector({batch, 1, 28, 28}, images);
-    Tensor labels = *Tensor::Allocate(DT_INT32, {batch});
-    for (int i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
-    f["labels"] = labels;
-  }
-  return feeds;
-}
-
 // Today's executor runs every node's CPU kernel on the host, the copies
 // included: a placed plan trains exactly like the unplaced one.
 TEST(PlacePassTest, APlacedPlanTrainsBitForBitLikeTheUnplacedOne) {
@@ -285,7 +265,7 @@ TEST(PlacePassTest, APlacedPlanTrainsBitForBitLikeTheUnplacedOne) {
   ASSERT_TRUE(placed.ok()) << placed.status();
   ASSERT_TRUE(plain.ok()) << plain.status();
   constexpr int kSteps = 4, kBatch = 16;
-  std::vector<FeedMap> feeds = MlpFeeds(kSteps, kBatch);
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(3, kSteps, kBatch);
   std::vector<std::pair<std::string, Tensor>> initial = (*plain)->State();
   for (auto& [name, value] : initial) value = *value.Clone();
   for (int t = 0; t < kSteps; ++t) {

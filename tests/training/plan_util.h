@@ -1,0 +1,53 @@
+#ifndef NEREID_TESTS_TRAINING_PLAN_UTIL_H_
+#define NEREID_TESTS_TRAINING_PLAN_UTIL_H_
+
+// Helpers of the training tests: a model of models/ planned with a pass
+// list, and random Fashion-MNIST-shaped batches to run it on.
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "graph/ir.h"
+#include "ops/model_loader.h"
+#include "passes/pass_manager.h"
+#include "schedulers/executor.h"
+
+namespace nereid {
+namespace testing {
+
+// models/<model>.pbtxt after `passes`.
+inline absl::StatusOr<std::unique_ptr<Graph>> PlanModel(const std::string& model, const std::string& passes) {
+  auto graph = LoadModel("models/" + model + ".pbtxt");
+  if (!graph.ok()) return graph.status();
+  auto pipeline = ParsePipeline(passes);
+  if (!pipeline.ok()) return pipeline.status();
+  auto reports = RunPipeline(**graph, *pipeline);
+  if (!reports.ok()) return reports.status();
+  return graph;
+}
+
+// `steps` batches of `batch` random 28x28 images ("images") and labels of 10
+// classes ("labels"), drawn from `seed`.
+inline std::vector<FeedMap> RandomImageFeeds(unsigned seed, int steps, int batch) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<FeedMap> feeds(steps);
+  for (FeedMap& f : feeds) {
+    std::vector<float> images(batch * 28 * 28);
+    for (float& v : images) v = normal(rng);
+    f["images"] = *Tensor::FromVector({batch, 1, 28, 28}, images);
+    Tensor labels = *Tensor::Allocate(DT_INT32, {batch});
+    for (int i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
+    f["labels"] = labels;
+  }
+  return feeds;
+}
+
+}  // namespace testing
+}  // namespace nereid
+
+#endif  // NEREID_TESTS_TRAINING_PLAN_UTIL_H_
