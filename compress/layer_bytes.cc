@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "comm/wire_format.h"
 #include "compress/codec.h"
 #include "core/status_macros.h"
 
@@ -11,7 +12,39 @@ namespace {
 
 double AllReduceShare(int world) { return world > 1 ? 2.0 * (world - 1) / world : 0.0; }
 
+// Bytes per value of an AllReduce's wire format (attribute "wire", float32
+// when absent).
+absl::StatusOr<int> WireBytes(const Node& allreduce) {
+  auto wire = allreduce.def().attr().find("wire");
+  if (wire == allreduce.def().attr().end()) return WireBytesPerElement(WireType::kFloat32);
+  ASSIGN_OR_RETURN(const WireType type, ParseWireType(wire->second.s()));
+  return WireBytesPerElement(type);
+}
+
+int64_t InputElements(const Node& n) {
+  int64_t elements = 0;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    const Edge* e = n.input_edge(i);
+    if (e != nullptr) elements += e->src->outputs()[e->src_port].shape.KnownElements();
+  }
+  return elements;
+}
+
 }  // namespace
+
+absl::StatusOr<int64_t> RingMessageBytes(const Node& node, int world) {
+  if (node.op() == "AllReduce") {
+    ASSIGN_OR_RETURN(const int bytes, WireBytes(node));
+    return InputElements(node) * bytes;
+  }
+  if (node.op() != "CompressedAllReduce") {
+    return absl::InvalidArgumentError(absl::StrCat("'", node.name(), "' (", node.op(), ") is not an allreduce"));
+  }
+  ASSIGN_OR_RETURN(std::vector<LayerBytes> layers, CompressedLayerBytes(node, world));
+  double sent = 0;
+  for (const LayerBytes& l : layers) sent += l.sent_bytes;
+  return world > 1 ? static_cast<int64_t>(sent / AllReduceShare(world) + 0.5) : 0;
+}
 
 absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& n, int world) {
   const auto& attr = n.def().attr();
@@ -47,14 +80,10 @@ absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int w
     if (n->op() == "AllReduce") {
       auto wire = n->def().attr().find("wire");
       if (wire != n->def().attr().end()) dense.method = wire->second.s();
-      const int bytes_per_value = dense.method == "float32" ? 4 : 2;
-      for (int i = 0; i < n->num_inputs(); ++i) {
-        const Edge* e = n->input_edge(i);
-        if (e == nullptr) continue;
-        int64_t elements = e->src->outputs()[e->src_port].shape.KnownElements();
-        dense.elements += elements;
-        dense.payload_bytes += elements * bytes_per_value;
-      }
+      ASSIGN_OR_RETURN(const int bytes_per_value, WireBytes(*n));
+      const int64_t elements = InputElements(*n);
+      dense.elements += elements;
+      dense.payload_bytes += elements * bytes_per_value;
     } else if (n->op() == "CompressedAllReduce") {
       ASSIGN_OR_RETURN(std::vector<LayerBytes> compressed, CompressedLayerBytes(*n, world));
       layers.insert(layers.end(), compressed.begin(), compressed.end());

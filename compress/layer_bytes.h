@@ -30,6 +30,13 @@ struct LayerBytes {
 // (n-1) blocks of the payload.
 absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int world);
 
+// The bytes of one AllReduce or CompressedAllReduce node's message, as the
+// buffer of a float32 ring allreduce over `world` ranks that sends as much per
+// rank: an AllReduce's values at its wire format's bytes (2 for fp16/bf16),
+// a codec's payload (an allgather codec's (n-1) payloads are a ring
+// allreduce of n/2 of them). The timing model prices every message so.
+absl::StatusOr<int64_t> RingMessageBytes(const Node& node, int world);
+
 // The same for one CompressedAllReduce node: one entry per gradient it carries.
 absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& compressed_allreduce, int world);
 

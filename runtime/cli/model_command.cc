@@ -140,10 +140,9 @@ struct PlannedBuckets {
   std::vector<int64_t> parameter_bytes;  // the trained parameters' (SGP's messages)
 };
 
-// A bucket's bytes are what it puts on the wire: a 16-bit wire's two bytes
-// per value; a codec's payload, as the buffer of a ring allreduce sending as
-// much per rank (an allgather codec's (n-1) payloads are a ring allreduce of
-// n/2 of them), so the ring formula prices every message alike.
+// A bucket's bytes are what it puts on the wire, as the ring allreduce that
+// sends as much (compress/layer_bytes.h RingMessageBytes: 16-bit wires, codec
+// payloads), so the ring formula prices every message alike.
 absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& path, int workers) {
   struct Bucket {
     int64_t order, bytes = 0;
@@ -154,7 +153,6 @@ absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& 
     if (n->op() != "AllReduce" && n->op() != "CompressedAllReduce") continue;
     auto bucket = n->def().attr().find("bucket");
     buckets.push_back({bucket == n->def().attr().end() ? n->id() : bucket->second.i()});
-    int64_t& bytes = buckets.back().bytes;
     for (int i = 0; i < n->num_inputs(); ++i) {
       const Edge* e = n->input_edge(i);
       if (e == nullptr) continue;
@@ -164,15 +162,10 @@ absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& 
         return absl::FailedPreconditionError(
             absl::StrCat(path, ": input ", i, " of '", n->name(), "' has unknown shape ", out.shape.ToString()));
       }
-      const int size = NodeAttrString(*n, "wire", "float32") != "float32" ? 2 : DataTypeSize(out.dtype);
-      if (n->op() == "AllReduce") bytes += out.shape.KnownElements() * (size > 0 ? size : 4);
     }
-    if (n->op() == "CompressedAllReduce") {
-      absl::StatusOr<std::vector<LayerBytes>> layers = CompressedLayerBytes(*n, workers);
-      if (!layers.ok()) return layers.status();
-      const double ring_share = 2.0 * (workers - 1) / workers;
-      for (const LayerBytes& l : *layers) bytes += static_cast<int64_t>(l.sent_bytes / ring_share + 0.5);
-    }
+    absl::StatusOr<int64_t> bytes = RingMessageBytes(*n, workers);
+    if (!bytes.ok()) return bytes.status();
+    buckets.back().bytes = *bytes;
   }
   std::sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.order < b.order; });
   PlannedBuckets planned;
