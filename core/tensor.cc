@@ -31,6 +31,20 @@ absl::StatusOr<Tensor> Tensor::Allocate(DataType dtype, std::vector<int64_t> dim
   return t;
 }
 
+Tensor Tensor::Wrap(DataType dtype, std::vector<int64_t> dims, std::shared_ptr<void> buffer) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.num_elements_ = 1;
+  for (int64_t d : dims) t.num_elements_ *= d;
+  t.dims_ = std::move(dims);
+  t.buffer_ = std::move(buffer);
+  return t;
+}
+
+Tensor Tensor::ViewOf(const Tensor& other) {
+  return Wrap(other.dtype_, other.dims_, std::shared_ptr<void>(std::shared_ptr<void>(), other.buffer_.get()));
+}
+
 absl::StatusOr<Tensor> Tensor::Zeros(DataType dtype, std::vector<int64_t> dims) {
   ASSIGN_OR_RETURN(Tensor t, Allocate(dtype, std::move(dims)));
   if (t.num_elements_ > 0) std::memset(t.raw(), 0, t.num_bytes());

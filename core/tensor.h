@@ -26,6 +26,14 @@ class Tensor {
   static absl::StatusOr<Tensor> Allocate(DataType dtype, std::vector<int64_t> dims);
   // Allocates and fills with zeros.
   static absl::StatusOr<Tensor> Zeros(DataType dtype, std::vector<int64_t> dims);
+  // A tensor over memory the caller owns or manages: `buffer` holds at least
+  // dims' elements of `dtype`, and its deleter (if any) runs when the last
+  // Tensor sharing it is gone (a device block goes back to its allocator).
+  // A null-owner `buffer` (std::shared_ptr<void>(std::shared_ptr<void>(), p))
+  // makes a view that keeps nothing alive.
+  static Tensor Wrap(DataType dtype, std::vector<int64_t> dims, std::shared_ptr<void> buffer);
+  // A view of `other`'s data that does not keep its buffer alive.
+  static Tensor ViewOf(const Tensor& other);
   // A float32 tensor holding `values` (tests and initialisers).
   static absl::StatusOr<Tensor> FromVector(std::vector<int64_t> dims, const std::vector<float>& values);
 

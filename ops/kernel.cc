@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,13 @@ std::string KeyOf(absl::string_view op, absl::string_view device, DataType dtype
 }  // namespace
 
 absl::StatusOr<Tensor*> OpKernelContext::AllocateOutput(int i, DataType dtype) {
+  if (preset_outputs_) {
+    if (outputs_[i].dtype() != dtype) {
+      return absl::InternalError(absl::StrCat("output ", i, " was allocated as ", outputs_[i].DebugString(),
+                                              " but the kernel writes ", DataTypeName(dtype)));
+    }
+    return &outputs_[i];
+  }
   ASSIGN_OR_RETURN(outputs_[i], Tensor::Allocate(dtype, (*output_dims_)[i]));
   return &outputs_[i];
 }
@@ -29,6 +37,16 @@ absl::Status OpKernelContext::SetOutput(int i, Tensor tensor) {
   if (tensor.dims() != (*output_dims_)[i]) {
     return absl::InternalError(absl::StrCat("output ", i, " is ", tensor.DebugString(), " but shape inference said ",
                                             DimsToString((*output_dims_)[i])));
+  }
+  if (preset_outputs_) {
+    if (tensor.dtype() != outputs_[i].dtype()) {
+      return absl::InternalError(absl::StrCat("output ", i, " was allocated as ", outputs_[i].DebugString(),
+                                              " but the kernel sets ", tensor.DebugString()));
+    }
+    if (tensor.raw() != outputs_[i].raw() && tensor.num_bytes() > 0) {
+      std::memmove(outputs_[i].raw(), tensor.raw(), tensor.num_bytes());
+    }
+    return absl::OkStatus();
   }
   outputs_[i] = std::move(tensor);
   return absl::OkStatus();

@@ -64,6 +64,14 @@ class OpKernelContext {
   // which the kernel has checked against the node's declared shape.
   void SetRunTimeOutput(int i, Tensor tensor) { outputs_[i] = std::move(tensor); }
   const std::vector<int64_t>& output_dims(int i) const { return (*output_dims_)[i]; }
+  // Outputs allocated before the kernel runs, where its consumers were handed
+  // them already (a device stream's: the scheduler enqueues work ahead of
+  // it). AllocateOutput then returns output i (whose dtype must be the one
+  // asked for) and SetOutput copies the tensor's data into it.
+  void PresetOutputs(std::vector<Tensor> outputs) {
+    outputs_ = std::move(outputs);
+    preset_outputs_ = true;
+  }
   std::vector<Tensor>& outputs() { return outputs_; }
 
   // The threads this kernel uses for work of `work_items` independent items of
@@ -102,6 +110,7 @@ class OpKernelContext {
   CollectiveQueue* collectives_ = nullptr;
   PointToPointChannel* point_to_point_ = nullptr;
   int first_request_ = 0;
+  bool preset_outputs_ = false;
   int threads_ = 0;  // 0 until AcquireThreads is first called
 };
 

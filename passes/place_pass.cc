@@ -21,10 +21,10 @@
 // edges order without moving values and are left as they are.
 //
 // Runs last (PassInfo::runs_last), after the optimizer and any strategy pass,
-// and once: the plan's records.placement says what it decided. Today's
-// executor ignores NodeDef.device and runs every CPU kernel on host memory
-// (the copies are real copies there), so a placed plan trains exactly like
-// the unplaced one.
+// and once: the plan's records.placement says what it decided, and how the
+// device runs it (compute streams; the sim's delays). The executor runs a
+// plan placed on the sim on its streams (schedulers/device_streams.h); one
+// placed on cuda is refused there until CUDA kernels and launches exist.
 
 #include <algorithm>
 #include <map>
@@ -204,8 +204,20 @@ class PlacePass : public Pass {
     ASSIGN_OR_RETURN(Sides sides, ChooseSides(graph, target, fallback == "host"));
     ASSIGN_OR_RETURN(const Copies copies, InsertCopies(graph, target, sides));
 
+    const int64_t streams = context.options.GetInt("streams");
+    const int64_t delay_us = context.options.GetInt("sim_delay_us");
+    if (streams < 1 || streams > 64) {
+      return absl::InvalidArgumentError(absl::StrCat("place: streams=", streams, " is not in 1..64"));
+    }
+    if (delay_us < 0 || (delay_us > 0 && target.kind != "sim")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("place: sim_delay_us=", delay_us, " must be >= 0, and is for device=sim only"));
+    }
     PlanRecords::Placement record;
     record.set_device(target.device);
+    record.set_compute_streams(static_cast<int32_t>(streams));
+    record.set_sim_delay_us(delay_us);
+    record.set_sim_seed(static_cast<uint64_t>(context.options.GetInt("sim_seed")));
     record.set_copies(copies.to_device + copies.to_host);
     record.set_fallback_host_nodes(sides.fallback_host_nodes);
     for (Node* n : graph.nodes()) {
@@ -236,11 +248,16 @@ class PlacePass : public Pass {
 PassInfo PlaceInfo() {
   PassInfo info{"place",
                 "Puts every node on the device or the host (NodeDef.device) and inserts CopyToDevice/CopyToHost "
-                "where values cross; data feeding and communication stay on the host. Runs last. Today's executor "
-                "still runs every node on host cores.",
+                "where values cross; data feeding and communication stay on the host. Runs last. On the sim, the "
+                "executor runs the device nodes on its streams.",
                 {{"device", OptionType::kString, "", "sim, cuda or cpu (required)"},
                  {"fallback", OptionType::kString, "error",
-                  "a node without a kernel on the device: error, or host (it stays on the host)"}},
+                  "a node without a kernel on the device: error, or host (it stays on the host)"},
+                 {"streams", OptionType::kInt, "1", "compute streams the device nodes are spread over"},
+                 {"sim_delay_us", OptionType::kInt, "0",
+                  "sim: a random delay of up to this many microseconds before each launch and copy, so that a "
+                  "missing wait between streams shows as a wrong result"},
+                 {"sim_seed", OptionType::kInt, "0", "sim: the delays' seed"}},
                 [] { return std::make_unique<PlacePass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kPlacedProperty};

@@ -164,6 +164,13 @@ Executor::~Executor() {
     changed_.wait(lock, [&] { return running_ == 0; });
   }
   if (pool_ != nullptr) pool_->WaitIdle();
+  // Device work still queued reads and writes blocks that the values below
+  // hold: it finishes first.
+  if (streams_ != nullptr) {
+    streams_->Synchronize().IgnoreError();
+    runs_.clear();
+    parameter_values_.clear();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph* graph, ExecutorOptions options) {
@@ -228,10 +235,19 @@ absl::Status Executor::Init() {
   step_queue_.assign(max_id, nullptr);
   eval_queue_.assign(max_id, nullptr);
   FullInitialValues recent_full_values;
+  const PlanRecords::Placement& placement = graph_->header().records().placement();
+  if (placement.device_nodes() > 0) {
+    DeviceStreamsOptions dopts;
+    dopts.device = placement.device();
+    dopts.compute_streams = std::max(1, placement.compute_streams());
+    dopts.delay_us_max = placement.sim_delay_us();
+    dopts.seed = placement.sim_seed();
+    dopts.skip_waits_of = options_.skip_device_waits_of;
+    ASSIGN_OR_RETURN(streams_, DeviceStreams::Create(*graph_, std::move(dopts)));
+  }
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
-    // Every node's kernel is options_.device's (the CPU's) on host memory, whatever its NodeDef.device says:
-    // the CUDA-stream scheduler that honours placement (the place pass) is not built yet.
+    // The sim runs the CPU's kernels on its memory.
     ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
     shape_caches_[n->id()] = std::make_unique<ShapeCache>();
     if (n->op() == "Parameter") {
@@ -245,6 +261,10 @@ absl::Status Executor::Init() {
       }
       absl::StatusOr<Tensor> value = InitialValue(*n, init, &recent_full_values);
       if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
+      if (streams_ != nullptr && streams_->OnDevice(*n)) {
+        value = streams_->Upload(*value);
+        if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
+      }
       parameter_values_[n->id()][0] = *std::move(value);
     }
     if (IsCollective(*n)) {
@@ -405,6 +425,7 @@ absl::Status Executor::RunNode(const Node& node, const StepInfo& step, const Fee
                                const std::vector<std::vector<Tensor>>& values, const Tensor* source,
                                int reserved_threads, std::vector<Tensor>* outputs, int* first_request) {
   TraceSpan span(options_.trace, node.name(), node.op(), {{"step", step.step}});
+  RETURN_IF_ERROR(CheckHostInputs(node, values));
   ASSIGN_OR_RETURN(std::unique_ptr<NodeRun> prepared,
                    PrepareNode(node, step, feeds, values, source, reserved_threads));
   absl::Status s = kernels_[node.id()]->Compute(prepared->ctx.get());
@@ -457,13 +478,31 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
     for (int64_t id : *ids) {
       const Node& n = *nodes_[id];
       const Tensor* source = n.op() == "Parameter" ? &params[id] : nullptr;
-      status = RunNode(n, step, feeds, values, source, threads_, &values[id], nullptr);
+      if (LaunchesOnDevice(n)) {
+        absl::StatusOr<std::vector<Tensor>> outputs = LaunchOnDevice(n, step, values);
+        status = outputs.status();
+        if (outputs.ok()) values[id] = *std::move(outputs);
+      } else if (streams_ != nullptr && n.op() == "CopyToHost") {
+        const Edge* e = n.input_edge(0);
+        absl::StatusOr<Tensor> host = streams_->Download(values[e->src->id()][e->src_port]);
+        status = host.status();
+        if (host.ok()) values[id] = {*std::move(host)};
+      } else {
+        status = RunNode(n, step, feeds, values, source, threads_, &values[id], nullptr);
+      }
       if (!status.ok()) return;
     }
   });
   RETURN_IF_ERROR(status);
   std::vector<Tensor> out;
   for (const std::string& f : fetches) out.push_back(values[graph_->FindNode(f)->id()][0]);
+  if (streams_ != nullptr) {
+    for (Tensor& t : out) {
+      if (!streams_->IsDeviceTensor(t)) continue;
+      ASSIGN_OR_RETURN(t, streams_->Download(t));
+    }
+    RETURN_IF_ERROR(streams_->Synchronize());
+  }
   return out;
 }
 
@@ -576,6 +615,23 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
   last_completed_step_ = step;
   std::vector<Tensor> fetched = std::move(run->fetched);
   runs_.erase(it);
+  if (streams_ != nullptr) {
+    // The step's device work, and reading its fetched values back: the host's
+    // one wait for the device per step, outside the step.
+    lock.unlock();
+    absl::Status device = streams_->Synchronize();
+    for (Tensor& t : fetched) {
+      if (!device.ok()) break;
+      if (!streams_->IsDeviceTensor(t)) continue;
+      absl::StatusOr<Tensor> host = streams_->Download(t);
+      device = host.status();
+      if (host.ok()) t = *std::move(host);
+    }
+    if (!device.ok()) {
+      Fail(device);
+      return device;
+    }
+  }
   return fetched;
 }
 
@@ -638,6 +694,10 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
     source_value = run->sources[node_id];
     source = &source_value;
   }
+  if (LaunchesOnDevice(node) || (streams_ != nullptr && node.op() == "CopyToHost")) {
+    ExecuteOnDevice(run, node_id, cores);
+    return;
+  }
   OpKernel& kernel = *kernels_[node_id];
   if (!kernel.IsAsync()) {
     if (options_.slow_step > absl::ZeroDuration() && !run->slowed.exchange(true)) absl::SleepFor(options_.slow_step);
@@ -674,6 +734,109 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
   span.End();
   std::unique_lock<std::mutex> lock(mu_);
   // Starting a transfer needs one core; its wait needs none.
+  LearnCores(shape_class, node_id, 1);
+  free_cores_ += cores;
+  Dispatch(lock);
+}
+
+bool Executor::LaunchesOnDevice(const Node& node) const {
+  return streams_ != nullptr && streams_->OnDevice(node) && node.op() != "Parameter" && node.op() != "Feedback";
+}
+
+absl::Status Executor::CheckHostInputs(const Node& node, const std::vector<std::vector<Tensor>>& values) const {
+  if (streams_ == nullptr || streams_->OnDevice(node) || node.op() == "Parameter") return absl::OkStatus();
+  for (int i = 0; i < node.num_inputs(); ++i) {
+    const Edge* e = node.input_edge(i);
+    const std::vector<Tensor>& v = values[e->src->id()];
+    if (e->src_port < static_cast<int>(v.size()) && streams_->IsDeviceTensor(v[e->src_port])) {
+      return NodeError(*graph_, node,
+                       absl::StrCat("input ", i, " ('", e->src->name(), "') is in ", streams_->device_name(),
+                                    "'s memory, and a host node reads only host memory: the plan lacks a CopyToHost"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, const StepInfo& step,
+                                                             const std::vector<std::vector<Tensor>>& values) {
+  // What the work needs once it runs, which may be after this step's values
+  // are gone: views of the inputs and outputs (the executor's Tensors keep
+  // the blocks; the stream-ordered allocator keeps them from being reused
+  // before the work ran) and its own copy of the step.
+  struct Launch {
+    StepInfo step;
+    std::vector<Tensor> input_views;
+    std::unique_ptr<OpKernelContext> ctx;
+  };
+  auto launch = std::make_shared<Launch>();
+  launch->step = step;
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < node.num_inputs(); ++i) {
+    const Edge* e = node.input_edge(i);
+    const std::vector<Tensor>& v = values[e->src->id()];
+    if (e->src_port >= static_cast<int>(v.size()) || !v[e->src_port].valid()) {
+      return absl::InternalError(absl::StrCat("input ", i, " of '", node.name(), "' was not computed"));
+    }
+    inputs.push_back(v[e->src_port]);
+    launch->input_views.push_back(Tensor::ViewOf(v[e->src_port]));
+  }
+  std::vector<const Tensor*> input_ptrs;
+  for (const Tensor& t : launch->input_views) input_ptrs.push_back(&t);
+  ASSIGN_OR_RETURN(const std::vector<std::vector<int64_t>>* dims, OutputDims(node, input_ptrs));
+  std::vector<Tensor> outputs, output_views;
+  for (size_t i = 0; i < dims->size(); ++i) {
+    absl::StatusOr<Tensor> out = streams_->Allocate(node, node.outputs()[i].dtype, (*dims)[i]);
+    if (!out.ok()) return KernelError(node, step, out.status());
+    output_views.push_back(Tensor::ViewOf(*out));
+    outputs.push_back(*std::move(out));
+  }
+  if (node.op() == "CopyToDevice") {
+    absl::Status s = streams_->CopyIn(node, inputs[0], outputs[0]);
+    if (!s.ok()) return KernelError(node, step, s);
+    return outputs;
+  }
+  launch->ctx = std::make_unique<OpKernelContext>(&node, std::move(input_ptrs), dims, &launch->step, threads_);
+  launch->ctx->PresetOutputs(std::move(output_views));
+  OpKernel* kernel = kernels_[node.id()].get();
+  absl::Status s = streams_->Launch(node, inputs, outputs, [this, &node, kernel, launch]() -> absl::Status {
+    absl::Status status = kernel->Compute(launch->ctx.get());
+    return status.ok() ? status : KernelError(node, launch->step, status);
+  });
+  if (!s.ok()) return KernelError(node, step, s);
+  return outputs;
+}
+
+void Executor::ExecuteOnDevice(StepRun* run, int node_id, int cores) {
+  const Node& node = *nodes_[node_id];
+  TraceSpan span(options_.trace, node.name(), node.op(), {{"step", run->info.step}});
+  if (node.op() != "CopyToHost") {
+    absl::StatusOr<std::vector<Tensor>> outputs = LaunchOnDevice(node, run->info, run->values);
+    span.End();
+    if (!outputs.ok()) {
+      Finish(run, node_id, outputs.status(), {}, cores, /*first_request=*/-1);
+    } else {
+      Finish(run, node_id, absl::OkStatus(), *std::move(outputs), cores, /*first_request=*/1);
+    }
+    return;
+  }
+  // A copy out finishes when the copy has: the host node after it reads the
+  // data. Its core goes back meanwhile, as an asynchronous kernel's does.
+  const Edge* e = node.input_edge(0);
+  const Tensor& input = run->values[e->src->id()][e->src_port];
+  absl::StatusOr<Tensor> host = Tensor::Allocate(input.dtype(), input.dims());
+  if (!host.ok()) {
+    Finish(run, node_id, KernelError(node, run->info, host.status()), {}, cores, /*first_request=*/-1);
+    return;
+  }
+  const int shape_class = run->shape_class;
+  // Read now: the callback may finish the step on the watcher thread and free `run`.
+  const StepInfo info = run->info;
+  streams_->CopyOut(node, input, *host, [this, run, node_id, info, out = *host](absl::Status status) {
+    if (!status.ok()) status = KernelError(*nodes_[node_id], info, status);
+    Finish(run, node_id, std::move(status), {out}, /*cores_held=*/0, /*first_request=*/-1);
+  });
+  span.End();
+  std::unique_lock<std::mutex> lock(mu_);
   LearnCores(shape_class, node_id, 1);
   free_cores_ += cores;
   Dispatch(lock);
@@ -757,9 +920,20 @@ void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vecto
 }
 
 std::vector<std::pair<std::string, Tensor>> Executor::State() const {
-  std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<std::string, Tensor>> state;
-  for (const auto& [id, by_step] : parameter_values_) state.emplace_back(nodes_[id]->name(), by_step.rbegin()->second);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, by_step] : parameter_values_) state.emplace_back(nodes_[id]->name(), by_step.rbegin()->second);
+  }
+  if (streams_ != nullptr) {
+    for (auto& [name, value] : state) {
+      if (!streams_->IsDeviceTensor(value)) continue;
+      // State() has no error path: a failed device leaves the value empty,
+      // and the run has failed already (its FinishStep said so).
+      absl::StatusOr<Tensor> host = streams_->Download(value);
+      value = host.ok() ? *std::move(host) : Tensor();
+    }
+  }
   std::sort(state.begin(), state.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return state;
 }
@@ -776,6 +950,10 @@ absl::Status Executor::SetState(const std::string& name, const Tensor& value) {
   if (current.dims() != value.dims() || current.dtype() != value.dtype()) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' is ", current.DebugString(), ", not ", value.DebugString()));
+  }
+  if (streams_ != nullptr && streams_->IsDeviceTensor(current)) {
+    ASSIGN_OR_RETURN(current, streams_->Upload(value));
+    return absl::OkStatus();
   }
   current = value;
   return absl::OkStatus();

@@ -22,6 +22,15 @@
 //
 // Memory: each value of a step is dropped once its last consumer in that step
 // has run, which returns its buffer to the pool for the next allocation.
+//
+// A placed plan (passes/place_pass.cc, on the sim) runs its device nodes
+// asynchronously on the device's streams (schedulers/device_streams.h): the
+// node's task allocates its outputs in device memory, enqueues its kernel
+// behind event waits for its inputs, and finishes at once, so the host
+// dispatches ahead of the device and work on different streams overlaps. A
+// CopyToHost finishes when its copy has, and the host waits for the device
+// nowhere else inside a step; FinishStep waits for the step's device work
+// and reads fetched values back.
 
 #include <condition_variable>
 #include <cstdint>
@@ -40,6 +49,7 @@
 #include "graph/ir.h"
 #include "ops/kernel.h"
 #include "schedulers/collective_engine.h"
+#include "schedulers/device_streams.h"
 #include "schedulers/progress_tracker.h"
 
 namespace nereid {
@@ -80,6 +90,9 @@ struct ExecutorOptions {
   // core this much longer, at its first node to run, as a slower machine
   // would. Zero: none.
   absl::Duration slow_step = absl::ZeroDuration();
+  // Tests only: the device node whose launch skips its waits for other
+  // streams (DeviceStreamsOptions::skip_waits_of).
+  std::string skip_device_waits_of;
 };
 
 // Feed name ("images", "labels") -> the batch tensor.
@@ -121,6 +134,8 @@ class Executor {
   void Abort(absl::Status status) { Fail(std::move(status)); }
 
   int threads() const { return threads_; }
+  // The plan's device, when it places nodes on one (null otherwise).
+  const DeviceStreams* device() const { return streams_.get(); }
   const ProgressTracker& tracker() const { return *tracker_; }
 
  private:
@@ -157,6 +172,17 @@ class Executor {
                        const std::vector<std::vector<Tensor>>& values, const Tensor* source, int reserved_threads,
                        std::vector<Tensor>* outputs, int* first_request);
   absl::Status KernelError(const Node& node, const StepInfo& step, const absl::Status& status) const;
+  // A device node other than a Parameter or a Feedback (which only pass
+  // device tensors on, on the host).
+  bool LaunchesOnDevice(const Node& node) const;
+  // Allocates the node's outputs on the device and enqueues its kernel (or
+  // its copy in) on its stream; the outputs, to be read by device work only.
+  absl::StatusOr<std::vector<Tensor>> LaunchOnDevice(const Node& node, const StepInfo& step,
+                                                     const std::vector<std::vector<Tensor>>& values);
+  // A step's device node or CopyToHost.
+  void ExecuteOnDevice(StepRun* run, int node_id, int cores);
+  // A host node must not be handed device memory.
+  absl::Status CheckHostInputs(const Node& node, const std::vector<std::vector<Tensor>>& values) const;
   absl::StatusOr<const std::vector<std::vector<int64_t>>*> OutputDims(const Node& node,
                                                                       const std::vector<const Tensor*>& inputs);
   void Dispatch(std::unique_lock<std::mutex>& lock);
@@ -182,6 +208,9 @@ class Executor {
   int threads_;
   std::vector<const Node*> nodes_;  // by id (null for removed ids)
   std::vector<std::unique_ptr<OpKernel>> kernels_;
+  // The plan's device (null: every node on the host). Declared before every
+  // member that may hold device tensors, so it is destroyed after them.
+  std::unique_ptr<DeviceStreams> streams_;
   std::vector<int> feedback_target_;  // by id: the Parameter a Feedback feeds, or -1
   std::vector<int> in_step_inputs_;   // by id: data and control inputs within a step
   std::vector<int> consumers_;        // by id: data out-edges within a step

@@ -1,0 +1,291 @@
+#include "schedulers/device_streams.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "device/device_registry.h"
+#include "ops/topo_order.h"
+
+namespace nereid {
+
+absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph& graph,
+                                                                      DeviceStreamsOptions options) {
+  const std::string& device = options.device;
+  const size_t colon = device.find(':');
+  int ordinal = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(device.substr(colon + 1), &ordinal)) {
+    return absl::InvalidArgumentError(absl::StrCat("the plan's device '", device, "' is not <kind>:<ordinal>"));
+  }
+  const std::string kind = device.substr(0, colon);
+  if (kind != "sim") {
+    // Launching real CUDA kernels on streams, and the kernels themselves, are not built yet.
+    return absl::UnimplementedError(absl::StrCat("the plan places nodes on ", device,
+                                                 ", and the executor runs device plans on the sim only so far; "
+                                                 "plan with place(device=sim), or leave the nodes on the host"));
+  }
+  if (options.compute_streams < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("compute_streams must be at least 1, not ",
+                                                   options.compute_streams));
+  }
+  std::unique_ptr<DeviceStreams> s(new DeviceStreams(std::move(options)));
+  DeviceOptions dopts;
+  dopts.ordinal = ordinal;
+  dopts.delay_us_max = s->options_.delay_us_max;
+  dopts.seed = s->options_.seed;
+  ASSIGN_OR_RETURN(s->device_, DeviceRegistry::Global().Create(kind, dopts));
+  for (int i = 0; i < s->options_.compute_streams; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, s->device_->CreateStream(absl::StrCat("compute", i)));
+    s->compute_.push_back(std::move(stream));
+  }
+  ASSIGN_OR_RETURN(s->copy_in_, s->device_->CreateStream("copy_in"));
+  ASSIGN_OR_RETURN(s->copy_out_, s->device_->CreateStream("copy_out"));
+  s->allocator_ = std::make_unique<CachingAllocator>(s->device_.get());
+
+  ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
+  int position = 0;
+  for (const Node* n : order) {
+    Stream* stream;
+    if (n->op() == "CopyToDevice") {
+      stream = s->copy_in_.get();
+    } else if (n->op() == "CopyToHost") {
+      stream = s->copy_out_.get();
+    } else if (s->OnDevice(*n)) {
+      stream = s->compute_[position++ % s->compute_.size()].get();
+    } else {
+      continue;
+    }
+    s->stream_of_[n->id()] = stream;
+    if (n->name() == s->options_.skip_waits_of) s->skip_waits_of_ = n->id();
+  }
+  if (!s->options_.skip_waits_of.empty() && s->skip_waits_of_ < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("skip_waits_of: no node '", s->options_.skip_waits_of, "' on ", s->options_.device));
+  }
+  s->watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(); });
+  return s;
+}
+
+DeviceStreams::~DeviceStreams() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  if (device_ != nullptr) device_->Synchronize().IgnoreError();  // errors were reported where they happened
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_.clear();
+  }
+  // Cached blocks go back to the device before the streams they belong to do.
+  allocator_.reset();
+}
+
+Stream* DeviceStreams::StreamOf(const Node& node) const {
+  auto it = stream_of_.find(node.id());
+  return it == stream_of_.end() ? nullptr : it->second;
+}
+
+bool DeviceStreams::IsDeviceTensor(const Tensor& tensor) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return written_.count(tensor.raw()) > 0;
+}
+
+void DeviceStreams::Released(void* ptr) {
+  DeviceBlock block;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = written_.find(ptr);
+    if (it == written_.end()) return;
+    block = it->second.block;
+    written_.erase(it);
+  }
+  // A failure here leaves the block out of the cache; the device's own
+  // error, if any, is what the run reports.
+  allocator_->Free(block).IgnoreError();
+}
+
+absl::StatusOr<Tensor> DeviceStreams::AllocateOn(Stream* stream, DataType dtype, std::vector<int64_t> dims) {
+  int64_t elements = 1;
+  for (int64_t d : dims) elements *= d;
+  ASSIGN_OR_RETURN(DeviceBlock block, allocator_->Allocate(static_cast<size_t>(elements) * DataTypeSize(dtype), stream));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_[block.ptr] = Written{block, nullptr, stream};
+  }
+  std::shared_ptr<void> buffer(block.ptr, [this](void* ptr) { Released(ptr); });
+  return Tensor::Wrap(dtype, std::move(dims), std::move(buffer));
+}
+
+absl::StatusOr<Tensor> DeviceStreams::Allocate(const Node& node, DataType dtype, std::vector<int64_t> dims) {
+  Stream* stream = StreamOf(node);
+  if (stream == nullptr) {
+    return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
+  }
+  return AllocateOn(stream, dtype, std::move(dims));
+}
+
+absl::Status DeviceStreams::WaitForWrites(Stream* stream, const std::vector<Tensor>& inputs, bool skip) {
+  for (const Tensor& input : inputs) {
+    std::shared_ptr<Event> event;
+    DeviceBlock block;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = written_.find(input.raw());
+      if (it == written_.end()) {
+        return absl::InternalError(absl::StrCat("an input (", input.DebugString(), ") is not in ", options_.device,
+                                                "'s memory: a host value reaches the device without a copy"));
+      }
+      if (it->second.writer == stream) continue;  // the stream's own order covers it
+      event = it->second.event;
+      block = it->second.block;
+      if (!skip) ++stats_.cross_stream_waits;
+    }
+    if (!skip && event != nullptr) RETURN_IF_ERROR(stream->Wait(*event));
+    RETURN_IF_ERROR(allocator_->RecordUse(block, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceStreams::MarkWritten(Stream* stream, const std::vector<Tensor>& outputs) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Event> made, device_->CreateEvent());
+  std::shared_ptr<Event> event = std::move(made);
+  RETURN_IF_ERROR(stream->Record(*event));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Tensor& out : outputs) {
+    auto it = written_.find(out.raw());
+    if (it == written_.end() || it->second.writer != stream) {
+      return absl::InternalError(absl::StrCat("an output (", out.DebugString(), ") was not allocated for ",
+                                              stream->name()));
+    }
+    it->second.event = event;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceStreams::Launch(const Node& node, const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& outputs, Stream::Work work) {
+  Stream* stream = StreamOf(node);
+  if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
+  RETURN_IF_ERROR(WaitForWrites(stream, inputs, node.id() == skip_waits_of_));
+  RETURN_IF_ERROR(stream->Launch(node.name(), std::move(work)));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.launches;
+  }
+  return MarkWritten(stream, outputs);
+}
+
+absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& device_out) {
+  Stream* stream = StreamOf(node);
+  if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
+  if (host.num_bytes() != device_out.num_bytes()) {
+    return absl::InternalError(absl::StrCat("'", node.name(), "' copies ", host.DebugString(), " into ",
+                                            device_out.DebugString()));
+  }
+  if (host.num_bytes() > 0) {
+    RETURN_IF_ERROR(stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), host.raw(), host.num_bytes()));
+  }
+  // The host buffer is released once the copy has read it.
+  RETURN_IF_ERROR(stream->Launch(absl::StrCat(node.name(), " (release the host buffer)"),
+                                 [kept = std::move(host)]() mutable {
+                                   kept = Tensor();
+                                   return absl::OkStatus();
+                                 }));
+  return MarkWritten(stream, {device_out});
+}
+
+void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor host_out,
+                            std::function<void(absl::Status)> done) {
+  auto enqueue = [&]() -> absl::StatusOr<std::shared_ptr<Event>> {
+    Stream* stream = StreamOf(node);
+    if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' has no copy stream"));
+    RETURN_IF_ERROR(WaitForWrites(stream, {device_in}, node.id() == skip_waits_of_));
+    if (device_in.num_bytes() > 0) {
+      RETURN_IF_ERROR(stream->CopyDeviceToHost(host_out.raw(), device_in.raw(), device_in.num_bytes()));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Event> event, device_->CreateEvent());
+    RETURN_IF_ERROR(stream->Record(*event));
+    return std::shared_ptr<Event>(std::move(event));
+  };
+  absl::StatusOr<std::shared_ptr<Event>> event = enqueue();
+  if (!event.ok()) {
+    done(event.status());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watches_.push_back({*std::move(event), std::move(done)});
+  }
+  watch_cv_.notify_one();
+}
+
+void DeviceStreams::WatchLoop() {
+  for (;;) {
+    Watch watch;
+    {
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      watch_cv_.wait(lock, [&] { return stopping_ || !watches_.empty(); });
+      if (watches_.empty()) return;
+      watch = std::move(watches_.front());
+      watches_.pop_front();
+    }
+    // Copies out complete in their stream's order, so waiting in queue order
+    // delays no callback behind a later one.
+    absl::Status status = watch.event->Synchronize();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.host_waits;
+    }
+    watch.done(std::move(status));
+  }
+}
+
+absl::StatusOr<Tensor> DeviceStreams::Upload(const Tensor& host) {
+  ASSIGN_OR_RETURN(Tensor device, AllocateOn(copy_in_.get(), host.dtype(), host.dims()));
+  if (host.num_bytes() > 0) {
+    RETURN_IF_ERROR(copy_in_->CopyHostToDevice(device.raw(), host.raw(), host.num_bytes()));
+  }
+  RETURN_IF_ERROR(MarkWritten(copy_in_.get(), {device}));
+  // `host` may be gone once this returns.
+  RETURN_IF_ERROR(copy_in_->Synchronize());
+  return device;
+}
+
+absl::StatusOr<Tensor> DeviceStreams::Download(const Tensor& device) {
+  ASSIGN_OR_RETURN(Tensor host, Tensor::Allocate(device.dtype(), device.dims()));
+  RETURN_IF_ERROR(WaitForWrites(copy_out_.get(), {device}, /*skip=*/false));
+  if (device.num_bytes() > 0) {
+    RETURN_IF_ERROR(copy_out_->CopyDeviceToHost(host.raw(), device.raw(), device.num_bytes()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.host_waits;
+  }
+  RETURN_IF_ERROR(copy_out_->Synchronize());
+  return host;
+}
+
+absl::Status DeviceStreams::Synchronize() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.host_waits;
+  }
+  return device_->Synchronize();
+}
+
+DeviceStreamsStats DeviceStreams::stats() const {
+  DeviceStreamsStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  s.memory = allocator_->stats();
+  return s;
+}
+
+}  // namespace nereid

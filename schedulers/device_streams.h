@@ -1,0 +1,148 @@
+#ifndef NEREID_SCHEDULERS_DEVICE_STREAMS_H_
+#define NEREID_SCHEDULERS_DEVICE_STREAMS_H_
+
+// The executor's side of a placed plan (passes/place_pass.cc): the device
+// the plan names, its streams, its memory, and the rule that orders work
+// across streams without the host waiting.
+//
+// Streams: `compute_streams` compute streams, a host-to-device and a
+// device-to-host copy stream. A node keeps one stream for the whole run:
+// CopyToDevice on the first copy stream, CopyToHost on the second, every
+// other device node on compute stream (its position in topological order mod
+// compute_streams), so consecutive nodes alternate streams and every edge
+// between them is ordered by an event, not by a queue.
+//
+// Ordering: every device tensor is a fresh block from the stream-ordered
+// caching allocator, written once, by the work that produced it. The block
+// remembers that write (an event recorded on the producer's stream right
+// after it). Work launched on a stream first waits for the writes of the
+// blocks it reads that came from other streams (Stream::Wait: the stream
+// waits, the host does not) and declares those blocks used on its stream
+// (CachingAllocator::RecordUse), so a block freed by the host once its last
+// reader was enqueued is not handed out again before that reader ran.
+//
+// The host waits only where it reads device memory: a CopyToHost's
+// completion (on a watcher thread, which then calls back), fetched values
+// and evaluation results, State(). A host node given a device tensor is an
+// error, as a host pointer given to a device node is.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "device/caching_allocator.h"
+#include "device/device.h"
+#include "graph/ir.h"
+
+namespace nereid {
+
+struct DeviceStreamsOptions {
+  // The plan's device ("sim:0"); its kind picks the backend.
+  std::string device;
+  int compute_streams = 1;
+  // The sim's random delay before each launch and copy, and its seed.
+  int64_t delay_us_max = 0;
+  uint64_t seed = 0;
+  // Tests only: the node whose launch skips its waits for other streams'
+  // writes, so that a test can show the simulation catching a missing wait.
+  std::string skip_waits_of;
+};
+
+// Counters for tests and traces.
+struct DeviceStreamsStats {
+  int64_t launches = 0;
+  int64_t cross_stream_waits = 0;  // Stream::Wait calls on other streams' writes
+  int64_t host_waits = 0;          // the host waiting for device work (copies out, Synchronize)
+  AllocatorStats memory;
+};
+
+class DeviceStreams {
+ public:
+  // Streams for the nodes of `graph` placed on options.device.
+  static absl::StatusOr<std::unique_ptr<DeviceStreams>> Create(const Graph& graph, DeviceStreamsOptions options);
+  // Waits for the device, then frees what it holds.
+  ~DeviceStreams();
+
+  const std::string& device_name() const { return options_.device; }
+  bool OnDevice(const Node& node) const { return node.def().device() == options_.device; }
+  // Whether `tensor`'s data lies in a block of this device.
+  bool IsDeviceTensor(const Tensor& tensor) const;
+
+  // A device tensor for work on `node`'s stream; its block goes back to the
+  // allocator when the last Tensor sharing it is gone.
+  absl::StatusOr<Tensor> Allocate(const Node& node, DataType dtype, std::vector<int64_t> dims);
+
+  // Runs `work` on `node`'s stream once the writes of `inputs` (device
+  // tensors) are done; marks `outputs` (allocated for the node) written by it.
+  absl::Status Launch(const Node& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                      Stream::Work work);
+  // CopyToDevice: `host` into `device_out`, on the copy stream. `host` is
+  // kept alive until the copy has run.
+  absl::Status CopyIn(const Node& node, Tensor host, const Tensor& device_out);
+  // CopyToHost: `device_in` into `host_out` once written; `done` runs on the
+  // watcher thread when the copy has completed (or failed). `host_out` must
+  // stay alive until then.
+  void CopyOut(const Node& node, const Tensor& device_in, Tensor host_out, std::function<void(absl::Status)> done);
+
+  // Synchronous transfers outside steps (initial values, State, fetches).
+  absl::StatusOr<Tensor> Upload(const Tensor& host);
+  absl::StatusOr<Tensor> Download(const Tensor& device);
+
+  // The host waits for every stream; the first failure of the device's work.
+  absl::Status Synchronize();
+
+  DeviceStreamsStats stats() const;
+
+ private:
+  struct Written {
+    DeviceBlock block;
+    std::shared_ptr<Event> event;  // recorded after the write; null until written
+    Stream* writer = nullptr;
+  };
+  struct Watch {
+    std::shared_ptr<Event> event;
+    std::function<void(absl::Status)> done;
+  };
+
+  explicit DeviceStreams(DeviceStreamsOptions options) : options_(std::move(options)) {}
+  Stream* StreamOf(const Node& node) const;
+  absl::StatusOr<Tensor> AllocateOn(Stream* stream, DataType dtype, std::vector<int64_t> dims);
+  // Makes `stream` wait for the writes of `inputs` on other streams.
+  absl::Status WaitForWrites(Stream* stream, const std::vector<Tensor>& inputs, bool skip);
+  // Records the event that marks `outputs` written by `stream`'s work so far.
+  absl::Status MarkWritten(Stream* stream, const std::vector<Tensor>& outputs);
+  void Released(void* ptr);
+  void WatchLoop();
+
+  const DeviceStreamsOptions options_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::vector<std::unique_ptr<Stream>> compute_;
+  std::unique_ptr<Stream> copy_in_, copy_out_;
+  std::map<int, Stream*> stream_of_;  // node id -> its stream
+  int skip_waits_of_ = -1;            // node id (tests)
+
+  mutable std::mutex mu_;
+  std::map<const void*, Written> written_;  // by block start; guarded by mu_
+  DeviceStreamsStats stats_;                // guarded by mu_
+
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::deque<Watch> watches_;  // guarded by watch_mu_
+  bool stopping_ = false;      // guarded by watch_mu_
+  std::thread watcher_;
+};
+
+}  // namespace nereid
+
+#endif  // NEREID_SCHEDULERS_DEVICE_STREAMS_H_

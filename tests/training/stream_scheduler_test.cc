@@ -1,0 +1,280 @@
+// The executor running placed plans on the simulated device's streams
+// (schedulers/device_streams.h): every node placed on the sim is enqueued
+// behind event waits and computed on the sim's memory, with random delays
+// before every launch and copy. The sim runs the CPU's kernels, so a placed
+// plan must train bit for bit like the unplaced one on the host, whatever the
+// delays and however many compute streams; and when one wait is removed, the
+// simulation must notice.
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "schedulers/executor.h"
+#include "tests/training/plan_util.h"
+
+namespace nereid {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What a run leaves: the loss of each step and the parameters at the end.
+struct Trained {
+  std::vector<float> losses;
+  std::vector<std::pair<std::string, Tensor>> state;
+  DeviceStreamsStats device;
+  absl::Status status;
+};
+
+// Random [batch, 128] byte windows and next-byte targets (char_transformer's feeds).
+std::vector<FeedMap> RandomTextFeeds(unsigned seed, int steps, int batch) {
+  std::mt19937 rng(seed);
+  std::vector<FeedMap> feeds(steps);
+  for (FeedMap& f : feeds) {
+    Tensor tokens = *Tensor::Allocate(DT_INT64, {batch, 128});
+    Tensor targets = *Tensor::Allocate(DT_INT32, {batch, 128});
+    for (int i = 0; i < batch * 128; ++i) {
+      tokens.data<int64_t>()[i] = static_cast<int64_t>(rng() % 256);
+      targets.data<int32_t>()[i] = static_cast<int32_t>(rng() % 256);
+    }
+    f["images"] = tokens;
+    f["labels"] = targets;
+  }
+  return feeds;
+}
+
+// Random [batch, 3, 32, 32] images of 10 classes (the CIFAR-shaped models).
+std::vector<FeedMap> RandomCifarFeeds(unsigned seed, int steps, int batch) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<FeedMap> feeds(steps);
+  for (FeedMap& f : feeds) {
+    std::vector<float> images(batch * 3 * 32 * 32);
+    for (float& v : images) v = normal(rng);
+    f["images"] = *Tensor::FromVector({batch, 3, 32, 32}, images);
+    Tensor labels = *Tensor::Allocate(DT_INT32, {batch});
+    for (int i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
+    f["labels"] = labels;
+  }
+  return feeds;
+}
+
+std::vector<FeedMap> FeedsFor(const std::string& model, int steps, int batch) {
+  if (model == "char_transformer") return RandomTextFeeds(7, steps, batch);
+  if (model.find("cifar") != std::string::npos) return RandomCifarFeeds(7, steps, batch);
+  return testing::RandomImageFeeds(7, steps, batch);
+}
+
+// Trains `model` planned with `passes` on `feeds`, overlapping steps as the
+// plan allows (StartStep of t+1 before FinishStep of t).
+Trained Train(const std::string& model, const std::string& passes, const std::vector<FeedMap>& feeds,
+              const std::string& skip_waits_of = "") {
+  Trained out;
+  auto graph = testing::PlanModel(model, passes);
+  if (!graph.ok()) {
+    out.status = graph.status();
+    return out;
+  }
+  ExecutorOptions options;
+  options.threads = 2;
+  options.skip_device_waits_of = skip_waits_of;
+  auto executor = Executor::Create(graph->get(), options);
+  if (!executor.ok()) {
+    out.status = executor.status();
+    return out;
+  }
+  const int steps = static_cast<int>(feeds.size());
+  for (int t = 0; t < steps && out.status.ok(); ++t) {
+    const StepInfo step{0, t, t, steps, 1, true};
+    out.status = (*executor)->StartStep(step, feeds[t], {"loss"});
+    if (!out.status.ok()) break;
+    if (t > 0) {
+      auto loss = (*executor)->FinishStep(t - 1);
+      if (!loss.ok()) {
+        out.status = loss.status();
+        break;
+      }
+      out.losses.push_back((*loss)[0].data<float>()[0]);
+    }
+  }
+  if (out.status.ok()) {
+    auto loss = (*executor)->FinishStep(steps - 1);
+    out.status = loss.status();
+    if (loss.ok()) out.losses.push_back((*loss)[0].data<float>()[0]);
+  }
+  out.state = (*executor)->State();
+  if ((*executor)->device() != nullptr) out.device = (*executor)->device()->stats();
+  return out;
+}
+
+std::string Placed(const std::string& passes, int streams, int delay_us, int seed) {
+  return absl::StrCat(passes, ",place(device=sim,streams=", streams, ",sim_delay_us=", delay_us, ",sim_seed=", seed,
+                      ")");
+}
+
+// Same losses, and every parameter equal bit for bit.
+void ExpectSame(const Trained& host, const Trained& sim) {
+  ASSERT_TRUE(host.status.ok()) << host.status;
+  ASSERT_TRUE(sim.status.ok()) << sim.status;
+  ASSERT_EQ(host.losses.size(), sim.losses.size());
+  for (size_t t = 0; t < host.losses.size(); ++t) {
+    EXPECT_EQ(std::memcmp(&host.losses[t], &sim.losses[t], sizeof(float)), 0)
+        << "step " << t << ": host " << host.losses[t] << ", sim " << sim.losses[t];
+  }
+  ASSERT_EQ(host.state.size(), sim.state.size());
+  for (size_t i = 0; i < host.state.size(); ++i) {
+    SCOPED_TRACE(host.state[i].first);
+    ASSERT_EQ(host.state[i].first, sim.state[i].first);
+    EXPECT_TRUE(host.state[i].second.BitwiseEquals(sim.state[i].second));
+  }
+}
+
+bool Same(const Trained& host, const Trained& sim) {
+  if (!sim.status.ok() || host.losses.size() != sim.losses.size()) return false;
+  if (std::memcmp(host.losses.data(), sim.losses.data(), host.losses.size() * sizeof(float)) != 0) return false;
+  for (size_t i = 0; i < host.state.size(); ++i) {
+    if (!host.state[i].second.BitwiseEquals(sim.state[i].second)) return false;
+  }
+  return true;
+}
+
+struct ModelCase {
+  std::string model;
+  int steps;
+  int batch;
+};
+
+class EveryModelOnTheSim : public ::testing::TestWithParam<ModelCase> {};
+
+// Adam (state Parameters updated beside the weights) and, for the models
+// with batch normalisation, running statistics: every kind of state a model
+// carries from step to step crosses the streams.
+TEST_P(EveryModelOnTheSim, TrainsBitForBitLikeTheHostOnOneAndThreeStreams) {
+  const ModelCase& c = GetParam();
+  const std::string passes = "autodiff,adam(lr=0.001)";
+  std::vector<FeedMap> feeds = FeedsFor(c.model, c.steps, c.batch);
+  Trained host = Train(c.model, passes, feeds);
+  ASSERT_TRUE(host.status.ok()) << host.status;
+  for (const float loss : host.losses) ASSERT_TRUE(std::isfinite(loss));
+  for (int streams : {1, 3}) {
+    SCOPED_TRACE(absl::StrCat(streams, " compute streams"));
+    Trained sim = Train(c.model, Placed(passes, streams, 50, 1), feeds);
+    ExpectSame(host, sim);
+    EXPECT_GT(sim.device.launches, 0);
+    if (streams == 3) {
+      EXPECT_GT(sim.device.cross_stream_waits, 0);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryModelOnTheSim,
+                         ::testing::Values(ModelCase{"logreg_fashion", 3, 8}, ModelCase{"mlp_fashion", 3, 8},
+                                           ModelCase{"lenet_fashion", 3, 4}, ModelCase{"char_transformer", 2, 1},
+                                           ModelCase{"resnet20_cifar", 2, 2}),
+                         [](const auto& info) { return info.param.model; });
+
+// The strategies' plans on one worker (their collectives see a world of
+// one), two steps in flight for Pipe-SGD: 20 seeds of the delays each, on
+// one and three compute streams.
+TEST(StreamSchedulerTest, StrategiesAgreeWithTheHostOverTwentyDelaySeeds) {
+  const std::vector<std::string> strategies = {
+      "autodiff,data_parallel,sgd(lr=0.1,momentum=0.9)",
+      "autodiff,data_parallel,compress(method=qsgd,bits=8),sgd(lr=0.1)",
+      "autodiff,data_parallel,pipeline(width=2),sgd(lr=0.1)",
+  };
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(11, 4, 8);
+  for (const std::string& passes : strategies) {
+    SCOPED_TRACE(passes);
+    Trained host = Train("mlp_fashion", passes, feeds);
+    ASSERT_TRUE(host.status.ok()) << host.status;
+    for (int seed = 0; seed < 20; ++seed) {
+      for (int streams : {1, 3}) {
+        SCOPED_TRACE(absl::StrCat("seed ", seed, ", ", streams, " streams"));
+        ExpectSame(host, Train("mlp_fashion", Placed(passes, streams, 200, seed), feeds));
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+// A gradient's copy to the host (for the allreduce) enqueued without its
+// wait for the compute stream: the host enqueues it as soon as the gradient's
+// kernel is enqueued, usually long before that kernel has run behind the
+// rest of the backward pass, so the copy reads the block before it is
+// written (poison, or an older step's gradient). The sim's delays make that
+// likely in every step; the results must then differ from the host's.
+TEST(StreamSchedulerTest, RemovingOneWaitIsCaught) {
+  const std::string passes = "autodiff,data_parallel,sgd(lr=0.1)";
+  auto graph = testing::PlanModel("mlp_fashion", Placed(passes, 1, 0, 0));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::string reader;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() == "CopyToHost" && reader.empty()) reader = n->name();
+  }
+  ASSERT_FALSE(reader.empty()) << "no copy to the host in the data-parallel plan";
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(5, 3, 8);
+  Trained host = Train("mlp_fashion", passes, feeds);
+  ASSERT_TRUE(host.status.ok()) << host.status;
+  int caught = 0;
+  constexpr int kSeeds = 8;
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    // The same seed with the wait in place agrees with the host.
+    ExpectSame(host, Train("mlp_fashion", Placed(passes, 1, 2000, seed), feeds));
+    caught += Same(host, Train("mlp_fashion", Placed(passes, 1, 2000, seed), feeds, reader)) ? 0 : 1;
+  }
+  EXPECT_GT(caught, kSeeds / 2) << "without its wait, '" << reader << "' still computed the host's result in "
+                                << kSeeds - caught << " of " << kSeeds << " runs";
+}
+
+// Blocks come back to the allocator's cache and serve the next steps: the
+// device's reserved memory stops growing after the first steps; the host
+// waits for the device only at copies out and once per step.
+TEST(StreamSchedulerTest, MemoryIsReusedAcrossStepsAndTheHostWaitsOnlyWhereItReads) {
+  const std::string passes = "autodiff,data_parallel,sgd(lr=0.1,momentum=0.9)";
+  auto graph = testing::PlanModel("lenet_fashion", Placed(passes, 3, 0, 0));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int copies_out = 0;
+  for (const Node* n : (*graph)->nodes()) copies_out += n->op() == "CopyToHost" ? 1 : 0;
+  ASSERT_GT(copies_out, 0) << "the allreduce's inputs leave the device";
+  ExecutorOptions options;
+  options.threads = 2;
+  auto executor = Executor::Create(graph->get(), options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(2, 8, 8);
+  std::vector<int64_t> reserved;
+  int64_t waits_before = 0;
+  for (int t = 0; t < 8; ++t) {
+    auto loss = (*executor)->RunStep(StepInfo{0, t, t, 8, 1, true}, feeds[t], {"loss"});
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    const DeviceStreamsStats stats = (*executor)->device()->stats();
+    reserved.push_back(stats.memory.peak_bytes_reserved);
+    if (t == 6) waits_before = stats.host_waits;
+    if (t == 7) {
+      // One wait per copy out, one Synchronize and one Download of the loss per step.
+      EXPECT_EQ(stats.host_waits - waits_before, copies_out + 2);
+    }
+    EXPECT_GT(stats.memory.cache_hits, 0) << "step " << t;
+  }
+  EXPECT_EQ(reserved[3], reserved[7]) << "the device's memory grew after step 3";
+}
+
+TEST(StreamSchedulerTest, APlanOnCudaIsRefusedByTheExecutorNamingWhatToDo) {
+  auto graph = testing::PlanModel("mlp_fashion", "autodiff,sgd(lr=0.1),place(device=sim)");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  // The same plan as though placed on a GPU: the executor has no CUDA launches yet.
+  (*graph)->mutable_header()->mutable_records()->mutable_placement()->set_device("cuda:0");
+  for (Node* n : (*graph)->nodes()) {
+    if (n->def().device() == "sim:0") n->mutable_def()->set_device("cuda:0");
+  }
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_FALSE(executor.ok());
+  EXPECT_THAT(executor.status().message(), HasSubstr("place(device=sim)"));
+}
+
+}  // namespace
+}  // namespace nereid
