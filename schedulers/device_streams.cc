@@ -245,14 +245,14 @@ void DeviceStreams::WatchLoop() {
   }
 }
 
-absl::StatusOr<Tensor> DeviceStreams::Upload(const Tensor& host) {
-  ASSIGN_OR_RETURN(Tensor device, AllocateOn(copy_in_.get(), host.dtype(), host.dims()));
-  if (host.num_bytes() > 0) {
-    RETURN_IF_ERROR(copy_in_->CopyHostToDevice(device.raw(), host.raw(), host.num_bytes()));
-  }
-  RETURN_IF_ERROR(MarkWritten(copy_in_.get(), {device}));
+absl::StatusOr<Tensor> DeviceStreams::Upload(const Node& node, const Tensor& host) {
+  Stream* stream = StreamOf(node);
+  if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
+  ASSIGN_OR_RETURN(Tensor device, AllocateOn(stream, host.dtype(), host.dims()));
+  if (host.num_bytes() > 0) RETURN_IF_ERROR(stream->CopyHostToDevice(device.raw(), host.raw(), host.num_bytes()));
+  RETURN_IF_ERROR(MarkWritten(stream, {device}));
   // `host` may be gone once this returns.
-  RETURN_IF_ERROR(copy_in_->Synchronize());
+  RETURN_IF_ERROR(stream->Synchronize());
   return device;
 }
 

@@ -94,8 +94,10 @@ class DeviceStreams {
   // stay alive until then.
   void CopyOut(const Node& node, const Tensor& device_in, Tensor host_out, std::function<void(absl::Status)> done);
 
-  // Synchronous transfers outside steps (initial values, State, fetches).
-  absl::StatusOr<Tensor> Upload(const Tensor& host);
+  // Synchronous transfers outside steps: a Parameter's value onto `node`'s
+  // stream (initial values, restored state), whose work reuses its block
+  // later; values read back (State, fetches).
+  absl::StatusOr<Tensor> Upload(const Node& node, const Tensor& host);
   absl::StatusOr<Tensor> Download(const Tensor& device);
 
   // The host waits for every stream; the first failure of the device's work.

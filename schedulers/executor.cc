@@ -262,7 +262,7 @@ absl::Status Executor::Init() {
       absl::StatusOr<Tensor> value = InitialValue(*n, init, &recent_full_values);
       if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
       if (streams_ != nullptr && streams_->OnDevice(*n)) {
-        value = streams_->Upload(*value);
+        value = streams_->Upload(*n, *value);
         if (!value.ok()) return NodeError(*graph_, *n, absl::StrCat("initial value: ", value.status().message()));
       }
       parameter_values_[n->id()][0] = *std::move(value);
@@ -952,7 +952,7 @@ absl::Status Executor::SetState(const std::string& name, const Tensor& value) {
         absl::StrCat("'", name, "' is ", current.DebugString(), ", not ", value.DebugString()));
   }
   if (streams_ != nullptr && streams_->IsDeviceTensor(current)) {
-    ASSIGN_OR_RETURN(current, streams_->Upload(value));
+    ASSIGN_OR_RETURN(current, streams_->Upload(*n, value));
     return absl::OkStatus();
   }
   current = value;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every strategy, run by `nereid run` with real worker processes, trains the
+# same on the simulated device as on the host: the plan with
+# place(device=sim, 3 compute streams, random launch delays) appended ends
+# with the same parameters (fingerprint) and the same loss at every step as
+# the plan without it. The sim runs the CPU's kernels on its own memory, so
+# any difference is a scheduling bug (a missing wait, a block reused early).
+set -uo pipefail
+nereid="$1"
+source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
+
+# Prints what a run's metrics say it learnt (parameter fingerprint, the loss
+# of every step, the final train loss, test loss and accuracy), or FAILED and
+# the run's output.
+run() {  # json, args...
+  local json=$1
+  shift
+  local out
+  if ! out=$("$nereid" run "$@" --max-steps 6 --train-limit 1024 --test-limit 256 --batch 32 --quiet \
+    --metrics-json "$json" 2>&1); then
+    echo "FAILED: $out"
+    return
+  fi
+  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["parameter_fingerprint"], d["step_losses"], d["final_train_loss"], d["per_epoch"][-1]["test_loss"], d["final_test_accuracy"])' "$json"
+}
+
+check() {  # name, passes, args...
+  local name=$1 passes=$2
+  shift 2
+  local host sim
+  host=$(run "$tmp/$name.host.json" "$@" --passes "$passes")
+  sim=$(run "$tmp/$name.sim.json" "$@" --passes "$passes,place(device=sim,streams=3,sim_delay_us=100,sim_seed=${#name})")
+  if [[ "$host" == FAILED* ]]; then
+    fail "$name on the host: $host"
+    return
+  fi
+  [ "$host" == "$sim" ] || fail "$name: the sim differs from the host:\n  host $host\n  sim  $sim"
+  echo "$name: $host"
+}
+
+mlp=models/mlp_fashion.pbtxt
+logreg=models/logreg_fashion.pbtxt
+check data_parallel "autodiff,sgd(lr=0.05,momentum=0.9)" $mlp --workers 2
+check pipe_sgd "autodiff,pipeline(width=2),sgd(lr=0.05)" $mlp --workers 2
+check qsgd "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp --workers 2
+check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --workers 2
+check sgp "autodiff,sgd(lr=0.05,momentum=0.9),gossip" $mlp --workers 3
+check parameter_server "autodiff,sgd(lr=0.05),parameter_server(servers=1)" $logreg --workers 2 --servers 1
+check coded "autodiff,sgd(lr=0.05),coded(scheme=rlnc,k=2,degree=2)" $logreg --workers 3
+finish "sim strategy checks"
