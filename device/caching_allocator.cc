@@ -13,22 +13,23 @@ namespace nereid {
 CachingAllocator::CachingAllocator(Device* device) : device_(device) {}
 
 CachingAllocator::~CachingAllocator() {
-  std::vector<void*> blocks;
+  std::vector<void*> segments;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (HeldBlock& held : held_) {
-      // A failed use's event reports its error here; the work is over either way.
-      for (auto& event : held.events) event->Synchronize().IgnoreError();
-      blocks.push_back(held.ptr);
+    // A failed use's event reports its error here; the work is over either way.
+    for (Block* held : held_) {
+      for (auto& event : held->events) event->Synchronize().IgnoreError();
     }
-    for (auto& [stream, cache] : cache_) {
-      for (auto& [size, ptr] : cache) blocks.push_back(ptr);
+    // Segments with no block in use go back; one still in use is left alone.
+    for (auto& [ptr, block] : blocks_) {
+      if (block.prev != nullptr) continue;
+      bool free = true;
+      for (const Block* b = &block; b != nullptr && free; b = b->next) free = b->state != Block::kInUse;
+      if (free) segments.push_back(ptr);
     }
-    held_.clear();
-    cache_.clear();
   }
   // Errors (a guard the sim found overwritten) have no one to go to here.
-  for (void* ptr : blocks) device_->FreeRaw(ptr).IgnoreError();
+  for (void* ptr : segments) device_->FreeRaw(ptr).IgnoreError();
 }
 
 absl::StatusOr<size_t> CachingAllocator::RoundSize(size_t bytes) {
@@ -43,90 +44,115 @@ absl::StatusOr<DeviceBlock> CachingAllocator::Allocate(size_t bytes, Stream* str
   ASSIGN_OR_RETURN(const size_t size, RoundSize(bytes));
   std::lock_guard<std::mutex> lock(mu_);
   CollectHeldLocked();
-  DeviceBlock block{nullptr, 0, stream};
-  auto& cache = cache_[stream];
-  auto best = cache.lower_bound(size);
-  if (best != cache.end() && best->first / 2 < size) {
-    block.ptr = best->second;
-    block.size = best->first;
+  Block* block = nullptr;
+  const bool small = size <= kSmallSize;
+  auto& cache = cache_[{stream, small}];
+  auto best = cache.lower_bound({size, nullptr});
+  if (best != cache.end()) {
+    block = &blocks_.at(best->second);
     cache.erase(best);
     ++stats_.cache_hits;
   } else {
     // Allocating with the lock held keeps the stats exact; the device never
     // calls back into the allocator.
-    ASSIGN_OR_RETURN(block.ptr, device_->AllocateRaw(size));
-    block.size = size;
-    stats_.bytes_reserved += static_cast<int64_t>(size);
+    const size_t segment = small ? kSmallSegment : size;
+    ASSIGN_OR_RETURN(void* raw, device_->AllocateRaw(segment));
+    char* ptr = static_cast<char*>(raw);
+    block = &blocks_[ptr];
+    *block = Block{ptr, segment, stream, small, Block::kCached, nullptr, nullptr, {}, {}};
+    stats_.bytes_reserved += static_cast<int64_t>(segment);
     stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_reserved);
   }
-  live_[block.ptr] = LiveBlock{block.size, stream, {}};
-  stats_.bytes_in_use += static_cast<int64_t>(block.size);
+  // The rest stays cached, as a block of its own in the same segment: any
+  // rest of a small block, a large block's only when it is large itself (a
+  // large segment cut into slivers would serve no large request again).
+  if (block->size - size >= (small ? kGranularity : kSmallSize + 1)) {
+    Block& rest = blocks_[block->ptr + size];
+    rest = Block{block->ptr + size, block->size - size, stream, small, Block::kCached, block, block->next, {}, {}};
+    if (block->next != nullptr) block->next->prev = &rest;
+    block->next = &rest;
+    block->size = size;
+    cache.emplace(rest.size, rest.ptr);
+  }
+  block->state = Block::kInUse;
+  block->uses.clear();
+  stats_.bytes_in_use += static_cast<int64_t>(block->size);
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   ++stats_.allocations;
-  return block;
+  return DeviceBlock{block->ptr, block->size, stream};
 }
 
-absl::Status CachingAllocator::Free(const DeviceBlock& block) {
+absl::Status CachingAllocator::Free(const DeviceBlock& freed) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(block.ptr);
-  if (it == live_.end()) {
+  auto it = blocks_.find(static_cast<char*>(freed.ptr));
+  if (it == blocks_.end() || it->second.state != Block::kInUse) {
     return absl::InvalidArgumentError(
         absl::StrFormat("CachingAllocator::Free: %p is not a live block (freed twice, or not from this allocator)",
-                        block.ptr));
+                        freed.ptr));
   }
-  LiveBlock live = std::move(it->second);
-  live_.erase(it);
-  stats_.bytes_in_use -= static_cast<int64_t>(live.size);
-  if (live.uses.empty()) {
-    cache_[live.stream].emplace(live.size, block.ptr);
+  Block* block = &it->second;
+  stats_.bytes_in_use -= static_cast<int64_t>(block->size);
+  if (block->uses.empty()) {
+    CacheLocked(block);
     return absl::OkStatus();
   }
-  HeldBlock held{block.ptr, live.size, live.stream, {}};
-  for (Stream* other : live.uses) {
+  block->state = Block::kHeld;
+  for (Stream* other : block->uses) {
     absl::StatusOr<std::unique_ptr<Event>> event = TakeEventLocked();
     absl::Status status = event.status();
     if (status.ok()) status = other->Record(**event);
     if (!status.ok()) {
       // Without a fence on `other` the block can never be known free: it
       // stays reserved and is never reused.
+      block->events.clear();
       return absl::Status(status.code(), absl::StrFormat("CachingAllocator::Free: block %p used on %s is kept out of "
                                                          "use: cannot fence that use: %s",
-                                                         block.ptr, other->name(), status.message()));
+                                                         freed.ptr, other->name(), status.message()));
     }
-    held.events.push_back(*std::move(event));
+    block->events.push_back(*std::move(event));
   }
-  held_.push_back(std::move(held));
+  block->uses.clear();
+  held_.push_back(block);
   return absl::OkStatus();
 }
 
-absl::Status CachingAllocator::RecordUse(const DeviceBlock& block, Stream* other) {
+absl::Status CachingAllocator::RecordUse(const DeviceBlock& used, Stream* other) {
   if (other == nullptr) return absl::InvalidArgumentError("CachingAllocator::RecordUse: no stream");
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(block.ptr);
-  if (it == live_.end()) {
+  auto it = blocks_.find(static_cast<char*>(used.ptr));
+  if (it == blocks_.end() || it->second.state != Block::kInUse) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("CachingAllocator::RecordUse: %p is not a live block", block.ptr));
+        absl::StrFormat("CachingAllocator::RecordUse: %p is not a live block", used.ptr));
   }
-  LiveBlock& live = it->second;
-  if (other != live.stream && std::find(live.uses.begin(), live.uses.end(), other) == live.uses.end()) {
-    live.uses.push_back(other);
+  Block& block = it->second;
+  if (other != block.stream && std::find(block.uses.begin(), block.uses.end(), other) == block.uses.end()) {
+    block.uses.push_back(other);
   }
   return absl::OkStatus();
 }
 
 absl::Status CachingAllocator::EmptyCache() {
-  std::vector<std::pair<void*, size_t>> blocks;
+  std::vector<std::pair<void*, size_t>> segments;
   {
     std::lock_guard<std::mutex> lock(mu_);
     CollectHeldLocked();
+    // A cached block with no neighbours is a whole segment.
     for (auto& [stream, cache] : cache_) {
-      for (auto& [size, ptr] : cache) blocks.emplace_back(ptr, size);
+      for (auto it = cache.begin(); it != cache.end();) {
+        Block& block = blocks_.at(it->second);
+        if (block.prev != nullptr || block.next != nullptr) {
+          ++it;
+          continue;
+        }
+        segments.emplace_back(block.ptr, block.size);
+        blocks_.erase(block.ptr);
+        it = cache.erase(it);
+      }
     }
-    cache_.clear();
   }
   // Freed unlocked: the device waits for its streams, which may take long.
   absl::Status first;
-  for (const auto& [ptr, size] : blocks) {
+  for (const auto& [ptr, size] : segments) {
     absl::Status status = device_->FreeRaw(ptr);
     if (first.ok()) first = status;
     std::lock_guard<std::mutex> lock(mu_);
@@ -143,21 +169,45 @@ AllocatorStats CachingAllocator::stats() const {
   return stats;
 }
 
+void CachingAllocator::CacheLocked(Block* block) {
+  auto& cache = cache_[{block->stream, block->small}];
+  block->state = Block::kCached;
+  // Absorbs a cached right neighbour, then is absorbed by a cached left one.
+  if (Block* next = block->next; next != nullptr && next->state == Block::kCached) {
+    cache.erase({next->size, next->ptr});
+    block->size += next->size;
+    block->next = next->next;
+    if (block->next != nullptr) block->next->prev = block;
+    blocks_.erase(next->ptr);
+  }
+  if (Block* prev = block->prev; prev != nullptr && prev->state == Block::kCached) {
+    cache.erase({prev->size, prev->ptr});
+    prev->size += block->size;
+    prev->next = block->next;
+    if (prev->next != nullptr) prev->next->prev = prev;
+    blocks_.erase(block->ptr);
+    block = prev;
+  }
+  cache.emplace(block->size, block->ptr);
+}
+
 void CachingAllocator::CollectHeldLocked() {
-  auto done = [](HeldBlock& held) {
-    for (auto& event : held.events) {
+  auto done = [](const Block* held) {
+    for (const auto& event : held->events) {
       absl::StatusOr<bool> complete = event->Query();
       // An error: the use failed, and the block stays held (see the header).
       if (!complete.ok() || !*complete) return false;
     }
-    return true;
+    return !held->events.empty();
   };
-  auto keep = std::partition(held_.begin(), held_.end(), [&](HeldBlock& held) { return !done(held); });
-  for (auto it = keep; it != held_.end(); ++it) {
-    cache_[it->stream].emplace(it->size, it->ptr);
-    for (auto& event : it->events) spare_events_.push_back(std::move(event));
-  }
+  auto keep = std::partition(held_.begin(), held_.end(), [&](const Block* held) { return !done(held); });
+  std::vector<Block*> released(keep, held_.end());
   held_.erase(keep, held_.end());
+  for (Block* block : released) {
+    for (auto& event : block->events) spare_events_.push_back(std::move(event));
+    block->events.clear();
+    CacheLocked(block);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Event>> CachingAllocator::TakeEventLocked() {

@@ -17,10 +17,13 @@
 //     A use whose event reports a failure keeps its block out for good.
 //   * Only the block's own stream takes it from the cache.
 //
-// Sizes round up to 512 bytes. A request takes the smallest cached block of
-// its stream that fits, unless that block is twice the rounded size or more
-// (a small request must not pin a large block); otherwise it gets a new
-// block from the device. Blocks are not split or merged.
+// Memory comes from the device in segments, one per request the cache could
+// not serve, of that request's size. Sizes round up to 512 bytes. A request
+// takes the smallest cached block of its stream that fits (best fit) and
+// splits off the rest as a cached block of its own; a block freed next to a
+// cached block of the same segment merges with it, so a segment cut up by
+// small requests serves a large one again once they are freed. EmptyCache
+// gives back the segments that are wholly cached.
 //
 // Thread-safe (one mutex), but not to be called from work on a stream:
 // EmptyCache frees through the device, which waits for its streams. The
@@ -32,6 +35,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,6 +64,11 @@ struct AllocatorStats {
 class CachingAllocator {
  public:
   static constexpr size_t kGranularity = 512;
+  // Requests up to kSmallSize come from segments of kSmallSegment, apart
+  // from the large requests' segments, so that small blocks never fragment
+  // the memory large ones need.
+  static constexpr size_t kSmallSize = size_t{1} << 20;
+  static constexpr size_t kSmallSegment = size_t{2} << 20;
 
   // `device` must outlive the allocator.
   explicit CachingAllocator(Device* device);
@@ -85,28 +95,32 @@ class CachingAllocator {
   static absl::StatusOr<size_t> RoundSize(size_t bytes);
 
  private:
-  struct LiveBlock {
+  // A piece of a segment: in use, cached, or held back for other streams' uses.
+  struct Block {
+    char* ptr = nullptr;
     size_t size = 0;
     Stream* stream = nullptr;
-    std::vector<Stream*> uses;  // other streams, each once
-  };
-  struct HeldBlock {
-    void* ptr = nullptr;
-    size_t size = 0;
-    Stream* stream = nullptr;
-    std::vector<std::unique_ptr<Event>> events;  // one per other stream
+    bool small = false;  // of the small pool
+    enum State { kInUse, kCached, kHeld } state = kCached;
+    Block* prev = nullptr;  // the neighbours in its segment, by address
+    Block* next = nullptr;
+    std::vector<Stream*> uses;                   // in use: other streams, each once
+    std::vector<std::unique_ptr<Event>> events;  // held: one per other stream
   };
 
   // Moves held-back blocks whose events have all completed to the cache.
   void CollectHeldLocked();
+  // `block` joins its stream's cache, merged with cached neighbours.
+  void CacheLocked(Block* block);
   absl::StatusOr<std::unique_ptr<Event>> TakeEventLocked();
 
   Device* const device_;
   mutable std::mutex mu_;
   // All guarded by mu_.
-  std::map<void*, LiveBlock> live_;
-  std::map<Stream*, std::multimap<size_t, void*>> cache_;  // per stream, by size
-  std::vector<HeldBlock> held_;
+  std::map<char*, Block> blocks_;                               // every block, by address
+  // Cached blocks per (stream, small pool), by size.
+  std::map<std::pair<Stream*, bool>, std::set<std::pair<size_t, char*>>> cache_;
+  std::vector<Block*> held_;
   std::vector<std::unique_ptr<Event>> spare_events_;
   AllocatorStats stats_;
 };

@@ -1,6 +1,6 @@
-// The caching allocator over the sim device: reuse on one stream, the
-// record-use rule across streams, stats by hand-computed numbers, and giving
-// memory back.
+// The caching allocator over the sim device: reuse on one stream, splitting
+// and merging, the record-use rule across streams, stats by hand-computed
+// numbers, and giving memory back.
 
 #include "device/caching_allocator.h"
 
@@ -52,6 +52,9 @@ class CachingAllocatorTest : public ::testing::Test {
   std::unique_ptr<CachingAllocator> allocator_;
 };
 
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr int64_t kSmallSegment = CachingAllocator::kSmallSegment;
+
 TEST_F(CachingAllocatorTest, RoundsUpTo512Bytes) {
   EXPECT_EQ(*CachingAllocator::RoundSize(0), 512u);
   EXPECT_EQ(*CachingAllocator::RoundSize(1), 512u);
@@ -70,7 +73,7 @@ TEST_F(CachingAllocatorTest, FreedBlockIsReusedByTheSameStream) {
   const AllocatorStats stats = allocator_->stats();
   EXPECT_EQ(stats.allocations, 2);
   EXPECT_EQ(stats.cache_hits, 1);
-  EXPECT_EQ(stats.bytes_reserved, 1024);
+  EXPECT_EQ(stats.bytes_reserved, kSmallSegment);
   EXPECT_TRUE(allocator_->Free(b).ok());
 }
 
@@ -83,16 +86,48 @@ TEST_F(CachingAllocatorTest, AnotherStreamDoesNotTakeACachedBlock) {
   EXPECT_TRUE(allocator_->Free(b).ok());
 }
 
-TEST_F(CachingAllocatorTest, ASmallRequestDoesNotTakeABlockTwiceItsSize) {
+// A large cached block serves small requests by splitting; freed pieces
+// merge back, so the segment serves a large request again.
+TEST_F(CachingAllocatorTest, SmallRequestsSplitACachedBlockAndMergeBack) {
   DeviceBlock big = Allocate(4096, s1_.get());
   ASSERT_TRUE(allocator_->Free(big).ok());
-  DeviceBlock small = Allocate(2048, s1_.get());  // 4096 >= 2 * 2048: a new block
-  EXPECT_NE(small.ptr, big.ptr);
-  DeviceBlock medium = Allocate(2049, s1_.get());  // rounds to 2560: 4096 < 5120, reused
-  EXPECT_EQ(medium.ptr, big.ptr);
-  EXPECT_EQ(medium.size, 4096u);
-  EXPECT_TRUE(allocator_->Free(small).ok());
-  EXPECT_TRUE(allocator_->Free(medium).ok());
+  DeviceBlock first = Allocate(1024, s1_.get());
+  DeviceBlock second = Allocate(1000, s1_.get());
+  DeviceBlock third = Allocate(1024, s1_.get());
+  EXPECT_EQ(first.ptr, big.ptr);
+  EXPECT_EQ(first.size, 1024u);
+  EXPECT_EQ(second.ptr, static_cast<char*>(big.ptr) + 1024);
+  EXPECT_EQ(third.ptr, static_cast<char*>(big.ptr) + 2048);
+  EXPECT_EQ(allocator_->stats().bytes_reserved, kSmallSegment) << "no new memory while the segment has room";
+  // The middle piece freed last joins both neighbours: one block again.
+  ASSERT_TRUE(allocator_->Free(first).ok());
+  ASSERT_TRUE(allocator_->Free(third).ok());
+  ASSERT_TRUE(allocator_->Free(second).ok());
+  DeviceBlock whole = Allocate(4096, s1_.get());
+  EXPECT_EQ(whole.ptr, big.ptr);
+  EXPECT_EQ(whole.size, 4096u);
+  const AllocatorStats stats = allocator_->stats();
+  EXPECT_EQ(stats.bytes_reserved, kSmallSegment);
+  EXPECT_EQ(stats.cache_hits, 4);
+  EXPECT_TRUE(allocator_->Free(whole).ok());
+}
+
+// Small requests share segments of their own; a large request gets a
+// segment of its size, and segments never merge.
+TEST_F(CachingAllocatorTest, SmallRequestsShareASegmentAndSegmentsDoNotMerge) {
+  DeviceBlock small1 = Allocate(1000, s1_.get());
+  DeviceBlock small2 = Allocate(1000, s1_.get());
+  EXPECT_EQ(small2.ptr, static_cast<char*>(small1.ptr) + 1024);
+  EXPECT_EQ(allocator_->stats().bytes_reserved, kSmallSegment);
+  DeviceBlock a = Allocate(2 * kMiB, s1_.get());
+  DeviceBlock b = Allocate(2 * kMiB, s1_.get());  // a segment of its own, whatever its address
+  ASSERT_TRUE(allocator_->Free(a).ok());
+  ASSERT_TRUE(allocator_->Free(b).ok());
+  DeviceBlock two = Allocate(4 * kMiB, s1_.get());
+  EXPECT_NE(two.ptr, a.ptr);
+  EXPECT_NE(two.ptr, b.ptr);
+  EXPECT_EQ(allocator_->stats().bytes_reserved, kSmallSegment + 8 * kMiB);
+  for (const DeviceBlock& block : {small1, small2, two}) EXPECT_TRUE(allocator_->Free(block).ok());
 }
 
 // s2 is held at a gate while it "uses" a block of s1's. After Free, s1 must
@@ -107,15 +142,15 @@ TEST_F(CachingAllocatorTest, BlockUsedOnAnotherStreamWaitsForThatStream) {
   DeviceBlock b = Allocate(1024, s1_.get());
   EXPECT_NE(b.ptr, a.ptr) << "reused while s2 may still be using it";
   AllocatorStats stats = allocator_->stats();
-  EXPECT_EQ(stats.cache_hits, 0);
+  EXPECT_EQ(stats.cache_hits, 1);  // the rest of a's segment
   EXPECT_EQ(stats.bytes_in_use, 1024);
-  EXPECT_EQ(stats.bytes_reserved, 2048);  // the held block stays reserved
+  EXPECT_EQ(stats.bytes_reserved, kSmallSegment);  // the held block stays reserved
 
   gate.Open();
   ASSERT_TRUE(s2_->Synchronize().ok());
   DeviceBlock c = Allocate(1024, s1_.get());
   EXPECT_EQ(c.ptr, a.ptr) << "not reused once s2's use completed";
-  EXPECT_EQ(allocator_->stats().cache_hits, 1);
+  EXPECT_EQ(allocator_->stats().cache_hits, 2);
   EXPECT_TRUE(allocator_->Free(b).ok());
   EXPECT_TRUE(allocator_->Free(c).ok());
 }
@@ -127,53 +162,58 @@ TEST_F(CachingAllocatorTest, RecordUseOnTheOwningStreamHoldsNothingBack) {
   EXPECT_EQ(Allocate(1024, s1_.get()).ptr, a.ptr);
 }
 
+// Large requests (over kSmallSize), in MiB: a large block splits only when
+// the rest is itself large.
 TEST_F(CachingAllocatorTest, StatsByHand) {
-  DeviceBlock a = Allocate(1000, s1_.get());  // 1024
-  DeviceBlock b = Allocate(3000, s1_.get());  // 3072
+  const int64_t M = kMiB;
+  DeviceBlock a = Allocate(2 * M, s1_.get());  // segment A
+  DeviceBlock b = Allocate(6 * M, s1_.get());  // segment B
   AllocatorStats stats = allocator_->stats();
-  EXPECT_EQ(stats.bytes_in_use, 4096);
-  EXPECT_EQ(stats.bytes_reserved, 4096);
+  EXPECT_EQ(stats.bytes_in_use, 8 * M);
+  EXPECT_EQ(stats.bytes_reserved, 8 * M);
   EXPECT_EQ(stats.fragmentation, 0.0);
 
   ASSERT_TRUE(allocator_->Free(b).ok());
   stats = allocator_->stats();
-  EXPECT_EQ(stats.bytes_in_use, 1024);
-  EXPECT_EQ(stats.bytes_reserved, 4096);
-  EXPECT_THAT(stats.fragmentation, DoubleNear(0.75, 1e-12));  // 1 - 1024/4096
+  EXPECT_EQ(stats.bytes_in_use, 2 * M);
+  EXPECT_THAT(stats.fragmentation, DoubleNear(0.75, 1e-12));  // 1 - 2/8
 
-  DeviceBlock c = Allocate(2000, s1_.get());  // 2048 fits the cached 3072 (< 2 * 2048)
+  DeviceBlock c = Allocate(4 * M, s1_.get());  // from B's 6, 2 left cached
   EXPECT_EQ(c.ptr, b.ptr);
-  EXPECT_EQ(c.size, 3072u);
-  ASSERT_TRUE(allocator_->Free(c).ok());
+  EXPECT_EQ(c.size, 4u * kMiB);
+  ASSERT_TRUE(allocator_->Free(c).ok());  // B whole again
   ASSERT_TRUE(allocator_->Free(a).ok());
-  DeviceBlock d = Allocate(100, s1_.get());  // 512: the cached 1024 and 3072 are both >= 2 * 512
+  DeviceBlock d = Allocate(3 * M / 2, s1_.get());  // A's 2 fits; a rest of 0.5 is not split off
+  EXPECT_EQ(d.ptr, a.ptr);
+  EXPECT_EQ(d.size, 2u * kMiB);
   stats = allocator_->stats();
   EXPECT_EQ(stats.allocations, 4);
-  EXPECT_EQ(stats.cache_hits, 1);
-  EXPECT_EQ(stats.bytes_in_use, 512);
-  EXPECT_EQ(stats.peak_bytes_in_use, 4096);
-  EXPECT_EQ(stats.bytes_reserved, 4608);
-  EXPECT_EQ(stats.peak_bytes_reserved, 4608);
-  EXPECT_THAT(stats.fragmentation, DoubleNear(1.0 - 512.0 / 4608.0, 1e-12));
+  EXPECT_EQ(stats.cache_hits, 2);
+  EXPECT_EQ(stats.bytes_in_use, 2 * M);
+  EXPECT_EQ(stats.peak_bytes_in_use, 8 * M);
+  EXPECT_EQ(stats.bytes_reserved, 8 * M);
+  EXPECT_EQ(stats.peak_bytes_reserved, 8 * M);
+  EXPECT_THAT(stats.fragmentation, DoubleNear(0.75, 1e-12));
 
+  // B is wholly cached and goes back; A holds d and stays.
   ASSERT_TRUE(allocator_->EmptyCache().ok());
   stats = allocator_->stats();
-  EXPECT_EQ(stats.bytes_reserved, 512);
-  EXPECT_EQ(stats.peak_bytes_reserved, 4608);
+  EXPECT_EQ(stats.bytes_reserved, 2 * M);
+  EXPECT_EQ(stats.peak_bytes_reserved, 8 * M);
   EXPECT_EQ(stats.fragmentation, 0.0);
   EXPECT_TRUE(allocator_->Free(d).ok());
 }
 
 TEST_F(CachingAllocatorTest, EmptyCacheGivesMemoryBackToTheDevice) {
   DeviceBlock kept = Allocate(512, s1_.get());
-  DeviceBlock cached = Allocate(4096, s1_.get());
+  DeviceBlock cached = Allocate(4 * kMiB, s1_.get());
   ASSERT_TRUE(allocator_->Free(cached).ok());
-  EXPECT_EQ(allocator_->stats().bytes_reserved, 512 + 4096);
+  EXPECT_EQ(allocator_->stats().bytes_reserved, kSmallSegment + 4 * kMiB);
   ASSERT_TRUE(allocator_->EmptyCache().ok());
-  EXPECT_EQ(allocator_->stats().bytes_reserved, 512);
+  EXPECT_EQ(allocator_->stats().bytes_reserved, kSmallSegment);
   // The device no longer knows the block: it was freed there.
   EXPECT_THAT(std::string(device_->FreeRaw(cached.ptr).message()), HasSubstr("not a live device block"));
-  EXPECT_NE(Allocate(4096, s1_.get()).ptr, nullptr);
+  EXPECT_NE(Allocate(4 * kMiB, s1_.get()).ptr, nullptr);
   EXPECT_EQ(allocator_->stats().cache_hits, 0);
   EXPECT_TRUE(allocator_->Free(kept).ok());
 }
@@ -185,7 +225,7 @@ TEST_F(CachingAllocatorTest, EmptyCacheKeepsBlocksStillInUseElsewhere) {
   ASSERT_TRUE(allocator_->RecordUse(a, s2_.get()).ok());
   ASSERT_TRUE(allocator_->Free(a).ok());
   ASSERT_TRUE(allocator_->EmptyCache().ok());
-  EXPECT_EQ(allocator_->stats().bytes_reserved, 1024) << "freed while s2 may be using it";
+  EXPECT_EQ(allocator_->stats().bytes_reserved, kSmallSegment) << "freed while s2 may be using it";
   gate.Open();
   ASSERT_TRUE(s2_->Synchronize().ok());
   ASSERT_TRUE(allocator_->EmptyCache().ok());
@@ -222,9 +262,9 @@ TEST_F(CachingAllocatorTest, ConcurrentUseKeepsCountsExact) {
   const AllocatorStats stats = allocator_->stats();
   EXPECT_EQ(stats.allocations, kThreads * kRounds);
   EXPECT_EQ(stats.bytes_in_use, 0);
-  // Per stream the sizes 512, 1024, 1536 cycle: none fits the cached ones
-  // the first time round, and each finds its own block ever after.
-  EXPECT_EQ(stats.allocations - stats.cache_hits, kThreads * 3);
+  // Per stream the first request takes a small segment; every later one
+  // finds it whole again (each freed block merged back).
+  EXPECT_EQ(stats.allocations - stats.cache_hits, kThreads);
   ASSERT_TRUE(allocator_->EmptyCache().ok());
   EXPECT_EQ(allocator_->stats().bytes_reserved, 0);
 }

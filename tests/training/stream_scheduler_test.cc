@@ -267,10 +267,10 @@ TEST(StreamSchedulerTest, MemoryIsReusedAcrossStepsAndTheHostWaitsOnlyWhereItRea
 
 // The device memory a vgg11 step takes, against the plan's prediction
 // (ops/live_set.h) of the device-placed values' live set in the executor's
-// order: blocks in use at the peak within 10% of it. What the caching
-// allocator reserved (in use, cached, held for other streams) is more: it
-// does not split a cached block for a smaller request, so some blocks wait
-// for a request of their size (1.23x here); that bound keeps it from growing.
+// order: blocks in use at the peak within 10% of it (1.01x). What the caching
+// allocator reserved (in use, cached, held for other streams) is more
+// (1.17x): best fit over split and merged blocks still leaves cached pieces
+// that no request of the moment fits; the bound keeps that from growing.
 TEST(StreamSchedulerTest, Vgg11DeviceMemoryIsThePlansLiveSet) {
   constexpr int kBatch = 8, kSteps = 3;
   auto graph = testing::PlanModel("vgg11_cifar", "autodiff,sgd(lr=0.01,momentum=0.9),place(device=sim)");
@@ -296,7 +296,7 @@ TEST(StreamSchedulerTest, Vgg11DeviceMemoryIsThePlansLiveSet) {
             << predicted->state_bytes / double(1 << 20) << " MiB, peak after " << predicted->peak_after
             << "); in use " << in_use / (1 << 20) << " MiB, reserved " << reserved / (1 << 20) << " MiB\n";
   EXPECT_NEAR(in_use / plan, 1.0, 0.10);
-  EXPECT_LT(reserved / plan, 1.3);
+  EXPECT_LT(reserved / plan, 1.25);
 }
 
 TEST(StreamSchedulerTest, APlanOnCudaIsRefusedByTheExecutorNamingWhatToDo) {
