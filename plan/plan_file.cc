@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/fingerprint.h"
 #include "core/status_macros.h"
@@ -54,6 +56,45 @@ PlanDef MakePlanDef(const std::vector<std::unique_ptr<Graph>>& parts, GraphDef s
 }
 
 std::string PlanDefFingerprint(const PlanDef& plan) { return StoredGraphsFingerprint(plan); }
+
+namespace {
+
+// `graph` with its placement left out: each copy's consumers read the
+// copy's input instead, the copies go, and no node names a device.
+GraphDef WithoutPlacement(GraphDef graph) {
+  absl::flat_hash_map<std::string, std::string> copied_from;  // copy node -> its input
+  for (const NodeDef& node : graph.node()) {
+    if ((node.op() == "CopyToDevice" || node.op() == "CopyToHost") && node.input_size() == 1) {
+      copied_from[node.name()] = node.input(0);
+    }
+  }
+  GraphDef out = graph;
+  out.clear_node();
+  for (NodeDef node : graph.node()) {
+    if (copied_from.contains(node.name())) continue;
+    for (std::string& input : *node.mutable_input()) {
+      const bool control = absl::StartsWith(input, "^");
+      std::string name = control ? input.substr(1) : input;
+      if (absl::EndsWith(name, ":0")) name.resize(name.size() - 2);
+      // Chains of copies (host -> device -> host) resolve to the original.
+      while (copied_from.contains(name)) name = copied_from.at(name);
+      if (name != (control ? input.substr(1) : input)) input = control ? absl::StrCat("^", name) : name;
+    }
+    node.clear_device();
+    *out.add_node() = std::move(node);
+  }
+  if (out.records().has_placement()) out.mutable_records()->clear_placement();
+  if (out.has_records() && out.records().ByteSizeLong() == 0) out.clear_records();  // as an unplaced plan has it
+  return out;
+}
+
+}  // namespace
+
+std::string ComputationFingerprint(const PlanDef& plan) {
+  uint64_t h = kFnv1aOffset;
+  for (const WorkerGraph& worker : plan.worker()) h = Fnv1a(GraphDefToText(WithoutPlacement(worker.graph())), h);
+  return Hex(h);
+}
 
 PlanDef MakeReplicatedPlanDef(const Graph& graph, int world, GraphDef source, RunConfig config) {
   PlanDef plan;

@@ -21,6 +21,12 @@ namespace nereid {
 // plan) or of every rank's graph in order (a per-rank plan).
 std::string PlanFingerprint(const Graph& graph);
 std::string PlanFingerprint(const std::vector<std::unique_ptr<Graph>>& parts);
+// What the plan's graphs compute, whatever runs them: the fingerprint of its
+// graphs with the placement left out (NodeDef.device, the CopyToDevice and
+// CopyToHost nodes the place pass inserted, records.placement). Equal for a
+// plan and the same plan placed on any device, so that a checkpoint written
+// on one device resumes on another.
+std::string ComputationFingerprint(const PlanDef& plan);
 
 // parts[r] becomes worker r; `source` is the model the plan came from and
 // `config` how it was made (both for the reader; running needs neither).

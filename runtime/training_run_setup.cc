@@ -231,7 +231,8 @@ absl::Status TrainingRun::CreateExecutor() {
 }
 
 absl::Status TrainingRun::Resume() {
-  run_identity_ = RunIdentity(options_, plan_fingerprint_, result_.dataset);
+  // What the plan computes, not where: a checkpoint resumes on another device.
+  run_identity_ = RunIdentity(options_, ComputationFingerprint(*plan_), result_.dataset);
   // Temporary files of writers killed mid-write, in the directories this
   // rank writes (rank 0 the shared one, each rank its own).
   if (!options_.checkpoint_dir.empty()) {

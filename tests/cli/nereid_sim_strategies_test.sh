@@ -47,4 +47,23 @@ check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --worke
 check sgp "autodiff,sgd(lr=0.05,momentum=0.9),gossip" $mlp --workers 3
 check parameter_server "autodiff,sgd(lr=0.05),parameter_server(servers=1)" $logreg --workers 2 --servers 1
 check coded "autodiff,sgd(lr=0.05),coded(scheme=rlnc,k=2,degree=2)" $logreg --workers 3
+
+# Checkpoints are portable: two epochs on one side and the third on the
+# other end where three on the host do, both ways.
+portable() {  # first side's placement, second side's placement
+  local dir="$tmp/ckpt$RANDOM"
+  local common=(models/mlp_fashion.pbtxt --train-limit 512 --test-limit 128 --batch 32 --quiet --checkpoint "$dir")
+  local opt="autodiff,sgd(lr=0.05,momentum=0.9)"
+  "$nereid" run "${common[@]}" --epochs 2 --passes "$opt$1" >/dev/null 2>&1 || fail "2 epochs with '$1' failed"
+  local out
+  out=$("$nereid" run "${common[@]}" --epochs 3 --passes "$opt$2" --resume --metrics-json "$dir/resumed.json" 2>&1) ||
+    fail "resuming with '$2' a checkpoint written with '$1': $out"
+  "$nereid" run "${common[@]/$dir/$dir.fresh}" --epochs 3 --passes "$opt" --metrics-json "$dir/fresh.json" >/dev/null 2>&1
+  local resumed fresh
+  resumed=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameter_fingerprint"])' "$dir/resumed.json")
+  fresh=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["parameter_fingerprint"])' "$dir/fresh.json")
+  [ -n "$fresh" ] && [ "$resumed" == "$fresh" ] || fail "'$1' then '$2': parameters $resumed, not the host's $fresh"
+}
+portable ",place(device=sim,streams=2,sim_delay_us=50)" ""
+portable "" ",place(device=sim,streams=3)"
 finish "sim strategy checks"
