@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/status_macros.h"
 #include "device/device_registry.h"
 #include "ops/topo_order.h"
@@ -43,6 +44,14 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
   }
   ASSIGN_OR_RETURN(s->copy_in_, s->device_->CreateStream("copy_in"));
   ASSIGN_OR_RETURN(s->copy_out_, s->device_->CreateStream("copy_out"));
+  if (TraceRecorder* trace = s->options_.trace; trace != nullptr) {
+    // Clear of the threads' tracks and the collective engine's (1000).
+    int track = 2000;
+    for (auto& stream : s->compute_) s->track_of_[stream.get()] = track++;
+    s->track_of_[s->copy_in_.get()] = track++;
+    s->track_of_[s->copy_out_.get()] = track++;
+    for (const auto& [stream, tid] : s->track_of_) trace->NameTrack(tid, stream->name());
+  }
   s->allocator_ = std::make_unique<CachingAllocator>(s->device_.get());
 
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
@@ -167,12 +176,51 @@ absl::Status DeviceStreams::MarkWritten(Stream* stream, const std::vector<Tensor
   return absl::OkStatus();
 }
 
+Stream::Work DeviceStreams::Traced(Stream* stream, std::string name, const char* category, int64_t step,
+                                   Stream::Work work) {
+  TraceRecorder* trace = options_.trace;
+  if (trace == nullptr) return work;
+  return [trace, tid = track_of_.at(stream), name = std::move(name), category, step,
+          work = std::move(work)]() -> absl::Status {
+    const absl::Time begin = absl::Now();
+    absl::Status status = work();
+    trace->CompleteOnTrack(tid, name, category, begin, absl::Now(), {{"step", step}});
+    return status;
+  };
+}
+
+absl::Status DeviceStreams::TracedCopy(Stream* stream, const std::string& name,
+                                       const std::function<absl::Status()>& enqueue) {
+  if (options_.trace == nullptr) return enqueue();
+  // The copy's start is the end of a mark before it on the stream.
+  auto begin = std::make_shared<absl::Time>();
+  RETURN_IF_ERROR(stream->Launch(absl::StrCat(name, " (trace mark)"), [begin] {
+    *begin = absl::Now();
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(enqueue());
+  return stream->Launch(absl::StrCat(name, " (trace)"),
+                        [trace = options_.trace, tid = track_of_.at(stream), name, begin] {
+                          trace->CompleteOnTrack(tid, name, "copy", *begin, absl::Now());
+                          return absl::OkStatus();
+                        });
+}
+
+absl::Status DeviceStreams::HostWait(const std::string& what, Event* event) {
+  const absl::Time begin = absl::Now();
+  absl::Status status = event != nullptr ? event->Synchronize() : device_->Synchronize();
+  if (options_.trace != nullptr) options_.trace->Complete(what, "sync", begin, absl::Now());
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.host_waits;
+  return status;
+}
+
 absl::Status DeviceStreams::Launch(const Node& node, const std::vector<Tensor>& inputs,
-                                   const std::vector<Tensor>& outputs, Stream::Work work) {
+                                   const std::vector<Tensor>& outputs, int64_t step, Stream::Work work) {
   Stream* stream = StreamOf(node);
   if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
   RETURN_IF_ERROR(WaitForWrites(stream, inputs, node.id() == skip_waits_of_));
-  RETURN_IF_ERROR(stream->Launch(node.name(), std::move(work)));
+  RETURN_IF_ERROR(stream->Launch(node.name(), Traced(stream, node.name(), "kernel", step, std::move(work))));
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.launches;
@@ -188,7 +236,9 @@ absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& 
                                             device_out.DebugString()));
   }
   if (host.num_bytes() > 0) {
-    RETURN_IF_ERROR(stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), host.raw(), host.num_bytes()));
+    RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
+      return stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), host.raw(), host.num_bytes());
+    }));
   }
   // The host buffer is released once the copy has read it.
   RETURN_IF_ERROR(stream->Launch(absl::StrCat(node.name(), " (release the host buffer)"),
@@ -206,7 +256,9 @@ void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor ho
     if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' has no copy stream"));
     RETURN_IF_ERROR(WaitForWrites(stream, {device_in}, node.id() == skip_waits_of_));
     if (device_in.num_bytes() > 0) {
-      RETURN_IF_ERROR(stream->CopyDeviceToHost(host_out.raw(), device_in.raw(), device_in.num_bytes()));
+      RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
+        return stream->CopyDeviceToHost(host_out.raw(), device_in.raw(), device_in.num_bytes());
+      }));
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Event> event, device_->CreateEvent());
     RETURN_IF_ERROR(stream->Record(*event));
@@ -219,7 +271,7 @@ void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor ho
   }
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
-    watches_.push_back({*std::move(event), std::move(done)});
+    watches_.push_back({*std::move(event), node.name(), std::move(done)});
   }
   watch_cv_.notify_one();
 }
@@ -236,12 +288,7 @@ void DeviceStreams::WatchLoop() {
     }
     // Copies out complete in their stream's order, so waiting in queue order
     // delays no callback behind a later one.
-    absl::Status status = watch.event->Synchronize();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.host_waits;
-    }
-    watch.done(std::move(status));
+    watch.done(HostWait(absl::StrCat("wait for ", watch.what), watch.event.get()));
   }
 }
 
@@ -262,21 +309,13 @@ absl::StatusOr<Tensor> DeviceStreams::Download(const Tensor& device) {
   if (device.num_bytes() > 0) {
     RETURN_IF_ERROR(copy_out_->CopyDeviceToHost(host.raw(), device.raw(), device.num_bytes()));
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.host_waits;
-  }
-  RETURN_IF_ERROR(copy_out_->Synchronize());
+  ASSIGN_OR_RETURN(std::unique_ptr<Event> done, device_->CreateEvent());
+  RETURN_IF_ERROR(copy_out_->Record(*done));
+  RETURN_IF_ERROR(HostWait("read back", done.get()));
   return host;
 }
 
-absl::Status DeviceStreams::Synchronize() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.host_waits;
-  }
-  return device_->Synchronize();
-}
+absl::Status DeviceStreams::Synchronize() { return HostWait("synchronize", nullptr); }
 
 DeviceStreamsStats DeviceStreams::stats() const {
   DeviceStreamsStats s;

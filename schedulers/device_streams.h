@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
+#include "core/trace.h"
 #include "device/caching_allocator.h"
 #include "device/device.h"
 #include "graph/ir.h"
@@ -53,6 +54,10 @@ struct DeviceStreamsOptions {
   // The sim's random delay before each launch and copy, and its seed.
   int64_t delay_us_max = 0;
   uint64_t seed = 0;
+  // Records each stream's kernels ("kernel") and copies ("copy") on a track
+  // named for the stream, and every wait of the host for the device
+  // ("sync") on the waiting thread's track (null: nothing).
+  TraceRecorder* trace = nullptr;
   // Tests only: the node whose launch skips its waits for other streams'
   // writes, so that a test can show the simulation catching a missing wait.
   std::string skip_waits_of;
@@ -83,9 +88,10 @@ class DeviceStreams {
   absl::StatusOr<Tensor> Allocate(const Node& node, DataType dtype, std::vector<int64_t> dims);
 
   // Runs `work` on `node`'s stream once the writes of `inputs` (device
-  // tensors) are done; marks `outputs` (allocated for the node) written by it.
+  // tensors) are done; marks `outputs` (allocated for the node) written by
+  // it. `step` labels its trace span.
   absl::Status Launch(const Node& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                      Stream::Work work);
+                      int64_t step, Stream::Work work);
   // CopyToDevice: `host` into `device_out`, on the copy stream. `host` is
   // kept alive until the copy has run.
   absl::Status CopyIn(const Node& node, Tensor host, const Tensor& device_out);
@@ -113,11 +119,18 @@ class DeviceStreams {
   };
   struct Watch {
     std::shared_ptr<Event> event;
+    std::string what;  // the copy's node
     std::function<void(absl::Status)> done;
   };
 
   explicit DeviceStreams(DeviceStreamsOptions options) : options_(std::move(options)) {}
   Stream* StreamOf(const Node& node) const;
+  // `work` recorded on its stream's track (when tracing).
+  Stream::Work Traced(Stream* stream, std::string name, const char* category, int64_t step, Stream::Work work);
+  // Enqueues a copy; when tracing, a span from its start to its end.
+  absl::Status TracedCopy(Stream* stream, const std::string& name, const std::function<absl::Status()>& enqueue);
+  // Waits for `event` (or, null, the whole device), recorded as a "sync".
+  absl::Status HostWait(const std::string& what, Event* event);
   absl::StatusOr<Tensor> AllocateOn(Stream* stream, DataType dtype, std::vector<int64_t> dims);
   // Makes `stream` wait for the writes of `inputs` on other streams.
   absl::Status WaitForWrites(Stream* stream, const std::vector<Tensor>& inputs, bool skip);
@@ -132,6 +145,7 @@ class DeviceStreams {
   std::vector<std::unique_ptr<Stream>> compute_;
   std::unique_ptr<Stream> copy_in_, copy_out_;
   std::map<int, Stream*> stream_of_;  // node id -> its stream
+  std::map<Stream*, int> track_of_;   // its trace track
   int skip_waits_of_ = -1;            // node id (tests)
 
   mutable std::mutex mu_;

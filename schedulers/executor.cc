@@ -243,6 +243,7 @@ absl::Status Executor::Init() {
     dopts.delay_us_max = placement.sim_delay_us();
     dopts.seed = placement.sim_seed();
     dopts.skip_waits_of = options_.skip_device_waits_of;
+    dopts.trace = options_.trace;
     ASSIGN_OR_RETURN(streams_, DeviceStreams::Create(*graph_, std::move(dopts)));
   }
   for (Node* n : graph_->nodes()) {
@@ -798,7 +799,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
   launch->ctx = std::make_unique<OpKernelContext>(&node, std::move(input_ptrs), dims, &launch->step, threads_);
   launch->ctx->PresetOutputs(std::move(output_views));
   OpKernel* kernel = kernels_[node.id()].get();
-  absl::Status s = streams_->Launch(node, inputs, outputs, [this, &node, kernel, launch]() -> absl::Status {
+  absl::Status s = streams_->Launch(node, inputs, outputs, step.step, [this, &node, kernel, launch]() -> absl::Status {
     absl::Status status = kernel->Compute(launch->ctx.get());
     return status.ok() ? status : KernelError(node, launch->step, status);
   });

@@ -80,7 +80,8 @@ StepWindow FindSteps(const std::vector<TraceEvent>& events, int skip_steps) {
 
 // Spans that are not a node's compute.
 bool Bookkeeping(const std::string& cat) {
-  return cat == "step" || cat == "comm" || cat == "wait" || cat == "eval" || cat == "epoch" || cat == "trace";
+  return cat == "step" || cat == "comm" || cat == "wait" || cat == "eval" || cat == "epoch" || cat == "trace" ||
+         cat == "copy" || cat == "sync";
 }
 
 }  // namespace
@@ -169,6 +170,59 @@ StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
   b.coverage = overlapped_total > 0 ? compared / overlapped_total : 1;
   b.eval_seconds = eval / 1e6;
   return b;
+}
+
+DeviceBreakdown BreakDownStreams(const std::vector<TraceEvent>& events, int skip_steps) {
+  const StepWindow w = FindSteps(events, skip_steps);
+  std::map<std::string, std::vector<Interval>> spans;  // by track
+  std::map<std::string, StreamBreakdown> streams;
+  DeviceBreakdown d;
+  for (const TraceEvent& e : events) {
+    if (e.phase != 'X' || e.ts_us < w.start || e.ts_us >= w.end) continue;
+    if (e.category == "sync") {
+      d.host_waits += 1;
+      d.host_wait_ms += e.dur_us;
+      continue;
+    }
+    if ((e.category != "kernel" && e.category != "copy") || e.track.empty()) continue;
+    StreamBreakdown& s = streams[e.track];
+    s.track = e.track;
+    (e.category == "kernel" ? s.kernel_ms : s.copy_ms) += e.dur_us;
+    spans[e.track].push_back({e.ts_us, e.ts_us + e.dur_us});
+  }
+  const double n = std::max<double>(1, static_cast<double>(w.measured_us.size()));
+  const double window = w.measured_us.empty() ? 0 : w.end - w.start;
+  std::map<std::string, std::vector<Interval>> merged;
+  for (auto& [track, list] : spans) merged[track] = Merge(std::move(list));
+  for (auto& [track, s] : streams) {
+    // The others' union, then this stream's time inside it.
+    std::vector<Interval> others;
+    for (const auto& [other, list] : merged) {
+      if (other != track) others.insert(others.end(), list.begin(), list.end());
+    }
+    others = Merge(std::move(others));
+    // Both sorted and disjoint: one sweep.
+    double overlap = 0;
+    const std::vector<Interval>& mine = merged[track];
+    for (size_t i = 0, j = 0; i < mine.size() && j < others.size();) {
+      overlap += std::max(0.0, std::min(mine[i].second, others[j].second) - std::max(mine[i].first, others[j].first));
+      if (mine[i].second < others[j].second) {
+        ++i;
+      } else {
+        ++j;
+      }
+    }
+    const double busy = Length(merged[track]);
+    s.busy_ms = busy / n / 1000;
+    s.kernel_ms /= n * 1000;
+    s.copy_ms /= n * 1000;
+    s.overlap_ms = overlap / n / 1000;
+    s.idle_ms = std::max(0.0, window - busy) / n / 1000;
+    d.streams.push_back(s);
+  }
+  d.host_waits /= n;
+  d.host_wait_ms /= n * 1000;
+  return d;
 }
 
 }  // namespace nereid

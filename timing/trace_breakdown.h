@@ -11,6 +11,9 @@
 //   "wait"            X: a bucket waiting for its turn to be issued (reorder);
 //                     b/e: a transfer in flight (issued, not yet done)
 //   "eval"            evaluation (X)
+//   "kernel", "copy"  a device stream's kernel and copy (X, on the stream's
+//                     track): the kernels are compute, the copies not
+//   "sync"            the host waiting for the device (X)
 //   "epoch", "trace"  bookkeeping, ignored
 //   anything else     a node's kernel (X), the category its op; ops that
 //                     communicate (`is_communication_op`) are not compute.
@@ -35,6 +38,7 @@ namespace nereid {
 struct TraceEvent {
   char phase = 'X';  // 'X' (complete), 'b' / 'e' (async begin / end)
   std::string category, name;
+  std::string track;  // the named track it lies on ("sim:0/compute0"), or empty
   double ts_us = 0, dur_us = 0;  // dur for 'X' only
   int64_t id = 0;                // pairs 'b' with 'e' (within a category)
 };
@@ -68,6 +72,23 @@ struct StepBreakdown {
 StepBreakdown BreakDownSteps(const std::vector<TraceEvent>& events,
                              const std::function<bool(const std::string& category)>& is_communication_op,
                              int skip_steps = 1, const std::map<std::string, double>* reference = nullptr);
+
+// Where a placed plan's device streams spent the steps (schedulers/
+// device_streams.h records a track per stream): per stream and per measured
+// step, the wall time it was busy (its kernels and copies), the part of that
+// while another stream of the device was busy too (their overlap), and the
+// rest of the iteration it sat idle; and how often, and how long, the host
+// waited for the device.
+struct StreamBreakdown {
+  std::string track;  // "sim:0/compute0"
+  double busy_ms = 0, kernel_ms = 0, copy_ms = 0, overlap_ms = 0, idle_ms = 0;
+};
+struct DeviceBreakdown {
+  std::vector<StreamBreakdown> streams;  // by track name
+  double host_waits = 0;                 // per measured step
+  double host_wait_ms = 0;
+};
+DeviceBreakdown BreakDownStreams(const std::vector<TraceEvent>& events, int skip_steps = 1);
 
 }  // namespace nereid
 

@@ -119,5 +119,51 @@ TEST(TraceBreakdownTest, AnEmptyTraceHasNoSteps) {
   EXPECT_DOUBLE_EQ(b.coverage, 1);
 }
 
+TraceEvent OnTrack(const std::string& track, const std::string& cat, double ts, double dur) {
+  TraceEvent e = Span(cat, "work", ts, dur);
+  e.track = track;
+  return e;
+}
+
+// Two steps of 1000 us. Step 0 (measured, skip 0): compute0 runs 100-400 and
+// 500-600, compute1 300-700, the copy stream 650-750; the host waits twice.
+// Step 1: compute0 alone, 1100-1200.
+TEST(TraceBreakdownTest, DeviceStreamsBusyOverlapAndIdle) {
+  const std::vector<TraceEvent> events = {
+      Span("step", "step 0", 0, 1000),
+      Span("step", "step 1", 1000, 1000),
+      OnTrack("sim:0/compute0", "kernel", 100, 300),
+      OnTrack("sim:0/compute0", "kernel", 500, 100),
+      OnTrack("sim:0/compute1", "kernel", 300, 400),
+      OnTrack("sim:0/copy_out", "copy", 650, 100),
+      Span("sync", "wait for x/to_host", 700, 60),
+      Span("sync", "synchronize", 950, 40),
+      OnTrack("sim:0/compute0", "kernel", 1100, 100),
+      Span("Relu", "a host node", 200, 10),  // not a stream's
+  };
+  const DeviceBreakdown d = BreakDownStreams(events, /*skip_steps=*/0);
+  ASSERT_EQ(d.streams.size(), 3u);
+  const StreamBreakdown& c0 = d.streams[0];
+  const StreamBreakdown& c1 = d.streams[1];
+  const StreamBreakdown& copy = d.streams[2];
+  EXPECT_EQ(c0.track, "sim:0/compute0");
+  EXPECT_EQ(copy.track, "sim:0/copy_out");
+  // Per step (2 measured): compute0 busy 500 us, 200 of it beside compute1
+  // (300-400 and 500-600).
+  EXPECT_DOUBLE_EQ(c0.busy_ms, 0.25);
+  EXPECT_DOUBLE_EQ(c0.kernel_ms, 0.25);
+  EXPECT_DOUBLE_EQ(c0.overlap_ms, 0.1);
+  EXPECT_DOUBLE_EQ(c0.idle_ms, 0.75);
+  // compute1 (300-700) beside compute0's 300-400 and 500-600 and the copy's 650-700.
+  EXPECT_DOUBLE_EQ(c1.overlap_ms, 0.125);
+  EXPECT_DOUBLE_EQ(copy.copy_ms, 0.05);
+  EXPECT_DOUBLE_EQ(copy.kernel_ms, 0);
+  EXPECT_DOUBLE_EQ(copy.overlap_ms, 0.025);  // 650-700 beside compute1
+  EXPECT_DOUBLE_EQ(d.host_waits, 1);
+  EXPECT_DOUBLE_EQ(d.host_wait_ms, 0.05);
+  // The host's wait is bookkeeping, not compute, in the steps' breakdown.
+  EXPECT_DOUBLE_EQ(BreakDownSteps(events, AllReduceIsCommunication, 0).compute_ms, (600.0 + 100) / 2 / 1000);
+}
+
 }  // namespace
 }  // namespace nereid

@@ -88,6 +88,13 @@ bool IsCommunicationOp(const std::string& category) {
 }
 
 std::vector<TraceEvent> Events(const Trace& t) {
+  std::map<int64_t, std::string> tracks;  // tid -> the track's name
+  for (const nlohmann::json& e : t.events) {
+    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "thread_name" && e.contains("args") &&
+        e["args"].is_object()) {
+      tracks[e.value("tid", int64_t{-1})] = e["args"].value("name", "");
+    }
+  }
   std::vector<TraceEvent> events;
   for (const nlohmann::json& e : t.events) {
     if (!e.is_object()) continue;
@@ -100,6 +107,7 @@ std::vector<TraceEvent> Events(const Trace& t) {
     event.ts_us = e.value("ts", 0.0);
     event.dur_us = e.value("dur", 0.0);
     event.id = e.value("id", int64_t{0});
+    if (auto track = tracks.find(e.value("tid", int64_t{-1})); track != tracks.end()) event.track = track->second;
     events.push_back(std::move(event));
   }
   return events;
@@ -127,6 +135,27 @@ int Summary(const std::vector<Trace>& traces, const std::string& reference_path,
       reference != nullptr ? absl::StrCat("in ", reference_path, ": all the compute this run lost").c_str()
                            : "when no communication ran: the compute communication's CPU took",
       coverage * 100);
+  // A placed plan's device streams, where the trace has them.
+  bool header = false;
+  for (const Trace& t : traces) {
+    const DeviceBreakdown d = BreakDownStreams(Events(t), 1);
+    if (d.streams.empty()) continue;
+    if (!header) {
+      std::printf("\n%-5s %-18s %8s %10s %8s %11s %8s\n", "rank", "device stream", "busy ms", "kernel ms", "copy ms",
+                  "overlap ms", "idle ms");
+      header = true;
+    }
+    for (const StreamBreakdown& s : d.streams) {
+      std::printf("%-5lld %-18s %8.3f %10.3f %8.3f %11.3f %8.3f\n", static_cast<long long>(t.rank), s.track.c_str(),
+                  s.busy_ms, s.kernel_ms, s.copy_ms, s.overlap_ms, s.idle_ms);
+    }
+    std::printf("%-5lld host waits for the device: %.1f per step, %.3f ms\n", static_cast<long long>(t.rank),
+                d.host_waits, d.host_wait_ms);
+  }
+  if (header) {
+    std::printf("(per iteration, as above; busy: wall time with a kernel or copy on the stream; overlap: the part\n"
+                "of it while another stream of the device was busy; idle: iter. - busy)\n");
+  }
   return kExitOk;
 }
 

@@ -243,8 +243,10 @@ TEST(StreamSchedulerTest, MemoryIsReusedAcrossStepsAndTheHostWaitsOnlyWhereItRea
   int copies_out = 0;
   for (const Node* n : (*graph)->nodes()) copies_out += n->op() == "CopyToHost" ? 1 : 0;
   ASSERT_GT(copies_out, 0) << "the allreduce's inputs leave the device";
+  TraceRecorder trace;
   ExecutorOptions options;
   options.threads = 2;
+  options.trace = &trace;
   auto executor = Executor::Create(graph->get(), options);
   ASSERT_TRUE(executor.ok()) << executor.status();
   std::vector<FeedMap> feeds = testing::RandomImageFeeds(2, 8, 8);
@@ -263,6 +265,20 @@ TEST(StreamSchedulerTest, MemoryIsReusedAcrossStepsAndTheHostWaitsOnlyWhereItRea
     EXPECT_GT(stats.memory.cache_hits, 0) << "step " << t;
   }
   EXPECT_EQ(reserved[3], reserved[7]) << "the device's memory grew after step 3";
+  // The trace has a track per stream with its kernels and copies, and every
+  // wait of the host for the device.
+  const std::string json = trace.ToJson();
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) ++n;
+    return n;
+  };
+  for (const char* track : {"sim:0/compute0", "sim:0/compute2", "sim:0/copy_in", "sim:0/copy_out"}) {
+    EXPECT_EQ(count(absl::StrCat("\"name\":\"", track, "\"")), 1) << track;
+  }
+  EXPECT_GT(count("\"cat\":\"kernel\""), 8 * 10);
+  EXPECT_GT(count("\"cat\":\"copy\""), 8 * copies_out);
+  EXPECT_EQ(count("\"cat\":\"sync\""), (*executor)->device()->stats().host_waits);
 }
 
 // The device memory a vgg11 step takes, against the plan's prediction
