@@ -30,16 +30,24 @@ inline absl::StatusOr<std::unique_ptr<Graph>> PlanModel(const std::string& model
   return graph;
 }
 
-// `steps` batches of `batch` random 28x28 images ("images") and labels of 10
-// classes ("labels"), drawn from `seed`.
-inline std::vector<FeedMap> RandomImageFeeds(unsigned seed, int steps, int batch) {
+// `steps` batches of `batch` random images of `image_dims` (default
+// Fashion-MNIST's 1x28x28; {3, 32, 32} for the CIFAR-shaped models) as
+// "images" and labels of 10 classes ("labels"), drawn from `seed`.
+inline std::vector<FeedMap> RandomImageFeeds(unsigned seed, int steps, int batch,
+                                             std::vector<int64_t> image_dims = {1, 28, 28}) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   std::vector<FeedMap> feeds(steps);
+  std::vector<int64_t> dims = {batch};
+  int64_t pixels = 1;
+  for (int64_t d : image_dims) {
+    dims.push_back(d);
+    pixels *= d;
+  }
   for (FeedMap& f : feeds) {
-    std::vector<float> images(batch * 28 * 28);
+    std::vector<float> images(batch * pixels);
     for (float& v : images) v = normal(rng);
-    f["images"] = *Tensor::FromVector({batch, 1, 28, 28}, images);
+    f["images"] = *Tensor::FromVector(dims, images);
     Tensor labels = *Tensor::Allocate(DT_INT32, {batch});
     for (int i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
     f["labels"] = labels;

@@ -51,25 +51,9 @@ std::vector<FeedMap> RandomTextFeeds(unsigned seed, int steps, int batch) {
   return feeds;
 }
 
-// Random [batch, 3, 32, 32] images of 10 classes (the CIFAR-shaped models).
-std::vector<FeedMap> RandomCifarFeeds(unsigned seed, int steps, int batch) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  std::vector<FeedMap> feeds(steps);
-  for (FeedMap& f : feeds) {
-    std::vector<float> images(batch * 3 * 32 * 32);
-    for (float& v : images) v = normal(rng);
-    f["images"] = *Tensor::FromVector({batch, 3, 32, 32}, images);
-    Tensor labels = *Tensor::Allocate(DT_INT32, {batch});
-    for (int i = 0; i < batch; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>(rng() % 10);
-    f["labels"] = labels;
-  }
-  return feeds;
-}
-
 std::vector<FeedMap> FeedsFor(const std::string& model, int steps, int batch) {
   if (model == "char_transformer") return RandomTextFeeds(7, steps, batch);
-  if (model.find("cifar") != std::string::npos) return RandomCifarFeeds(7, steps, batch);
+  if (model.find("cifar") != std::string::npos) return testing::RandomImageFeeds(7, steps, batch, {3, 32, 32});
   return testing::RandomImageFeeds(7, steps, batch);
 }
 
@@ -315,7 +299,7 @@ TEST(StreamSchedulerTest, Vgg11DeviceMemoryIsThePlansLiveSet) {
   options.threads = 1;  // the order the prediction replays
   auto executor = Executor::Create(graph->get(), options);
   ASSERT_TRUE(executor.ok()) << executor.status();
-  std::vector<FeedMap> feeds = RandomCifarFeeds(3, kSteps, kBatch);
+  std::vector<FeedMap> feeds = testing::RandomImageFeeds(3, kSteps, kBatch, {3, 32, 32});
   for (int t = 0; t < kSteps; ++t) {
     auto loss = (*executor)->RunStep(StepInfo{0, t, t, kSteps, 1, true}, feeds[t], {"loss"});
     ASSERT_TRUE(loss.ok()) << loss.status();
