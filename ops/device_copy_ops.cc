@@ -1,8 +1,8 @@
 // Copies between host memory and a device's (passes/place_pass.cc inserts
 // them where an edge crosses from a node on the host to one on a device, or
-// back). Both keep the value's shape and dtype. The executor today runs every
-// node's CPU kernel on host memory, so there both are real copies on the host
-// and a placed plan computes exactly what the unplaced one does.
+// back). Both keep the value's shape and dtype. On the sim, the executor runs them
+// as stream copies (schedulers/device_streams.h); their CPU kernels copy on
+// the host, where a placed plan runs without a device.
 //
 // `device` names the device side of the copy ("sim:0", "cuda:0") for both:
 // where CopyToDevice writes, and where CopyToHost reads.

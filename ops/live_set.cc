@@ -51,7 +51,7 @@ absl::StatusOr<LiveSet> PredictStepLiveSet(const Graph& graph, int64_t batch, in
   }
   std::deque<int> ready;
   for (const Node* n : by_id) {
-    if (n != nullptr && (pending[n->id()] == 0 || n->op() == "Parameter")) ready.push_back(n->id());
+    if (n != nullptr && pending[n->id()] == 0) ready.push_back(n->id());
   }
   int64_t now = live.state_bytes;
   live.peak_bytes = now;

@@ -317,6 +317,15 @@ absl::StatusOr<Tensor> DeviceStreams::Download(const Tensor& device) {
 
 absl::Status DeviceStreams::Synchronize() { return HostWait("synchronize", nullptr); }
 
+absl::Status DeviceStreams::SynchronizeAndReadBack(std::vector<Tensor>& values) {
+  RETURN_IF_ERROR(Synchronize());
+  for (Tensor& t : values) {
+    if (!IsDeviceTensor(t)) continue;
+    ASSIGN_OR_RETURN(t, Download(t));
+  }
+  return absl::OkStatus();
+}
+
 DeviceStreamsStats DeviceStreams::stats() const {
   DeviceStreamsStats s;
   {

@@ -108,6 +108,9 @@ class DeviceStreams {
 
   // The host waits for every stream; the first failure of the device's work.
   absl::Status Synchronize();
+  // Synchronize, then each of `values` that is a device tensor replaced by
+  // its host copy (fetched values, evaluation results).
+  absl::Status SynchronizeAndReadBack(std::vector<Tensor>& values);
 
   DeviceStreamsStats stats() const;
 

@@ -497,13 +497,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
   RETURN_IF_ERROR(status);
   std::vector<Tensor> out;
   for (const std::string& f : fetches) out.push_back(values[graph_->FindNode(f)->id()][0]);
-  if (streams_ != nullptr) {
-    for (Tensor& t : out) {
-      if (!streams_->IsDeviceTensor(t)) continue;
-      ASSIGN_OR_RETURN(t, streams_->Download(t));
-    }
-    RETURN_IF_ERROR(streams_->Synchronize());
-  }
+  if (streams_ != nullptr) RETURN_IF_ERROR(streams_->SynchronizeAndReadBack(out));
   return out;
 }
 
@@ -620,15 +614,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
     // The step's device work, and reading its fetched values back: the host's
     // one wait for the device per step, outside the step.
     lock.unlock();
-    absl::Status device = streams_->Synchronize();
-    for (Tensor& t : fetched) {
-      if (!device.ok()) break;
-      if (!streams_->IsDeviceTensor(t)) continue;
-      absl::StatusOr<Tensor> host = streams_->Download(t);
-      device = host.status();
-      if (host.ok()) t = *std::move(host);
-    }
-    if (!device.ok()) {
+    if (absl::Status device = streams_->SynchronizeAndReadBack(fetched); !device.ok()) {
       Fail(device);
       return device;
     }

@@ -250,8 +250,8 @@ TEST(PlacePassTest, TheReportSaysWhatWasPlaced) {
   EXPECT_EQ(place.added.size(), 2u);
 }
 
-// Today's executor runs every node's CPU kernel on the host, the copies
-// included: a placed plan trains exactly like the unplaced one.
+// The sim runs the CPU's kernels on its memory: a placed plan trains
+// exactly like the unplaced one.
 TEST(PlacePassTest, APlacedPlanTrainsBitForBitLikeTheUnplacedOne) {
   auto placed_graph = Planned("autodiff,data_parallel,sgd(lr=0.1,momentum=0.9),place(device=sim)");
   auto plain_graph = Planned("autodiff,data_parallel,sgd(lr=0.1,momentum=0.9)");
