@@ -67,8 +67,10 @@ class Bench {
     return slowest;
   }
 
-  absl::Status Ours(std::vector<float>& data) {
-    return comm_.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, {kOursTag, kTimeout});
+  absl::Status Ours(std::vector<float>& data, WireType wire) {
+    CollectiveOptions options{kOursTag, kTimeout};
+    options.wire = wire;
+    return comm_.AllReduce(absl::MakeSpan(data), ReduceOp::kSum, options);
   }
 
   absl::Status Raw(std::vector<float>& data) {
@@ -191,19 +193,21 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
   bool cpu_measured = true;
   double cpu_seconds_all = 0, bytes_sent_all = 0;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 0;
-  auto ours = [&](std::vector<float>& d) { return bench.Ours(d); };
+  result.wire = options.wire;
+  auto ours = [&](std::vector<float>& d) { return bench.Ours(d, options.wire); };
   auto raw = [&](std::vector<float>& d) { return bench.Raw(d); };
   auto also = [&](std::vector<float>& d) {
     return options.also->AllReduce(absl::MakeSpan(d), ReduceOp::kSum, {kShmTag, kTimeout});
   };
   for (int64_t bytes : options.sizes_bytes) {
-    std::vector<float> data(bytes / sizeof(float), 1.0f);
+    // As many floats as fill `bytes` on each one's wire.
+    std::vector<float> data(bytes / sizeof(float), 1.0f), ours_data(bytes / WireBytesPerElement(options.wire), 1.0f);
     // Warm up both, then size the rounds from one timed call (rank 0's).
-    RETURN_IF_ERROR(bench.Ours(data));
+    RETURN_IF_ERROR(ours(ours_data));
     RETURN_IF_ERROR(bench.Raw(data));
     if (options.also != nullptr) RETURN_IF_ERROR(also(data));
     absl::Time start = absl::Now();
-    RETURN_IF_ERROR(bench.Ours(data));
+    RETURN_IF_ERROR(ours(ours_data));
     double once = absl::ToDoubleSeconds(absl::Now() - start);
     ASSIGN_OR_RETURN(double planned,
                      bench.FromRoot(absl::ToDoubleSeconds(options.time_per_round) / std::max(once, 1e-6)));
@@ -216,7 +220,7 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
     }
     for (int round = 0; round < options.rounds; ++round) {
       absl::StatusOr<double> cpu_before = HostBusyCpuSeconds();
-      ASSIGN_OR_RETURN(std::vector<double> a, bench.Time(iterations, data, ours));
+      ASSIGN_OR_RETURN(std::vector<double> a, bench.Time(iterations, ours_data, ours));
       absl::StatusOr<double> cpu_after = HostBusyCpuSeconds();
       cpu_measured = cpu_measured && cpu_before.ok() && cpu_after.ok();
       if (cpu_measured) cpu_seconds += *cpu_after - *cpu_before;
@@ -267,7 +271,10 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(GlooCommunicator& comm, c
 }
 
 std::string FormatBenchTable(const AllReduceBenchResult& r) {
-  std::string out = absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring); ",
+  std::string out = absl::StrCat("allreduce over ", r.world, " ranks (gloo/tcp, ring",
+                                 r.wire == WireType::kFloat32 ? "" : absl::StrCat("; ours on a ", WireTypeName(r.wire),
+                                                                                  " wire, sizes in wire bytes"),
+                                 "); ",
                                  r.link.beta_bytes_per_second > 0
                                      ? absl::StrFormat("link: alpha %.1f us, beta %.0f MB/s\n",
                                                        r.link.alpha_seconds * 1e6, r.link.beta_bytes_per_second / 1e6)
@@ -304,6 +311,7 @@ std::string FormatBenchTable(const AllReduceBenchResult& r) {
 std::string BenchJson(const AllReduceBenchResult& r) {
   Json j;
   j["world"] = int64_t{r.world};
+  j["wire"] = std::string(WireTypeName(r.wire));
   j["alpha_seconds"] = r.link.alpha_seconds;
   j["beta_bytes_per_second"] = r.link.beta_bytes_per_second;
   j["ranks_on_host"] = int64_t{r.ranks_on_host};

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/gloo_communicator.h"
+#include "comm/wire_format.h"
 
 namespace nereid {
 
@@ -49,6 +50,10 @@ struct AllReduceBenchOptions {
   // through another backend, named `also_label` ("shm"); null: not timed.
   Communicator* also = nullptr;
   std::string also_label;
+  // Ours sends this wire format (float16/bfloat16: Nereid's own 16-bit ring).
+  // Sizes are bytes on the wire either way, so a 16-bit message carries twice
+  // the floats of raw Gloo's float32 message of the same size.
+  WireType wire = WireType::kFloat32;
 };
 
 struct LinkEstimate {
@@ -71,6 +76,7 @@ struct AllReduceBenchRow {
 
 struct AllReduceBenchResult {
   int world = 0;
+  WireType wire = WireType::kFloat32;  // ours' (options.wire)
   LinkEstimate link;
   int ranks_on_host = 0;  // ranks sharing rank 0's machine
   int host_cores = 0;     // its cores

@@ -1,5 +1,7 @@
 #include "comm/wire_format.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +41,36 @@ float FromBFloat16(uint16_t bits) {
   return x;
 }
 
+// F16C converts 8 values per instruction, with the same round-to-nearest-even
+// as the scalar cast. The scalar cast is libgcc's soft-float routine: about
+// 90 ns per value when the value is a float16 subnormal, as many gradients are,
+// which made the 16-bit ring slower than float32's on a 45 Mbit/s link.
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return has;
+}
+
+__attribute__((target("avx,f16c"))) size_t EncodeHalfF16c(const float* in, size_t n, uint16_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  return i;
+}
+
+// out = decoded (add: out += decoded); returns how many values it did.
+template <bool add>
+__attribute__((target("avx,f16c"))) size_t DecodeHalfF16c(const uint16_t* in, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    if (add) x = _mm256_add_ps(_mm256_loadu_ps(out + i), x);
+    _mm256_storeu_ps(out + i, x);
+  }
+  return i;
+}
+
 }  // namespace
 
 absl::string_view WireTypeName(WireType type) {
@@ -65,7 +97,8 @@ int WireBytesPerElement(WireType type) { return type == WireType::kFloat32 ? 4 :
 
 void EncodeWire(WireType type, absl::Span<const float> in, uint16_t* out) {
   if (type == WireType::kFloat16) {
-    for (size_t i = 0; i < in.size(); ++i) out[i] = ToHalf(in[i]);
+    size_t i = HasF16c() ? EncodeHalfF16c(in.data(), in.size(), out) : 0;
+    for (; i < in.size(); ++i) out[i] = ToHalf(in[i]);
   } else {
     for (size_t i = 0; i < in.size(); ++i) out[i] = ToBFloat16(in[i]);
   }
@@ -73,7 +106,8 @@ void EncodeWire(WireType type, absl::Span<const float> in, uint16_t* out) {
 
 void DecodeWire(WireType type, const uint16_t* in, absl::Span<float> out) {
   if (type == WireType::kFloat16) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = FromHalf(in[i]);
+    size_t i = HasF16c() ? DecodeHalfF16c<false>(in, out.size(), out.data()) : 0;
+    for (; i < out.size(); ++i) out[i] = FromHalf(in[i]);
   } else {
     for (size_t i = 0; i < out.size(); ++i) out[i] = FromBFloat16(in[i]);
   }
@@ -81,7 +115,8 @@ void DecodeWire(WireType type, const uint16_t* in, absl::Span<float> out) {
 
 void DecodeWireAdd(WireType type, const uint16_t* in, absl::Span<float> out) {
   if (type == WireType::kFloat16) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] += FromHalf(in[i]);
+    size_t i = HasF16c() ? DecodeHalfF16c<true>(in, out.size(), out.data()) : 0;
+    for (; i < out.size(); ++i) out[i] += FromHalf(in[i]);
   } else {
     for (size_t i = 0; i < out.size(); ++i) out[i] += FromBFloat16(in[i]);
   }

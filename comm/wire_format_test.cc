@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -61,6 +63,54 @@ TEST(WireFormatTest, DecodeAddAccumulatesInFloat32) {
   EncodeWire(WireType::kFloat16, in, wire.data());
   DecodeWireAdd(WireType::kFloat16, wire.data(), absl::MakeSpan(acc));
   EXPECT_EQ(acc, (std::vector<float>{11.5f, 8.0f, 10.25f}));
+}
+
+// The vector path (8 at a time, where the CPU has F16C) and the scalar one
+// (the tail, and CPUs without it) give the same bits: every float16 decoded,
+// and floats of every exponent encoded, subnormals, halfway cases and
+// overflow included, compared with the compiler's own conversion. A length
+// that is not a multiple of 8 sends the last values down the scalar path.
+TEST(WireFormatTest, EveryHalfAndEveryExponentConvertsAsTheCompilerDoes) {
+  std::vector<uint16_t> halves(65536 + 3);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  std::vector<float> decoded(halves.size()), summed(halves.size(), 1.0f);
+  DecodeWire(WireType::kFloat16, halves.data(), absl::MakeSpan(decoded));
+  DecodeWireAdd(WireType::kFloat16, halves.data(), absl::MakeSpan(summed));
+  for (size_t i = 0; i < halves.size(); ++i) {
+    _Float16 h;
+    std::memcpy(&h, &halves[i], sizeof h);
+    const float want = static_cast<float>(h);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(decoded[i])) << i;
+      continue;
+    }
+    ASSERT_EQ(decoded[i], want) << "half bits " << i;
+    ASSERT_EQ(summed[i], 1.0f + want) << "half bits " << i;
+  }
+  std::mt19937 random(7);
+  std::vector<float> floats;
+  for (int i = 0; i < 200003; ++i) {
+    uint32_t bits = random();
+    // Half the values near float16's range (exponents 2^-30..2^17), where it rounds.
+    if (i % 2 == 0) bits = (bits & 0x807fffffu) | ((97u + random() % 48u) << 23);
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    floats.push_back(x);
+  }
+  for (float tie : {1.0f + 0x1p-11f, 0x1p-25f, 3 * 0x1p-25f, 65520.0f, -0.0f}) floats.push_back(tie);
+  std::vector<uint16_t> encoded(floats.size());
+  EncodeWire(WireType::kFloat16, floats, encoded.data());
+  for (size_t i = 0; i < floats.size(); ++i) {
+    const _Float16 h = static_cast<_Float16>(floats[i]);
+    uint16_t want;
+    std::memcpy(&want, &h, sizeof want);
+    if (std::isnan(floats[i])) {
+      EXPECT_EQ(encoded[i] & 0x7c00u, 0x7c00u) << i;  // a NaN stays a NaN
+      EXPECT_NE(encoded[i] & 0x03ffu, 0u) << i;
+      continue;
+    }
+    ASSERT_EQ(encoded[i], want) << "float " << floats[i];
+  }
 }
 
 }  // namespace

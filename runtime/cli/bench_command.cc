@@ -20,6 +20,7 @@
 #include "comm/rendezvous.h"
 #include "comm/run_token.h"
 #include "comm/communicator_factory.h"
+#include "comm/wire_format.h"
 #include "benchmarks/aggregation_bench.h"
 #include "core/file_io.h"
 #include "benchmarks/fma_peak.h"
@@ -65,7 +66,11 @@ Flags BenchFlags() {
              "also time allreduce through another communicator backend of the same\n"
              "ranks: shm (shared memory, every rank on this machine) or hierarchical\n"
              "(shared memory within machines, gloo across)")
-      .Switch("shm", "the same as --also shm");
+      .Switch("shm", "the same as --also shm")
+      .Value("wire", "FORMAT",
+             "ours sends float32 (default), float16 or bfloat16 (Nereid's 16-bit ring, as\n"
+             "compress(method=fp16) uses); sizes are then bytes on the wire, so raw Gloo's\n"
+             "float32 message of the same size carries half the values");
   f.Section("compress")
       .Value("methods", "LIST",
              "e.g. none,qsgd(bits=4),topk(ratio=0.01,momentum=0.9),gradiveq: each a\n"
@@ -148,7 +153,7 @@ absl::StatusOr<std::vector<AggregationPlan>> CompressPlans(const std::string& mo
 }
 
 int BenchPeak(const Flags& flags) {
-  for (const char* other : {"workers", "sizes", "also", "shm", "no-link-probe", "methods", "iterations", "warmup",
+  for (const char* other : {"workers", "sizes", "also", "shm", "wire", "no-link-probe", "methods", "iterations", "warmup",
                             "rendezvous", "rank", "world", "bind", "worker-timeout"}) {
     if (flags.Has(other)) {
       std::fprintf(stderr, "error: --%s is not an option of `nereid bench peak`\n", other);
@@ -210,6 +215,10 @@ absl::StatusOr<BenchSettings> ReadBenchSettings(const Flags& flags, bool compres
   }
   s.options.rounds = static_cast<int>(std::max<int64_t>(1, s.rounds));
   s.also_label = flags.Has("shm") ? "shm" : flags.String("also", "");
+  if (flags.Has("wire")) {
+    if (compress) return absl::InvalidArgumentError("--wire is an option of `nereid bench allreduce`");
+    ASSIGN_OR_RETURN(s.options.wire, ParseWireType(flags.String("wire")));
+  }
   return s;
 }
 
