@@ -11,7 +11,6 @@
 #include "comm/gloo_status.h"
 #include "comm/ring_collectives.h"
 #include "core/status_macros.h"
-#include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
@@ -30,6 +29,7 @@ namespace {
 constexpr uint8_t kReduceScatterSlotPrefix = 0x80;
 constexpr uint8_t kSendRecvSlotPrefix = 0x81;
 constexpr uint8_t kAllReduce16SlotPrefix = 0x82;
+constexpr uint8_t kAllGatherSlotPrefix = 0x83;
 
 constexpr int64_t kBytesPerElement = sizeof(float);
 
@@ -197,14 +197,8 @@ absl::Status GlooCommunicator::AllGather(absl::Span<const float> in, absl::Span<
     meter_.RecordCall();
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(Finish(CallGloo(Where("allgather", options.tag, RingPeers()), [&] {
-    gloo::AllgatherOptions o(context_);
-    o.setInput(const_cast<float*>(in.data()), in.size());
-    o.setOutput(out.data(), out.size());
-    o.setTag(options.tag);
-    o.setTimeout(timeout);
-    gloo::allgather(o);
-  })));
+  const std::string where = Where("allgather", options.tag, RingPeers());
+  RETURN_IF_ERROR(Finish(RingAllGather(in, out, rank(), n, Ring(kAllGatherSlotPrefix, options.tag, timeout, where))));
   meter_.RecordCall(RingAllGatherTraffic(n, static_cast<int64_t>(out.size()) * kBytesPerElement));
   return absl::OkStatus();
 }

@@ -15,7 +15,9 @@
 //                  from the left). Gloo 2022-05 has no options-style
 //                  reduce-scatter: its ReduceScatterHalvingDoubling is an
 //                  old-style algorithm with neither tag nor per-call timeout.
-//   AllGather      gloo::allgather (ring).
+//   AllGather      our own ring, as ReduceScatter's (n-1 steps, each passing
+//                  one rank's block on). gloo::allgather moved 70-80% of the
+//                  link's rate on 45 Mbit/s links where this ring moves 95%.
 //   Broadcast      gloo::broadcast (binomial tree rooted at `root`).
 //   Send / Recv    unbound buffer send/recv + waitSend/waitRecv. Gloo's TCP
 //                  transport moves the data only once the receiver has posted
