@@ -17,7 +17,7 @@
 //                  old-style algorithm with neither tag nor per-call timeout.
 //   AllGather      our own ring, as ReduceScatter's (n-1 steps, each passing
 //                  one rank's block on). gloo::allgather moved 70-80% of the
-//                  link's rate on 45 Mbit/s links where this ring moves 95%.
+//                  link's rate on 45 Mbit/s links where this ring moves over 90%.
 //   Broadcast      gloo::broadcast (binomial tree rooted at `root`).
 //   Send / Recv    unbound buffer send/recv + waitSend/waitRecv. Gloo's TCP
 //                  transport moves the data only once the receiver has posted

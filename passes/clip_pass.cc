@@ -33,12 +33,13 @@ class ClipPass : public Pass {
     for (const GradientOfParameter& g : grads) {
       const Edge* in = g.gradient->input_edge(0);
       values.push_back(NodeOut{in->src, in->src_port});
+      ASSIGN_OR_RETURN(NodeOut counted, AsTheOptimizerSeesIt(graph, g, values.back()));
       const std::string group = NodeAttrString(*g.parameter, "shard_group");
       if (group.empty()) {
-        whole.push_back(values.back());
+        whole.push_back(counted);
       } else {
         shards[group].size = NodeAttrInt(*g.parameter, "shard_count", 1);
-        shards[group].parts.push_back(values.back());
+        shards[group].parts.push_back(counted);
       }
     }
     for (const auto& [group, s] : shards) {
@@ -61,6 +62,20 @@ class ClipPass : public Pass {
     int64_t size = 1;            // the group's ranks
     std::vector<NodeOut> parts;  // this rank's shards' gradients
   };
+
+  // The Gradient node multiplies its input by the parameter's gradient_scale
+  // (a shard's 1/group): the norm is of what comes out, so it counts `value`
+  // times that scale.
+  static absl::StatusOr<NodeOut> AsTheOptimizerSeesIt(Graph& graph, const GradientOfParameter& g, NodeOut value) {
+    auto scale = g.gradient->def().attr().find("scale");
+    if (scale == g.gradient->def().attr().end() || scale->second.f() == 1.0f) return value;
+    const std::string prefix = absl::StrCat(g.parameter->name(), "/grad/");
+    ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, absl::StrCat(prefix, "norm_scale"), "Const", {},
+                                              {{"value", ScalarConstValue(scale->second.f())}}));
+    ASSIGN_OR_RETURN(Node * scaled,
+                     AddOpNode(&graph, absl::StrCat(prefix, "for_norm"), "Mul", {value, NodeOut{factor, 0}}));
+    return NodeOut{scaled, 0};
+  }
 
   // sqrt(the group's sum of the squares of its shards): a value whose square
   // is the shards' share of the global norm.

@@ -116,6 +116,7 @@ class HybridPartitionPass : public Pass {
       RETURN_IF_ERROR(Shard(graph, *WeightOf(*b.rows), 0, group, scale, replicated, sharded));
       RETURN_IF_ERROR(CutReshapes(graph, b, group));
       RETURN_IF_ERROR(Exchange(graph, b, group, style));
+      RETURN_IF_ERROR(ShardRowBias(graph, b, group, replicated, sharded));
       log->notes.push_back(absl::StrCat(ColumnNames(b), " split by columns and ", b.rows->name(), " by rows over ",
                                         group, " ranks"));
     }
@@ -233,6 +234,35 @@ class HybridPartitionPass : public Pass {
     ASSIGN_OR_RETURN(Node * after, AddOpNode(&graph, absl::StrCat(b.rows->name(), style.after_suffix), style.after,
                                              {NodeOut{b.rows, 0}}, attrs));
     for (auto [dst, port] : consumers) RETURN_IF_ERROR(graph.ReplaceInput(dst, port, after, 0));
+    return absl::OkStatus();
+  }
+
+  // The row layer's bias, added after the exchange, is held in shards too and
+  // gathered where it is added (its gradient, the conjugate reduce-scatter,
+  // sums the members' gradients: 1/G of that in either style, as each member
+  // saw the group's whole batch or its own). Megatron-LM keeps it whole; the
+  // gather is G-1 blocks of out/G floats, so every parameter of the block is
+  // held 1/G per rank.
+  absl::Status ShardRowBias(Graph& graph, const SplitBlock& b, int64_t group, bool replicated, int64_t& sharded) {
+    const Node* after = nullptr;
+    for (const Edge* e : b.rows->out_edges()) {
+      if (!e->IsControl() && e->dst->op().rfind("Group", 0) == 0) after = e->dst;
+    }
+    if (after == nullptr) return absl::OkStatus();
+    const int64_t width = b.rows->outputs()[0].shape.dims().back();
+    for (const Edge* e : after->out_edges()) {
+      Node* add = e->dst;
+      if (e->IsControl() || (add->op() != "Add" && add->op() != "BiasAdd") || add->num_inputs() != 2) continue;
+      const Edge* other = add->input_edge(1 - e->dst_port);
+      Node* bias = other->src;
+      const TensorShape& shape = bias->outputs()[0].shape;
+      if (bias->op() != "Parameter" || shape.dims().size() != 1 || shape.dims()[0] != width || width % group != 0) continue;
+      RETURN_IF_ERROR(Shard(graph, *bias, 0, group, 1.0f / static_cast<float>(group), replicated, sharded));
+      ASSIGN_OR_RETURN(Node * gathered, AddOpNode(&graph, absl::StrCat(bias->name(), "/gather"), "GroupAllGather",
+                                                  {NodeOut{bias, 0}},
+                                                  {{"group", StringAttr(kModelGroup)}, {"group_size", IntAttr(group)}}));
+      return graph.ReplaceInput(add, other->dst_port, gathered, 0);
+    }
     return absl::OkStatus();
   }
 

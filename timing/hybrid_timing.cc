@@ -25,7 +25,7 @@ absl::StatusOr<HybridTime> PredictHybrid(const HybridInputs& in) {
   t.data_parallel_bytes_sent = 2 * (n - 1) / n * all;
   const double dp_comm = RingAllReduceSeconds(in.workers, all, in.link);
   for (const GroupExchange& x : in.exchanges) {
-    const double chunk = 4 * b * static_cast<double>(x.elements_per_sample);
+    const double chunk = 4 * (b * static_cast<double>(x.elements_per_sample) + static_cast<double>(x.fixed_elements));
     if (x.kind == GroupExchange::kAllReduce) {
       t.exchange_seconds += RingAllReduceSeconds(in.group_size, chunk, in.link);
       t.hybrid_bytes_sent += 2 * (g - 1) / g * chunk;
@@ -71,10 +71,18 @@ std::optional<HybridInputs> HybridInputsFromPlan(const Graph& plan) {
       } else {
         in.replicated_gradient_bytes += bytes;
       }
-    } else if (n->op() == "GroupAllGather") {
-      in.exchanges.push_back({GroupExchange::kAllGather, per_sample(n->input_edge(0)->src->outputs()[n->input_edge(0)->src_port].shape)});
-    } else if (n->op() == "GroupReduceScatter") {
-      in.exchanges.push_back({GroupExchange::kReduceScatter, per_sample(n->outputs()[0].shape)});
+    } else if (n->op() == "GroupAllGather" || n->op() == "GroupReduceScatter") {
+      // Each member's block: the gather's input, the reduce-scatter's output.
+      const bool gather = n->op() == "GroupAllGather";
+      const TensorShape& block = gather ? n->input_edge(0)->src->outputs()[n->input_edge(0)->src_port].shape
+                                        : n->outputs()[0].shape;
+      GroupExchange x{gather ? GroupExchange::kAllGather : GroupExchange::kReduceScatter};
+      if (block.rank() > 0 && block.dim(0) == kUnknownDim) {
+        x.elements_per_sample = per_sample(block);
+      } else {
+        x.fixed_elements = block.KnownElements();  // a parameter's shards, not activations
+      }
+      in.exchanges.push_back(x);
     } else if (n->op() == "GroupAllReduce" && n->outputs()[0].shape.rank() > 1 &&
                n->outputs()[0].shape.dim(0) == kUnknownDim) {
       // Per sample (a block's output or its input's gradient), not the

@@ -41,6 +41,7 @@ struct GroupExchange {
   enum Kind { kAllGather, kReduceScatter, kAllReduce };  // an allreduce: tensor parallel's
   Kind kind = kAllGather;
   int64_t elements_per_sample = 0;  // of each rank's own block (an allreduce: of the whole value)
+  int64_t fixed_elements = 0;       // the same, whatever the batch (a row layer's bias in shards)
 };
 
 struct HybridInputs {

@@ -71,20 +71,26 @@ TEST(TensorParallelPlanTest, AttentionAndMlpBlocksAreCutByHeadsAndColumns) {
   EXPECT_THAT(Dims(g, "block0/attention/key/bias"), ElementsAre(128));
   EXPECT_THAT(Dims(g, "block0/attention/value/weight"), ElementsAre(256, 128));
   EXPECT_THAT(Dims(g, "block0/attention/out/weight"), ElementsAre(128, 256));
-  EXPECT_THAT(Dims(g, "block0/attention/out/bias"), ElementsAre(256));  // added once, after the sum
+  EXPECT_THAT(Dims(g, "block0/attention/out/bias"), ElementsAre(128));  // in shards, gathered after the sum
+  const Node* bias_add = g.FindNode("block0/attention/out/matmul/allreduce")->out_edges().front()->dst;
+  ASSERT_EQ(bias_add->num_inputs(), 2);
+  EXPECT_EQ(bias_add->input_edge(1)->src->name(), "block0/attention/out/bias/gather");
   EXPECT_THAT(ReshapeTarget(g, "block0/attention/query/heads"), ElementsAre(-1, 128, 2, 64));
   EXPECT_THAT(ReshapeTarget(g, "block0/attention/merged"), ElementsAre(-1, 128, 128));
   EXPECT_THAT(Dims(g, "block3/mlp/up/weight"), ElementsAre(256, 512));
   EXPECT_THAT(Dims(g, "block3/mlp/up/bias"), ElementsAre(512));
   EXPECT_THAT(Dims(g, "block3/mlp/down/weight"), ElementsAre(512, 256));
+  EXPECT_THAT(Dims(g, "block3/mlp/down/bias"), ElementsAre(128));
   // LayerNorms and embeddings stay whole.
   EXPECT_THAT(Dims(g, "block0/ln1/scale"), ElementsAre(256));
   EXPECT_THAT(Dims(g, "embedding/tokens"), ElementsAre(256, 256));
   // One identity before and one allreduce after each of the 8 blocks; the
-  // identities' gradients are the backward allreduces.
+  // identities' gradients are the backward allreduces. Each block's row bias
+  // is gathered, and its gradient reduce-scattered.
   EXPECT_EQ(Count(g, "GroupIdentity"), 8);
   EXPECT_EQ(Count(g, "GroupAllReduce"), 16);
-  EXPECT_EQ(Count(g, "GroupAllGather"), 0);
+  EXPECT_EQ(Count(g, "GroupAllGather"), 8);
+  EXPECT_EQ(Count(g, "GroupReduceScatter"), 8);
   const Node* identity = g.FindNode("block0/attention/query/matmul/identity");
   ASSERT_NE(identity, nullptr);
   for (const char* layer : {"query", "key", "value"}) {  // share one exchange
@@ -121,6 +127,24 @@ TEST(TensorParallelPlanTest, FourWaysGiveOneHeadPerRank) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(ReshapeTarget(*plan->whole, "block2/attention/value/heads"), ElementsAre(-1, 128, 1, 64));
   EXPECT_THAT(Dims(*plan->whole, "block2/mlp/up/weight"), ElementsAre(256, 256));
+  // Every parameter of a transformer layer but its LayerNorms is held in
+  // quarters: what a rank holds is exactly a quarter plus the LayerNorms.
+  auto whole = Plan(kTransformer, "autodiff,sgd(lr=0.01)", 4);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto layer_parameters = [](const Graph& g, bool layer_norms) {
+    int64_t count = 0;
+    for (const Node* n : g.nodes()) {
+      if (n->op() == "Parameter" && absl::StartsWith(n->name(), "block2/") &&
+          absl::StrContains(n->name(), "/ln") == layer_norms) {
+        count += n->outputs()[0].shape.KnownElements();
+      }
+    }
+    return count;
+  };
+  const int64_t norms = layer_parameters(*whole->whole, true);
+  EXPECT_GT(norms, 0);
+  EXPECT_EQ(layer_parameters(*plan->whole, true), norms);
+  EXPECT_EQ(layer_parameters(*plan->whole, false) * 4, layer_parameters(*whole->whole, false));
 }
 
 // SplitBrain's style cuts the same blocks and gathers the group's batches.
