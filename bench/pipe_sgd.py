@@ -66,7 +66,18 @@ def strategies(overlap_kb=64):
         ("pipe2_ahead", "Pipe-SGD K=2 + lookahead", "pipeline(width=2),", ",lookahead", ["--width", "2"]),
         ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
          ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
-    ]
+    ] + [  # the codecs: the model prices each plan's payload (--passes) and is given its encode/decode time
+        (f"pipe2_{codec}", f"Pipe-SGD K=2 + {label}", f"compress({options}),pipeline(width=2),", "",
+         ["--width", "2", "--passes", f"autodiff,compress({options}),pipeline(width=2),sgd(lr=0.01)"])
+        for codec, label, options in CODECS]
+
+
+# Pipe-SGD's codec rows: (name, label, compress options).
+CODECS = [
+    ("qsgd8", "QSGD 8-bit", "method=qsgd,bits=8,coding=fixed"),
+    ("qsgd4", "QSGD 4-bit", "method=qsgd,bits=4,coding=fixed"),
+    ("powersgd4", "PowerSGD rank 4", "method=powersgd,rank=4"),
+]
 
 
 def raw_dir(out):
@@ -193,19 +204,28 @@ def model_prediction(args, out, link, profile, name, extra):
         return json.load(f)
 
 
-def predict(args, out, link, name, model_flags):
-    """nereid model's seconds per iteration for strategy `name`, from compute
-    profiled right before (this machine's speed drifts by up to 2x within
-    minutes: a 2-worker profile taken once at the start gave 26.6 ms of
-    compute, ones taken before each run 28.4-31.9) and again beside a busy
-    link (how much overlapped communication slows the compute)."""
+def profile_pair(args, out, name):
+    """Compute profiled right before a run (this machine's speed drifts by up
+    to 2x within minutes: a 2-worker profile taken once at the start gave
+    26.6 ms of compute, ones taken before each run 28.4-31.9), alone and
+    beside a busy link (how much overlapped communication slows the compute)."""
     profile = profile_compute(args, out, name)
     load = start_busy_link(args, out)
     try:
         busy_profile = profile_compute(args, out, name + "_busy")
     finally:
         stop_busy_link(load)
-    prediction = model_prediction(args, out, link, profile, name, model_flags + [
+    return profile, busy_profile
+
+
+def predict(args, out, link, name, model_flags, profiles=None, codec_seconds=0.0):
+    """nereid model's seconds per iteration for strategy `name`, from
+    `profiles` (profile_pair's; taken now when None) and, for a codec, its
+    encode and decode time per step measured in the run (the model has no
+    cost model of a codec's arithmetic)."""
+    profile, busy_profile = profiles or profile_pair(args, out, name)
+    codec = ["--codec-ms", f"{codec_seconds * 1000:.3f}"] if codec_seconds > 0 else []
+    prediction = model_prediction(args, out, link, profile, name, model_flags + codec + [
         "--busy-link-profile", busy_profile, "--busy-compute-link", busy_compute_link(link)])
     return predicted_seconds(prediction, name)
 
@@ -348,8 +368,9 @@ def main():
     for name, label, passes, after, model_flags in strategies(args.overlap_bucket_kb):
         if args.only and name not in args.only.split(","):
             continue
-        predicted = predict(args, raw, link, name, model_flags)  # right before the run it predicts
+        profiles = profile_pair(args, raw, name)  # right before the run it predicts
         m = train(args, raw, name, passes, after)
+        predicted = predict(args, raw, link, name, model_flags, profiles, m.get("codec_seconds_per_step", 0.0))
         rows.append(summarize(args, name, label, m, predicted))
     sync_row = next((r for r in rows if r["name"] == "sync"), rows[0])
     overlap_row = next((r for r in rows if r["name"] == "sync_overlap"), None)
