@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "data/batch_loader.h"
@@ -10,6 +11,29 @@
 #include "ops/model_summary.h"
 
 namespace nereid {
+
+namespace {
+
+// The bytes of one gradient of the parameters a part holds (a shard's shape
+// where hybrid_partition cut it); 0 for a part that computes none (a server).
+int64_t GradientBytesHeld(const GraphDef& part) {
+  absl::flat_hash_set<std::string> trained;
+  for (const NodeDef& n : part.node()) {
+    auto parameter = n.attr().find("parameter");
+    if (n.op() == "Gradient" && parameter != n.attr().end()) trained.insert(parameter->second.s());
+  }
+  int64_t bytes = 0;
+  for (const NodeDef& n : part.node()) {
+    auto shape = n.attr().find("shape");
+    if (n.op() != "Parameter" || !trained.contains(n.name()) || shape == n.attr().end()) continue;
+    int64_t elements = 1;
+    for (int64_t d : shape->second.shape().dim()) elements *= std::max<int64_t>(d, 1);
+    bytes += elements * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace
 
 int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options) {
   GraphFile source;
@@ -19,7 +43,15 @@ int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options) {
   if (!graph.ok()) return options.eval_batch;  // the plan was checked when it was built; keep the default
   const ModelSummary summary = SummarizeModel(**graph);
   const int64_t per_sample = std::max<int64_t>(1, summary.activation_bytes_per_sample);
-  const int64_t within_training = options.batch + summary.parameter_bytes / per_sample;
+  // One gradient of what the least-holding part trains: a rank whose part
+  // holds shards has that much room, not the whole model's gradient. Every
+  // rank reads the same plan, so all choose the same batch.
+  int64_t gradient_bytes = summary.parameter_bytes;
+  for (const WorkerGraph& w : plan.worker()) {
+    const int64_t held = GradientBytesHeld(w.graph());
+    if (held > 0) gradient_bytes = std::min(gradient_bytes, held);
+  }
+  const int64_t within_training = options.batch + gradient_bytes / per_sample;
   const int64_t fits = std::min(within_training, kEvaluationActivationBudget / per_sample);
   return std::max<int64_t>({1, options.batch, std::min(options.eval_batch, fits)});
 }

@@ -40,8 +40,9 @@ inline constexpr int64_t kEvaluationActivationBudget = int64_t{4} << 30;
 // fewer of its activations alive than a training step keeps for backward),
 // so a run's peak memory is training's, and a partitioned plan keeps its
 // saving through evaluation; and within the budget above. Never below the
-// training batch. Computed from the plan's source model, so every rank
-// (whatever its part) evaluates the same batches.
+// training batch. Computed from the plan (the source model's activations,
+// the gradient of what the least-holding rank's part trains), so every rank
+// evaluates the same batches.
 int64_t EvaluationBatch(const PlanDef& plan, const TrainOptions& options);
 
 // `batch`: EvaluationBatch's.

@@ -23,6 +23,7 @@
 #include "ops/model_loader.h"
 #include "ops/model_summary.h"
 #include "runtime/test_set_evaluation.h"
+#include "plan/build_plan.h"
 
 namespace nereid {
 namespace {
@@ -73,6 +74,35 @@ TEST(EvaluationBatchTest, HoldsNoMoreThanATrainingStep) {
   }
   EXPECT_EQ(batch_for("models/char_transformer.pbtxt", 32), 32);
   EXPECT_EQ(batch_for("models/char_transformer.pbtxt", 512), 512);
+}
+
+// A rank of a hybrid plan holds 1/4 of vgg11's dense layers: it has room
+// for the training batch plus its own (smaller) gradient, so it evaluates
+// smaller batches than data parallel's rank, and its evaluation too stays
+// within its training step.
+TEST(EvaluationBatchTest, ARankHoldingShardsEvaluatesWithinItsOwnGradient) {
+  const std::string vgg = "models/vgg11_cifar.pbtxt";
+  PlanRequest request;
+  request.model = vgg;
+  request.target.workers = 4;
+  request.dataset = "synthetic";
+  auto pipeline = PipelineFor("hybrid_partition,autodiff,sgd(lr=0.01,momentum=0.9)", request.target);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  request.pipeline = *std::move(pipeline);
+  auto built = BuildPlan(request);
+  ASSERT_TRUE(built.ok()) << built.status();
+  int64_t held = 0;  // a rank's trainable parameters: the shards' shapes in the partitioned plan
+  for (const Node* n : built->whole->nodes()) {
+    if (n->op() == "Parameter" && NodeAttrBool(*n, "trainable", true)) held += n->outputs()[0].shape.KnownElements() * 4;
+  }
+  const ModelSummary summary = SummarizeModel(**LoadModel(*ReadGraphFile(vgg)));
+  ASSERT_LT(held, summary.parameter_bytes / 2);
+  TrainOptions options;
+  options.batch = 16;
+  EXPECT_EQ(EvaluationBatch(built->plan, options), 16 + held / summary.activation_bytes_per_sample);
+  PlanDef whole_model;
+  *whole_model.mutable_source() = built->plan.source();
+  EXPECT_EQ(EvaluationBatch(whole_model, options), 16 + summary.parameter_bytes / summary.activation_bytes_per_sample);
 }
 
 TEST(TrainingTest, TinyModelConverges) {
