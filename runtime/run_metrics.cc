@@ -56,6 +56,7 @@ std::string MetricsJson(const TrainOptions& options, const TrainResult& r) {
   j["comm_seconds_per_step"] = r.comm_seconds_per_step;
   j["codec_seconds_per_step"] = r.codec_seconds_per_step;
   j["parameter_fingerprint"] = absl::StrCat(absl::Hex(r.parameter_fingerprint, absl::kZeroPad16));
+  j["state_fingerprint"] = absl::StrCat(absl::Hex(r.state_fingerprint, absl::kZeroPad16));
   j["model_parallel"] = r.model_parallel;
   j["state_bytes"] = r.state_bytes;
   j["per_rank_state_bytes"] = r.per_rank_state_bytes;

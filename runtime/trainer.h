@@ -151,8 +151,11 @@ struct TrainResult {
   // Per-layer gradient bytes of the plan (compress/layer_bytes.h).
   std::vector<LayerBytes> layer_bytes;
   // FNV-1a of every parameter's final bytes (equal on every rank), shards
-  // and other per-rank state left out.
+  // and other per-rank state left out: nothing of a plan whose ranks each
+  // hold their own parameters (SGP, servers, coded computing).
   uint64_t parameter_fingerprint = 0;
+  // FNV-1a of all of this rank's final state, its own included.
+  uint64_t state_fingerprint = 0;
   // Bytes of this rank's parameters and optimizer state, and of the part
   // that is this rank's own (shards, their optimizer state, residuals).
   int64_t state_bytes = 0;

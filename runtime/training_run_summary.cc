@@ -64,6 +64,7 @@ absl::StatusOr<TrainResult> TrainingRun::Summarize() {
   result_.peak_tensor_bytes = BufferPool::Global().stats().peak_bytes_in_use;
   if (group_ != nullptr) RETURN_IF_ERROR(group_->CheckSameState(*executor_, per_rank_, step_));
   result_.parameter_fingerprint = DataParallelGroup::StateFingerprint(*executor_, per_rank_);
+  result_.state_fingerprint = DataParallelGroup::StateFingerprint(*executor_, {});
   if (hooks_ != nullptr) RETURN_IF_ERROR(hooks_->Summarize(context_, result_.strategy_metrics));
   for (const auto& [name, value] : executor_->State()) {
     result_.state_bytes += value.num_bytes();

@@ -21,7 +21,7 @@ run() {  # json, args...
     echo "FAILED: $out"
     return
   fi
-  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["parameter_fingerprint"], d["step_losses"], d["final_train_loss"], d["per_epoch"][-1]["test_loss"], d["final_test_accuracy"])' "$json"
+  /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["parameter_fingerprint"], d["state_fingerprint"], d["step_losses"], d["final_train_loss"], d["per_epoch"][-1]["test_loss"], d["final_test_accuracy"])' "$json"
 }
 
 check() {  # name, passes, args...
