@@ -114,7 +114,9 @@ def measure_link(args, out):
     every rank's worth of compute runs on the host (busy_compute_link.json,
     beside it): overlapped communication waits for cores that compute holds."""
     path = os.path.join(out, "link.json")
-    bench = [NEREID, "bench", "allreduce", "--sizes", "64K,256K,1M", "--rounds", "3", "--json"]
+    # From 4K: a codec's small messages cost their hops' latency (on these links
+    # a 4K allreduce over 4 ranks took 7.2 ms, where a fit to 64K-1M says 1.9).
+    bench = [NEREID, "bench", "allreduce", "--sizes", "4K,16K,64K,256K,1M", "--rounds", "3", "--json"]
     p = cluster(args, bench + [path], 600, os.path.join(out, "logs_link"))
     if p.returncode != 0:
         sys.exit(f"pipe_sgd: the link benchmark failed (exit {p.returncode})")

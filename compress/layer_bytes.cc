@@ -46,6 +46,15 @@ absl::StatusOr<int64_t> RingMessageBytes(const Node& node, int world) {
   return world > 1 ? static_cast<int64_t>(sent / AllReduceShare(world) + 0.5) : 0;
 }
 
+absl::StatusOr<int> RingMessageRounds(const Node& node) {
+  if (node.op() != "CompressedAllReduce") return 1;
+  const auto& attr = node.def().attr();
+  ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));
+  ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
+  RETURN_IF_ERROR(codec->Init(node.outputs()[0].shape.dims(), options));
+  return codec->Rounds();
+}
+
 absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& n, int world) {
   const auto& attr = n.def().attr();
   ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));

@@ -37,6 +37,10 @@ absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int w
 // allreduce of n/2 of them). The timing model prices every message so.
 absl::StatusOr<int64_t> RingMessageBytes(const Node& node, int world);
 
+// How many collectives that message takes one after another: a codec's rounds
+// (PowerSGD: 2, its P and its Q), 1 for an AllReduce.
+absl::StatusOr<int> RingMessageRounds(const Node& node);
+
 // The same for one CompressedAllReduce node: one entry per gradient it carries.
 absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& compressed_allreduce, int world);
 

@@ -351,14 +351,17 @@ absl::StatusOr<TimingPrediction> PredictIteration(const TimingInputs& in) {
   p.overlapped_ring_comm_seconds = overlapped_ring;
   // Pipelined, the allreduce runs while the next step computes, for as long as
   // it lasts or the step does, and slows that computation.
+  // A codec encodes and decodes on the collective thread, between its
+  // collectives: pipelined, it lengthens the communication beside the next
+  // steps' compute, not that compute.
   const bool pipelined = in.pipe_width >= 2;
+  const double pipe_comm = overlapped_ring + in.codec_seconds;
   const double pipe_compute =
-      pipelined ? SlowedCompute(p.compute_seconds, ring_rho, overlapped_ring,
-                                [&](double t) { return std::min(overlapped_ring, t); })
+      pipelined ? SlowedCompute(in.compute_seconds, ring_rho, pipe_comm, [&](double t) { return std::min(pipe_comm, t); })
                 : sync.compute;
   add("pipe_sgd", absl::StrCat("Pipe-SGD (K=", in.pipe_width, ")"), pipe_compute,
-      pipelined ? overlapped_ring : p.ring_comm_seconds, p.wire_bytes_per_step,
-      pipelined ? std::max(pipe_compute, overlapped_ring) : sync.total);
+      pipelined ? pipe_comm : p.ring_comm_seconds, p.wire_bytes_per_step,
+      pipelined ? std::max(pipe_compute, pipe_comm) : sync.total);
   // SGP: a message per parameter to each peer; plain, after the update;
   // overlapped, beside the next steps' compute (which it slows as Pipe-SGD's
   // allreduce does).

@@ -105,7 +105,8 @@ Flags ModelFlags() {
              "between two ranks (its payload rate; instead of --server-bandwidth-gbit)")
       .Value("staleness", "S", "the stale-synchronous server's staleness (default 1)")
       .Value("compression-ratio", "R", "gradient bytes on the wire divided by R (default 1)")
-      .Value("codec-ms", "C", "encode + decode time per step, added to compute (default 0)")
+      .Value("codec-ms", "C", "encode + decode time per step (default 0), on the collective thread: added to\n"
+                              "a synchronous step, and to a pipelined step's communication")
       .Value("gossip-peers", "P", "SGP's out-neighbours per step (default 1)")
       .Value("gossip-overlap", "T", "overlap SGP's tau (default 1)")
       .Value("gossip-bucket-kb", "KB", "SGP's parameters packed per message, as gossip(bucket_kb) (default 4096)");
@@ -165,7 +166,13 @@ absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& 
     }
     absl::StatusOr<int64_t> bytes = RingMessageBytes(*n, workers);
     if (!bytes.ok()) return bytes.status();
-    buckets.back().bytes = *bytes;
+    absl::StatusOr<int> rounds = RingMessageRounds(*n);
+    if (!rounds.ok()) return rounds.status();
+    // A codec's rounds are collectives one after another: a message each
+    // (their latencies add), the payload shared out among them.
+    buckets.back().bytes = *bytes / *rounds;
+    const Bucket round = buckets.back();
+    for (int r = 1; r < *rounds; ++r) buckets.push_back(round);
   }
   std::sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.order < b.order; });
   PlannedBuckets planned;

@@ -40,6 +40,11 @@ expect 0 "gradients: 123412 bytes" "$nereid" model models/lenet_fashion.pbtxt --
   fail "model of a QSGD plan failed"
 python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["bytes_per_step"]; sys.exit(not 246824/4.5 < b < 246824/3.5)' \
   "$tmp/qsgd.json" || fail "a QSGD plan is not priced at about a quarter of the float32 bytes"
+# PowerSGD's two rounds (P, then Q) are two collectives, each paying the
+# ring's latency: its fused 44.4 KiB is two 22.2 KiB messages beside the dense 4 KiB.
+expect 0 "gradients: 49608 bytes in 3 buckets (4.0 KiB, 22.2 KiB, 22.2 KiB)" "$nereid" model \
+  models/mlp_fashion.pbtxt --workers 2 --compute-ms 10 --link "$tmp/bench.json" \
+  --passes "autodiff,compress(method=powersgd,rank=4),sgd(lr=0.01)"
 # A worker 5 ms slower per step holds every strategy to its pace: the same
 # rows as 15 ms of compute, and the report says so.
 expect 0 "straggler: one worker 5.000 ms slower per step" "$nereid" model models/lenet_fashion.pbtxt --workers 4 \
