@@ -66,7 +66,8 @@ def strategies(overlap_kb=64):
         ("pipe2_ahead", "Pipe-SGD K=2 + lookahead", "pipeline(width=2),", ",lookahead", ["--width", "2"]),
         ("pipe2_fp16_ahead", "Pipe-SGD K=2 + fp16 + lookahead", "compress(method=fp16),pipeline(width=2),",
          ",lookahead", ["--width", "2", "--compression-ratio", "2"]),
-    ] + [  # the codecs: the model prices each plan's payload (--passes) and is given its encode/decode time
+    ] + [  # the codecs (the lookahead pass refuses them): the model prices each plan's payload (--passes)
+        # and is given its encode/decode time
         (f"pipe2_{codec}", f"Pipe-SGD K=2 + {label}", f"compress({options}),pipeline(width=2),", "",
          ["--width", "2", "--passes", f"autodiff,compress({options}),pipeline(width=2),sgd(lr=0.01)"])
         for codec, label, options in CODECS]
@@ -114,8 +115,9 @@ def measure_link(args, out):
     every rank's worth of compute runs on the host (busy_compute_link.json,
     beside it): overlapped communication waits for cores that compute holds."""
     path = os.path.join(out, "link.json")
-    # From 4K: a codec's small messages cost their hops' latency (on these links
-    # a 4K allreduce over 4 ranks took 7.2 ms, where a fit to 64K-1M says 1.9).
+    # From 4K: the smallest size sets the floor under a ring step (a codec's
+    # small messages; on 45 Mbit/s links a 4K allreduce over 4 ranks took
+    # 6.9 ms, where alpha + S / beta fitted to 64K-1M says 1.9).
     bench = [NEREID, "bench", "allreduce", "--sizes", "4K,16K,64K,256K,1M", "--rounds", "3", "--json"]
     p = cluster(args, bench + [path], 600, os.path.join(out, "logs_link"))
     if p.returncode != 0:

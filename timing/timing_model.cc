@@ -94,7 +94,7 @@ double ExpectedMaxOf(std::vector<double> samples, int n) {
 
 double RingAllReduceSeconds(int workers, double bytes, const LinkModel& link) {
   const double n = workers;
-  return 2 * (n - 1) * (link.alpha_seconds + bytes / (n * link.beta_bytes_per_second)) +
+  return 2 * (n - 1) * std::max(link.min_step_seconds, link.alpha_seconds + bytes / (n * link.beta_bytes_per_second)) +
          (n - 1) / n * bytes * link.gamma_seconds_per_byte;
 }
 

@@ -89,6 +89,17 @@ TEST(TimingModelTest, SgpPushesEachParameterToItsPeers) {
   EXPECT_THAT(std::string(PredictIteration(in).status().message()), ::testing::HasSubstr("tau must be >= 1"));
 }
 
+// A ring step never costs less than the link's floor: a small message pays
+// it (6 steps of 1 ms), a large one its bytes.
+TEST(TimingModelTest, SmallMessagesPayTheLinksFloor) {
+  LinkModel link;
+  link.alpha_seconds = 100e-6;
+  link.beta_bytes_per_second = 1e8;
+  link.min_step_seconds = 1e-3;
+  EXPECT_THAT(RingAllReduceSeconds(4, 4096, link), DoubleNear(6e-3, kEps));
+  EXPECT_THAT(RingAllReduceSeconds(4, 4e6, link), DoubleNear(6 * (100e-6 + 1e6 / 1e8), kEps));
+}
+
 TEST(TimingModelTest, ReductionCostCompressionAndShards) {
   TimingInputs in = Base();
   in.link.gamma_seconds_per_byte = 1e-9;

@@ -296,6 +296,8 @@ absl::StatusOr<LinkModel> FitLink(const Value& s, absl::string_view label) {
   LinkModel link;
   link.alpha_seconds = a / (2 * (n - 1));
   link.beta_bytes_per_second = 2 * (n - 1) / (n * b);
+  // The smallest size's time, per ring step, is a floor under every step.
+  link.min_step_seconds = std::min_element(points.begin(), points.end())->second / (2 * (n - 1));
   return link;
 }
 

@@ -92,6 +92,9 @@ std::vector<double> BucketReadyFractions(const TraceProfile& profile,
 //           2(n-1)/n * S / beta over its sizes S (n = its "world"; at least two
 //           sizes): the link as the implementation sees it, per-call overheads
 //           and the summing included. An intercept below 0 is taken as alpha = 0.
+//           The smallest size's time over its 2(n-1) steps is the link's
+//           min_step_seconds: no ring step is priced below it (measure from
+//           a size no larger than the smallest message a plan sends).
 // Either way, when the report has them, the host side too: its
 // comm_cpu_seconds_per_byte and cores_per_rank (LinkModel's
 // cpu_seconds_per_byte_sent and cores_per_worker).

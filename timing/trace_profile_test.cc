@@ -223,6 +223,7 @@ TEST(TraceProfileTest, FitsTheLinkToTheMeasuredAllreduces) {
   LinkModel fit = ParseBenchLink(json, "b", BenchLink::kFit).value();
   EXPECT_THAT(fit.alpha_seconds, DoubleNear(50e-6, 1e-12));
   EXPECT_THAT(fit.beta_bytes_per_second, DoubleNear(1e9, 1e-3));
+  EXPECT_THAT(fit.min_step_seconds, DoubleNear((300e-6 + 1.5 * 65536 / 1e9) / 6, 1e-12));  // the smallest size's
   EXPECT_DOUBLE_EQ(ParseBenchLink(json, "b").value().beta_bytes_per_second, 5e9);  // the probe
   // A negative intercept: through the origin, alpha 0.
   json = R"({"world":2,"sizes":[{"bytes":1000,"seconds":1e-7},{"bytes":2000,"seconds":3e-7}]})";
