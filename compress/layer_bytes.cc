@@ -1,5 +1,7 @@
 #include "compress/layer_bytes.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "comm/wire_format.h"
@@ -32,27 +34,23 @@ int64_t InputElements(const Node& n) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> RingMessageBytes(const Node& node, int world) {
+absl::StatusOr<RingMessage> RingMessageOf(const Node& node, int world) {
   if (node.op() == "AllReduce") {
     ASSIGN_OR_RETURN(const int bytes, WireBytes(node));
-    return InputElements(node) * bytes;
+    return RingMessage{InputElements(node) * bytes, 1};
   }
   if (node.op() != "CompressedAllReduce") {
     return absl::InvalidArgumentError(absl::StrCat("'", node.name(), "' (", node.op(), ") is not an allreduce"));
   }
   ASSIGN_OR_RETURN(std::vector<LayerBytes> layers, CompressedLayerBytes(node, world));
   double sent = 0;
-  for (const LayerBytes& l : layers) sent += l.sent_bytes;
-  return world > 1 ? static_cast<int64_t>(sent / AllReduceShare(world) + 0.5) : 0;
-}
-
-absl::StatusOr<int> RingMessageRounds(const Node& node) {
-  if (node.op() != "CompressedAllReduce") return 1;
-  const auto& attr = node.def().attr();
-  ASSIGN_OR_RETURN(CodecOptions options, CodecOptions::Parse(attr.at("options").s()));
-  ASSIGN_OR_RETURN(std::unique_ptr<GradientCodec> codec, CodecRegistry::Global().Create(attr.at("method").s()));
-  RETURN_IF_ERROR(codec->Init(node.outputs()[0].shape.dims(), options));
-  return codec->Rounds();
+  RingMessage message;
+  for (const LayerBytes& l : layers) {
+    sent += l.sent_bytes;
+    message.rounds = std::max(message.rounds, l.rounds);
+  }
+  message.bytes = world > 1 ? static_cast<int64_t>(sent / AllReduceShare(world) + 0.5) : 0;
+  return message;
 }
 
 absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& n, int world) {
@@ -76,6 +74,7 @@ absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& n, int 
     l.collective = gather ? "allgather" : "allreduce";
     l.sent_bytes = gather ? static_cast<double>(world - 1) * l.payload_bytes : AllReduceShare(world) * l.payload_bytes;
     l.uncompressed_sent_bytes = AllReduceShare(world) * l.elements * 4;
+    l.rounds = codec->Rounds();
     layers.push_back(l);
   }
   return layers;

@@ -24,22 +24,25 @@ struct LayerBytes {
   bool payload_is_bound = false;       // variable-length code: at most this
   double sent_bytes = 0;               // per rank per step on a ring of `world`
   double uncompressed_sent_bytes = 0;  // float32 ring allreduce of the same values
+  int rounds = 1;                      // collectives one after another (PowerSGD: 2, its P and its Q)
 };
 
 // Ring algorithms: allreduce sends 2(n-1)/n of the buffer, allgather sends
 // (n-1) blocks of the payload.
 absl::StatusOr<std::vector<LayerBytes>> PlanLayerBytes(const Graph& graph, int world);
 
-// The bytes of one AllReduce or CompressedAllReduce node's message, as the
+// One AllReduce or CompressedAllReduce node's message: its bytes as the
 // buffer of a float32 ring allreduce over `world` ranks that sends as much per
 // rank: an AllReduce's values at its wire format's bytes (2 for fp16/bf16),
 // a codec's payload (an allgather codec's (n-1) payloads are a ring
-// allreduce of n/2 of them). The timing model prices every message so.
-absl::StatusOr<int64_t> RingMessageBytes(const Node& node, int world);
-
-// How many collectives that message takes one after another: a codec's rounds
-// (PowerSGD: 2, its P and its Q), 1 for an AllReduce.
-absl::StatusOr<int> RingMessageRounds(const Node& node);
+// allreduce of n/2 of them); and how many collectives, one after another, it
+// takes (a codec's rounds; 1 for an AllReduce). The timing model prices every
+// message so.
+struct RingMessage {
+  int64_t bytes = 0;
+  int rounds = 1;
+};
+absl::StatusOr<RingMessage> RingMessageOf(const Node& node, int world);
 
 // The same for one CompressedAllReduce node: one entry per gradient it carries.
 absl::StatusOr<std::vector<LayerBytes>> CompressedLayerBytes(const Node& compressed_allreduce, int world);

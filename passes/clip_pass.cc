@@ -8,7 +8,9 @@
 //
 // A model-parallel group's shards (hybrid_partition) hold parts of one
 // gradient each: their squares are summed over the group, so every member
-// takes the norm of the whole model and scales by the same factor.
+// takes the norm of the whole model and scales by the same factor. A shard's
+// Gradient node multiplies it by its gradient_scale (1/group): the norm counts
+// it so, by scaling its sum of squares.
 
 #include <map>
 #include <string>
@@ -33,13 +35,13 @@ class ClipPass : public Pass {
     for (const GradientOfParameter& g : grads) {
       const Edge* in = g.gradient->input_edge(0);
       values.push_back(NodeOut{in->src, in->src_port});
-      ASSIGN_OR_RETURN(NodeOut counted, AsTheOptimizerSeesIt(graph, g, values.back()));
       const std::string group = NodeAttrString(*g.parameter, "shard_group");
-      if (group.empty()) {
-        whole.push_back(counted);
-      } else {
+      const float scale = GradientScale(*g.gradient);
+      if (group.empty() && scale == 1.0f) {
+        whole.push_back(values.back());
+      } else {  // a shard, or a gradient the Gradient node scales: its squares, scaled, in its group's sum
         shards[group].size = NodeAttrInt(*g.parameter, "shard_count", 1);
-        shards[group].parts.push_back(counted);
+        shards[group].by_scale[scale].push_back(values.back());
       }
     }
     for (const auto& [group, s] : shards) {
@@ -59,33 +61,47 @@ class ClipPass : public Pass {
 
  private:
   struct Shards {
-    int64_t size = 1;            // the group's ranks
-    std::vector<NodeOut> parts;  // this rank's shards' gradients
+    int64_t size = 1;  // the group's ranks
+    // This rank's gradients (their Gradient nodes' inputs), by the scale the
+    // Gradient node multiplies them by (a shard's gradient_scale, 1/group).
+    std::map<float, std::vector<NodeOut>> by_scale;
   };
 
-  // The Gradient node multiplies its input by the parameter's gradient_scale
-  // (a shard's 1/group): the norm is of what comes out, so it counts `value`
-  // times that scale.
-  static absl::StatusOr<NodeOut> AsTheOptimizerSeesIt(Graph& graph, const GradientOfParameter& g, NodeOut value) {
-    auto scale = g.gradient->def().attr().find("scale");
-    if (scale == g.gradient->def().attr().end() || scale->second.f() == 1.0f) return value;
-    const std::string prefix = absl::StrCat(g.parameter->name(), "/grad/");
-    ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, absl::StrCat(prefix, "norm_scale"), "Const", {},
-                                              {{"value", ScalarConstValue(scale->second.f())}}));
-    ASSIGN_OR_RETURN(Node * scaled,
-                     AddOpNode(&graph, absl::StrCat(prefix, "for_norm"), "Mul", {value, NodeOut{factor, 0}}));
-    return NodeOut{scaled, 0};
+  // What a Gradient node multiplies its input by.
+  static float GradientScale(const Node& gradient) {
+    auto scale = gradient.def().attr().find("scale");
+    return scale == gradient.def().attr().end() ? 1.0f : scale->second.f();
   }
 
-  // sqrt(the group's sum of the squares of its shards): a value whose square
-  // is the shards' share of the global norm.
+  // sqrt(the group's sum of the squares of its gradients, as the optimizer
+  // reads them): a value whose square is their share of the global norm. A
+  // scale multiplies the scalar sum of squares (by scale^2), not the tensors.
+  // The group "" is this rank's own scaled gradients: summed, not exchanged.
   static absl::StatusOr<NodeOut> GroupNorm(Graph& graph, const std::string& group, const Shards& shards) {
-    ASSIGN_OR_RETURN(Node * squares,
-                     AddOpNode(&graph, absl::StrCat("clip/", group, "/squares"), "SquaredNorm", shards.parts));
-    ASSIGN_OR_RETURN(Node * summed, AddOpNode(&graph, absl::StrCat("clip/", group, "/sum"), "GroupAllReduce",
-                                              {NodeOut{squares, 0}},
-                                              {{"group", StringAttr(group)}, {"group_size", IntAttr(shards.size)}}));
-    ASSIGN_OR_RETURN(Node * norm, AddOpNode(&graph, absl::StrCat("clip/", group, "/norm"), "Sqrt", {NodeOut{summed, 0}}));
+    const std::string prefix = group.empty() ? "clip/scaled" : absl::StrCat("clip/", group);
+    std::vector<NodeOut> sums;
+    for (const auto& [scale, parts] : shards.by_scale) {
+      const std::string name = absl::StrCat(prefix, "/squares", sums.empty() ? "" : absl::StrCat(sums.size()));
+      ASSIGN_OR_RETURN(Node * squares, AddOpNode(&graph, name, "SquaredNorm", parts));
+      sums.push_back(NodeOut{squares, 0});
+      if (scale == 1.0f) continue;
+      ASSIGN_OR_RETURN(Node * factor, AddOpNode(&graph, absl::StrCat(name, "/scale_squared"), "Const", {},
+                                                {{"value", ScalarConstValue(scale * scale)}}));
+      ASSIGN_OR_RETURN(Node * scaled,
+                       AddOpNode(&graph, absl::StrCat(name, "/scaled"), "Mul", {sums.back(), NodeOut{factor, 0}}));
+      sums.back() = NodeOut{scaled, 0};
+    }
+    NodeOut sum = sums.front();
+    if (sums.size() > 1) {
+      ASSIGN_OR_RETURN(Node * added, AddOpNode(&graph, absl::StrCat(prefix, "/squares_sum"), "AddN", sums));
+      sum = NodeOut{added, 0};
+    }
+    if (!group.empty()) {
+      ASSIGN_OR_RETURN(Node * summed, AddOpNode(&graph, absl::StrCat(prefix, "/sum"), "GroupAllReduce", {sum},
+                                                {{"group", StringAttr(group)}, {"group_size", IntAttr(shards.size)}}));
+      sum = NodeOut{summed, 0};
+    }
+    ASSIGN_OR_RETURN(Node * norm, AddOpNode(&graph, absl::StrCat(prefix, "/norm"), "Sqrt", {sum}));
     return NodeOut{norm, 0};
   }
 };

@@ -115,8 +115,8 @@ class HybridPartitionPass : public Pass {
       for (auto [p, axis] : b.cut_parameters) RETURN_IF_ERROR(Shard(graph, *p, axis, group, scale, replicated, sharded));
       RETURN_IF_ERROR(Shard(graph, *WeightOf(*b.rows), 0, group, scale, replicated, sharded));
       RETURN_IF_ERROR(CutReshapes(graph, b, group));
-      RETURN_IF_ERROR(Exchange(graph, b, group, style));
-      RETURN_IF_ERROR(ShardRowBias(graph, b, group, replicated, sharded));
+      ASSIGN_OR_RETURN(Node * after, Exchange(graph, b, group, style));
+      RETURN_IF_ERROR(ShardRowBias(graph, *after, b, group, replicated, sharded));
       log->notes.push_back(absl::StrCat(ColumnNames(b), " split by columns and ", b.rows->name(), " by rows over ",
                                         group, " ranks"));
     }
@@ -219,8 +219,9 @@ class HybridPartitionPass : public Pass {
     return absl::OkStatus();
   }
 
-  // The block's exchanges: one before its columns (they share it), one after its rows.
-  absl::Status Exchange(Graph& graph, const SplitBlock& b, int64_t group, const Style& style) {
+  // The block's exchanges: one before its columns (they share it), one after
+  // its rows, which it returns.
+  absl::StatusOr<Node*> Exchange(Graph& graph, const SplitBlock& b, int64_t group, const Style& style) {
     std::vector<std::pair<std::string, AttrValue>> attrs = {{"group", StringAttr(kModelGroup)},
                                                             {"group_size", IntAttr(group)}};
     const Edge* in = b.columns.front()->input_edge(0);
@@ -234,7 +235,7 @@ class HybridPartitionPass : public Pass {
     ASSIGN_OR_RETURN(Node * after, AddOpNode(&graph, absl::StrCat(b.rows->name(), style.after_suffix), style.after,
                                              {NodeOut{b.rows, 0}}, attrs));
     for (auto [dst, port] : consumers) RETURN_IF_ERROR(graph.ReplaceInput(dst, port, after, 0));
-    return absl::OkStatus();
+    return after;
   }
 
   // The row layer's bias, added after the exchange, is held in shards too and
@@ -243,14 +244,10 @@ class HybridPartitionPass : public Pass {
   // saw the group's whole batch or its own). Megatron-LM keeps it whole; the
   // gather is G-1 blocks of out/G floats, so every parameter of the block is
   // held 1/G per rank.
-  absl::Status ShardRowBias(Graph& graph, const SplitBlock& b, int64_t group, bool replicated, int64_t& sharded) {
-    const Node* after = nullptr;
-    for (const Edge* e : b.rows->out_edges()) {
-      if (!e->IsControl() && e->dst->op().rfind("Group", 0) == 0) after = e->dst;
-    }
-    if (after == nullptr) return absl::OkStatus();
+  absl::Status ShardRowBias(Graph& graph, const Node& after, const SplitBlock& b, int64_t group, bool replicated,
+                            int64_t& sharded) {
     const int64_t width = b.rows->outputs()[0].shape.dims().back();
-    for (const Edge* e : after->out_edges()) {
+    for (const Edge* e : after.out_edges()) {
       Node* add = e->dst;
       if (e->IsControl() || (add->op() != "Add" && add->op() != "BiasAdd") || add->num_inputs() != 2) continue;
       const Edge* other = add->input_edge(1 - e->dst_port);

@@ -142,7 +142,7 @@ struct PlannedBuckets {
 };
 
 // A bucket's bytes are what it puts on the wire, as the ring allreduce that
-// sends as much (compress/layer_bytes.h RingMessageBytes: 16-bit wires, codec
+// sends as much (compress/layer_bytes.h RingMessageOf: 16-bit wires, codec
 // payloads), so the ring formula prices every message alike.
 absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& path, int workers) {
   struct Bucket {
@@ -164,15 +164,13 @@ absl::StatusOr<PlannedBuckets> BucketsOf(const Graph& graph, const std::string& 
             absl::StrCat(path, ": input ", i, " of '", n->name(), "' has unknown shape ", out.shape.ToString()));
       }
     }
-    absl::StatusOr<int64_t> bytes = RingMessageBytes(*n, workers);
-    if (!bytes.ok()) return bytes.status();
-    absl::StatusOr<int> rounds = RingMessageRounds(*n);
-    if (!rounds.ok()) return rounds.status();
+    absl::StatusOr<RingMessage> message = RingMessageOf(*n, workers);
+    if (!message.ok()) return message.status();
     // A codec's rounds are collectives one after another: a message each
     // (their latencies add), the payload shared out among them.
-    buckets.back().bytes = *bytes / *rounds;
+    buckets.back().bytes = message->bytes / message->rounds;
     const Bucket round = buckets.back();
-    for (int r = 1; r < *rounds; ++r) buckets.push_back(round);
+    for (int r = 1; r < message->rounds; ++r) buckets.push_back(round);
   }
   std::sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.order < b.order; });
   PlannedBuckets planned;
