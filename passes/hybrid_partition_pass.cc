@@ -100,7 +100,8 @@ class HybridPartitionPass : public Pass {
       return absl::OkStatus();
     }
     std::vector<SplitBlock> blocks = FindBlocks(chosen, order, log);
-    if (blocks.empty()) {
+    const bool shard_rest = o.GetBool("shard_rest");
+    if (blocks.empty() && !shard_rest) {
       log->notes.push_back("no block of dense layers to shard: every layer stays data parallel");
       return absl::OkStatus();
     }
@@ -120,6 +121,7 @@ class HybridPartitionPass : public Pass {
       log->notes.push_back(absl::StrCat(ColumnNames(b), " split by columns and ", b.rows->name(), " by rows over ",
                                         group, " ranks"));
     }
+    if (shard_rest) RETURN_IF_ERROR(ShardTheRest(graph, group, replicated, sharded, log));
     RecordGroups(graph, world, group, style);
     log->notes.push_back(absl::StrCat("each rank holds ", total - sharded + sharded / group, " of the model's ", total,
                                       " parameters (", sharded, " sharded ", group, " ways)"));
@@ -250,15 +252,57 @@ class HybridPartitionPass : public Pass {
     for (const Edge* e : after.out_edges()) {
       Node* add = e->dst;
       if (e->IsControl() || (add->op() != "Add" && add->op() != "BiasAdd") || add->num_inputs() != 2) continue;
-      const Edge* other = add->input_edge(1 - e->dst_port);
-      Node* bias = other->src;
+      Node* bias = add->input_edge(1 - e->dst_port)->src;
       const TensorShape& shape = bias->outputs()[0].shape;
       if (bias->op() != "Parameter" || shape.dims().size() != 1 || shape.dims()[0] != width || width % group != 0) continue;
-      RETURN_IF_ERROR(Shard(graph, *bias, 0, group, 1.0f / static_cast<float>(group), replicated, sharded));
-      ASSIGN_OR_RETURN(Node * gathered, AddOpNode(&graph, absl::StrCat(bias->name(), "/gather"), "GroupAllGather",
-                                                  {NodeOut{bias, 0}},
-                                                  {{"group", StringAttr(kModelGroup)}, {"group_size", IntAttr(group)}}));
-      return graph.ReplaceInput(add, other->dst_port, gathered, 0);
+      return GatherWhereUsed(graph, *bias, group, replicated, sharded);
+    }
+    return absl::OkStatus();
+  }
+
+  // Makes `param` a shard along dimension 0 that every user reads gathered
+  // (GroupAllGather; its gradient, the conjugate reduce-scatter, sums the
+  // members' gradients, so the shard's is scaled by 1/G).
+  absl::Status GatherWhereUsed(Graph& graph, Node& param, int64_t group, bool replicated, int64_t& sharded) {
+    std::vector<std::pair<Node*, int>> consumers;
+    for (const Edge* e : param.out_edges()) {
+      if (!e->IsControl()) consumers.emplace_back(e->dst, e->dst_port);
+    }
+    RETURN_IF_ERROR(Shard(graph, param, 0, group, 1.0f / static_cast<float>(group), replicated, sharded));
+    ASSIGN_OR_RETURN(Node * gathered, AddOpNode(&graph, absl::StrCat(param.name(), "/gather"), "GroupAllGather",
+                                                {NodeOut{&param, 0}},
+                                                {{"group", StringAttr(kModelGroup)}, {"group_size", IntAttr(group)}}));
+    for (auto [dst, port] : consumers) RETURN_IF_ERROR(graph.ReplaceInput(dst, port, gathered, 0));
+    return absl::OkStatus();
+  }
+
+  // shard_rest: every parameter the blocks left whole (convolutions, layers
+  // in no block, normalisations) is held in shards along dimension 0 too and
+  // gathered where it is used, as FSDP / ZeRO-3 do: a rank keeps 1/G of its
+  // value and optimizer state, and the gathered copy lives only while the
+  // step uses it. Its gradient, the gather's conjugate reduce-scatter, sums
+  // the members' gradients: 1/G of that is data parallelism's average in
+  // either style, as for the row biases. A parameter whose dimension 0 does
+  // not divide into G stays whole, named in the log.
+  absl::Status ShardTheRest(Graph& graph, int64_t group, bool replicated, int64_t& sharded, PassLog* log) {
+    std::vector<Node*> whole;
+    for (Node* n : graph.nodes()) {
+      if (n->op() != "Parameter" || n->def().attr().contains("shard_group")) continue;
+      const TensorShape& shape = n->outputs()[0].shape;
+      if (!shape.IsFullyDefined() || shape.dims().empty()) continue;
+      whole.push_back(n);
+    }
+    std::vector<std::string> kept;
+    for (Node* p : whole) {
+      if (p->outputs()[0].shape.dims()[0] % group != 0) {
+        kept.push_back(p->name());
+        continue;
+      }
+      RETURN_IF_ERROR(GatherWhereUsed(graph, *p, group, replicated, sharded));
+    }
+    if (!kept.empty()) {
+      log->notes.push_back(absl::StrCat("shard_rest: left whole, as dimension 0 does not divide into ", group, ": ",
+                                        absl::StrJoin(kept, ", ")));
     }
     return absl::OkStatus();
   }
@@ -292,6 +336,9 @@ PassInfo HybridPartitionInfo() {
                  {"layers", OptionType::kString, "", "dense layers to shard, joined by + (fc1+fc2; default: by min_kb)"},
                  {"min_kb", OptionType::kFloat, "256", "shard every dense layer whose weight has at least this "
                                                        "many kilobytes"},
+                 {"shard_rest", OptionType::kBool, "false",
+                  "hold every other parameter (convolutions, normalisations) in shards too, gathered where used "
+                  "(FSDP / ZeRO-3): 1/group_size of their value and optimizer state per rank"},
                  {"style", OptionType::kString, "splitbrain",
                   "splitbrain: each rank its own batch, gathered into the block; megatron (tensor parallel): the "
                   "group reads one batch, and each block ends in one allreduce"}},

@@ -108,6 +108,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // Clipping reads the shards' scaled gradients (the norm was off 10% at
                       // step 4 when it read them unscaled); its ulps grow from step ~25.
                       Case{"mlp_fashion", 4, "hybrid_partition(group_size=2)", "clip(max_norm=0.5),sgd(lr=0.05)", 24},
+                      // Every other parameter in shards too (FSDP), gathered where used.
+                      Case{"mlp_fashion", 4, "hybrid_partition(group_size=2,shard_rest=true)",
+                           "sgd(lr=0.05,momentum=0.9)", 50},
+                      Case{"lenet_fashion", 4, "hybrid_partition(layers=fc1+fc2,shard_rest=true)",
+                           "sgd(lr=0.02,momentum=0.9)", 10},
                       Case{"lenet_fashion", 2, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 10},
                       Case{"lenet_fashion", 4, "hybrid_partition(layers=fc1+fc2)", "sgd(lr=0.02)", 10}));
 

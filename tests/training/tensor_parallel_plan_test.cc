@@ -147,6 +147,40 @@ TEST(TensorParallelPlanTest, FourWaysGiveOneHeadPerRank) {
   EXPECT_EQ(layer_parameters(*plan->whole, false) * 4, layer_parameters(*whole->whole, false));
 }
 
+// shard_rest holds every other parameter in shards too (FSDP): on vgg11 at
+// 8 ranks a rank holds exactly an eighth of the model but fc3's bias (10
+// values, which do not divide into 8), and every layer outside the block
+// (fc1, fc2) reads its shard gathered.
+TEST(TensorParallelPlanTest, ShardRestHoldsEveryParameterInShards) {
+  auto parameters = [](const Graph& g) {
+    int64_t count = 0;
+    for (const Node* n : g.nodes()) count += n->op() == "Parameter" ? n->outputs()[0].shape.KnownElements() : 0;
+    return count;
+  };
+  auto whole = Plan("models/vgg11_cifar.pbtxt", "autodiff,sgd(lr=0.01)", 8);
+  auto sharded = Plan("models/vgg11_cifar.pbtxt", "hybrid_partition(shard_rest=true),autodiff,sgd(lr=0.01)", 8);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  const Graph& g = *sharded->whole;
+  EXPECT_EQ((parameters(*whole->whole) - 10) / 8 + 10, parameters(g));
+  EXPECT_THAT(Dims(g, "conv1/filter"), ElementsAre(8, 3, 3, 3));
+  EXPECT_EQ(g.FindNode("conv1/filter/gather")->op(), "GroupAllGather");
+  EXPECT_EQ(g.FindNode("fc3/bias")->def().attr().count("shard_group"), 0u);
+  EXPECT_THAT(Notes(*sharded), HasSubstr("left whole, as dimension 0 does not divide into 8: fc3/bias"));
+  for (const Node* n : g.nodes()) {
+    // fc1 and fc2 are the block's own shards, which their layers read as they are.
+    if (n->op() != "Parameter" || n->name() == "fc3/bias" || absl::StartsWith(n->name(), "fc1/") ||
+        absl::StartsWith(n->name(), "fc2/")) {
+      continue;
+    }
+    for (const Edge* e : n->out_edges()) {
+      if (!e->IsControl() && !absl::StartsWith(e->dst->op(), "Apply")) {
+        EXPECT_EQ(e->dst->op(), "GroupAllGather") << n->name() << " read whole by " << e->dst->name();
+      }
+    }
+  }
+}
+
 // SplitBrain's style cuts the same blocks and gathers the group's batches.
 TEST(TensorParallelPlanTest, SplitBrainStyleGathersIntoTheSameBlocks) {
   auto plan = Plan(kTransformer, "hybrid_partition(group_size=2),autodiff,sgd(lr=0.01)", 2);
