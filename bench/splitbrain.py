@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """SplitBrain (hybrid_partition) against data parallelism: memory and speed.
 
-Memory: vgg11_cifar on W local workers (loopback), one step each way, rank 0's
-parameter + optimizer-state bytes (state_bytes) and peak tensor bytes, with the
-share hybrid saves. The classifier (fc1, fc2) is sharded W ways.
+Memory: vgg11_cifar on W local workers (loopback), one step and the whole test
+set evaluated (as a default run), rank 0's parameter + optimizer-state bytes
+(state_bytes) and peak tensor bytes, with the share each strategy saves against
+data parallel: hybrid shards the classifier (fc1, fc2) W ways; with
+shard_rest=true it holds the convolutions in shards too (FSDP).
 
 Speed: vgg11_cifar on 4 workers, synthetic CIFAR-shaped data (CIFAR-10 cannot
 be had here), data parallel and hybrid alternated for --rounds rounds, each run
@@ -30,12 +32,15 @@ NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
 CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 STRATEGIES = [("data parallel", "autodiff,sgd(lr=0.01,momentum=0.9)"),
               ("hybrid", "hybrid_partition,autodiff,sgd(lr=0.01,momentum=0.9)")]
+# The memory table also holds the convolutions in shards (FSDP), gathered where used.
+SHARD_REST = ("hybrid, the rest sharded too", "hybrid_partition(shard_rest=true),autodiff,sgd(lr=0.01,momentum=0.9)")
 
 
-def flags(args, steps, metrics):
+def flags(args, steps, metrics, test_limit=None):
+    test = [] if test_limit == 0 else ["--test-limit", str(test_limit or args.batch)]
     return [os.path.join(ROOT, "models", "vgg11_cifar.pbtxt"), "--dataset", "synthetic", "--batch", str(args.batch),
-            "--threads", "1", "--max-steps", str(steps), "--test-limit", str(args.batch), "--quiet",
-            "--comm-timeout", "300", "--metrics-json", metrics]
+            "--threads", "1", "--max-steps", str(steps), "--quiet", "--comm-timeout", "300",
+            "--metrics-json", metrics] + test
 
 
 def run(cmd, timeout):
@@ -45,9 +50,10 @@ def run(cmd, timeout):
         sys.exit(f"splitbrain: exit {p.returncode}: {' '.join(cmd)}")
 
 
-def local(args, workers, passes, steps, out, name):
+def local(args, workers, passes, steps, out, name, test_limit=None):
     metrics = os.path.join(out, name + ".json")
-    run([NEREID, "run"] + flags(args, steps, metrics) + ["--workers", str(workers), "--passes", passes], 1800)
+    run([NEREID, "run"] + flags(args, steps, metrics, test_limit) + ["--workers", str(workers), "--passes", passes],
+        1800)
     with open(metrics) as f:
         return json.load(f)
 
@@ -65,17 +71,20 @@ def seconds_per_step(m):
 
 
 def memory_table(args, out):
-    lines = ["| workers | state bytes per rank: data parallel | hybrid | saved | peak tensor bytes: data parallel "
-             "| hybrid | saved |", "|---|---|---|---|---|---|---|"]
+    """One step and the whole test set evaluated (a default run), per strategy."""
+    lines = ["| workers | strategy | state per rank | saved | peak tensor bytes (evaluation included) | saved |",
+             "|---|---|---|---|---|---|"]
     rows = []
     for w in [int(x) for x in args.memory_workers.split(",") if x]:
-        dp, hy = (local(args, w, passes, 1, out, f"memory_{w}_{i}") for i, (_, passes) in enumerate(STRATEGIES))
-        state = 1 - hy["state_bytes"] / dp["state_bytes"]
-        peak = 1 - hy["peak_tensor_bytes"] / dp["peak_tensor_bytes"]
-        rows.append({"workers": w, "data_parallel": dp, "hybrid": hy})
-        lines.append(f"| {w} | {dp['state_bytes'] / 2**20:.1f} MiB | {hy['state_bytes'] / 2**20:.1f} MiB | "
-                     f"{100 * state:.1f}% | {dp['peak_tensor_bytes'] / 2**20:.1f} MiB | "
-                     f"{hy['peak_tensor_bytes'] / 2**20:.1f} MiB | {100 * peak:.1f}% |")
+        runs = [(name, local(args, w, passes, 1, out, f"memory_{w}_{i}", test_limit=args.memory_test_limit))
+                for i, (name, passes) in enumerate(STRATEGIES + [SHARD_REST])]
+        dp = runs[0][1]
+        rows.append({"workers": w, "runs": {name: m for name, m in runs}})
+        for name, m in runs:
+            state = 1 - m["state_bytes"] / dp["state_bytes"]
+            peak = 1 - m["peak_tensor_bytes"] / dp["peak_tensor_bytes"]
+            lines.append(f"| {w} | {name} | {m['state_bytes'] / 2**20:.1f} MiB | {100 * state:.1f}% | "
+                         f"{m['peak_tensor_bytes'] / 2**20:.1f} MiB | {100 * peak:.1f}% |")
     return "\n".join(lines), rows
 
 
@@ -106,6 +115,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="speed rounds (0: no speed tables)")
     ap.add_argument("--steps", type=int, default=4, help="steps per speed run")
     ap.add_argument("--batch", type=int, default=16, help="per worker")
+    ap.add_argument("--memory-test-limit", type=int, default=0,
+                    help="test images the memory runs evaluate (0: the whole test set, as a default run)")
     ap.add_argument("--rate", default="", help="also on an emulated cluster with links of this rate, e.g. 100mbit")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/splitbrain"))
     args = ap.parse_args()
@@ -117,7 +128,7 @@ def main():
     text = []
     if args.memory_workers:
         table, report["memory"] = memory_table(args, raw)
-        text.append("vgg11_cifar, one step, rank 0 (loopback):\n\n" + table)
+        text.append("vgg11_cifar, one step and the test set evaluated, rank 0 (loopback):\n\n" + table)
     if args.rounds > 0:
         table, report["speed_loopback"] = speed_table(
             args, args.out, "loopback", lambda passes, name: local(args, 4, passes, args.steps, raw, name))
