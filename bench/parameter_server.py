@@ -17,7 +17,7 @@ the final loss and test accuracy and, with --rate, `nereid model`'s
 prediction of each row (compute profiled from --workers one-worker runs
 taken at once, sharing the cores as the cluster's ranks do; --slow-ms as
 its straggler). On loopback
-(the launcher) or, with --rate, on an emulated cluster where every rank has
+(the launcher; --transport, and --plain-transport for the plain server's row) or, with --rate, on an emulated cluster where every rank has
 the same link and the servers --server-rate (bench/netem/cluster.sh, needs
 root; --congestion-control picks the emulated hosts' TCP congestion control,
 else the host's default). The model takes both links as `nereid bench
@@ -45,7 +45,7 @@ NEREID = os.path.join(ROOT, "bazel-out/k8-opt/bin/runtime/cli/nereid")
 CLUSTER = os.path.join(ROOT, "bench/netem/cluster.sh")
 
 
-def train(args, ranks, passes, out, name, servers=0):
+def train(args, ranks, passes, out, name, servers=0, transport=None):
     metrics = os.path.join(out, name + ".json")
     flags = [os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch), "--threads", "1",
              "--epochs", str(args.epochs), "--train-limit", str(args.steps * args.batch * args.workers),
@@ -60,7 +60,7 @@ def train(args, ranks, passes, out, name, servers=0):
             cmd += ["--rank-rate", f"{r}={args.server_rate}"]
         cmd += ["--", NEREID, "run"] + flags
     else:
-        cmd = [NEREID, "run"] + flags + ["--workers", str(ranks)]
+        cmd = [NEREID, "run"] + flags + ["--workers", str(ranks), "--transport", transport or args.transport]
     env = dict(os.environ)
     if args.slow_ms > 0:
         env["NEREID_FAULTS"] = f"rank=1:slow={args.slow_ms}ms"
@@ -137,6 +137,11 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--rate", default="", help="emulated links of this rate, e.g. 45mbit (default: loopback)")
     ap.add_argument("--server-rate", default="1gbit", help="with --rate: the servers' links")
+    ap.add_argument("--transport", default="auto",
+                    help="on loopback: how the ranks talk (nereid run --transport: auto, shm, gloo)")
+    ap.add_argument("--plain-transport", default="",
+                    help="on loopback: the plain server's transport (default: --transport), e.g. gloo, the "
+                         "baseline of a server stack over Gloo TCP")
     ap.add_argument("--congestion-control", default="",
                     help="with --rate: the emulated hosts' TCP congestion control, e.g. cubic (default: the host's)")
     ap.add_argument("--only", default="", help="row numbers to run (0-based), e.g. 2,3; data parallel always")
@@ -159,9 +164,10 @@ def main():
     raw = os.path.join(args.out, "raw")  # what the table is made from (ignored by git)
     os.makedirs(raw, exist_ok=True)
     # (name, ranks, servers, passes, the model's row: (name, servers, chunk_kb, staleness))
+    plain_over = f", over {args.plain_transport}" if args.plain_transport and not args.rate else ""
     strategies = [("data parallel (ring allreduce)", args.workers, 0, f"autodiff,{args.optimizer},data_parallel",
                    ("sync_allreduce", 1, args.chunk_kb, 0)),
-                  ("plain server (1 server, a message per tensor)", args.workers + 1, 1,
+                  (f"plain server (1 server, a message per tensor{plain_over})", args.workers + 1, 1,
                    f"autodiff,{args.optimizer},parameter_server(servers=1,chunk_kb=1000000)",
                    ("parameter_server", 1, 1000000, 0))]
     for s in args.servers.split(","):
@@ -187,8 +193,10 @@ def main():
     runs = {name: [] for name, _, _, _, _ in strategies}
     for rnd in range(args.rounds):
         for i, (name, ranks, servers, passes, _) in enumerate(strategies):
+            plain = i == 1 and name.startswith("plain server")
             runs[name].append(train(args, ranks, passes, raw,
-                                    f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers))
+                                    f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers,
+                                    args.plain_transport if plain else None))
     def per_step(m):
         """Rank 0's steady step: from its first step's end to its last's, over the steps between (the
         first step, which holds start-up, left out); the epoch's time over its steps where too few."""
@@ -198,7 +206,8 @@ def main():
         return sum(e["seconds"] for e in m["per_epoch"]) / m["steps"]
     first_step = lambda m: m["step_finished_seconds"][0] if m.get("step_finished_seconds") else float("nan")
     base = [per_step(m) for m in runs[strategies[0][0]]]
-    where = f"{args.rate} workers, {args.server_rate} servers" if args.rate else "loopback"
+    where = (f"{args.rate} workers, {args.server_rate} servers" if args.rate else
+             "loopback" + (f", transport {args.transport}" if args.transport != "auto" else ""))
     if args.slow_ms:
         where += f", rank 1 +{args.slow_ms} ms per step"
     predicted = {}

@@ -42,27 +42,46 @@ absl::StatusOr<size_t> CachingAllocator::RoundSize(size_t bytes) {
 absl::StatusOr<DeviceBlock> CachingAllocator::Allocate(size_t bytes, Stream* stream) {
   if (stream == nullptr) return absl::InvalidArgumentError("CachingAllocator::Allocate: no stream");
   ASSIGN_OR_RETURN(const size_t size, RoundSize(bytes));
-  std::lock_guard<std::mutex> lock(mu_);
-  CollectHeldLocked();
-  Block* block = nullptr;
   const bool small = size <= kSmallSize;
-  auto& cache = cache_[{stream, small}];
-  auto best = cache.lower_bound({size, nullptr});
-  if (best != cache.end()) {
-    block = &blocks_.at(best->second);
-    cache.erase(best);
-    ++stats_.cache_hits;
-  } else {
+  const size_t segment = small ? kSmallSegment : size;
+  std::unique_lock<std::mutex> lock(mu_);
+  Block* block = nullptr;
+  bool hit = false, released = false;
+  while (block == nullptr) {
+    CollectHeldLocked();
+    block = TakeCachedLocked(stream, small, size);
+    if (block != nullptr) {
+      hit = true;
+      break;
+    }
     // Allocating with the lock held keeps the stats exact; the device never
     // calls back into the allocator.
-    const size_t segment = small ? kSmallSegment : size;
-    ASSIGN_OR_RETURN(void* raw, device_->AllocateRaw(segment));
-    char* ptr = static_cast<char*>(raw);
+    absl::StatusOr<void*> raw = device_->AllocateRaw(segment);
+    // Out of device memory: the cache goes back and the request is tried
+    // once more (other threads may free blocks meanwhile).
+    if (absl::IsResourceExhausted(raw.status()) && !released) {
+      released = true;
+      std::vector<std::pair<void*, size_t>> segments = TakeWholeSegmentsLocked();
+      if (!segments.empty()) {
+        lock.unlock();
+        RETURN_IF_ERROR(ReleaseSegments(segments));
+        lock.lock();
+        continue;
+      }
+    }
+    if (!raw.ok()) {
+      return absl::Status(raw.status().code(),
+                          absl::StrCat(raw.status().message(), " (the caching allocator holds ", stats_.bytes_in_use,
+                                       " bytes in use of ", stats_.bytes_reserved, " reserved, its cache given back)"));
+    }
+    char* ptr = static_cast<char*>(*raw);
     block = &blocks_[ptr];
     *block = Block{ptr, segment, stream, small, Block::kCached, nullptr, nullptr, {}, {}};
     stats_.bytes_reserved += static_cast<int64_t>(segment);
     stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_reserved);
   }
+  if (hit) ++stats_.cache_hits;
+  auto& cache = cache_[{stream, small}];
   // The rest stays cached, as a block of its own in the same segment: any
   // rest of a small block, a large block's only when it is large itself (a
   // large segment cut into slivers would serve no large request again).
@@ -136,20 +155,39 @@ absl::Status CachingAllocator::EmptyCache() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     CollectHeldLocked();
-    // A cached block with no neighbours is a whole segment.
-    for (auto& [stream, cache] : cache_) {
-      for (auto it = cache.begin(); it != cache.end();) {
-        Block& block = blocks_.at(it->second);
-        if (block.prev != nullptr || block.next != nullptr) {
-          ++it;
-          continue;
-        }
-        segments.emplace_back(block.ptr, block.size);
-        blocks_.erase(block.ptr);
-        it = cache.erase(it);
+    segments = TakeWholeSegmentsLocked();
+  }
+  return ReleaseSegments(segments);
+}
+
+CachingAllocator::Block* CachingAllocator::TakeCachedLocked(Stream* stream, bool small, size_t size) {
+  auto& cache = cache_[{stream, small}];
+  auto best = cache.lower_bound({size, nullptr});
+  if (best == cache.end()) return nullptr;
+  Block* block = &blocks_.at(best->second);
+  cache.erase(best);
+  return block;
+}
+
+std::vector<std::pair<void*, size_t>> CachingAllocator::TakeWholeSegmentsLocked() {
+  std::vector<std::pair<void*, size_t>> taken;
+  for (auto& [stream, cache] : cache_) {
+    for (auto it = cache.begin(); it != cache.end();) {
+      Block& block = blocks_.at(it->second);
+      // A cached block with no neighbours is a whole segment.
+      if (block.prev != nullptr || block.next != nullptr) {
+        ++it;
+        continue;
       }
+      taken.emplace_back(block.ptr, block.size);
+      blocks_.erase(block.ptr);
+      it = cache.erase(it);
     }
   }
+  return taken;
+}
+
+absl::Status CachingAllocator::ReleaseSegments(const std::vector<std::pair<void*, size_t>>& segments) {
   // Freed unlocked: the device waits for its streams, which may take long.
   absl::Status first;
   for (const auto& [ptr, size] : segments) {
@@ -157,6 +195,7 @@ absl::Status CachingAllocator::EmptyCache() {
     if (first.ok()) first = status;
     std::lock_guard<std::mutex> lock(mu_);
     stats_.bytes_reserved -= static_cast<int64_t>(size);
+    ++stats_.segments_released;
   }
   return first;
 }

@@ -25,6 +25,11 @@
 // small requests serves a large one again once they are freed. EmptyCache
 // gives back the segments that are wholly cached.
 //
+// When the device is out of memory, every wholly cached segment goes back
+// and the request is tried once more (PyTorch's rule); if it fails again, the
+// error says how much the allocator held. So a step whose blocks in use fit
+// the device runs even where the cache would have kept more.
+//
 // Thread-safe (one mutex), but not to be called from work on a stream:
 // EmptyCache frees through the device, which waits for its streams. The
 // allocator must be destroyed before its device, and a stream must outlive
@@ -58,6 +63,7 @@ struct AllocatorStats {
   int64_t peak_bytes_reserved = 0;
   int64_t allocations = 0;          // successful Allocate calls
   int64_t cache_hits = 0;           // of which served from the cache
+  int64_t segments_released = 0;    // given back to the device (out of memory, EmptyCache)
   double fragmentation = 0;         // 1 - in_use / reserved (0 when nothing is reserved)
 };
 
@@ -108,6 +114,15 @@ class CachingAllocator {
     std::vector<std::unique_ptr<Event>> events;  // held: one per other stream
   };
 
+  // The smallest cached block of (stream, pool) of at least `size`, taken
+  // out of the cache; nullptr if none.
+  Block* TakeCachedLocked(Stream* stream, bool small, size_t size);
+  // Every wholly cached segment, of any stream, removed from the books; the
+  // caller gives them to ReleaseSegments after unlocking.
+  std::vector<std::pair<void*, size_t>> TakeWholeSegmentsLocked();
+  // Frees segments through the device (which waits for its streams: never
+  // with mu_ held) and takes them off the reservation; the first error.
+  absl::Status ReleaseSegments(const std::vector<std::pair<void*, size_t>>& segments);
   // Moves held-back blocks whose events have all completed to the cache.
   void CollectHeldLocked();
   // `block` joins its stream's cache, merged with cached neighbours.

@@ -204,6 +204,39 @@ TEST_F(CachingAllocatorTest, StatsByHand) {
   EXPECT_TRUE(allocator_->Free(d).ok());
 }
 
+// Out of device memory: the cache goes back and the request is tried again;
+// when nothing is left to give back, the error says what is held.
+TEST_F(CachingAllocatorTest, OutOfMemoryGivesTheCacheBackAndRetries) {
+  allocator_.reset();
+  s1_.reset();
+  s2_.reset();
+  DeviceOptions options;
+  options.memory_bytes = 100 * kMiB;
+  absl::StatusOr<std::unique_ptr<Device>> device = DeviceRegistry::Global().Create("sim", options);
+  ASSERT_TRUE(device.ok()) << device.status();
+  device_ = *std::move(device);
+  s1_ = NewStream("s1");
+  allocator_ = std::make_unique<CachingAllocator>(device_.get());
+
+  DeviceBlock big = Allocate(95 * kMiB, s1_.get());
+  DeviceBlock piece = Allocate(4 * kMiB, s1_.get());
+  ASSERT_TRUE(allocator_->Free(piece).ok());
+  // The device has 1 MiB left: the cached 4 MiB go back first.
+  DeviceBlock more = Allocate(5 * kMiB, s1_.get());
+  EXPECT_NE(more.ptr, nullptr);
+  AllocatorStats stats = allocator_->stats();
+  EXPECT_EQ(stats.segments_released, 1);
+  EXPECT_EQ(stats.bytes_reserved, static_cast<int64_t>(100 * kMiB));
+
+  absl::StatusOr<DeviceBlock> too_much = allocator_->Allocate(2 * kMiB, s1_.get());
+  ASSERT_EQ(too_much.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_much.status().message()), HasSubstr("out of memory"));
+  EXPECT_THAT(std::string(too_much.status().message()),
+              HasSubstr("the caching allocator holds 104857600 bytes in use of 104857600 reserved"));
+  EXPECT_TRUE(allocator_->Free(more).ok());
+  EXPECT_TRUE(allocator_->Free(big).ok());
+}
+
 TEST_F(CachingAllocatorTest, EmptyCacheGivesMemoryBackToTheDevice) {
   DeviceBlock kept = Allocate(512, s1_.get());
   DeviceBlock cached = Allocate(4 * kMiB, s1_.get());

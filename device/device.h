@@ -45,6 +45,9 @@ struct DeviceOptions {
   // Wait shows up as wrong data rather than passing by luck.
   int64_t delay_us_max = 0;
   uint64_t seed = 0;
+  // sim only: the device's memory in bytes; an allocation beyond it is
+  // ResourceExhausted, as on a GPU (0: as much as the host gives).
+  int64_t memory_bytes = 0;
 };
 
 class Event {

@@ -125,7 +125,7 @@ class SimEvent : public Event {
 
 // What a stream needs of its device.
 struct DeviceShared {
-  explicit DeviceShared(const std::string& n) : name(n), memory(n) {}
+  DeviceShared(const std::string& n, int64_t memory_bytes) : name(n), memory(n, memory_bytes) {}
   const std::string name;
   SimMemory memory;
   std::mutex mu;
@@ -268,7 +268,8 @@ class SimStream : public Stream {
 class SimDevice : public Device {
  public:
   explicit SimDevice(const DeviceOptions& options)
-      : options_(options), shared_(std::make_shared<DeviceShared>(absl::StrCat("sim:", options.ordinal))) {}
+      : options_(options),
+        shared_(std::make_shared<DeviceShared>(absl::StrCat("sim:", options.ordinal), options.memory_bytes)) {}
 
   DeviceKind kind() const override { return DeviceKind::kSim; }
   const std::string& name() const override { return shared_->name; }
@@ -367,6 +368,9 @@ absl::StatusOr<std::unique_ptr<Device>> CreateSimDevice(const DeviceOptions& opt
   }
   if (options.delay_us_max < 0) {
     return absl::InvalidArgumentError(absl::StrCat("sim device: negative delay_us_max ", options.delay_us_max));
+  }
+  if (options.memory_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sim device: negative memory_bytes ", options.memory_bytes));
   }
   return std::unique_ptr<Device>(std::make_unique<SimDevice>(options));
 }

@@ -37,8 +37,9 @@ inline constexpr unsigned char kSimGuardByte = 0xFD;
 
 class SimMemory {
  public:
-  // `device_name` prefixes every error.
-  explicit SimMemory(std::string device_name);
+  // `device_name` prefixes every error; `capacity` bytes in all may be live
+  // at once (0: no bound but the host's).
+  explicit SimMemory(std::string device_name, int64_t capacity = 0);
   // Frees the blocks still live.
   ~SimMemory();
   SimMemory(const SimMemory&) = delete;
@@ -73,7 +74,9 @@ class SimMemory {
   std::map<uintptr_t, Block>::const_iterator Holding(uintptr_t address) const;
 
   const std::string device_name_;
+  const int64_t capacity_;
   mutable std::mutex mu_;
+  int64_t live_bytes_ = 0;             // as asked, over the live blocks; guarded by mu_
   std::map<uintptr_t, Block> blocks_;  // by the block's first byte; guarded by mu_
   uint64_t next_id_ = 1;               // guarded by mu_
 };

@@ -218,6 +218,12 @@ class PlacePass : public Pass {
     record.set_compute_streams(static_cast<int32_t>(streams));
     record.set_sim_delay_us(delay_us);
     record.set_sim_seed(static_cast<uint64_t>(context.options.GetInt("sim_seed")));
+    const double memory_mb = context.options.GetFloat("sim_memory_mb");
+    if (memory_mb < 0 || (memory_mb > 0 && target.kind != "sim")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("place: sim_memory_mb=", memory_mb, " must be >= 0, and is for device=sim only"));
+    }
+    record.set_sim_memory_bytes(static_cast<int64_t>(memory_mb * (1 << 20)));
     record.set_copies(copies.to_device + copies.to_host);
     record.set_fallback_host_nodes(sides.fallback_host_nodes);
     for (Node* n : graph.nodes()) {
@@ -257,7 +263,10 @@ PassInfo PlaceInfo() {
                  {"sim_delay_us", OptionType::kInt, "0",
                   "sim: a random delay of up to this many microseconds before each launch and copy, so that a "
                   "missing wait between streams shows as a wrong result"},
-                 {"sim_seed", OptionType::kInt, "0", "sim: the delays' seed"}},
+                 {"sim_seed", OptionType::kInt, "0", "sim: the delays' seed"},
+                 {"sim_memory_mb", OptionType::kFloat, "0",
+                  "sim: the device's memory in MiB, as a GPU's is fixed (0: as much as the host gives); the "
+                  "caching allocator gives its cache back when it runs out"}},
                 [] { return std::make_unique<PlacePass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kPlacedProperty};

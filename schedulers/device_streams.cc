@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
   dopts.ordinal = ordinal;
   dopts.delay_us_max = s->options_.delay_us_max;
   dopts.seed = s->options_.seed;
+  dopts.memory_bytes = s->options_.memory_bytes;
   ASSIGN_OR_RETURN(s->device_, DeviceRegistry::Global().Create(kind, dopts));
   for (int i = 0; i < s->options_.compute_streams; ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, s->device_->CreateStream(absl::StrCat("compute", i)));

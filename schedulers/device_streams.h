@@ -54,6 +54,8 @@ struct DeviceStreamsOptions {
   // The sim's random delay before each launch and copy, and its seed.
   int64_t delay_us_max = 0;
   uint64_t seed = 0;
+  // The sim's memory in bytes (0: as much as the host gives).
+  int64_t memory_bytes = 0;
   // Records each stream's kernels ("kernel") and copies ("copy") on a track
   // named for the stream, and every wait of the host for the device
   // ("sync") on the waiting thread's track (null: nothing).

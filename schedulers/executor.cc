@@ -242,6 +242,7 @@ absl::Status Executor::Init() {
     dopts.compute_streams = std::max(1, placement.compute_streams());
     dopts.delay_us_max = placement.sim_delay_us();
     dopts.seed = placement.sim_seed();
+    dopts.memory_bytes = placement.sim_memory_bytes();
     dopts.skip_waits_of = options_.skip_device_waits_of;
     dopts.trace = options_.trace;
     ASSIGN_OR_RETURN(streams_, DeviceStreams::Create(*graph_, std::move(dopts)));
