@@ -93,13 +93,13 @@ def vgg_cifar(depth, batch_norm):
     return m
 
 
-def resnet20_cifar():
+def resnet20(name="resnet20_cifar", data=CIFAR, data_name="CIFAR-10"):
     m = Model(
-        "resnet20_cifar",
-        "ResNet-20 (He et al. 2016, 3 stages x 3 basic blocks, 16/32/64 channels) on CIFAR-10; "
-        "projection shortcuts (1x1 conv + batch norm) where the shape changes",
-        CIFAR[0], 10)
-    x = m.input("images", CIFAR[1], feed="images")
+        name,
+        "ResNet-20 (He et al. 2016, 3 stages x 3 basic blocks, 16/32/64 channels) on %s; "
+        "projection shortcuts (1x1 conv + batch norm) where the shape changes" % data_name,
+        data[0], 10)
+    x = m.input("images", data[1], feed="images")
     x = m.conv("stem", x, 16, 3, pad=1, bias=False)
     x = m.batch_norm("stem/bn", x)
     x = m.node("stem/relu", "Relu", [x])
@@ -162,7 +162,8 @@ def all_models():
         vgg_cifar("vgg11", batch_norm=False),
         vgg_cifar("vgg11", batch_norm=True),
         vgg_cifar("vgg16", batch_norm=False),
-        resnet20_cifar(),
+        resnet20(),
+        resnet20("resnet20_fashion", FASHION, "Fashion-MNIST"),
         linear_fashion("logreg_fashion", "multinomial logistic regression (softmax) on Fashion-MNIST pixels",
                        "SoftmaxCrossEntropy"),
         linear_fashion("svm_fashion", "linear multi-class SVM (Weston-Watkins hinge loss) on Fashion-MNIST pixels",

@@ -34,6 +34,8 @@ constexpr int64_t DownBlock(int64_t in, int64_t out) {
 }
 constexpr int64_t kResnet20 = Conv(3, 16, 3, false) + Bn(16) + 3 * Block(16) + DownBlock(16, 32) + 2 * Block(32) +
                               DownBlock(32, 64) + 2 * Block(64) + Dense(64, 10);
+// The same network on Fashion-MNIST: one input channel instead of three.
+constexpr int64_t kResnet20Fashion = kResnet20 - Conv(3, 16, 3, false) + Conv(1, 16, 3, false);
 constexpr int64_t kLinear = Dense(784, 10);
 // The byte transformer: token and position embeddings (the token table is
 // also the output layer), per block two LayerNorms, Q, K, V and the output
@@ -70,6 +72,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Expected{"models/mlp_fashion.pbtxt", kMlp}, Expected{"models/lenet_fashion.pbtxt", kLenet},
                       Expected{"models/vgg11_cifar.pbtxt", kVgg11}, Expected{"models/vgg11_bn_cifar.pbtxt", kVgg11Bn},
                       Expected{"models/vgg16_cifar.pbtxt", kVgg16}, Expected{"models/resnet20_cifar.pbtxt", kResnet20},
+                      Expected{"models/resnet20_fashion.pbtxt", kResnet20Fashion},
                       Expected{"models/logreg_fashion.pbtxt", kLinear}, Expected{"models/svm_fashion.pbtxt", kLinear},
                       Expected{"models/char_transformer.pbtxt", kCharTransformer, "[?,128,256]"}),
     [](const ::testing::TestParamInfo<Expected>& info) {

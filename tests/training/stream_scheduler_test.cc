@@ -352,6 +352,7 @@ TEST(StreamSchedulerTest, Vgg11DeviceMemoryIsThePlansLiveSet) {
   const Run short_of_memory = run(std::floor(0.9 * plan_mb));
   EXPECT_EQ(short_of_memory.status.code(), absl::StatusCode::kResourceExhausted) << short_of_memory.status;
   EXPECT_THAT(std::string(short_of_memory.status.message()), HasSubstr("out of memory"));
+  EXPECT_THAT(std::string(short_of_memory.status.message()), HasSubstr("at step 0"));  // the node, where
 }
 
 TEST(StreamSchedulerTest, APlanOnCudaIsRefusedByTheExecutorNamingWhatToDo) {
