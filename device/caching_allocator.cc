@@ -46,12 +46,12 @@ absl::StatusOr<DeviceBlock> CachingAllocator::Allocate(size_t bytes, Stream* str
   const size_t segment = small ? kSmallSegment : size;
   std::unique_lock<std::mutex> lock(mu_);
   Block* block = nullptr;
-  bool hit = false, released = false;
+  bool released = false;
   while (block == nullptr) {
     CollectHeldLocked();
     block = TakeCachedLocked(stream, small, size);
     if (block != nullptr) {
-      hit = true;
+      ++stats_.cache_hits;
       break;
     }
     // Allocating with the lock held keeps the stats exact; the device never
@@ -80,7 +80,6 @@ absl::StatusOr<DeviceBlock> CachingAllocator::Allocate(size_t bytes, Stream* str
     stats_.bytes_reserved += static_cast<int64_t>(segment);
     stats_.peak_bytes_reserved = std::max(stats_.peak_bytes_reserved, stats_.bytes_reserved);
   }
-  if (hit) ++stats_.cache_hits;
   auto& cache = cache_[{stream, small}];
   // The rest stays cached, as a block of its own in the same segment: any
   // rest of a small block, a large block's only when it is large itself (a

@@ -45,9 +45,9 @@ absl::StatusOr<void*> SimMemory::Allocate(size_t bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat(device_name_, ": AllocateRaw: ", bytes, " bytes is more than the simulator gives"));
   }
-  if (capacity_ > 0) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    if (live_bytes_ + static_cast<int64_t>(bytes) > capacity_) {
+    if (capacity_ > 0 && live_bytes_ + static_cast<int64_t>(bytes) > capacity_) {
       return absl::ResourceExhaustedError(absl::StrCat(device_name_, ": AllocateRaw: out of memory: ", bytes,
                                                        " bytes asked with ", live_bytes_, " of the device's ",
                                                        capacity_, " in use"));
@@ -58,7 +58,7 @@ absl::StatusOr<void*> SimMemory::Allocate(size_t bytes) {
   auto* base = static_cast<unsigned char*>(::operator new(total, std::align_val_t(kSimGuardBytes), std::nothrow));
   if (base == nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (capacity_ > 0) live_bytes_ -= static_cast<int64_t>(bytes);
+    live_bytes_ -= static_cast<int64_t>(bytes);
     return absl::ResourceExhaustedError(
         absl::StrCat(device_name_, ": AllocateRaw: out of host memory for ", bytes, " bytes"));
   }
@@ -88,7 +88,7 @@ absl::Status SimMemory::Free(void* ptr, const char* what) {
     }
     block = it->second;
     blocks_.erase(it);
-    if (capacity_ > 0) live_bytes_ -= static_cast<int64_t>(block.size);
+    live_bytes_ -= static_cast<int64_t>(block.size);
   }
   // Checked outside the lock: the block is no longer reachable by others.
   const auto [front_first, front_count] = BadGuardBytes(block.base, kSimGuardBytes);

@@ -308,7 +308,7 @@ TEST(StreamSchedulerTest, Vgg11DeviceMemoryIsThePlansLiveSet) {
     options.threads = 1;  // the order the prediction replays
     auto executor = Executor::Create(graph->get(), options);
     if (!executor.ok()) return Run{executor.status()};
-    for (int t = 0; t < kSteps && r.status.ok(); ++t) {
+    for (int t = 0; t < kSteps; ++t) {
       auto loss = (*executor)->RunStep(StepInfo{0, t, t, kSteps, 1, true}, feeds[t], {"loss"});
       if (!loss.ok()) {
         r.status = loss.status();
@@ -348,6 +348,9 @@ TEST(StreamSchedulerTest, Vgg11DeviceMemoryIsThePlansLiveSet) {
   EXPECT_EQ(tight.losses, roomy.losses);
   EXPECT_LE(tight.memory.peak_bytes_reserved, static_cast<int64_t>(tight_mb * (1 << 20)));
   EXPECT_GT(tight.memory.segments_released, 0) << "the cache never had to go back: the test shows nothing";
+  // Once a step has run within the device, the layout settles: the last
+  // step gives nothing back (each give-back waits for the device).
+  EXPECT_EQ(tight.released.back(), tight.released[kSteps - 2]);
 
   const Run short_of_memory = run(std::floor(0.9 * plan_mb));
   EXPECT_EQ(short_of_memory.status.code(), absl::StatusCode::kResourceExhausted) << short_of_memory.status;
