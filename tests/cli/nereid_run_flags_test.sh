@@ -149,8 +149,20 @@ expect 2 "there is no way to meet the others" env -u MASTER_ADDR -u MASTER_PORT 
   "$nereid" run $model --dataset synthetic --max-steps 1 --quiet
 # Two processes started as torchrun starts them meet at MASTER_ADDR and the
 # port after MASTER_PORT (torchrun's agent holds MASTER_PORT: a listener here
-# stands in for it) and train together.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# stands in for it) and train together. The store takes MASTER_PORT + 1, so
+# both must be free (a port chosen alone once found its successor taken).
+port=$(python3 -c '
+import socket
+for _ in range(100):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1)); print(p); break
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()
+')
 timeout 60 python3 -c 'import socket,sys,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$port" &
 agent=$!
 sleep 0.5
