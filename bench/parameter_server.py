@@ -7,7 +7,8 @@ drifts, so ratios are taken within a round): data parallel on W ranks; a
 plain parameter server (one server, each tensor one message); and the
 chunked server (chunks of --chunk-kb) on each server count of --servers.
 --split adds rows with split=true (chunks, not parameters, balanced over
-the servers); --ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
+the servers); --colocated a row where every rank trains and serves a share
+(colocated=true, split); --ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
 first server count); --slow-ms slows rank 1's every step (NEREID_FAULTS
 slow=, a straggler) in every run. Prints s/step (rank 0's steps after its
 first, which holds start-up: initial values, connections) and the first
@@ -148,6 +149,8 @@ def main():
     ap.add_argument("--optimizer", default="sgd(lr=0.02,momentum=0.9)")
     ap.add_argument("--epochs", type=int, default=1, help="each of --steps steps")
     ap.add_argument("--split", action="store_true", help="add split=true rows (chunks balanced over servers)")
+    ap.add_argument("--colocated", action="store_true",
+                    help="add a row of colocated servers (every rank trains and serves a share; split chunks)")
     ap.add_argument("--ssp", default="", help="staleness values of stale-synchronous rows, e.g. 1,2")
     ap.add_argument("--slow-ms", type=int, default=0, help="rank 1 computes this much longer each step")
     ap.add_argument("--test-limit", type=int, default=256)
@@ -181,6 +184,12 @@ def main():
                                f"autodiff,{args.optimizer},parameter_server(servers={s},chunk_kb={args.chunk_kb:g},"
                                "split=true)",
                                ("parameter_server", int(s), args.chunk_kb, 0, True)))
+    if args.colocated:
+        strategies.append((f"colocated servers (every rank serves, split, {args.chunk_kb:g} KiB chunks)",
+                           args.workers, 0,
+                           f"autodiff,{args.optimizer},parameter_server(colocated=true,split=true,"
+                           f"chunk_kb={args.chunk_kb:g})",
+                           None))  # nereid model has no colocated row
     first = int(args.servers.split(",")[0])
     for st in [int(x) for x in args.ssp.split(",") if x]:
         strategies.append((f"stale-synchronous server (staleness {st}, {first} server{'s' if first != 1 else ''})",
@@ -215,7 +224,10 @@ def main():
         traces = profile(args, raw)
         link = None if args.nominal_link else measure_link(args, raw)
         server_link = None if args.nominal_link else measure_link(args, raw, args.server_rate, "server_link")
-        for name, _, _, _, (row, servers, chunk_kb, staleness, *split) in strategies:
+        for name, _, _, _, model_row in strategies:
+            if model_row is None:
+                continue
+            row, servers, chunk_kb, staleness, *split = model_row
             predicted[name] = predict(args, traces, link, server_link, servers, chunk_kb, staleness, raw,
                                       bool(split))[row]
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step after the first (median) | "

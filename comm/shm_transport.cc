@@ -22,7 +22,7 @@ namespace nereid {
 namespace {
 
 constexpr uint64_t kMagic = 0x6e65726569647368;  // "nereidsh"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 // How often a waiting rank checks that its peers' processes live (and the
 // longest it sleeps between checks of its deadline).
 constexpr absl::Duration kLivenessEvery = absl::Milliseconds(50);
@@ -50,6 +50,11 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
+struct Doorbell {
+  std::atomic<uint32_t> rings;
+  std::atomic<uint32_t> sleepers;
+};
+
 struct alignas(64) ShmTransport::Slot {
   std::atomic<uint32_t> state;
   std::atomic<uint32_t> produced;  // pieces the sender has written
@@ -58,17 +63,14 @@ struct alignas(64) ShmTransport::Slot {
   std::atomic<uint64_t> key;
   std::atomic<uint64_t> bytes;
   std::atomic<uint64_t> seq;  // posting order: the oldest matching slot is served first
+  Doorbell bell;              // the message's events: a piece written or taken, a side failed
 };
 
 struct alignas(64) ShmTransport::Channel {
   std::atomic<uint64_t> next_seq;
+  Doorbell bell;  // a receive posted, a ring or a slot freed
   std::atomic<uint32_t> ring_busy[kRings];  // 1 while a message streams through it
   Slot slots[kSlots];
-};
-
-struct alignas(64) Doorbell {
-  std::atomic<uint32_t> rings;
-  std::atomic<uint32_t> sleepers;
 };
 
 struct ShmTransport::Header {
@@ -77,7 +79,9 @@ struct ShmTransport::Header {
   uint32_t world;
   std::atomic<uint32_t> attached;
   std::atomic<int32_t> pid[kMaxWorld];
-  Doorbell bells[kMaxWorld];
+  struct alignas(64) AnyEvent {
+    Doorbell bell;
+  } bells[kMaxWorld];  // per rank: every event that rank may wait for
 };
 
 namespace {
@@ -135,17 +139,39 @@ uint8_t* ShmTransport::ring(int src, int dst, int ring) const {
   return base_ + ControlBytes(world_) + (index * kRings + ring) * RingBytes();
 }
 
-void ShmTransport::Ring(int rank) const {
-  Doorbell& bell = header().bells[rank];
+namespace {
+
+void RingBell(Doorbell& bell) {
   bell.rings.fetch_add(1, std::memory_order_seq_cst);
   if (bell.sleepers.load(std::memory_order_seq_cst) > 0) Futex(&bell.rings, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void ShmTransport::Sleep(uint32_t seen, absl::Duration limit) const {
-  Doorbell& bell = header().bells[rank_];
-  // The peer is often running on the other core: a few yields catch most
-  // events without a system call each way.
-  for (int i = 0; i < 8; ++i) {
+}  // namespace
+
+void ShmTransport::Ring(Doorbell& bell, int rank) const {
+  RingBell(bell);
+  RingBell(header().bells[rank].bell);
+}
+
+void ShmTransport::RingAll(int rank) const {
+  RingBell(header().bells[rank].bell);
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer == rank) continue;
+    for (Channel* c : {&channel(rank, peer), &channel(peer, rank)}) {
+      RingBell(c->bell);
+      for (Slot& slot : c->slots) {
+        if (slot.bell.sleepers.load(std::memory_order_seq_cst) > 0) RingBell(slot.bell);
+      }
+    }
+  }
+}
+
+void ShmTransport::Sleep(Doorbell& bell, uint32_t seen, absl::Duration limit, bool streaming) const {
+  // Mid-message the peer is often running on the other core: a few yields
+  // catch its next piece without a system call each way. A transfer still
+  // waiting for its peer to start (a pull posted at the step's start) sleeps
+  // at once: its yields would take the cores from the ranks it waits for.
+  for (int i = 0; streaming && i < 8; ++i) {
     if (bell.rings.load(std::memory_order_acquire) != seen) return;
     std::this_thread::yield();
   }
@@ -199,6 +225,12 @@ struct ShmTransport::ExchangeState {
   bool progressed = false;  // the current pass moved something
 };
 
+Doorbell& ShmTransport::BellFor(const ExchangeState& st) const {
+  if (!st.recv_done && !st.send_done) return header().bells[rank_].bell;  // two transfers to watch
+  if (!st.recv_done) return st.recv_slot >= 0 ? st.in->slots[st.recv_slot].bell : st.in->bell;
+  return st.send_slot >= 0 && st.send_ring >= 0 ? st.out->slots[st.send_slot].bell : st.out->bell;
+}
+
 absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv,
                                     const Consume& consume, absl::Time deadline, AbortSignal* abort,
                                     const std::string& where) {
@@ -206,7 +238,7 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
   const bool receiving = recv.peer >= 0 && recv.bytes > 0;
   if (sending) RETURN_IF_ERROR(CheckPeer(where, send.peer, rank_, world_));
   if (receiving) RETURN_IF_ERROR(CheckPeer(where, recv.peer, rank_, world_));
-  AbortRegistration registration(abort, [this] { Ring(rank_); });
+  AbortRegistration registration(abort, [this] { RingAll(rank_); });
 
   ExchangeState st(key, send, produce, recv, consume, deadline, abort, where);
   st.send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
@@ -218,14 +250,17 @@ absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& 
   st.in = receiving ? &channel(recv.peer, rank_) : nullptr;
 
   while (!st.send_done || !st.recv_done) {
-    const uint32_t seen = header().bells[rank_].rings.load(std::memory_order_acquire);
+    // Every event this pass could wait for rings this bell, so one rung
+    // after this read ends the sleep at once (no lost wakeup).
+    Doorbell& bell = BellFor(st);
+    const uint32_t seen = bell.rings.load(std::memory_order_acquire);
     st.progressed = false;
     if (!st.recv_done && st.recv_slot < 0) PostReceive(st);                      // post the receive
     if (!st.recv_done && st.recv_slot >= 0) RETURN_IF_ERROR(DrainReceive(st));  // drain what has arrived
     if (!st.send_done && st.send_slot < 0) RETURN_IF_ERROR(MatchSend(st));      // find the oldest receive posted
     if (!st.send_done && st.send_slot >= 0 && st.send_ring < 0) TakeRing(st);   // take a free ring of the channel
     if (!st.send_done && st.send_ring >= 0) RETURN_IF_ERROR(StreamSend(st));    // stream while the ring has room
-    RETURN_IF_ERROR(WaitForProgress(st, seen));
+    RETURN_IF_ERROR(WaitForProgress(st, bell, seen));
   }
   return absl::OkStatus();
 }
@@ -234,11 +269,11 @@ absl::Status ShmTransport::Fail(const ExchangeState& st, absl::Status status) {
   // Leave the slots so the peer sees it, and wake the peer.
   if (!st.recv_done && st.recv_slot >= 0) {
     st.in->slots[st.recv_slot].state.store(kAbandoned, std::memory_order_release);
-    Ring(st.recv.peer);
+    Ring(st.in->slots[st.recv_slot].bell, st.recv.peer);
   }
   if (!st.send_done && st.send_slot >= 0) {
     st.out->slots[st.send_slot].state.store(kSendFailed, std::memory_order_release);
-    Ring(st.send.peer);
+    Ring(st.out->slots[st.send_slot].bell, st.send.peer);
   }
   return status;
 }
@@ -256,7 +291,7 @@ void ShmTransport::PostReceive(ExchangeState& st) {
       slot.seq.store(st.in->next_seq.fetch_add(1, std::memory_order_relaxed), std::memory_order_relaxed);
       slot.state.store(kPosted, std::memory_order_release);
       st.recv_slot = s;
-      Ring(st.recv.peer);
+      Ring(st.in->bell, st.recv.peer);  // its sends may be waiting for this receive
       st.progressed = true;
     }
   }
@@ -268,7 +303,7 @@ absl::Status ShmTransport::DrainReceive(ExchangeState& st) {
   if (state == kMismatch) {
     st.recv_done = true;  // the sender has left the slot: free it for later receives
     slot.state.store(kFree, std::memory_order_release);
-    Ring(rank_);
+    Ring(st.in->bell, rank_);  // this rank's other receives may be waiting for a slot
     return Fail(st, absl::InvalidArgumentError(absl::StrCat(st.where, ": rank ", st.recv.peer,
                                                             " sent a message of another size than the ",
                                                             st.recv.bytes, " bytes expected")));
@@ -284,15 +319,15 @@ absl::Status ShmTransport::DrainReceive(ExchangeState& st) {
     st.consume(ring(st.recv.peer, rank_, r) + (st.received % kRing) * kPieceBytes, offset, length);
     ++st.received;
     slot.consumed.store(st.received, std::memory_order_release);
-    Ring(st.recv.peer);
+    Ring(slot.bell, st.recv.peer);
     st.progressed = true;
   }
   if (st.received == st.recv_pieces) {
     st.recv_done = true;
     st.in->ring_busy[slot.ring.load(std::memory_order_relaxed)].store(0, std::memory_order_release);
     slot.state.store(kFree, std::memory_order_release);
-    Ring(st.recv.peer);  // its other sends may be waiting for the ring
-    Ring(rank_);         // this rank's other receives may be waiting for a slot
+    Ring(st.in->bell, st.recv.peer);  // its other sends may be waiting for the ring
+    Ring(st.in->bell, rank_);         // this rank's other receives may be waiting for a slot
   }
   return absl::OkStatus();
 }
@@ -313,7 +348,7 @@ absl::Status ShmTransport::MatchSend(ExchangeState& st) {
     const uint64_t want = st.out->slots[best].bytes.load(std::memory_order_relaxed);
     if (want != st.send.bytes) {
       st.out->slots[best].state.store(kMismatch, std::memory_order_release);
-      Ring(st.send.peer);
+      Ring(st.out->slots[best].bell, st.send.peer);
       st.send_done = true;
       return Fail(st, absl::InvalidArgumentError(absl::StrCat(st.where, ": sending ", st.send.bytes,
                                                               " bytes but rank ", st.send.peer, " expects ", want)));
@@ -348,7 +383,7 @@ absl::Status ShmTransport::StreamSend(ExchangeState& st) {
     st.produce(ring(rank_, st.send.peer, st.send_ring) + (st.sent % kRing) * kPieceBytes, offset, length);
     ++st.sent;
     slot.produced.store(st.sent, std::memory_order_release);
-    Ring(st.send.peer);
+    Ring(slot.bell, st.send.peer);
     st.progressed = true;
   }
   // The receiver frees the slot once it has taken the last piece.
@@ -356,7 +391,7 @@ absl::Status ShmTransport::StreamSend(ExchangeState& st) {
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::WaitForProgress(ExchangeState& st, uint32_t seen) {
+absl::Status ShmTransport::WaitForProgress(ExchangeState& st, Doorbell& bell, uint32_t seen) {
   if (st.progressed || (st.send_done && st.recv_done)) {
     st.gone = absl::OkStatus();
     return absl::OkStatus();  // the next pass
@@ -386,7 +421,10 @@ absl::Status ShmTransport::WaitForProgress(ExchangeState& st, uint32_t seen) {
     // takes it before the exit counts.
     if (!st.gone.ok()) return absl::OkStatus();  // no sleep: straight to that pass
   }
-  Sleep(seen, std::min(st.deadline - now, kLivenessEvery));
+  const bool streaming =
+      (st.recv_slot >= 0 && st.in->slots[st.recv_slot].state.load(std::memory_order_relaxed) == kStreaming) ||
+      st.send_ring >= 0;
+  Sleep(bell, seen, std::min(st.deadline - now, kLivenessEvery), streaming);
   return absl::OkStatus();
 }
 

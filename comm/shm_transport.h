@@ -22,10 +22,15 @@
 // message whose receiver is draining it, so waiting for one always ends.
 // Sizes must agree; a disagreement fails both sides naming both sizes.
 //
-// Waiting: every event a rank may wait for (a receive posted to it, a piece
-// written for it, a piece of its own drained, a slot freed) rings that rank's
-// doorbell, a futex word in the segment; a waiter sleeps on its doorbell only
-// when no progress is possible, and wakes at least every 50 ms to check its
+// Waiting: every event a rank may wait for rings a doorbell, a futex word in
+// the segment, as precise as the wait: a piece written or taken, or a side
+// failing, rings the message's slot; a receive posted, or a ring or a slot
+// freed, rings the channel; and each also rings the rank's any-event bell. A
+// transfer under way sleeps on its slot, one waiting for a receive, a ring or
+// a slot on its channel, and one waiting on two peers at once (a ring step)
+// on the any-event bell; so a parameter server's dozens of waiting transfers
+// are not all woken by every piece. A waiter sleeps only when no progress is
+// possible, and wakes at least every 50 ms to check its
 // deadline and whether its peers' processes are still alive (a peer that
 // exited is Unavailable at once, not at the timeout). The abort signal rings
 // the doorbell, so an abort ends the wait immediately.
@@ -45,6 +50,8 @@
 #include "comm/abort_signal.h"
 
 namespace nereid {
+
+struct Doorbell;  // a futex word in the segment (shm_transport.cc)
 
 class ShmTransport {
  public:
@@ -96,14 +103,20 @@ class ShmTransport {
   Header& header() const;
   Channel& channel(int src, int dst) const;
   uint8_t* ring(int src, int dst, int ring) const;
-  void Ring(int rank) const;
-  // Sleeps on this rank's doorbell while it still reads `seen` (at most `limit`).
-  void Sleep(uint32_t seen, absl::Duration limit) const;
+  // Rings `bell` and `rank`'s any-event bell.
+  void Ring(Doorbell& bell, int rank) const;
+  // Rings every bell `rank` may sleep on (an abort).
+  void RingAll(int rank) const;
+  // Sleeps on `bell` while it still reads `seen` (at most `limit`).
+  // `streaming`: a message is under way, so a few yields come first.
+  void Sleep(Doorbell& bell, uint32_t seen, absl::Duration limit, bool streaming) const;
   // OK while `peer`'s process lives.
   absl::Status PeerAlive(int peer, const std::string& where) const;
 
   // One Exchange's arguments and progress, shared by its loop's steps (shm_transport.cc).
   struct ExchangeState;
+  // The bell that every event the transfer now waits for rings.
+  Doorbell& BellFor(const ExchangeState& st) const;
   // On failure: marks the transfers' slots so the peers see it, wakes them, and returns `status`.
   absl::Status Fail(const ExchangeState& st, absl::Status status);
   // Claims a free slot of the incoming channel and posts the receive in it.
@@ -117,7 +130,7 @@ class ShmTransport {
   // Writes pieces into the ring while it has room.
   absl::Status StreamSend(ExchangeState& st);
   // After a pass that moved nothing: fails or checks the peers, else sleeps on the doorbell.
-  absl::Status WaitForProgress(ExchangeState& st, uint32_t seen);
+  absl::Status WaitForProgress(ExchangeState& st, Doorbell& bell, uint32_t seen);
 
   uint8_t* base_;
   int world_;

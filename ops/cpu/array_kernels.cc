@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -78,7 +79,9 @@ class SliceLikeKernel : public OpKernel {
 
 // Slice (x) -> x[.., begin : .. : stride, ..] along `axis`, and its gradient
 // (dy, x) -> zeros of x's shape with dy written back there. Both walk the
-// [outer, n, inner] view of the large side and copy runs of `inner`.
+// [outer, n, inner] view of the large side and copy runs of `inner`, except a
+// slice that is one contiguous block of x, which shares x's buffer (no kernel
+// writes into its inputs).
 template <bool kGradient>
 class StridedSliceKernel : public OpKernel {
  public:
@@ -90,6 +93,20 @@ class StridedSliceKernel : public OpKernel {
   }
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& in = ctx->input(0);
+    if (!kGradient && stride_ == 1 && in.num_elements() > 0) {
+      // A run of whole rows (nothing before the axis but ones) is one
+      // contiguous block of the input: handed on without a copy (the
+      // parameter server cuts every gradient into chunks like this).
+      const std::vector<int64_t>& dims = ctx->output_dims(0);
+      const int axis = NormalizeAxis(axis_, in.rank());
+      const int64_t outer = Product(in.dims(), 0, axis), inner = Product(in.dims(), axis + 1, in.rank());
+      if (outer == 1 && begin_ >= 0 && begin_ + dims[axis] <= in.dim(axis)) {
+        // The view's owner holds a copy of the input, which keeps its buffer alive.
+        const float* first = in.data<float>() + begin_ * inner;
+        std::shared_ptr<void> view(const_cast<float*>(first), [keep = in](void*) {});
+        return ctx->SetOutput(0, Tensor::Wrap(in.dtype(), dims, std::move(view)));
+      }
+    }
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
     const Tensor& whole = kGradient ? *out : in;
     const Tensor& part = kGradient ? in : *out;
