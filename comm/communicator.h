@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -48,6 +49,19 @@ struct TrafficCounters {
   int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
   int64_t calls = 0;
+};
+
+// Point-to-point transfers that a backend drives on a thread of its own, so
+// that a rank with dozens of transfers pending (a parameter server's pushes
+// and pulls) does not park a thread on each. `done` runs on the backend's
+// thread; the spans stay valid until it runs. Transfers to the rank itself
+// are not for this interface (the caller keeps them on Send and Recv).
+class AsyncPointToPoint {
+ public:
+  using Done = std::function<void(absl::Status)>;
+  virtual ~AsyncPointToPoint() = default;
+  virtual void StartSend(absl::Span<const float> data, int peer, const CollectiveOptions& options, Done done) = 0;
+  virtual void StartRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) = 0;
 };
 
 class Communicator {
@@ -86,6 +100,9 @@ class Communicator {
 
   // Totals since creation (thread-safe to read).
   virtual TrafficCounters traffic() const = 0;
+  // The backend's own progress thread for Send and Recv, or null (callers
+  // then run Send and Recv on threads of theirs).
+  virtual AsyncPointToPoint* async_point_to_point() { return nullptr; }
 };
 
 }  // namespace nereid

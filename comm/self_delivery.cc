@@ -43,6 +43,9 @@ class SelfDeliveringCommunicatorImpl final : public SelfDeliveringCommunicator {
     return inner_->SendRecv(send, to, recv, from, options);
   }
   TrafficCounters traffic() const override { return inner_->traffic(); }
+  // Transfers to other ranks only (AsyncPointToPoint): this rank's own stay
+  // on Send and Recv, through the mailbox.
+  AsyncPointToPoint* async_point_to_point() override { return inner_->async_point_to_point(); }
 
   absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override {
     if (peer != rank()) return inner_->Send(data, peer, options);

@@ -194,6 +194,39 @@ absl::Status ShmCommunicator::Recv(absl::Span<float> data, int peer, const Colle
   return absl::OkStatus();
 }
 
+void ShmCommunicator::StartSend(absl::Span<const float> data, int peer, const CollectiveOptions& options,
+                                Done done) {
+  StartMove("send", data, peer, {}, -1, options, std::move(done));
+}
+
+void ShmCommunicator::StartRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) {
+  StartMove("recv", {}, -1, data, peer, options, std::move(done));
+}
+
+void ShmCommunicator::StartMove(const char* op, absl::Span<const float> send, int to, absl::Span<float> recv,
+                                int from, const CollectiveOptions& options, Done done) {
+  const int peer = to >= 0 ? to : from;
+  absl::StatusOr<absl::Time> deadline = Begin(op, options);
+  if (!deadline.ok()) return done(deadline.status());
+  std::string where = Where(op, options.tag, absl::StrCat("peer ", peer));
+  if (absl::Status checked = CheckPeer(where, peer, rank(), world()); !checked.ok()) return done(checked);
+  if (send.empty() && recv.empty()) {
+    meter_.RecordCall();
+    return done(absl::OkStatus());
+  }
+  const TrafficBytes moved{static_cast<int64_t>(send.size()) * kFloatBytes,
+                           static_cast<int64_t>(recv.size()) * kFloatBytes};
+  absl::StatusOr<ShmTransport::PendingExchange> pending = transport_->Start(
+      Key(Op::kPointToPoint, options.tag), {to, send.size() * sizeof(float)}, CopyFrom(send.data()),
+      {from, recv.size() * sizeof(float)}, CopyInto(recv.data()), *deadline, options.abort, std::move(where));
+  if (!pending.ok()) return done(Finish(pending.status()));
+  progress_.Submit(std::move(*pending), [this, moved, done = std::move(done)](absl::Status status) {
+    status = Finish(std::move(status));
+    if (status.ok()) meter_.RecordCall(moved);
+    done(std::move(status));
+  });
+}
+
 absl::Status ShmCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                        const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("sendrecv", options));

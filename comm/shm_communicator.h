@@ -38,13 +38,14 @@
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
 #include "comm/ring_collectives.h"
+#include "comm/shm_progress.h"
 #include "comm/shm_segment.h"
 #include "comm/shm_transport.h"
 #include "comm/traffic_accounting.h"
 
 namespace nereid {
 
-class ShmCommunicator final : public Communicator {
+class ShmCommunicator final : public Communicator, private AsyncPointToPoint {
  public:
   ShmCommunicator(std::unique_ptr<ShmSegment> segment, std::unique_ptr<ShmTransport> transport);
 
@@ -63,6 +64,8 @@ class ShmCommunicator final : public Communicator {
                         const CollectiveOptions& options) override;
   absl::Status Barrier(const CollectiveOptions& options) override;
   TrafficCounters traffic() const override { return meter_.Snapshot(); }
+  // Send and Recv driven by one progress thread (shm_progress.h).
+  AsyncPointToPoint* async_point_to_point() override { return this; }
 
  private:
   std::string Where(const char* op, uint32_t tag, const std::string& peers) const;
@@ -77,11 +80,19 @@ class ShmCommunicator final : public Communicator {
   absl::Status Move(uint64_t key, absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                     absl::Time deadline, AbortSignal* abort, const std::string& where);
 
+  void StartSend(absl::Span<const float> data, int peer, const CollectiveOptions& options, Done done) override;
+  void StartRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) override;
+  // Hands one message's transfer to the progress engine.
+  void StartMove(const char* op, absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                 const CollectiveOptions& options, Done done);
+
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<ShmTransport> transport_;
   TrafficMeter meter_;
   mutable std::mutex mu_;
   absl::Status broken_;  // guarded by mu_
+  // Last: it stops (and its thread, which uses the members above) first.
+  ShmProgressEngine progress_{transport_.get()};
 };
 
 // OK if `world` ranks can use the shm transport here: at most kMaxWorld, and

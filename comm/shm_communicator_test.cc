@@ -16,10 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +102,101 @@ TEST(ShmCommunicatorTest, ConcurrentTransfersWithDistinctTagsMeetTheirPartners) 
     for (std::thread& t : threads) t.join();
     for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
     return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Transfers handed to the communicator's progress thread
+// (async_point_to_point): their statuses, and the threads they ended on.
+class Completions {
+ public:
+  explicit Completions(int expected) : statuses_(expected) {}
+  AsyncPointToPoint::Done For(int i) {
+    return [this, i](absl::Status s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      statuses_[i] = std::move(s);
+      threads_.insert(std::this_thread::get_id());
+      if (++done_ == static_cast<int>(statuses_.size())) all_done_.notify_all();
+    };
+  }
+  // Every status, once all have come (or an error after `limit`).
+  absl::StatusOr<std::vector<absl::Status>> Wait(absl::Duration limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!all_done_.wait_for(lock, absl::ToChronoSeconds(limit),
+                            [this] { return done_ == static_cast<int>(statuses_.size()); })) {
+      return absl::DeadlineExceededError(absl::StrCat(done_, " of ", statuses_.size(), " transfers ended"));
+    }
+    return statuses_;
+  }
+  size_t threads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return threads_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable all_done_;
+  std::vector<absl::Status> statuses_;
+  std::set<std::thread::id> threads_;
+  int done_ = 0;
+};
+
+// Many transfers pending at once on one rank, started from one thread and
+// met in the opposite order: one progress thread drives them all, each meets
+// its partner, and no thread is parked per transfer.
+TEST(ShmCommunicatorTest, OneProgressThreadDrivesManyPendingTransfers) {
+  constexpr int kTransfers = 12 * ShmTransport::kRings;
+  const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    AsyncPointToPoint* async = c.async_point_to_point();
+    RETURN_IF_ERROR(Expect(async != nullptr, "shm has no progress thread"));
+    std::vector<std::vector<float>> data(kTransfers);
+    Completions completions(kTransfers);
+    for (int i = 0; i < kTransfers; ++i) {
+      const int tag = rank == 0 ? i : kTransfers - 1 - i;
+      data[tag].assign(40000 + 997 * tag, rank == 0 ? static_cast<float>(tag) : -1.0f);
+      if (rank == 0) {
+        async->StartSend(data[tag], 1, Options(tag), completions.For(tag));
+      } else {
+        async->StartRecv(absl::MakeSpan(data[tag]), 0, Options(tag), completions.For(tag));
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<absl::Status> statuses, completions.Wait(absl::Seconds(60)));
+    for (const absl::Status& s : statuses) RETURN_IF_ERROR(s);
+    RETURN_IF_ERROR(Expect(completions.threads() == 1, absl::StrCat(completions.threads(), " completion threads")));
+    for (int tag = 0; tag < kTransfers; ++tag) {
+      for (float v : data[tag]) RETURN_IF_ERROR(Expect(v == static_cast<float>(tag), absl::StrCat("tag ", tag)));
+    }
+    const TrafficCounters traffic = c.traffic();
+    const int64_t bytes = (40000 * kTransfers + 997 * kTransfers * (kTransfers - 1) / 2) * 4;
+    return Expect((rank == 0 ? traffic.bytes_sent : traffic.bytes_received) == bytes, "traffic not counted");
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// A pending transfer ends at its timeout naming the peer, or at once when the
+// rank aborts; the progress thread goes on with the others.
+TEST(ShmCommunicatorTest, APendingTransferEndsAtItsTimeoutOrAnAbort) {
+  const absl::Status status = OnShmWorld(2, [&](int rank, Communicator& c) -> absl::Status {
+    if (rank == 1) return absl::OkStatus();
+    AsyncPointToPoint* async = c.async_point_to_point();
+    std::vector<float> late(5), aborted(5);
+    AbortSignal abort;
+    CollectiveOptions until_abort = Options(2, absl::Seconds(60));
+    until_abort.abort = &abort;
+    Completions completions(2);
+    const absl::Time start = absl::Now();
+    async->StartRecv(absl::MakeSpan(late), 1, Options(1, absl::Milliseconds(300)), completions.For(0));
+    async->StartRecv(absl::MakeSpan(aborted), 1, until_abort, completions.For(1));
+    absl::SleepFor(absl::Milliseconds(500));
+    abort.Fire();
+    ASSIGN_OR_RETURN(std::vector<absl::Status> statuses, completions.Wait(absl::Seconds(10)));
+    RETURN_IF_ERROR(Expect(statuses[0].code() == absl::StatusCode::kDeadlineExceeded &&
+                               absl::StrContains(statuses[0].message(), "shm recv (tag 1, rank 0 of 2, peer 1)"),
+                           statuses[0].ToString()));
+    RETURN_IF_ERROR(Expect(statuses[1].code() == absl::StatusCode::kCancelled ||
+                               statuses[1].code() == absl::StatusCode::kFailedPrecondition,
+                           statuses[1].ToString()));
+    return Expect(absl::Now() - start < absl::Seconds(10), "the timeout and the abort were not kept");
   });
   EXPECT_TRUE(status.ok()) << status;
 }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <ctime>
+#include <memory>
 #include <new>
 #include <thread>
 
@@ -192,26 +193,27 @@ absl::Status ShmTransport::PeerAlive(int peer, const std::string& where) const {
 
 // One Exchange's arguments and progress, shared by its loop's steps.
 struct ShmTransport::ExchangeState {
-  ExchangeState(uint64_t key, Transfer send, const Produce& produce, Transfer recv, const Consume& consume,
-                absl::Time deadline, AbortSignal* abort, const std::string& where)
+  ExchangeState(uint64_t key, Transfer send, Produce produce, Transfer recv, Consume consume, absl::Time deadline,
+                AbortSignal* abort, std::string where)
       : key(key),
         send(send),
-        produce(produce),
+        produce(std::move(produce)),
         recv(recv),
-        consume(consume),
+        consume(std::move(consume)),
         deadline(deadline),
         abort(abort),
-        where(where) {}
+        where(std::move(where)) {}
 
   // The call's arguments.
   const uint64_t key;
   const Transfer send;
-  const Produce& produce;
+  const Produce produce;
   const Transfer recv;
-  const Consume& consume;
+  const Consume consume;
   const absl::Time deadline;
   AbortSignal* const abort;
-  const std::string& where;
+  const std::string where;
+  std::unique_ptr<AbortRegistration> registration;  // wakes this rank's waiters on an abort
 
   uint32_t send_pieces = 0, recv_pieces = 0;
   int send_slot = -1, recv_slot = -1;  // matched / posted
@@ -226,43 +228,77 @@ struct ShmTransport::ExchangeState {
 };
 
 Doorbell& ShmTransport::BellFor(const ExchangeState& st) const {
-  if (!st.recv_done && !st.send_done) return header().bells[rank_].bell;  // two transfers to watch
+  if (st.recv_done == st.send_done) return header().bells[rank_].bell;  // two transfers to watch (or none)
   if (!st.recv_done) return st.recv_slot >= 0 ? st.in->slots[st.recv_slot].bell : st.in->bell;
   return st.send_slot >= 0 && st.send_ring >= 0 ? st.out->slots[st.send_slot].bell : st.out->bell;
 }
 
-absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv,
-                                    const Consume& consume, absl::Time deadline, AbortSignal* abort,
-                                    const std::string& where) {
+void ShmTransport::ExchangeDeleter::operator()(ExchangeState* st) const { delete st; }
+
+absl::StatusOr<ShmTransport::PendingExchange> ShmTransport::Start(uint64_t key, Transfer send, Produce produce,
+                                                                  Transfer recv, Consume consume,
+                                                                  absl::Time deadline, AbortSignal* abort,
+                                                                  std::string where) {
   const bool sending = send.peer >= 0 && send.bytes > 0;
   const bool receiving = recv.peer >= 0 && recv.bytes > 0;
   if (sending) RETURN_IF_ERROR(CheckPeer(where, send.peer, rank_, world_));
   if (receiving) RETURN_IF_ERROR(CheckPeer(where, recv.peer, rank_, world_));
-  AbortRegistration registration(abort, [this] { RingAll(rank_); });
+  PendingExchange st(new ExchangeState(key, send, std::move(produce), recv, std::move(consume), deadline, abort,
+                                       std::move(where)));
+  st->registration = std::make_unique<AbortRegistration>(abort, [this] { RingAll(rank_); });
+  st->send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
+  st->recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
+  st->next_liveness_check = absl::Now() + kLivenessEvery;
+  st->send_done = !sending;
+  st->recv_done = !receiving;
+  st->out = sending ? &channel(rank_, send.peer) : nullptr;
+  st->in = receiving ? &channel(recv.peer, rank_) : nullptr;
+  return st;
+}
 
-  ExchangeState st(key, send, produce, recv, consume, deadline, abort, where);
-  st.send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
-  st.recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
-  st.next_liveness_check = absl::Now() + kLivenessEvery;
-  st.send_done = !sending;
-  st.recv_done = !receiving;
-  st.out = sending ? &channel(rank_, send.peer) : nullptr;
-  st.in = receiving ? &channel(recv.peer, rank_) : nullptr;
+absl::StatusOr<ShmTransport::Pass> ShmTransport::Advance(ExchangeState& st) {
+  st.progressed = false;
+  if (!st.recv_done && st.recv_slot < 0) PostReceive(st);                      // post the receive
+  if (!st.recv_done && st.recv_slot >= 0) RETURN_IF_ERROR(DrainReceive(st));  // drain what has arrived
+  if (!st.send_done && st.send_slot < 0) RETURN_IF_ERROR(MatchSend(st));      // find the oldest receive posted
+  if (!st.send_done && st.send_slot >= 0 && st.send_ring < 0) TakeRing(st);   // take a free ring of the channel
+  if (!st.send_done && st.send_ring >= 0) RETURN_IF_ERROR(StreamSend(st));    // stream while the ring has room
+  if (st.send_done && st.recv_done) return Pass::kDone;
+  if (!st.progressed) return Pass::kWaiting;
+  st.gone = absl::OkStatus();
+  return Pass::kMoved;
+}
 
-  while (!st.send_done || !st.recv_done) {
+bool ShmTransport::Streaming(const ExchangeState& st) const {
+  return (!st.recv_done && st.recv_slot >= 0 &&
+          st.in->slots[st.recv_slot].state.load(std::memory_order_relaxed) == kStreaming) ||
+         (!st.send_done && st.send_ring >= 0);
+}
+
+uint32_t ShmTransport::AnyEvents() const { return header().bells[rank_].bell.rings.load(std::memory_order_acquire); }
+
+void ShmTransport::WaitForAnyEvent(uint32_t seen, absl::Duration limit, bool streaming) const {
+  Sleep(header().bells[rank_].bell, seen, limit, streaming);
+}
+
+void ShmTransport::WakeAnyEventWaiter() const { RingBell(header().bells[rank_].bell); }
+
+absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv,
+                                    const Consume& consume, absl::Time deadline, AbortSignal* abort,
+                                    const std::string& where) {
+  ASSIGN_OR_RETURN(PendingExchange st, Start(key, send, produce, recv, consume, deadline, abort, where));
+  for (;;) {
     // Every event this pass could wait for rings this bell, so one rung
     // after this read ends the sleep at once (no lost wakeup).
-    Doorbell& bell = BellFor(st);
+    Doorbell& bell = BellFor(*st);
     const uint32_t seen = bell.rings.load(std::memory_order_acquire);
-    st.progressed = false;
-    if (!st.recv_done && st.recv_slot < 0) PostReceive(st);                      // post the receive
-    if (!st.recv_done && st.recv_slot >= 0) RETURN_IF_ERROR(DrainReceive(st));  // drain what has arrived
-    if (!st.send_done && st.send_slot < 0) RETURN_IF_ERROR(MatchSend(st));      // find the oldest receive posted
-    if (!st.send_done && st.send_slot >= 0 && st.send_ring < 0) TakeRing(st);   // take a free ring of the channel
-    if (!st.send_done && st.send_ring >= 0) RETURN_IF_ERROR(StreamSend(st));    // stream while the ring has room
-    RETURN_IF_ERROR(WaitForProgress(st, bell, seen));
+    ASSIGN_OR_RETURN(const Pass pass, Advance(*st));
+    if (pass == Pass::kDone) return absl::OkStatus();
+    if (pass == Pass::kMoved) continue;
+    ASSIGN_OR_RETURN(const bool again, Stalled(*st));
+    if (again) continue;
+    Sleep(bell, seen, std::min(st->deadline - absl::Now(), kLivenessEvery), Streaming(*st));
   }
-  return absl::OkStatus();
 }
 
 absl::Status ShmTransport::Fail(const ExchangeState& st, absl::Status status) {
@@ -391,11 +427,7 @@ absl::Status ShmTransport::StreamSend(ExchangeState& st) {
   return absl::OkStatus();
 }
 
-absl::Status ShmTransport::WaitForProgress(ExchangeState& st, Doorbell& bell, uint32_t seen) {
-  if (st.progressed || (st.send_done && st.recv_done)) {
-    st.gone = absl::OkStatus();
-    return absl::OkStatus();  // the next pass
-  }
+absl::StatusOr<bool> ShmTransport::Stalled(ExchangeState& st) {
   if (!st.gone.ok()) return Fail(st, st.gone);  // a whole pass after the exit was seen moved nothing
   if (st.abort != nullptr && st.abort->fired()) {
     return Fail(st, absl::CancelledError(absl::StrCat(st.where, ": aborted (this rank is failing)")));
@@ -419,13 +451,9 @@ absl::Status ShmTransport::WaitForProgress(ExchangeState& st, Doorbell& bell, ui
     }
     // An exited peer may have left all it sent in the rings: one more pass
     // takes it before the exit counts.
-    if (!st.gone.ok()) return absl::OkStatus();  // no sleep: straight to that pass
+    if (!st.gone.ok()) return true;  // no sleep: straight to that pass
   }
-  const bool streaming =
-      (st.recv_slot >= 0 && st.in->slots[st.recv_slot].state.load(std::memory_order_relaxed) == kStreaming) ||
-      st.send_ring >= 0;
-  Sleep(bell, seen, std::min(st.deadline - now, kLivenessEvery), streaming);
-  return absl::OkStatus();
+  return false;
 }
 
 }  // namespace nereid

@@ -89,6 +89,31 @@ class ShmTransport {
   absl::Status Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv, const Consume& consume,
                         absl::Time deadline, AbortSignal* abort, const std::string& where);
 
+  // The same transfer driven by its caller, which may drive many from one
+  // thread (shm_progress.h): Start checks the peers and returns its state;
+  // Advance moves what it can without waiting; after a round in which nothing
+  // moved, Stalled fails it on its deadline, an abort or an exited peer
+  // (true: pass again at once instead of sleeping). A failed transfer's
+  // state is spent; drop it.
+  struct ExchangeState;
+  struct ExchangeDeleter {
+    void operator()(ExchangeState* st) const;
+  };
+  using PendingExchange = std::unique_ptr<ExchangeState, ExchangeDeleter>;
+  enum class Pass { kDone, kMoved, kWaiting };
+  absl::StatusOr<PendingExchange> Start(uint64_t key, Transfer send, Produce produce, Transfer recv, Consume consume,
+                                        absl::Time deadline, AbortSignal* abort, std::string where);
+  absl::StatusOr<Pass> Advance(ExchangeState& st);
+  absl::StatusOr<bool> Stalled(ExchangeState& st);
+  // Whether a message of the transfer is under way (its waits yield first).
+  bool Streaming(const ExchangeState& st) const;
+  // This rank's any-event bell, which every event for the rank rings: read it
+  // before a round of passes, and sleep on it after a round that moved
+  // nothing; WakeAnyEventWaiter rings it (a new transfer to drive).
+  uint32_t AnyEvents() const;
+  void WaitForAnyEvent(uint32_t seen, absl::Duration limit, bool streaming) const;
+  void WakeAnyEventWaiter() const;
+
   int rank() const { return rank_; }
   int world() const { return world_; }
 
@@ -113,8 +138,6 @@ class ShmTransport {
   // OK while `peer`'s process lives.
   absl::Status PeerAlive(int peer, const std::string& where) const;
 
-  // One Exchange's arguments and progress, shared by its loop's steps (shm_transport.cc).
-  struct ExchangeState;
   // The bell that every event the transfer now waits for rings.
   Doorbell& BellFor(const ExchangeState& st) const;
   // On failure: marks the transfers' slots so the peers see it, wakes them, and returns `status`.
@@ -129,8 +152,6 @@ class ShmTransport {
   void TakeRing(ExchangeState& st);
   // Writes pieces into the ring while it has room.
   absl::Status StreamSend(ExchangeState& st);
-  // After a pass that moved nothing: fails or checks the peers, else sleeps on the doorbell.
-  absl::Status WaitForProgress(ExchangeState& st, Doorbell& bell, uint32_t seen);
 
   uint8_t* base_;
   int world_;

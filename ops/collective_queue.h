@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -47,6 +48,15 @@ class PointToPointChannel {
 
   // Runs `work` on a thread of its own; `done` gets its status there.
   virtual void Submit(Work work, Done done) = 0;
+  // One message whose size both sides know; `data` stays valid until `done`.
+  // A channel whose communicator drives transfers itself
+  // (Communicator::async_point_to_point) hands it there, holding no thread.
+  virtual void SubmitSend(absl::Span<const float> data, int peer, const CollectiveOptions& options, Done done) {
+    Submit([data, peer, options](Communicator& comm) { return comm.Send(data, peer, options); }, std::move(done));
+  }
+  virtual void SubmitRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) {
+    Submit([data, peer, options](Communicator& comm) { return comm.Recv(data, peer, options); }, std::move(done));
+  }
   virtual absl::Duration timeout() const = 0;
   // Transfers pass it to the communicator (CollectiveOptions.abort); the
   // executor fires it when the rank fails, ending every transfer's wait.

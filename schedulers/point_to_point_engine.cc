@@ -33,6 +33,37 @@ void PointToPointEngine::Submit(Work work, Done done) {
   }
 }
 
+AsyncPointToPoint* PointToPointEngine::AsyncFor(int peer) const {
+  return peer == communicator_->rank() ? nullptr : communicator_->async_point_to_point();
+}
+
+PointToPointChannel::Done PointToPointEngine::Counted(Done done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++running_;
+  }
+  return [this, done = std::move(done)](absl::Status status) mutable {
+    Done finish = std::move(done);
+    finish(std::move(status));
+    finish = nullptr;  // what the transfer captured goes before it counts as done
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--running_ == 0) idle_.notify_all();
+  };
+}
+
+void PointToPointEngine::SubmitSend(absl::Span<const float> data, int peer, const CollectiveOptions& options,
+                                    Done done) {
+  AsyncPointToPoint* async = AsyncFor(peer);
+  if (async == nullptr) return PointToPointChannel::SubmitSend(data, peer, options, std::move(done));
+  async->StartSend(data, peer, options, Counted(std::move(done)));
+}
+
+void PointToPointEngine::SubmitRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) {
+  AsyncPointToPoint* async = AsyncFor(peer);
+  if (async == nullptr) return PointToPointChannel::SubmitRecv(data, peer, options, std::move(done));
+  async->StartRecv(data, peer, options, Counted(std::move(done)));
+}
+
 void PointToPointEngine::Serve() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {  // waiting_ counts this thread here (Submit counted it at start)

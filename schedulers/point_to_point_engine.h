@@ -9,7 +9,9 @@
 // transfer cost about a millisecond each here). A transfer is bounded by the
 // communicator's timeout and ended at once by the abort signal (the executor
 // fires it on a failure); the destructor waits for the transfers still
-// running, then stops the threads.
+// running, then stops the threads. Where the communicator drives transfers
+// on a progress thread of its own (the shm backend), a message of a known
+// size goes there instead and holds no thread here.
 
 #include <condition_variable>
 #include <deque>
@@ -31,6 +33,10 @@ class PointToPointEngine : public PointToPointChannel {
   ~PointToPointEngine() override;
 
   void Submit(Work work, Done done) override;
+  // On the communicator's own progress thread where it has one (transfers
+  // to other ranks), else as Submit.
+  void SubmitSend(absl::Span<const float> data, int peer, const CollectiveOptions& options, Done done) override;
+  void SubmitRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) override;
   absl::Duration timeout() const override { return timeout_; }
   AbortSignal* abort_signal() override { return &abort_; }
 
@@ -41,6 +47,10 @@ class PointToPointEngine : public PointToPointChannel {
 
  private:
   void Serve();
+  // The communicator's progress thread for a transfer with `peer`, or null.
+  AsyncPointToPoint* AsyncFor(int peer) const;
+  // `done`, counted among the running transfers until it has run.
+  Done Counted(Done done);
   void Run(Work& work, Done& done);
 
   Communicator* communicator_;

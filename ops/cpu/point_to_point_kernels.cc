@@ -112,11 +112,11 @@ class SendKernel : public PointToPointKernel {
         return done(absl::InternalError(absl::StrCat("the value has shape ", x.DebugString(), ", not the planned [",
                                                      absl::StrJoin(*planned_, ","), "]")));
       }
-      return (*channel)->Submit(
-          [value, peer, body](Communicator& comm) {
-            return comm.Send(absl::MakeConstSpan(value->data<float>(), value->num_elements()), peer, body);
-          },
-          Named(std::move(done), "sending to"));
+      // `value` lives until the transfer is done.
+      return (*channel)->SubmitSend(absl::MakeConstSpan(value->data<float>(), value->num_elements()), peer, body,
+                                    [value, named = Named(std::move(done), "sending to")](absl::Status s) {
+                                      named(std::move(s));
+                                    });
     }
     if (x.rank() >= kHeaderFloats) return done(absl::InvalidArgumentError("Send takes values of rank 7 at most"));
     auto header = std::make_shared<std::vector<float>>(kHeaderFloats, 0.0f);
@@ -157,12 +157,19 @@ class RecvKernel : public PointToPointKernel {
     auto received = std::make_shared<Tensor>();
     std::vector<int64_t> declared = declared_;
     auto named = Named(std::move(done), "receiving from");
+    auto finish = [ctx, received, named = std::move(named)](absl::Status s) {
+      if (s.ok()) ctx->SetRunTimeOutput(0, *received);
+      named(std::move(s));
+    };
+    if (planned_) {  // one message of the planned shape
+      absl::StatusOr<Tensor> buffer = Tensor::Allocate(DT_FLOAT, declared);
+      if (!buffer.ok()) return finish(buffer.status());
+      *received = *std::move(buffer);
+      return (*channel)->SubmitRecv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body,
+                                    std::move(finish));
+    }
     (*channel)->Submit(
-        [received, peer, head, body, declared, planned = planned_](Communicator& comm) -> absl::Status {
-          if (planned) {
-            ASSIGN_OR_RETURN(*received, Tensor::Allocate(DT_FLOAT, declared));
-            return comm.Recv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body);
-          }
+        [received, peer, head, body, declared](Communicator& comm) -> absl::Status {
           std::vector<float> header(kHeaderFloats);
           RETURN_IF_ERROR(comm.Recv(absl::MakeSpan(header), peer, head));
           ASSIGN_OR_RETURN(std::vector<int64_t> dims, DimsOfHeader(header));
@@ -175,10 +182,7 @@ class RecvKernel : public PointToPointKernel {
           ASSIGN_OR_RETURN(*received, Tensor::Allocate(DT_FLOAT, dims));
           return comm.Recv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body);
         },
-        [ctx, received, named = std::move(named)](absl::Status s) {
-          if (s.ok()) ctx->SetRunTimeOutput(0, *received);
-          named(s);
-        });
+        std::move(finish));
   }
 
  private:
