@@ -114,7 +114,9 @@ class Completions {
   AsyncPointToPoint::Done For(int i) {
     return [this, i](absl::Status s) {
       std::lock_guard<std::mutex> lock(mu_);
-      statuses_[i] = std::move(s);
+      // A copy of its own: Debian's absl is not TSan-instrumented, so a
+      // status shared with the progress thread reads as raced under TSan.
+      statuses_[i] = absl::Status(s.code(), std::string(s.message()));
       threads_.insert(std::this_thread::get_id());
       if (++done_ == static_cast<int>(statuses_.size())) all_done_.notify_all();
     };
