@@ -40,7 +40,8 @@ bool ShmProgressEngine::PassOverAll(std::vector<Pending>& pending) {
   for (size_t i = 0; i < pending.size();) {
     absl::StatusOr<ShmTransport::Pass> pass = transport_->Advance(*pending[i].exchange);
     if (pass.ok() && *pass != ShmTransport::Pass::kDone) {
-      moved |= *pass == ShmTransport::Pass::kMoved;
+      pending[i].waiting = *pass == ShmTransport::Pass::kWaiting;
+      moved |= !pending[i].waiting;
       ++i;
       continue;
     }
@@ -55,6 +56,10 @@ bool ShmProgressEngine::PassOverAll(std::vector<Pending>& pending) {
 bool ShmProgressEngine::CheckStalled(std::vector<Pending>& pending) {
   bool again = false;
   for (size_t i = 0; i < pending.size();) {
+    if (!pending[i].waiting) {
+      ++i;
+      continue;
+    }
     absl::StatusOr<bool> stalled = transport_->Stalled(*pending[i].exchange);
     if (stalled.ok()) {
       again |= *stalled;
@@ -70,6 +75,9 @@ bool ShmProgressEngine::CheckStalled(std::vector<Pending>& pending) {
 
 void ShmProgressEngine::Loop() {
   std::vector<Pending> pending;
+  // Waiting transfers are checked after every idle round, and this often
+  // while others keep the thread busy (an abort, a dead peer).
+  absl::Time next_check = absl::Now() + kCheckEvery;
   for (;;) {
     // Read before the passes: an event after this read ends the sleep below.
     const uint32_t seen = transport_->AnyEvents();
@@ -81,8 +89,10 @@ void ShmProgressEngine::Loop() {
       for (Pending& p : incoming_) pending.push_back(std::move(p));
       incoming_.clear();
     }
-    if (PassOverAll(pending) || arrived) continue;
-    if (CheckStalled(pending)) continue;
+    const bool moved = PassOverAll(pending) || arrived;
+    if (moved && absl::Now() < next_check) continue;
+    next_check = absl::Now() + kCheckEvery;
+    if (CheckStalled(pending) || moved) continue;
     bool streaming = false;
     for (const Pending& p : pending) streaming |= transport_->Streaming(*p.exchange);
     transport_->WaitForAnyEvent(seen, kCheckEvery, streaming);

@@ -36,13 +36,15 @@ class ShmProgressEngine {
   struct Pending {
     ShmTransport::PendingExchange exchange;
     Done done;
+    bool waiting = false;  // its last pass moved nothing
   };
   void Loop();
   // One pass over every pending transfer, finishing those that end; whether
   // any moved.
   bool PassOverAll(std::vector<Pending>& pending);
-  // After a round that moved nothing: fails the transfers that are out of
-  // time or whose peers exited; whether one should pass again at once.
+  // After a round that moved nothing, and at least every 50 ms while others
+  // move: fails the waiting transfers that are out of time, aborted or whose
+  // peers exited; whether one should pass again at once.
   bool CheckStalled(std::vector<Pending>& pending);
   static void Finish(Pending& p, absl::Status status);
 
