@@ -12,6 +12,7 @@
 #include <ctime>
 #include <memory>
 #include <new>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -213,7 +214,7 @@ struct ShmTransport::ExchangeState {
   const absl::Time deadline;
   AbortSignal* const abort;
   const std::string where;
-  std::unique_ptr<AbortRegistration> registration;  // wakes this rank's waiters on an abort
+  std::optional<AbortRegistration> registration;  // wakes this rank's waiters on an abort
 
   uint32_t send_pieces = 0, recv_pieces = 0;
   int send_slot = -1, recv_slot = -1;  // matched / posted
@@ -235,24 +236,29 @@ Doorbell& ShmTransport::BellFor(const ExchangeState& st) const {
 
 void ShmTransport::ExchangeDeleter::operator()(ExchangeState* st) const { delete st; }
 
+absl::Status ShmTransport::Prepare(ExchangeState& st) {
+  const bool sending = st.send.peer >= 0 && st.send.bytes > 0;
+  const bool receiving = st.recv.peer >= 0 && st.recv.bytes > 0;
+  if (sending) RETURN_IF_ERROR(CheckPeer(st.where, st.send.peer, rank_, world_));
+  if (receiving) RETURN_IF_ERROR(CheckPeer(st.where, st.recv.peer, rank_, world_));
+  st.registration.emplace(st.abort, [this] { RingAll(rank_); });
+  st.send_pieces = static_cast<uint32_t>((st.send.bytes + kPieceBytes - 1) / kPieceBytes);
+  st.recv_pieces = static_cast<uint32_t>((st.recv.bytes + kPieceBytes - 1) / kPieceBytes);
+  st.next_liveness_check = absl::Now() + kLivenessEvery;
+  st.send_done = !sending;
+  st.recv_done = !receiving;
+  st.out = sending ? &channel(rank_, st.send.peer) : nullptr;
+  st.in = receiving ? &channel(st.recv.peer, rank_) : nullptr;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ShmTransport::PendingExchange> ShmTransport::Start(uint64_t key, Transfer send, Produce produce,
                                                                   Transfer recv, Consume consume,
                                                                   absl::Time deadline, AbortSignal* abort,
                                                                   std::string where) {
-  const bool sending = send.peer >= 0 && send.bytes > 0;
-  const bool receiving = recv.peer >= 0 && recv.bytes > 0;
-  if (sending) RETURN_IF_ERROR(CheckPeer(where, send.peer, rank_, world_));
-  if (receiving) RETURN_IF_ERROR(CheckPeer(where, recv.peer, rank_, world_));
   PendingExchange st(new ExchangeState(key, send, std::move(produce), recv, std::move(consume), deadline, abort,
                                        std::move(where)));
-  st->registration = std::make_unique<AbortRegistration>(abort, [this] { RingAll(rank_); });
-  st->send_pieces = static_cast<uint32_t>((send.bytes + kPieceBytes - 1) / kPieceBytes);
-  st->recv_pieces = static_cast<uint32_t>((recv.bytes + kPieceBytes - 1) / kPieceBytes);
-  st->next_liveness_check = absl::Now() + kLivenessEvery;
-  st->send_done = !sending;
-  st->recv_done = !receiving;
-  st->out = sending ? &channel(rank_, send.peer) : nullptr;
-  st->in = receiving ? &channel(recv.peer, rank_) : nullptr;
+  RETURN_IF_ERROR(Prepare(*st));
   return st;
 }
 
@@ -286,18 +292,20 @@ void ShmTransport::WakeAnyEventWaiter() const { RingBell(header().bells[rank_].b
 absl::Status ShmTransport::Exchange(uint64_t key, Transfer send, const Produce& produce, Transfer recv,
                                     const Consume& consume, absl::Time deadline, AbortSignal* abort,
                                     const std::string& where) {
-  ASSIGN_OR_RETURN(PendingExchange st, Start(key, send, produce, recv, consume, deadline, abort, where));
+  // On the stack: a ring collective makes one exchange per step.
+  ExchangeState st(key, send, produce, recv, consume, deadline, abort, where);
+  RETURN_IF_ERROR(Prepare(st));
   for (;;) {
     // Every event this pass could wait for rings this bell, so one rung
     // after this read ends the sleep at once (no lost wakeup).
-    Doorbell& bell = BellFor(*st);
+    Doorbell& bell = BellFor(st);
     const uint32_t seen = bell.rings.load(std::memory_order_acquire);
-    ASSIGN_OR_RETURN(const Pass pass, Advance(*st));
+    ASSIGN_OR_RETURN(const Pass pass, Advance(st));
     if (pass == Pass::kDone) return absl::OkStatus();
     if (pass == Pass::kMoved) continue;
-    ASSIGN_OR_RETURN(const bool again, Stalled(*st));
+    ASSIGN_OR_RETURN(const bool again, Stalled(st));
     if (again) continue;
-    Sleep(bell, seen, std::min(st->deadline - absl::Now(), kLivenessEvery), Streaming(*st));
+    Sleep(bell, seen, std::min(st.deadline - absl::Now(), kLivenessEvery), Streaming(st));
   }
 }
 
@@ -362,8 +370,10 @@ absl::Status ShmTransport::DrainReceive(ExchangeState& st) {
     st.recv_done = true;
     st.in->ring_busy[slot.ring.load(std::memory_order_relaxed)].store(0, std::memory_order_release);
     slot.state.store(kFree, std::memory_order_release);
-    Ring(st.in->bell, st.recv.peer);  // its other sends may be waiting for the ring
-    Ring(st.in->bell, rank_);         // this rank's other receives may be waiting for a slot
+    // The channel's bell once: its sender's other sends may be waiting for the
+    // ring, this rank's other receives for the slot; and both ranks' any-event bells.
+    Ring(st.in->bell, st.recv.peer);
+    RingBell(header().bells[rank_].bell);
   }
   return absl::OkStatus();
 }

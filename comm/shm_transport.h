@@ -138,6 +138,9 @@ class ShmTransport {
   // OK while `peer`'s process lives.
   absl::Status PeerAlive(int peer, const std::string& where) const;
 
+  // Checks the peers and sets a fresh state's progress fields (Start's and
+  // Exchange's, which keeps its state on the stack).
+  absl::Status Prepare(ExchangeState& st);
   // The bell that every event the transfer now waits for rings.
   Doorbell& BellFor(const ExchangeState& st) const;
   // On failure: marks the transfers' slots so the peers see it, wakes them, and returns `status`.
