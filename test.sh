@@ -80,7 +80,8 @@ if [ "$suites" -eq 1 ]; then
     # The conformance suite's host backends ran above; here its NCCL cases
     # (skipped without a GPU per rank) and NCCL's own tests.
     run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*' \
-      //ops/cuda/... //device:cuda_device_test //comm:nccl_communicator_test //comm:communicator_conformance_test
+      //ops/cuda/... //device:cuda_device_test //comm:nccl_communicator_test //comm:communicator_conformance_test \
+      //tests:gpu_training_test
   else
     echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
   fi

@@ -174,6 +174,7 @@ class CudaDevice : public Device {
   explicit CudaDevice(int ordinal) : ordinal_(ordinal), name_(absl::StrCat("cuda:", ordinal)) {}
 
   DeviceKind kind() const override { return DeviceKind::kCuda; }
+  KernelStyle kernel_style() const override { return KernelStyle::kEnqueued; }
   const std::string& name() const override { return name_; }
 
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(std::string name) override {

@@ -36,6 +36,12 @@ namespace nereid {
 
 enum class DeviceKind { kSim, kCuda };
 
+// How a device runs kernels. The sim runs the host's (CPU) kernels as host
+// work in stream order (Stream::Launch), on its memory. On CUDA the host
+// calls a GPU kernel, which enqueues its own work on the stream's
+// native_handle() and returns at once.
+enum class KernelStyle { kHostWork, kEnqueued };
+
 // What a backend's factory is given; each backend reads the fields it knows.
 struct DeviceOptions {
   // Which device of its kind: "sim:1", "cuda:1".
@@ -94,6 +100,7 @@ class Device {
   virtual ~Device() = default;
 
   virtual DeviceKind kind() const = 0;
+  virtual KernelStyle kernel_style() const = 0;
   // "sim:0", "cuda:0".
   virtual const std::string& name() const = 0;
 

@@ -272,6 +272,7 @@ class SimDevice : public Device {
         shared_(std::make_shared<DeviceShared>(absl::StrCat("sim:", options.ordinal), options.memory_bytes)) {}
 
   DeviceKind kind() const override { return DeviceKind::kSim; }
+  KernelStyle kernel_style() const override { return KernelStyle::kHostWork; }
   const std::string& name() const override { return shared_->name; }
 
   absl::StatusOr<std::unique_ptr<Stream>> CreateStream(std::string name) override {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
@@ -39,6 +40,10 @@ absl::Status OpKernelContext::SetOutput(int i, Tensor tensor) {
                                             DimsToString((*output_dims_)[i])));
   }
   if (preset_outputs_) {
+    if (device_launch_ != nullptr) {
+      return absl::InternalError(absl::StrCat("a GPU kernel set output ", i,
+                                              " from another tensor; it must write the preset device block"));
+    }
     if (tensor.dtype() != outputs_[i].dtype()) {
       return absl::InternalError(absl::StrCat("output ", i, " was allocated as ", outputs_[i].DebugString(),
                                               " but the kernel sets ", tensor.DebugString()));
@@ -78,6 +83,14 @@ absl::Status KernelRegistry::Register(std::string op, std::string device, DataTy
 
 bool KernelRegistry::Has(absl::string_view op, absl::string_view device, DataType dtype) const {
   return factories_.contains(KeyOf(op, device, dtype));
+}
+
+bool KernelRegistry::HasAny(absl::string_view device) const {
+  const std::string infix = absl::StrCat("|", device, "|");
+  for (const auto& [key, factory] : factories_) {
+    if (absl::StrContains(key, infix)) return true;
+  }
+  return false;
 }
 
 std::vector<DataType> KernelRegistry::DtypesFor(absl::string_view op, absl::string_view device) const {

@@ -30,8 +30,19 @@
 
 namespace nereid {
 
+class Stream;  // device/device.h
+
 inline constexpr absl::string_view kCpu = "CPU";
 inline constexpr absl::string_view kGpu = "GPU";
+
+// What a GPU kernel is given to enqueue its work: the node's stream (its
+// native_handle() is the cudaStream_t) and scratch memory from the
+// stream-ordered allocator, which later work on the stream may reuse once
+// the kernel's work is done (so scratch needs no host wait).
+struct DeviceLaunch {
+  Stream* stream = nullptr;
+  std::function<absl::StatusOr<Tensor>(DataType, std::vector<int64_t>)> allocate_scratch;
+};
 
 // Where in training a run happens: the loop timestamp and the phase.
 struct StepInfo {
@@ -98,6 +109,11 @@ class OpKernelContext {
   // The worker's point-to-point channel (Send and Recv); null when alone.
   void set_point_to_point(PointToPointChannel* channel) { point_to_point_ = channel; }
   PointToPointChannel* point_to_point() const { return point_to_point_; }
+  // Set for a GPU kernel, which enqueues its work on the stream and returns
+  // at once; its inputs and preset outputs are device memory, so it neither
+  // reads them on the host nor calls SetOutput.
+  void set_device_launch(const DeviceLaunch* launch) { device_launch_ = launch; }
+  const DeviceLaunch* device_launch() const { return device_launch_; }
 
  private:
   const Node* node_;
@@ -109,6 +125,7 @@ class OpKernelContext {
   const Tensor* source_value_ = nullptr;
   CollectiveQueue* collectives_ = nullptr;
   PointToPointChannel* point_to_point_ = nullptr;
+  const DeviceLaunch* device_launch_ = nullptr;
   int first_request_ = 0;
   bool preset_outputs_ = false;
   int threads_ = 0;  // 0 until AcquireThreads is first called
@@ -147,6 +164,9 @@ class KernelRegistry {
 
   absl::Status Register(std::string op, std::string device, DataType dtype, KernelFactory factory);
   bool Has(absl::string_view op, absl::string_view device, DataType dtype) const;
+  // Whether any op has a kernel on `device` (a binary built without CUDA has
+  // no kGpu kernel).
+  bool HasAny(absl::string_view device) const;
   // The dtypes `op` has kernels for on `device`.
   std::vector<DataType> DtypesFor(absl::string_view op, absl::string_view device) const;
 

@@ -23,8 +23,7 @@
 // Runs last (PassInfo::runs_last), after the optimizer and any strategy pass,
 // and once: the plan's records.placement says what it decided, and how the
 // device runs it (compute streams; the sim's delays). The executor runs a
-// plan placed on the sim on its streams (schedulers/device_streams.h); one
-// placed on cuda is refused there until CUDA kernels and launches exist.
+// plan placed on the sim or on cuda on its streams (schedulers/device_streams.h).
 
 #include <algorithm>
 #include <map>
@@ -73,6 +72,9 @@ absl::StatusOr<Target> ParseTarget(const std::string& device) {
 bool MustStayOnHost(const Node& node) { return node.op() == "Input" || Communicates(node); }
 
 bool HasDeviceKernel(const Node& node, const Target& target) {
+  // The executor hands these values on itself (a Parameter's value, a
+  // Feedback's next value), on either side.
+  if (node.op() == "Parameter" || node.op() == "Feedback") return true;
   return KernelRegistry::Global().Has(node.op(), target.kernel_device, KernelDtype(node));
 }
 
@@ -125,8 +127,11 @@ absl::Status LackingKernels(const std::vector<const Node*>& lacking, const Targe
   return absl::FailedPreconditionError(absl::StrCat(
       "place: ", lacking.size(), " node", lacking.size() == 1 ? " has" : "s have", " no ", target.kind, " kernel: ",
       absl::StrJoin(ops, ", "), " (first: ", absl::StrJoin(first, ", "), lacking.size() > first.size() ? ", ..." : "",
-      "); register ", target.kernel_device, " kernels for them (ops/kernel.h), or keep them on the host with place(device=",
-      target.kind, ", fallback=host)"));
+      "); ",
+      KernelRegistry::Global().HasAny(target.kernel_device)
+          ? absl::StrCat("register ", target.kernel_device, " kernels for them (ops/kernel.h)")
+          : "this binary has no GPU kernels: build it with --config=cuda (NEREID_CUDA=1 ./nereid ...)",
+      ", or keep them on the host with place(device=", target.kind, ", fallback=host)"));
 }
 
 absl::StatusOr<Sides> ChooseSides(const Graph& graph, const Target& target, bool fallback_host) {

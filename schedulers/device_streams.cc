@@ -22,11 +22,11 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
     return absl::InvalidArgumentError(absl::StrCat("the plan's device '", device, "' is not <kind>:<ordinal>"));
   }
   const std::string kind = device.substr(0, colon);
-  if (kind != "sim") {
-    // Launching real CUDA kernels on streams, and the kernels themselves, are not built yet.
-    return absl::UnimplementedError(absl::StrCat("the plan places nodes on ", device,
-                                                 ", and the executor runs device plans on the sim only so far; "
-                                                 "plan with place(device=sim), or leave the nodes on the host"));
+  const std::vector<std::string> backends = DeviceRegistry::Global().Names();
+  if (kind == "cuda" && std::find(backends.begin(), backends.end(), kind) == backends.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the plan places nodes on ", device, ", and this binary was built without CUDA: build it with "
+        "--config=cuda (NEREID_CUDA=1 ./nereid ...), or plan with place(device=sim)"));
   }
   if (options.compute_streams < 1) {
     return absl::InvalidArgumentError(absl::StrCat("compute_streams must be at least 1, not ",
@@ -221,7 +221,13 @@ absl::Status DeviceStreams::Launch(const Node& node, const std::vector<Tensor>& 
   Stream* stream = StreamOf(node);
   if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
   RETURN_IF_ERROR(WaitForWrites(stream, inputs, node.id() == skip_waits_of_));
-  RETURN_IF_ERROR(stream->Launch(node.name(), Traced(stream, node.name(), "kernel", step, std::move(work))));
+  if (device_->kernel_style() == KernelStyle::kHostWork) {
+    RETURN_IF_ERROR(stream->Launch(node.name(), Traced(stream, node.name(), "kernel", step, std::move(work))));
+  } else {
+    // The kernel enqueues its device work on the stream now; the span is the
+    // enqueueing, on the host.
+    RETURN_IF_ERROR(Traced(stream, node.name(), "launch", step, std::move(work))());
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.launches;

@@ -81,7 +81,12 @@ class DeviceStreams {
   ~DeviceStreams();
 
   const std::string& device_name() const { return options_.device; }
+  // Whether the device runs the host's kernels as stream work (the sim) or
+  // GPU kernels that enqueue their own work (CUDA).
+  KernelStyle kernel_style() const { return device_->kernel_style(); }
   bool OnDevice(const Node& node) const { return node.def().device() == options_.device; }
+  // The stream `node`'s work runs on (null: not on this device).
+  Stream* StreamFor(const Node& node) const { return StreamOf(node); }
   // Whether `tensor`'s data lies in a block of this device.
   bool IsDeviceTensor(const Tensor& tensor) const;
 
@@ -91,7 +96,9 @@ class DeviceStreams {
 
   // Runs `work` on `node`'s stream once the writes of `inputs` (device
   // tensors) are done; marks `outputs` (allocated for the node) written by
-  // it. `step` labels its trace span.
+  // it. `step` labels its trace span. On a device of KernelStyle::kEnqueued,
+  // `work` is called here, after the stream's waits are enqueued, and
+  // enqueues the kernel's own work on the stream.
   absl::Status Launch(const Node& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                       int64_t step, Stream::Work work);
   // CopyToDevice: `host` into `device_out`, on the copy stream. `host` is

@@ -247,10 +247,22 @@ absl::Status Executor::Init() {
     dopts.trace = options_.trace;
     ASSIGN_OR_RETURN(streams_, DeviceStreams::Create(*graph_, std::move(dopts)));
   }
+  // The sim runs the CPU's kernels on its memory; a GPU runs GPU kernels for
+  // the nodes it launches (Parameter and Feedback pass values on and keep
+  // the host's). Every node without a GPU kernel is named in one error.
+  const bool gpu_kernels = streams_ != nullptr && streams_->kernel_style() == KernelStyle::kEnqueued;
+  std::map<std::string, std::vector<std::string>> no_gpu_kernel;  // op -> nodes
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
-    // The sim runs the CPU's kernels on its memory.
-    ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
+    if (gpu_kernels && LaunchesOnDevice(*n) && n->op() != "CopyToDevice") {
+      if (!KernelRegistry::Global().Has(n->op(), kGpu, KernelDtype(*n))) {
+        no_gpu_kernel[n->op()].push_back(n->name());
+        continue;
+      }
+      ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, kGpu));
+    } else {
+      ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
+    }
     shape_caches_[n->id()] = std::make_unique<ShapeCache>();
     if (n->op() == "Parameter") {
       auto it = n->def().attr().find("init");
@@ -280,6 +292,18 @@ absl::Status Executor::Init() {
         if (eval != options_.group_eval_collectives.end()) eval_queue_[n->id()] = eval->second;
       }
     }
+  }
+  if (!no_gpu_kernel.empty()) {
+    std::vector<std::string> ops;
+    for (const auto& [op, names] : no_gpu_kernel) {
+      ops.push_back(absl::StrCat(op, " (", names.size(), " node", names.size() == 1 ? "" : "s", ": ",
+                                 absl::StrJoin(names.begin(), names.begin() + std::min<size_t>(names.size(), 3), ", "),
+                                 names.size() > 3 ? ", ..." : "", ")"));
+    }
+    return absl::UnimplementedError(absl::StrCat(
+        "the plan places on ", streams_->device_name(), " ops that have no GPU kernel: ", absl::StrJoin(ops, "; "),
+        " (a plan made by a binary with more GPU kernels than this one); plan with place(device=cuda, fallback=host) "
+        "to keep them on the host"));
   }
   for (Node* n : graph_->nodes()) {
     if (n->op() == "Feedback") {
@@ -755,6 +779,7 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
     StepInfo step;
     std::vector<Tensor> input_views;
     std::unique_ptr<OpKernelContext> ctx;
+    DeviceLaunch device;  // GPU kernels only
   };
   auto launch = std::make_shared<Launch>();
   launch->step = step;
@@ -785,6 +810,14 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
   }
   launch->ctx = std::make_unique<OpKernelContext>(&node, std::move(input_ptrs), dims, &launch->step, threads_);
   launch->ctx->PresetOutputs(std::move(output_views));
+  if (streams_->kernel_style() == KernelStyle::kEnqueued) {
+    // Called now, on this thread: the kernel enqueues its work on the stream.
+    launch->device.stream = streams_->StreamFor(node);
+    launch->device.allocate_scratch = [this, &node](DataType dtype, std::vector<int64_t> scratch_dims) {
+      return streams_->Allocate(node, dtype, std::move(scratch_dims));
+    };
+    launch->ctx->set_device_launch(&launch->device);
+  }
   OpKernel* kernel = kernels_[node.id()].get();
   absl::Status s = streams_->Launch(node, inputs, outputs, step.step, [this, &node, kernel, launch]() -> absl::Status {
     absl::Status status = kernel->Compute(launch->ctx.get());

@@ -7,12 +7,16 @@
 #                                        # libraries they need into DIR
 #   bench/gpu/cuda_tests.sh run DIR      # there: run every test in DIR
 #
-# The bundle leaves out the C library, the C++ runtime, libcudart and libnccl:
-# the GPU machine has its own (newer) ones. libnccl.so.2 (218 MB here) is
-# found through NCCL_LIB_DIR, or in a Python environment's nvidia-nccl wheel.
+# The bundle leaves out the C library, the C++ runtime, libcudart, libnccl,
+# cuBLAS and cuDNN: the GPU machine has its own (newer) ones, and they are
+# too large to carry (libnccl.so.2 is 218 MB here, cuDNN's engines more). Each
+# is found through NCCL_LIB_DIR / CUDART_LIB_DIR / CUBLAS_LIB_DIR /
+# CUDNN_LIB_DIR, or in a Python environment's nvidia-* wheels. The bundle
+# also carries models/, which gpu_training_test reads (run from DIR).
 set -euo pipefail
 
-TESTS=(//ops/cuda:elementwise_kernels_test //device:cuda_device_test //comm:nccl_communicator_test)
+TESTS=(//ops/cuda:elementwise_kernels_test //device:cuda_device_test //comm:nccl_communicator_test
+       //tests:gpu_training_test)
 
 bundle() {
   local dir=$1
@@ -24,10 +28,12 @@ bundle() {
     ldd "$bin" | awk '/=> \// {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libstdc++.so*|libgcc_s.so*|libcudart.so*|libnccl.so*) ;;
+        libcublas*.so*|libcudnn*.so*) ;;
         *) cp -Ln "$lib" "$dir/lib/" ;;
       esac
     done
   done
+  cp -r models "$dir/models"
   du -sh "$dir"
 }
 
@@ -46,10 +52,14 @@ run() {
   local dir; dir=$(cd "$1" && pwd)
   local nccl=${NCCL_LIB_DIR:-$(wheel_lib_dir 'libnccl.so.2')}
   local cudart=${CUDART_LIB_DIR:-$(wheel_lib_dir 'libcudart.so.13')}
-  export LD_LIBRARY_PATH="$dir/lib:${nccl}:${cudart}:${LD_LIBRARY_PATH:-}"
+  local cublas=${CUBLAS_LIB_DIR:-$(wheel_lib_dir 'libcublas.so.13')}
+  local cudnn=${CUDNN_LIB_DIR:-$(wheel_lib_dir 'libcudnn.so.9')}
+  export LD_LIBRARY_PATH="$dir/lib:${nccl}:${cudart}:${cublas}:${cudnn}:${LD_LIBRARY_PATH:-}"
+  cd "$dir"  # gpu_training_test reads models/
   export TEST_TMPDIR=${TEST_TMPDIR:-$(mktemp -d)}
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
-  echo "libnccl from: ${nccl:-system}; libcudart from: ${cudart:-system}"
+  echo "libnccl from: ${nccl:-system}; libcudart from: ${cudart:-system}; cuBLAS from: ${cublas:-system};" \
+       "cuDNN from: ${cudnn:-system}"
   local failed=0
   for bin in "$dir"/*_test; do
     echo "== $(basename "$bin")"
@@ -62,6 +72,12 @@ run() {
     echo "== elementwise_kernels_test under compute-sanitizer --tool memcheck"
     compute-sanitizer --tool memcheck --error-exitcode 1 "$dir/elementwise_kernels_test" \
       --gtest_filter=-CudaElementwiseTest.CudaErrorBecomesStatus || failed=1
+    # The models' GPU kernels under the stream scheduler: no stray access
+    # (memcheck), no shared-memory race in the project's reductions (racecheck).
+    for tool in memcheck racecheck; do
+      echo "== gpu_training_test under compute-sanitizer --tool $tool"
+      compute-sanitizer --tool "$tool" --error-exitcode 1 "$dir/gpu_training_test" || failed=1
+    done
   fi
   return $failed
 }

@@ -8,47 +8,26 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
+#include "ops/learning_rate.h"
 
 namespace nereid {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
-
 class LearningRateKernel : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    base_ = attrs.at("base")->f();
-    schedule_ = attrs.at("schedule")->s();
-    step_epochs_ = attrs.at("step_epochs")->i();
-    gamma_ = attrs.at("gamma")->f();
-    warmup_epochs_ = attrs.at("warmup_epochs")->f();
-    min_lr_ = attrs.at("min_lr")->f();
+    schedule_.Init(attrs);
     return absl::OkStatus();
   }
 
   absl::Status Compute(OpKernelContext* ctx) override {
-    const StepInfo& s = ctx->step();
-    double steps_per_epoch = static_cast<double>(std::max<int64_t>(1, s.steps_per_epoch));
-    double progress = static_cast<double>(s.epoch) + static_cast<double>(s.step_in_epoch) / steps_per_epoch;
-    double lr = base_;
-    if (schedule_ == "step") {
-      lr = base_ * std::pow(static_cast<double>(gamma_), static_cast<double>(s.epoch / step_epochs_));
-    } else if (schedule_ == "cosine") {
-      double t = std::min(1.0, progress / static_cast<double>(std::max<int64_t>(1, s.total_epochs)));
-      lr = min_lr_ + (base_ - min_lr_) * 0.5 * (1.0 + std::cos(kPi * t));
-    }
-    if (warmup_epochs_ > 0 && progress < warmup_epochs_) {
-      lr *= (progress + 1.0 / steps_per_epoch) / warmup_epochs_;
-    }
     ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
-    out->data<float>()[0] = static_cast<float>(lr);
+    out->data<float>()[0] = schedule_.At(ctx->step());
     return absl::OkStatus();
   }
 
  private:
-  float base_ = 0, gamma_ = 0.1f, warmup_epochs_ = 0, min_lr_ = 0;
-  std::string schedule_;
-  int64_t step_epochs_ = 30;
+  LearningRateSchedule schedule_;
 };
 
 void SgdLoop(const float* __restrict p, const float* __restrict g, float* __restrict np, int64_t n, float lr,

@@ -6,6 +6,7 @@
 // delays and however many compute streams; and when one wait is removed, the
 // simulation must notice.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,98 +19,26 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "device/device_registry.h"
 #include "ops/live_set.h"
 #include "schedulers/executor.h"
 #include "tests/training/plan_util.h"
+#include "tests/training/train_util.h"
 
 namespace nereid {
 namespace {
 
 using ::testing::HasSubstr;
 
-// What a run leaves: the loss of each step and the parameters at the end.
-struct Trained {
-  std::vector<float> losses;
-  std::vector<std::pair<std::string, Tensor>> state;
-  DeviceStreamsStats device;
-  absl::Status status;
-};
+using testing::FeedsFor;
+using testing::Threads;
+using testing::Train;
+using testing::Trained;
+using testing::UnderThreadSanitizer;
 
-// Random [batch, 128] byte windows and next-byte targets (char_transformer's feeds).
-std::vector<FeedMap> RandomTextFeeds(unsigned seed, int steps, int batch) {
-  std::mt19937 rng(seed);
-  std::vector<FeedMap> feeds(steps);
-  for (FeedMap& f : feeds) {
-    Tensor tokens = *Tensor::Allocate(DT_INT64, {batch, 128});
-    Tensor targets = *Tensor::Allocate(DT_INT32, {batch, 128});
-    for (int i = 0; i < batch * 128; ++i) {
-      tokens.data<int64_t>()[i] = static_cast<int64_t>(rng() % 256);
-      targets.data<int32_t>()[i] = static_cast<int32_t>(rng() % 256);
-    }
-    f["images"] = tokens;
-    f["labels"] = targets;
-  }
-  return feeds;
-}
-
-std::vector<FeedMap> FeedsFor(const std::string& model, int steps, int batch) {
-  if (model == "char_transformer") return RandomTextFeeds(7, steps, batch);
-  if (model.find("cifar") != std::string::npos) return testing::RandomImageFeeds(7, steps, batch, {3, 32, 32});
-  return testing::RandomImageFeeds(7, steps, batch);
-}
-
-bool UnderThreadSanitizer() {
-  const char* sanitizer = std::getenv("NEREID_SANITIZER");
-  return sanitizer != nullptr && std::string(sanitizer) == "thread";
-}
-
-// Under ThreadSanitizer one thread: a kernel's oneTBB loop, started from a
-// sim stream's thread, hands work over through oneTBB's uninstrumented
-// synchronisation, and the stream's thread exits with the executor, so its
-// stack (which the loop read) is reused by the next executor's threads and
-// TSan reports that reuse as a race. With one thread no kernel starts a loop.
-int Threads() { return UnderThreadSanitizer() ? 1 : 2; }
-
-// Trains `model` planned with `passes` on `feeds`, overlapping steps as the
-// plan allows (StartStep of t+1 before FinishStep of t).
-Trained Train(const std::string& model, const std::string& passes, const std::vector<FeedMap>& feeds,
-              const std::string& skip_waits_of = "") {
-  Trained out;
-  auto graph = testing::PlanModel(model, passes);
-  if (!graph.ok()) {
-    out.status = graph.status();
-    return out;
-  }
-  ExecutorOptions options;
-  options.threads = Threads();
-  options.skip_device_waits_of = skip_waits_of;
-  auto executor = Executor::Create(graph->get(), options);
-  if (!executor.ok()) {
-    out.status = executor.status();
-    return out;
-  }
-  const int steps = static_cast<int>(feeds.size());
-  for (int t = 0; t < steps && out.status.ok(); ++t) {
-    const StepInfo step{0, t, t, steps, 1, true};
-    out.status = (*executor)->StartStep(step, feeds[t], {"loss"});
-    if (!out.status.ok()) break;
-    if (t > 0) {
-      auto loss = (*executor)->FinishStep(t - 1);
-      if (!loss.ok()) {
-        out.status = loss.status();
-        break;
-      }
-      out.losses.push_back((*loss)[0].data<float>()[0]);
-    }
-  }
-  if (out.status.ok()) {
-    auto loss = (*executor)->FinishStep(steps - 1);
-    out.status = loss.status();
-    if (loss.ok()) out.losses.push_back((*loss)[0].data<float>()[0]);
-  }
-  out.state = (*executor)->State();
-  if ((*executor)->device() != nullptr) out.device = (*executor)->device()->stats();
-  return out;
+bool DeviceRegistryHasNoCuda() {
+  const std::vector<std::string> names = DeviceRegistry::Global().Names();
+  return std::find(names.begin(), names.end(), "cuda") == names.end();
 }
 
 std::string Placed(const std::string& passes, int streams, int delay_us, int seed) {
@@ -177,6 +106,22 @@ INSTANTIATE_TEST_SUITE_P(Models, EveryModelOnTheSim,
                                            ModelCase{"lenet_fashion", 3, 4}, ModelCase{"char_transformer", 2, 1},
                                            ModelCase{"resnet20_cifar", 2, 2}),
                          [](const auto& info) { return info.param.model; });
+
+// A plan placed on cuda run by a binary built without CUDA: refused before
+// anything runs, saying how to build one that can.
+TEST(StreamSchedulerTest, ACudaPlanInABinaryWithoutCudaIsRefusedWithTheReason) {
+  if (!DeviceRegistryHasNoCuda()) GTEST_SKIP() << "this binary has the cuda backend";
+  auto graph = testing::PlanModel("mlp_fashion", Placed("autodiff,sgd(lr=0.1)", 1, 0, 0));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (Node* n : (*graph)->nodes()) {
+    if (n->def().device() == "sim:0") n->mutable_def()->set_device("cuda:0");
+  }
+  (*graph)->mutable_header()->mutable_records()->mutable_placement()->set_device("cuda:0");
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  ASSERT_FALSE(executor.ok());
+  EXPECT_THAT(std::string(executor.status().message()), HasSubstr("built without CUDA"));
+  EXPECT_THAT(std::string(executor.status().message()), HasSubstr("--config=cuda"));
+}
 
 // The strategies' plans on one worker (their collectives see a world of
 // one), two steps in flight for Pipe-SGD: 20 seeds of the delays each (4

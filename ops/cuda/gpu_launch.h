@@ -1,0 +1,62 @@
+#ifndef NEREID_OPS_CUDA_GPU_LAUNCH_H_
+#define NEREID_OPS_CUDA_GPU_LAUNCH_H_
+
+// What every GPU kernel (ops/cuda/*_kernels.cc) needs to enqueue its work:
+// the node's CUDA stream, a cuBLAS or cuDNN handle bound to it, scratch
+// memory, and errors of the three libraries as statuses naming the call.
+//
+// A GPU kernel's Compute is called on a host thread with the node's device
+// stream (OpKernelContext::device_launch); it enqueues work and returns. Its
+// inputs and preset outputs are device memory: it reads neither on the host.
+//
+// Handles: one cuBLAS and one cuDNN handle per stream, made on first use and
+// kept for the process (destroying them at exit would race the CUDA
+// runtime's own teardown). Several executor threads may enqueue on one
+// stream, so a handle is used under its lock (Locked*), which also binds it
+// to the stream.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ops/kernel.h"
+
+namespace nereid::cuda {
+
+// The node's stream; an error if the kernel was called without one (not
+// launched on a GPU).
+absl::StatusOr<cudaStream_t> StreamOf(const OpKernelContext& ctx);
+
+absl::Status CudaStatus(cudaError_t error, absl::string_view what);
+absl::Status CublasStatus(cublasStatus_t status, absl::string_view what);
+absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what);
+// The last kernel launch's error (cudaGetLastError), naming `kernel`.
+absl::Status LaunchStatus(absl::string_view kernel);
+// A gpu_math.h launcher's result (a cudaError_t as int), naming the node.
+absl::Status Launched(int cuda_error, const OpKernelContext& ctx);
+
+// A library handle bound to one stream, held under its lock.
+template <typename Handle>
+struct Locked {
+  std::unique_lock<std::mutex> lock;
+  Handle handle;
+};
+absl::StatusOr<Locked<cublasHandle_t>> LockedCublas(cudaStream_t stream);
+absl::StatusOr<Locked<cudnnHandle_t>> LockedCudnn(cudaStream_t stream);
+
+// Device scratch of `bytes` on the node's stream (the stream-ordered
+// allocator: free to reuse by the stream's later work, so keep the Tensor
+// only until Compute returns). Zero bytes gives an empty tensor.
+absl::StatusOr<Tensor> Scratch(OpKernelContext& ctx, size_t bytes);
+
+// dst <- src on the stream (device to device), `bytes` of them.
+absl::Status CopyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, absl::string_view what);
+
+}  // namespace nereid::cuda
+
+#endif  // NEREID_OPS_CUDA_GPU_LAUNCH_H_

@@ -1,0 +1,112 @@
+// Plans placed on a real GPU (--config=cuda). Two kinds of case:
+//   * Coverage (no GPU needed, runs in CI's CUDA pass): the models the GPU
+//     script trains plan onto cuda with every compute node on the device,
+//     and every node's GPU kernel is created and initialised.
+//   * On a GPU (skipped with a message where none is found): they train like
+//     the host. cuBLAS and cuDNN sum in other orders than oneDNN, so losses
+//     and parameters agree within float tolerance, not bit for bit.
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "ops/cuda/elementwise_kernels.h"
+#include "ops/kernel.h"
+#include "tests/training/plan_util.h"
+#include "tests/training/train_util.h"
+
+namespace nereid {
+namespace {
+
+constexpr char kPasses[] = "autodiff,sgd(lr=0.01,momentum=0.9)";
+
+struct ModelCase {
+  std::string model;
+  int steps;
+  int batch;
+};
+
+const std::vector<ModelCase>& Models() {
+  static const auto* models = new std::vector<ModelCase>{
+      {"mlp_fashion", 4, 16}, {"lenet_fashion", 4, 8}, {"vgg11_cifar", 2, 4}};
+  return *models;
+}
+
+std::string OnCuda(int streams) { return absl::StrCat(kPasses, ",place(device=cuda,streams=", streams, ")"); }
+
+TEST(GpuKernelCoverage, EveryComputeNodeOfTheGpuScriptsModelsHasAGpuKernel) {
+  for (const ModelCase& c : Models()) {
+    SCOPED_TRACE(c.model);
+    // place's default fallback=error refuses a node without a GPU kernel.
+    auto graph = testing::PlanModel(c.model, OnCuda(1));
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    int on_device = 0;
+    for (const Node* n : (*graph)->nodes()) {
+      if (n->def().device() != "cuda:0") continue;
+      ++on_device;
+      if (n->op() == "Parameter" || n->op() == "Feedback" || n->op() == "CopyToDevice") continue;
+      auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+      EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+    }
+    // Only data feeding stays on the host.
+    int on_host = 0;
+    for (const Node* n : (*graph)->nodes()) on_host += n->def().device() == "cuda:0" ? 0 : 1;
+    EXPECT_GT(on_device, 10 * on_host);
+  }
+}
+
+bool HaveGpu() {
+  absl::StatusOr<int> count = cuda::DeviceCount();
+  if (!count.ok() || *count == 0) {
+    std::cout << "[  SKIPPED ] no CUDA device: "
+              << (count.ok() ? std::string("cudaGetDeviceCount found none") : std::string(count.status().message()))
+              << "\n";
+    return false;
+  }
+  return true;
+}
+
+// |a - b| within `tolerance` of the larger magnitude (at least 1).
+bool Near(float a, float b, float tolerance) {
+  return std::fabs(a - b) <= tolerance * std::max({1.0f, std::fabs(a), std::fabs(b)});
+}
+
+TEST(CudaTraining, ModelsTrainLikeTheHostOnOneAndThreeStreams) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (const ModelCase& c : Models()) {
+    SCOPED_TRACE(c.model);
+    std::vector<FeedMap> feeds = testing::FeedsFor(c.model, c.steps, c.batch);
+    testing::Trained host = testing::Train(c.model, kPasses, feeds);
+    ASSERT_TRUE(host.status.ok()) << host.status;
+    for (int streams : {1, 3}) {
+      SCOPED_TRACE(absl::StrCat(streams, " compute streams"));
+      testing::Trained gpu = testing::Train(c.model, OnCuda(streams), feeds);
+      ASSERT_TRUE(gpu.status.ok()) << gpu.status;
+      ASSERT_EQ(gpu.losses.size(), host.losses.size());
+      for (size_t t = 0; t < host.losses.size(); ++t) {
+        EXPECT_TRUE(Near(host.losses[t], gpu.losses[t], 1e-3f))
+            << "step " << t << ": host " << host.losses[t] << ", gpu " << gpu.losses[t];
+      }
+      ASSERT_EQ(gpu.state.size(), host.state.size());
+      for (size_t i = 0; i < host.state.size(); ++i) {
+        const Tensor& a = host.state[i].second;
+        const Tensor& b = gpu.state[i].second;
+        ASSERT_EQ(a.dims(), b.dims()) << host.state[i].first;
+        if (a.dtype() != DT_FLOAT) continue;
+        int64_t far = 0;
+        for (int64_t j = 0; j < a.num_elements(); ++j) far += Near(a.data<float>()[j], b.data<float>()[j], 1e-3f) ? 0 : 1;
+        EXPECT_EQ(far, 0) << host.state[i].first << ": " << far << " of " << a.num_elements() << " values differ";
+      }
+      EXPECT_GT(gpu.device.launches, 0);
+      // The host waits for the device only at the step's end and for the copies out.
+      EXPECT_LE(gpu.device.host_waits, static_cast<int64_t>(c.steps) * 8);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nereid
