@@ -81,7 +81,7 @@ if [ "$suites" -eq 1 ]; then
     # (skipped without a GPU per rank) and NCCL's own tests.
     run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*' \
       //ops/cuda/... //device:cuda_device_test //comm:nccl_communicator_test //comm:communicator_conformance_test \
-      //tests:gpu_training_test
+      //tests:gpu_training_test //tests:gpu_kernels_test
   else
     echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
   fi

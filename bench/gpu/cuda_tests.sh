@@ -16,7 +16,7 @@
 set -euo pipefail
 
 TESTS=(//ops/cuda:elementwise_kernels_test //device:cuda_device_test //comm:nccl_communicator_test
-       //tests:gpu_training_test)
+       //tests:gpu_kernels_test //tests:gpu_training_test)
 
 bundle() {
   local dir=$1

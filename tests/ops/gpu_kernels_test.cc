@@ -1,0 +1,292 @@
+// Each GPU kernel against the host's kernel for the same op (--config=cuda;
+// skipped with a message where there is no GPU): a one-op graph evaluated on
+// the host and placed on cuda, fed the same random values. Cases cover what
+// the kernels special-case: transposes, 2-D and 4-D bias, ignored labels,
+// each SGD variant, SAME padding with an odd total (asymmetric), groups,
+// dilation, and max-pooling windows with ties (routing a gradient to the
+// first maximum). cuBLAS and cuDNN sum in other orders than oneDNN, so values
+// agree within a tolerance, not bit for bit; dropout masks agree exactly.
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "ops/cuda/elementwise_kernels.h"
+#include "ops/kernel.h"
+#include "schedulers/executor.h"
+#include "tests/test_util.h"
+
+namespace nereid {
+namespace {
+
+using testing::Attr;
+using testing::InputNode;
+using testing::IntsValue;
+using testing::OpNode;
+
+struct OpCase {
+  std::string name;
+  std::string graph;  // Input nodes and the op "y" (and more outputs as fetched)
+  std::vector<std::string> fetches = {"y"};
+  bool small_integers = false;  // feed floats in {-1, 0, 1, 2}: ties in windows
+  float tolerance = 1e-4f;
+};
+
+// Random feeds for every Input of `graph`: normal floats, or small integers,
+// and labels in [0, 10) with one row marked -100 (ignored).
+FeedMap FeedsFor(const Graph& graph, bool small_integers) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  FeedMap feeds;
+  for (const Node* n : graph.nodes()) {
+    if (n->op() != "Input") continue;
+    const std::vector<int64_t>& dims = n->outputs()[0].shape.dims();
+    Tensor t = *Tensor::Allocate(n->outputs()[0].dtype, dims);
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      if (t.dtype() == DT_INT32) {
+        t.data<int32_t>()[i] = i == 1 ? -100 : static_cast<int32_t>(rng() % 10);
+      } else {
+        t.data<float>()[i] = small_integers ? static_cast<float>(static_cast<int>(rng() % 4) - 1) : normal(rng);
+      }
+    }
+    feeds[n->name()] = t;
+  }
+  return feeds;
+}
+
+// The case's graph, on the host or placed on cuda by hand (the place pass
+// runs on training plans only): every Input reaches the op through a
+// CopyToDevice, the op runs on cuda:0, and the fetched values are read back.
+absl::StatusOr<std::unique_ptr<Graph>> Build(const OpCase& c, bool on_gpu) {
+  if (!on_gpu) return testing::LoadText(c.graph);
+  auto unplaced = testing::LoadText(c.graph);
+  if (!unplaced.ok()) return unplaced.status();
+  std::string text;
+  std::vector<std::string> inputs;
+  for (const Node* n : (*unplaced)->nodes()) {
+    if (n->op() == "Input") inputs.push_back(n->name());
+  }
+  // Re-emit the text with the op's inputs renamed to their copies; the op
+  // "y" and any nodes written after it go on the device.
+  std::string graph = c.graph;
+  const size_t op_at = graph.find("node {\n  name: \"y\"");
+  std::string op = graph.substr(op_at);
+  graph = graph.substr(0, op_at);
+  for (const std::string& in : inputs) {
+    absl::StrAppend(&graph, OpNode(in + "/to_cuda", "CopyToDevice", {in},
+                                   Attr("device", "s: \"cuda:0\"") + "  device: \"cuda:0\"\n"));
+    const std::string from = absl::StrCat("input: \"", in, "\"");
+    for (size_t at = op.find(from); at != std::string::npos; at = op.find(from, at + 1)) {
+      op.replace(at, from.size(), absl::StrCat("input: \"", in, "/to_cuda\""));
+    }
+  }
+  // The op and the nodes after it (an Identity fetching a second output).
+  for (size_t at = op.find("\n}\n"); at != std::string::npos; at = op.find("\n}\n", at + 20)) {
+    op.insert(at + 1, "  device: \"cuda:0\"\n");
+  }
+  auto placed = testing::LoadText(graph + op);
+  if (!placed.ok()) return placed.status();
+  PlanRecords::Placement* record = (*placed)->mutable_header()->mutable_records()->mutable_placement();
+  record->set_device("cuda:0");
+  record->set_compute_streams(1);
+  int on_device = 0;
+  for (const Node* n : (*placed)->nodes()) on_device += n->def().device() == "cuda:0" ? 1 : 0;
+  record->set_device_nodes(on_device);
+  return placed;
+}
+
+absl::StatusOr<std::vector<Tensor>> Evaluate(const OpCase& c, bool on_gpu) {
+  auto graph = Build(c, on_gpu);
+  if (!graph.ok()) return graph.status();
+  auto executor = Executor::Create(graph->get(), ExecutorOptions{});
+  if (!executor.ok()) return executor.status();
+  StepInfo step;
+  step.step = 3;  // dropout's mask depends on it
+  return (*executor)->Evaluate(step, FeedsFor(**graph, c.small_integers), c.fetches);
+}
+
+bool HaveGpu() {
+  absl::StatusOr<int> count = cuda::DeviceCount();
+  if (!count.ok() || *count == 0) {
+    std::cout << "[  SKIPPED ] no CUDA device: "
+              << (count.ok() ? std::string("cudaGetDeviceCount found none") : std::string(count.status().message()))
+              << "\n";
+    return false;
+  }
+  return true;
+}
+
+class GpuKernelTest : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(GpuKernelTest, MatchesTheHostKernel) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const OpCase& c = GetParam();
+  auto host = Evaluate(c, false);
+  ASSERT_TRUE(host.ok()) << host.status();
+  auto gpu = Evaluate(c, true);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_EQ(host->size(), gpu->size());
+  for (size_t f = 0; f < host->size(); ++f) {
+    SCOPED_TRACE(c.fetches[f]);
+    const Tensor& a = (*host)[f];
+    const Tensor& b = (*gpu)[f];
+    ASSERT_EQ(a.dims(), b.dims());
+    ASSERT_EQ(a.dtype(), DT_FLOAT);
+    int64_t far = 0, first = -1;
+    for (int64_t i = 0; i < a.num_elements(); ++i) {
+      const float x = a.data<float>()[i], y = b.data<float>()[i];
+      if (std::fabs(x - y) > c.tolerance * std::max({1.0f, std::fabs(x), std::fabs(y)})) {
+        if (first < 0) first = i;
+        ++far;
+      }
+    }
+    EXPECT_EQ(far, 0) << far << " of " << a.num_elements() << " values differ; the first at " << first << ": host "
+                      << a.data<float>()[first < 0 ? 0 : first] << ", gpu " << b.data<float>()[first < 0 ? 0 : first];
+  }
+}
+
+std::string Conv(const std::string& op, const std::vector<std::string>& inputs, const std::string& attrs) {
+  return OpNode("y", op, inputs, attrs);
+}
+
+std::string ConvAttrs(const std::string& padding, std::vector<int64_t> strides, std::vector<int64_t> dilations,
+                      int groups) {
+  return Attr("padding", absl::StrCat("s: \"", padding, "\"")) + Attr("strides", IntsValue(strides)) +
+         Attr("dilations", IntsValue(dilations)) + Attr("groups", absl::StrCat("i: ", groups));
+}
+
+// x [2, 4, 9, 9], filter [6, 4/groups, 3, 3], dy the output's shape.
+std::vector<OpCase> ConvCases() {
+  std::vector<OpCase> cases;
+  struct Geometry {
+    std::string name, padding;
+    std::vector<int64_t> strides, dilations;
+    int groups;
+    std::vector<int64_t> y;  // output dims
+  };
+  for (const Geometry& g : std::vector<Geometry>{
+           {"same", "SAME", {1, 1}, {1, 1}, 1, {2, 6, 9, 9}},
+           {"same_stride2_asymmetric", "SAME", {2, 2}, {1, 1}, 1, {2, 6, 5, 5}},
+           {"valid_dilated", "VALID", {1, 1}, {2, 2}, 1, {2, 6, 5, 5}},
+           {"groups2", "SAME", {1, 1}, {1, 1}, 2, {2, 6, 9, 9}},
+       }) {
+    const std::string inputs = InputNode("x", {2, 4, 9, 9}) + InputNode("f", {6, 4 / g.groups, 3, 3}) +
+                               InputNode("dy", g.y);
+    const std::string attrs = ConvAttrs(g.padding, g.strides, g.dilations, g.groups);
+    cases.push_back({"conv_" + g.name, inputs + Conv("Conv2D", {"x", "f"}, attrs)});
+    cases.push_back({"conv_input_grad_" + g.name, inputs + Conv("Conv2DBackpropInput", {"x", "f", "dy"}, attrs)});
+    cases.push_back({"conv_filter_grad_" + g.name, inputs + Conv("Conv2DBackpropFilter", {"x", "f", "dy"}, attrs)});
+  }
+  return cases;
+}
+
+std::string PoolAttrs(std::vector<int64_t> ksize, std::vector<int64_t> strides, const std::string& padding) {
+  return Attr("ksize", IntsValue(ksize)) + Attr("strides", IntsValue(strides)) +
+         Attr("padding", absl::StrCat("s: \"", padding, "\""));
+}
+
+std::vector<OpCase> PoolCases() {
+  std::vector<OpCase> cases;
+  const std::string x = InputNode("x", {2, 3, 8, 8});
+  const std::string x_odd = InputNode("x", {2, 3, 7, 7});
+  for (bool ties : {false, true}) {
+    const std::string tag = ties ? "_ties" : "";
+    cases.push_back({"maxpool2" + tag, x + OpNode("y", "MaxPool", {"x"}, PoolAttrs({2, 2}, {2, 2}, "VALID")), {"y"},
+                     ties});
+    cases.push_back({"maxpool_grad2" + tag,
+                     x + InputNode("dy", {2, 3, 4, 4}) +
+                         OpNode("y", "MaxPoolGrad", {"x", "dy"}, PoolAttrs({2, 2}, {2, 2}, "VALID")),
+                     {"y"},
+                     ties});
+    cases.push_back({"maxpool_grad3_same" + tag,
+                     x_odd + InputNode("dy", {2, 3, 4, 4}) +
+                         OpNode("y", "MaxPoolGrad", {"x", "dy"}, PoolAttrs({3, 3}, {2, 2}, "SAME")),
+                     {"y"},
+                     ties});
+  }
+  cases.push_back({"avgpool3_same", x_odd + OpNode("y", "AvgPool", {"x"}, PoolAttrs({3, 3}, {2, 2}, "SAME"))});
+  return cases;
+}
+
+std::vector<OpCase> DenseCases() {
+  std::vector<OpCase> cases;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    cases.push_back({absl::StrCat("matmul_ta", ta, "_tb", tb),
+                     InputNode("a", ta ? std::vector<int64_t>{7, 5} : std::vector<int64_t>{5, 7}) +
+                         InputNode("b", tb ? std::vector<int64_t>{3, 7} : std::vector<int64_t>{7, 3}) +
+                         OpNode("y", "MatMul", {"a", "b"},
+                                Attr("transpose_a", ta ? "b: true" : "b: false") +
+                                    Attr("transpose_b", tb ? "b: true" : "b: false"))});
+  }
+  cases.push_back({"bias_add_2d", InputNode("x", {4, 6}) + InputNode("b", {6}) + OpNode("y", "BiasAdd", {"x", "b"})});
+  cases.push_back(
+      {"bias_add_4d", InputNode("x", {2, 3, 4, 5}) + InputNode("b", {3}) + OpNode("y", "BiasAdd", {"x", "b"})});
+  cases.push_back({"bias_add_grad_2d", InputNode("x", {300, 6}) + OpNode("y", "BiasAddGrad", {"x"})});
+  cases.push_back({"bias_add_grad_4d", InputNode("x", {8, 3, 17, 5}) + OpNode("y", "BiasAddGrad", {"x"})});
+  cases.push_back({"relu", InputNode("x", {1000}) + OpNode("y", "Relu", {"x"})});
+  cases.push_back({"relu_grad", InputNode("dy", {1000}) + InputNode("x", {1000}) + OpNode("y", "ReluGrad", {"dy", "x"})});
+  const std::string loss_inputs = InputNode("s", {6, 10}) + InputNode("labels", {6}, "DT_INT32");
+  cases.push_back({"softmax_cross_entropy", loss_inputs + OpNode("y", "SoftmaxCrossEntropy", {"s", "labels"})});
+  cases.push_back({"softmax_cross_entropy_grad",
+                   loss_inputs + InputNode("dloss", {}) +
+                       OpNode("y", "SoftmaxCrossEntropyGrad", {"s", "labels", "dloss"})});
+  const std::string sgd_inputs = InputNode("p", {500}) + InputNode("g", {500}) + InputNode("lr", {}) +
+                                 InputNode("v", {500});
+  cases.push_back({"sgd_plain", sgd_inputs + OpNode("y", "ApplySgd", {"p", "g", "lr"}, Attr("weight_decay", "f: 0.01")) +
+                                    OpNode("y1", "Identity", {"y:1"}),
+                   {"y", "y1"}});
+  cases.push_back({"sgd_momentum",
+                   sgd_inputs + OpNode("y", "ApplySgd", {"p", "g", "lr", "v"}, Attr("momentum", "f: 0.9")) +
+                       OpNode("y1", "Identity", {"y:1"}),
+                   {"y", "y1"}});
+  cases.push_back({"sgd_nesterov",
+                   sgd_inputs + OpNode("y", "ApplySgd", {"p", "g", "lr", "v"},
+                                       Attr("momentum", "f: 0.9") + Attr("nesterov", "b: true") +
+                                           Attr("weight_decay", "f: 0.0005")) +
+                       OpNode("y1", "Identity", {"y:1"}),
+                   {"y", "y1"}});
+  cases.push_back({"learning_rate_cosine",
+                   OpNode("y", "LearningRate", {}, Attr("base", "f: 0.1") + Attr("schedule", "s: \"cosine\""))});
+  cases.push_back({"dropout", InputNode("x", {4096}) + OpNode("y", "Dropout", {"x"}, Attr("rate", "f: 0.3")), {"y"},
+                   false, 0.0f});
+  cases.push_back({"gradient_scaled", InputNode("x", {100}) +
+                                          OpNode("y", "Gradient", {"x"},
+                                                 Attr("parameter", "s: \"w\"") + Attr("scale", "f: 0.25"))});
+  cases.push_back({"flatten", InputNode("x", {2, 3, 4}) + OpNode("y", "Flatten", {"x"}), {"y"}, false, 0.0f});
+  return cases;
+}
+
+std::vector<OpCase> AllCases() {
+  std::vector<OpCase> all = DenseCases();
+  for (auto more : {ConvCases(), PoolCases()}) all.insert(all.end(), more.begin(), more.end());
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GpuKernelTest, ::testing::ValuesIn(AllCases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Every case's graph runs on the host, and its placed form has a GPU kernel
+// for the op: what the GPU is compared against exists (checked without a GPU).
+TEST(GpuKernelCasesCoverage, EveryCaseRunsOnTheHostAndHasAGpuKernel) {
+  for (const OpCase& c : AllCases()) {
+    SCOPED_TRACE(c.name);
+    auto host = Evaluate(c, false);
+    EXPECT_TRUE(host.ok()) << host.status();
+    auto graph = Build(c, true);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    const Node* y = (*graph)->FindNode("y");
+    ASSERT_NE(y, nullptr);
+    EXPECT_EQ(y->def().device(), "cuda:0");
+    auto kernel = KernelRegistry::Global().Create(**graph, *y, kGpu);
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+  }
+}
+
+}  // namespace
+}  // namespace nereid
