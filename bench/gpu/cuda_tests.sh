@@ -5,7 +5,9 @@
 #   bench/gpu/cuda_tests.sh bundle DIR   # here: build under --config=cuda and
 #                                        # copy the tests and the shared
 #                                        # libraries they need into DIR
-#   bench/gpu/cuda_tests.sh run DIR      # there: run every test in DIR
+#   bench/gpu/cuda_tests.sh run DIR      # there: run every test in DIR, then
+#                                        # gpu_bench (SGEMM peak; lenet and
+#                                        # vgg11 trained on the GPU)
 #
 # The bundle leaves out the C library, the C++ runtime, libcudart, libnccl,
 # cuBLAS and cuDNN: the GPU machine has its own (newer) ones, and they are
@@ -16,7 +18,7 @@
 set -euo pipefail
 
 TESTS=(//ops/cuda:elementwise_kernels_test //device:cuda_device_test //comm:nccl_communicator_test
-       //tests:gpu_kernels_test //tests:gpu_training_test)
+       //tests:gpu_kernels_test //tests:gpu_training_test //bench/gpu:gpu_bench)
 
 bundle() {
   local dir=$1
@@ -79,6 +81,8 @@ run() {
       compute-sanitizer --tool "$tool" --error-exitcode 1 "$dir/gpu_training_test" || failed=1
     done
   fi
+  echo "== gpu_bench"
+  "$dir/gpu_bench" --steps 20 || failed=1
   return $failed
 }
 
