@@ -87,7 +87,13 @@ class CudaEvent : public Event {
 
   absl::StatusOr<bool> Query() override {
     const cudaError_t error = cudaEventQuery(event_);
-    if (error == cudaErrorNotReady) return false;
+    if (error == cudaErrorNotReady) {
+      // The runtime also keeps NotReady as the thread's last error; left
+      // there, the next kernel launch checked with cudaGetLastError on this
+      // thread would report it as its own failure.
+      (void)cudaGetLastError();
+      return false;
+    }
     RETURN_IF_ERROR(CudaError(device_name_, "cudaEventQuery", error));
     return true;
   }

@@ -242,6 +242,11 @@ absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& 
     return absl::InternalError(absl::StrCat("'", node.name(), "' copies ", host.DebugString(), " into ",
                                             device_out.DebugString()));
   }
+  // The release below runs as a host callback, which on CUDA must not free
+  // device memory (a call into CUDA): the input must be host memory.
+  if (IsDeviceTensor(host)) {
+    return absl::InternalError(absl::StrCat("'", node.name(), "' copies to the device a value already there"));
+  }
   if (host.num_bytes() > 0) {
     RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
       return stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), host.raw(), host.num_bytes());

@@ -43,23 +43,44 @@ using cuda::TensorDesc;
 
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 
+// Algorithms that compute the convolution as sums of products (GEMM-like,
+// direct), not through a transform (FFT, Winograd) whose rounding is
+// visibly larger than the host's.
+bool SumsOfProducts(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+}
+bool SumsOfProducts(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+}
+bool SumsOfProducts(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
 // The first algorithm cuDNN's heuristics rank that runs without tensor-op
-// (TF32) math, deterministic ones first: the CPU kernels are bit for bit
-// repeatable, and so are these then (the data and filter gradients have
-// algorithms that sum with atomics).
+// (TF32) math, preferring, in this order: deterministic sums of products,
+// any sum of products, any deterministic one, any. The CPU kernels are bit
+// for bit repeatable, and so are these then (the data and filter gradients
+// have algorithms that sum with atomics).
 template <typename Perf>
 absl::StatusOr<Perf> PickAlgorithm(const Perf* results, int count, const std::string& what) {
-  const Perf* fallback = nullptr;
+  const Perf* best = nullptr;
+  int best_rank = 4;
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.mathType == CUDNN_TENSOR_OP_MATH ||
         r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
       continue;
     }
-    if (r.determinism == CUDNN_DETERMINISTIC) return r;
-    if (fallback == nullptr) fallback = &r;
+    const bool deterministic = r.determinism == CUDNN_DETERMINISTIC;
+    const int rank = SumsOfProducts(r.algo) ? (deterministic ? 0 : 1) : (deterministic ? 2 : 3);
+    if (rank < best_rank) {
+      best = &r;
+      best_rank = rank;
+    }
   }
-  if (fallback != nullptr) return *fallback;
+  if (best != nullptr) return *best;
   return absl::UnimplementedError(
       absl::StrCat(what, ": cuDNN offers no float32 (non-tensor-op) algorithm among ", count, " results"));
 }

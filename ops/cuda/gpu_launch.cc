@@ -47,10 +47,6 @@ absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what) {
       absl::StrCat(what, ": cuDNN error ", static_cast<int>(status), " (", cudnnGetErrorString(status), ")"));
 }
 
-absl::Status LaunchStatus(absl::string_view kernel) {
-  return CudaStatus(cudaGetLastError(), absl::StrCat(kernel, " kernel launch"));
-}
-
 absl::Status Launched(int cuda_error, const OpKernelContext& ctx) {
   return CudaStatus(static_cast<cudaError_t>(cuda_error),
                     absl::StrCat(ctx.node().op(), " '", ctx.node().name(), "': kernel launch"));

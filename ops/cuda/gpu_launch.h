@@ -35,8 +35,6 @@ absl::StatusOr<cudaStream_t> StreamOf(const OpKernelContext& ctx);
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what);
 absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what);
-// The last kernel launch's error (cudaGetLastError), naming `kernel`.
-absl::Status LaunchStatus(absl::string_view kernel);
 // A gpu_math.h launcher's result (a cudaError_t as int), naming the node.
 absl::Status Launched(int cuda_error, const OpKernelContext& ctx);
 
@@ -51,7 +49,7 @@ absl::StatusOr<Locked<cudnnHandle_t>> LockedCudnn(cudaStream_t stream);
 
 // Device scratch of `bytes` on the node's stream (the stream-ordered
 // allocator: free to reuse by the stream's later work, so keep the Tensor
-// only until Compute returns). Zero bytes gives an empty tensor.
+// only until Compute returns).
 absl::StatusOr<Tensor> Scratch(OpKernelContext& ctx, size_t bytes);
 
 // dst <- src on the stream (device to device), `bytes` of them.

@@ -1,6 +1,8 @@
 // The project's own CUDA kernels (see gpu_math.h). Each mirrors its CPU
-// kernel's arithmetic; where the CPU sums in a fixed order in double
-// (losses), so does the device, one thread per row.
+// kernel's arithmetic; where the CPU sums in double (losses), so does the
+// device (the loss's rows as strided shares added as a tree; the gradient
+// one thread per row). Built with -fmad=false: the CPU kernels do not fuse
+// multiply-adds, so neither do these.
 
 #include <cuda_runtime.h>
 
@@ -155,6 +157,43 @@ __global__ void MomentumKernel(const float* p, const float* g, const float* lr, 
   }
 }
 
+// One thread per element of dx: it visits the windows covering it in the
+// CPU's order (rows of windows, then columns), finds each window's first
+// largest element, and adds the window's dy where that is itself. No two
+// threads write one element, so no atomics, and the sums are the CPU's.
+__global__ void MaxPoolGradKernel(const float* x, const float* dy, float* dx, int64_t planes, int64_t in_h,
+                                  int64_t in_w, int64_t out_h, int64_t out_w, int64_t kh, int64_t kw, int64_t sh,
+                                  int64_t sw, int64_t pad_top, int64_t pad_left) {
+  const int64_t n = planes * in_h * in_w;
+  NEREID_GRID_LOOP(i, n) {
+    const int64_t plane = i / (in_h * in_w), h = (i / in_w) % in_h, c = i % in_w;
+    const float* xp = x + plane * in_h * in_w;
+    const float* dyp = dy + plane * out_h * out_w;
+    // Windows oh with oh * sh - pad_top <= h < oh * sh - pad_top + kh.
+    const int64_t oh_first = h + pad_top - kh + 1 <= 0 ? 0 : (h + pad_top - kh + 1 + sh - 1) / sh;
+    const int64_t oh_last = (h + pad_top) / sh < out_h - 1 ? (h + pad_top) / sh : out_h - 1;
+    const int64_t ow_first = c + pad_left - kw + 1 <= 0 ? 0 : (c + pad_left - kw + 1 + sw - 1) / sw;
+    const int64_t ow_last = (c + pad_left) / sw < out_w - 1 ? (c + pad_left) / sw : out_w - 1;
+    float sum = 0;
+    for (int64_t oh = oh_first; oh <= oh_last; ++oh) {
+      const int64_t h0 = oh * sh - pad_top;
+      const int64_t h_begin = h0 > 0 ? h0 : 0, h_end = h0 + kh < in_h ? h0 + kh : in_h;
+      for (int64_t ow = ow_first; ow <= ow_last; ++ow) {
+        const int64_t w0 = ow * sw - pad_left;
+        const int64_t w_begin = w0 > 0 ? w0 : 0, w_end = w0 + kw < in_w ? w0 + kw : in_w;
+        int64_t best = -1;
+        for (int64_t r = h_begin; r < h_end; ++r) {
+          for (int64_t q = w_begin; q < w_end; ++q) {
+            if (best < 0 || xp[r * in_w + q] > xp[best]) best = r * in_w + q;
+          }
+        }
+        if (best == h * in_w + c) sum += dyp[oh * out_w + ow];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
 // SplitMix64's finaliser, as ops/cpu/dropout_kernels.cc.
 __device__ uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -170,28 +209,36 @@ __global__ void DropoutKernel(const float* x, float* y, int64_t n, uint64_t stre
   }
 }
 
+// Launchers clear the thread's last error before launching (a call before,
+// such as an event query that found work not done, may have left one) and
+// read it after: what remains is the launch's own.
+void ClearLastError() { (void)cudaGetLastError(); }
 int Launched() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace
 
 int Fill(float* y, float value, int64_t n, void* stream) {
+  ClearLastError();
   FillKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(y, value, n);
   return Launched();
 }
 
 int Scale(const float* x, float scale, float* y, int64_t n, void* stream) {
+  ClearLastError();
   ScaleKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, scale, y, n);
   return Launched();
 }
 
 int BiasAdd(const float* x, const float* bias, float* y, int64_t outer, int64_t channels, int64_t inner,
             void* stream) {
+  ClearLastError();
   const int64_t n = outer * channels * inner;
   BiasAddKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, bias, y, n, channels, inner);
   return Launched();
 }
 
 int BiasAddGrad(const float* dy, float* db, int64_t outer, int64_t channels, int64_t inner, void* stream) {
+  ClearLastError();
   BiasAddGradKernel<<<static_cast<unsigned>(channels), kThreads, 0, AsStream(stream)>>>(dy, db, outer, channels,
                                                                                         inner);
   return Launched();
@@ -199,6 +246,7 @@ int BiasAddGrad(const float* dy, float* db, int64_t outer, int64_t channels, int
 
 int SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_are_int64, int64_t rows,
                         int64_t classes, int64_t ignore_index, float* loss, void* stream) {
+  ClearLastError();
   SoftmaxCrossEntropyKernel<<<1, kThreads, 0, AsStream(stream)>>>(logits, labels, labels_are_int64, rows, classes,
                                                                    ignore_index, loss);
   return Launched();
@@ -207,6 +255,7 @@ int SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_are
 int SoftmaxCrossEntropyGrad(const float* logits, const void* labels, bool labels_are_int64, int64_t rows,
                             int64_t classes, int64_t ignore_index, const float* dloss, float* labelled,
                             float* dlogits, void* stream) {
+  ClearLastError();
   CountLabelledKernel<<<1, kThreads, 0, AsStream(stream)>>>(labels, labels_are_int64, rows, ignore_index, labelled);
   if (int error = Launched(); error != 0) return error;
   SoftmaxCrossEntropyGradKernel<<<Blocks(rows), kThreads, 0, AsStream(stream)>>>(
@@ -216,6 +265,7 @@ int SoftmaxCrossEntropyGrad(const float* logits, const void* labels, bool labels
 
 int Sgd(const float* p, const float* g, const float* lr, const float* v, float* np, float* nv, int64_t n,
         float momentum, float weight_decay, bool nesterov, void* stream) {
+  ClearLastError();
   if (v == nullptr) {
     SgdKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(p, g, lr, np, n, weight_decay);
   } else {
@@ -225,8 +275,18 @@ int Sgd(const float* p, const float* g, const float* lr, const float* v, float* 
   return Launched();
 }
 
+int MaxPoolGrad(const float* x, const float* dy, float* dx, int64_t planes, int64_t in_h, int64_t in_w,
+                int64_t out_h, int64_t out_w, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pad_top,
+                int64_t pad_left, void* stream) {
+  ClearLastError();
+  MaxPoolGradKernel<<<Blocks(planes * in_h * in_w), kThreads, 0, AsStream(stream)>>>(
+      x, dy, dx, planes, in_h, in_w, out_h, out_w, kh, kw, sh, sw, pad_top, pad_left);
+  return Launched();
+}
+
 int Dropout(const float* x, float* y, int64_t n, uint64_t stream_seed, uint64_t threshold, float scale,
             void* stream) {
+  ClearLastError();
   DropoutKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, y, n, stream_seed, threshold, scale);
   return Launched();
 }

@@ -41,6 +41,14 @@ int SoftmaxCrossEntropyGrad(const float* logits, const void* labels, bool labels
 int Sgd(const float* p, const float* g, const float* lr, const float* v, float* np, float* nv, int64_t n,
         float momentum, float weight_decay, bool nesterov, void* stream);
 
+// MaxPoolGrad as the CPU computes it, over `planes` [in_h, in_w] planes of x
+// and [out_h, out_w] of dy: each window (clipped to x: padding holds no
+// element) sends its dy to its first largest element in row-major order;
+// an element's dx sums what its windows send, in window order.
+int MaxPoolGrad(const float* x, const float* dy, float* dx, int64_t planes, int64_t in_h, int64_t in_w,
+                int64_t out_h, int64_t out_w, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pad_top,
+                int64_t pad_left, void* stream);
+
 // Dropout's mask as the CPU kernel draws it: element i is kept when the top
 // 24 bits of Mix(stream_seed + i) are >= threshold; kept ones are scaled.
 int Dropout(const float* x, float* y, int64_t n, uint64_t stream_seed, uint64_t threshold, float scale,

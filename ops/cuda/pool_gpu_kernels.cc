@@ -12,12 +12,14 @@
 // that does not count padding cannot be padded so (the zeros would count):
 // the kernels refuse it.
 //
-// The gradients get (x, dy) but cudnnPoolingBackward also wants the forward
-// output y: they recompute it into scratch first.
+// AvgPoolGrad gets (x, dy) but cudnnPoolingBackward also wants the forward
+// output y: it recomputes it into scratch first.
 //
-// Max pooling runs as CUDNN_POOLING_MAX_DETERMINISTIC. The CPU gradient
-// routes each window's dy to the window's first largest x (row-major); cuDNN
-// routes it to one maximum, which its documentation does not name.
+// Max pooling runs as CUDNN_POOLING_MAX_DETERMINISTIC. Its gradient is not
+// cuDNN's: the CPU routes each window's dy to the window's first largest x
+// (row-major), cuDNN to one maximum its documentation does not name, and
+// ties are common (zeros after a ReLU); so MaxPoolGrad runs the project's
+// kernel (gpu_math.h), which follows the CPU's rule and order.
 
 #include <algorithm>
 #include <array>
@@ -35,6 +37,7 @@
 #include "core/status_macros.h"
 #include "ops/cuda/cudnn_descriptors.h"
 #include "ops/cuda/gpu_launch.h"
+#include "ops/cuda/gpu_math.h"
 
 namespace nereid {
 namespace {
@@ -89,8 +92,19 @@ class PoolGpuKernel : public OpKernel {
                               absl::StrCat(prefix, "cudaMemsetAsync"));
     }
 
-    ASSIGN_OR_RETURN(cuda::Locked<cudnnHandle_t> dnn, cuda::LockedCudnn(stream));
     ASSIGN_OR_RETURN(const Plan* plan, GetPlan(prefix, x.dims(), y_dims));
+    if (max_ && pass_ == PoolPass::kBackward) {
+      // Not cuDNN's: where a window's maximum is tied (common after a ReLU),
+      // cuDNN routes the gradient to a maximum it does not document, the
+      // CPU to the first in row-major order, as this kernel does.
+      const std::vector<int64_t>& xd = x.dims();
+      return cuda::Launched(cuda::math::MaxPoolGrad(x.data<float>(), dy->data<float>(), out->data<float>(),
+                                                    xd[0] * xd[1], xd[2], xd[3], y_dims[2], y_dims[3], ksize_[0],
+                                                    ksize_[1], strides_[0], strides_[1], plan->pad_before[0],
+                                                    plan->pad_before[1], stream),
+                            *ctx);
+    }
+    ASSIGN_OR_RETURN(cuda::Locked<cudnnHandle_t> dnn, cuda::LockedCudnn(stream));
     const cudnnHandle_t h = dnn.handle;
     const float one = 1.0f, zero = 0.0f;  // beta 0: cuDNN writes the output without reading it
     // Scratch is stream-ordered: these may be dropped when Compute returns.
@@ -149,6 +163,7 @@ class PoolGpuKernel : public OpKernel {
     TensorDesc x_inner;  // with a padded copy: x's place in it (strided)
     int64_t inner_offset = 0;     // elements from the copy's start to x's first
     int64_t padded_elements = 0;  // the copy's size; 0: no copy
+    int64_t pad_before[2] = {0, 0};  // x's padding above and left of it
     TensorDesc y;
   };
 
@@ -228,6 +243,8 @@ class PoolGpuKernel : public OpKernel {
     }
 
     auto plan = std::make_unique<Plan>();
+    plan->pad_before[0] = before[0];
+    plan->pad_before[1] = before[1];
     RETURN_IF_ERROR(MakeTensorDesc(&plan->x, pool_x_dims, pool_x_strides, prefix));
     if (padded) {
       plan->padded_elements = pool_x_dims[0] * pool_x_strides[0];

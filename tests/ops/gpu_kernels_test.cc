@@ -160,22 +160,26 @@ std::string ConvAttrs(const std::string& padding, std::vector<int64_t> strides, 
          Attr("dilations", IntsValue(dilations)) + Attr("groups", absl::StrCat("i: ", groups));
 }
 
-// x [2, 4, 9, 9], filter [6, 4/groups, 3, 3], dy the output's shape.
+// x [2, 4, side, side], filter [6, 4/groups, 3, 3], dy the output's shape.
 std::vector<OpCase> ConvCases() {
   std::vector<OpCase> cases;
   struct Geometry {
     std::string name, padding;
+    int64_t side;
     std::vector<int64_t> strides, dilations;
     int groups;
     std::vector<int64_t> y;  // output dims
   };
   for (const Geometry& g : std::vector<Geometry>{
-           {"same", "SAME", {1, 1}, {1, 1}, 1, {2, 6, 9, 9}},
-           {"same_stride2_asymmetric", "SAME", {2, 2}, {1, 1}, 1, {2, 6, 5, 5}},
-           {"valid_dilated", "VALID", {1, 1}, {2, 2}, 1, {2, 6, 5, 5}},
-           {"groups2", "SAME", {1, 1}, {1, 1}, 2, {2, 6, 9, 9}},
+           {"same", "SAME", 9, {1, 1}, {1, 1}, 1, {2, 6, 9, 9}},
+           // SAME at stride 2 on 9: one row of padding on each side.
+           {"same_stride2", "SAME", 9, {2, 2}, {1, 1}, 1, {2, 6, 5, 5}},
+           // On 8: a total of one, below and right only (the padded copy).
+           {"same_stride2_asymmetric", "SAME", 8, {2, 2}, {1, 1}, 1, {2, 6, 4, 4}},
+           {"valid_dilated", "VALID", 9, {1, 1}, {2, 2}, 1, {2, 6, 5, 5}},
+           {"groups2", "SAME", 9, {1, 1}, {1, 1}, 2, {2, 6, 9, 9}},
        }) {
-    const std::string inputs = InputNode("x", {2, 4, 9, 9}) + InputNode("f", {6, 4 / g.groups, 3, 3}) +
+    const std::string inputs = InputNode("x", {2, 4, g.side, g.side}) + InputNode("f", {6, 4 / g.groups, 3, 3}) +
                                InputNode("dy", g.y);
     const std::string attrs = ConvAttrs(g.padding, g.strides, g.dilations, g.groups);
     cases.push_back({"conv_" + g.name, inputs + Conv("Conv2D", {"x", "f"}, attrs)});
@@ -209,7 +213,19 @@ std::vector<OpCase> PoolCases() {
                      {"y"},
                      ties});
   }
+  // 3x3 at stride 2, SAME on 8: padding below and right only (a padded copy).
+  cases.push_back({"maxpool3_same_asymmetric", x + OpNode("y", "MaxPool", {"x"}, PoolAttrs({3, 3}, {2, 2}, "SAME"))});
+  cases.push_back({"maxpool_grad3_same_asymmetric_ties",
+                   x + InputNode("dy", {2, 3, 4, 4}) +
+                       OpNode("y", "MaxPoolGrad", {"x", "dy"}, PoolAttrs({3, 3}, {2, 2}, "SAME")),
+                   {"y"},
+                   true});
   cases.push_back({"avgpool3_same", x_odd + OpNode("y", "AvgPool", {"x"}, PoolAttrs({3, 3}, {2, 2}, "SAME"))});
+  cases.push_back({"avgpool3_same_asymmetric_counting_padding",
+                   x + OpNode("y", "AvgPool", {"x"},
+                              PoolAttrs({3, 3}, {2, 2}, "SAME") + Attr("count_padding", "b: true"))});
+  cases.push_back({"avgpool_grad3_same", x_odd + InputNode("dy", {2, 3, 4, 4}) +
+                                             OpNode("y", "AvgPoolGrad", {"x", "dy"}, PoolAttrs({3, 3}, {2, 2}, "SAME"))});
   return cases;
 }
 
