@@ -2,10 +2,11 @@
 // host ("cpu:0") or on the device ("sim:0", "cuda:0"), in NodeDef.device, and
 // inserts the copies where a value crosses between them.
 //
-// The host keeps data feeding (Input) and every op that talks to other ranks
-// (OpDef::communicates: collectives, Send/Recv, the coded ends): channels on
-// device tensors (NCCL) are not built yet, so communication reads and writes
-// host memory. Every other node goes on the device when the device has a
+// The host keeps data feeding (Input) and, unless comm=device, every op that
+// talks to other ranks (OpDef::communicates: collectives, Send/Recv, the
+// coded ends): channels on device tensors (NCCL) are not built yet, so
+// communication reads and writes host memory. With comm=device (the sim
+// only) the collectives go on the device, each on a stream of its own. Every other node goes on the device when the device has a
 // kernel for it: on the sim, a CPU kernel (the sim runs CPU kernels on its
 // memory); on cuda, a kernel registered for the GPU (ops/kernel.h). A node
 // without one is an error listing them all (fallback=error), or stays on the
@@ -67,9 +68,14 @@ absl::StatusOr<Target> ParseTarget(const std::string& device) {
       absl::StrCat("place: unknown device '", device, "'; the devices are sim, cuda and cpu"));
 }
 
-// Data feeding, and communication: device channels (NCCL on device tensors)
-// are not built yet, so these read and write host memory.
-bool MustStayOnHost(const Node& node) { return node.op() == "Input" || Communicates(node); }
+// Data feeding, and communication: collectives go on the device with
+// comm=device (the sim's: each on a stream of its own); Send/Recv and the
+// coded ends stay on the host (a Recv's dims may come with its message,
+// and device outputs are allocated before their node runs). NCCL on device
+// tensors is not built, so on cuda communication reads and writes host memory.
+bool MustStayOnHost(const Node& node, bool comm_on_device) {
+  return node.op() == "Input" || (Communicates(node) && !(comm_on_device && IsCollective(node)));
+}
 
 bool HasDeviceKernel(const Node& node, const Target& target) {
   // The executor hands these values on itself (a Parameter's value, a
@@ -134,11 +140,11 @@ absl::Status LackingKernels(const std::vector<const Node*>& lacking, const Targe
       ", or keep them on the host with place(device=", target.kind, ", fallback=host)"));
 }
 
-absl::StatusOr<Sides> ChooseSides(const Graph& graph, const Target& target, bool fallback_host) {
+absl::StatusOr<Sides> ChooseSides(const Graph& graph, const Target& target, bool fallback_host, bool comm_on_device) {
   Sides sides;
   std::vector<const Node*> lacking;
   for (const Node* n : graph.nodes()) {
-    bool device = !target.kernel_device.empty() && !MustStayOnHost(*n);
+    bool device = !target.kernel_device.empty() && !MustStayOnHost(*n, comm_on_device);
     if (device && !HasDeviceKernel(*n, target)) {
       lacking.push_back(n);
       device = false;
@@ -206,7 +212,17 @@ class PlacePass : public Pass {
       return absl::FailedPreconditionError(
           "place: the graph has no optimizer: place runs last, after autodiff, sgd or adam and any strategy pass");
     }
-    ASSIGN_OR_RETURN(Sides sides, ChooseSides(graph, target, fallback == "host"));
+    const std::string& comm = context.options.GetString("comm");
+    if (comm != "host" && comm != "device") {
+      return absl::InvalidArgumentError(absl::StrCat("place: comm=", comm, " is not host or device"));
+    }
+    if (comm == "device" && target.kind != "sim") {
+      return absl::UnimplementedError(
+          absl::StrCat("place: comm=device runs communication on the device's streams, which is built for "
+                       "device=sim only (NCCL on device tensors is not built); use comm=host with device=",
+                       target.kind));
+    }
+    ASSIGN_OR_RETURN(Sides sides, ChooseSides(graph, target, fallback == "host", comm == "device"));
     ASSIGN_OR_RETURN(const Copies copies, InsertCopies(graph, target, sides));
 
     const int64_t streams = context.options.GetInt("streams");
@@ -265,6 +281,9 @@ PassInfo PlaceInfo() {
                  {"fallback", OptionType::kString, "error",
                   "a node without a kernel on the device: error, or host (it stays on the host)"},
                  {"streams", OptionType::kInt, "1", "compute streams the device nodes are spread over"},
+                 {"comm", OptionType::kString, "host",
+                  "where collectives run: host (between copies), or device (sim only: each collective on a "
+                  "stream of its own, reading and writing device memory; Send/Recv stay on the host)"},
                  {"sim_delay_us", OptionType::kInt, "0",
                   "sim: a random delay of up to this many microseconds before each launch and copy, so that a "
                   "missing wait between streams shows as a wrong result"},

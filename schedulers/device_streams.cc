@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "core/status_macros.h"
 #include "device/device_registry.h"
+#include "ops/collective_schedule.h"
 #include "ops/topo_order.h"
 
 namespace nereid {
@@ -45,14 +46,6 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
   }
   ASSIGN_OR_RETURN(s->copy_in_, s->device_->CreateStream("copy_in"));
   ASSIGN_OR_RETURN(s->copy_out_, s->device_->CreateStream("copy_out"));
-  if (TraceRecorder* trace = s->options_.trace; trace != nullptr) {
-    // Clear of the threads' tracks and the collective engine's (1000).
-    int track = 2000;
-    for (auto& stream : s->compute_) s->track_of_[stream.get()] = track++;
-    s->track_of_[s->copy_in_.get()] = track++;
-    s->track_of_[s->copy_out_.get()] = track++;
-    for (const auto& [stream, tid] : s->track_of_) trace->NameTrack(tid, stream->name());
-  }
   s->allocator_ = std::make_unique<CachingAllocator>(s->device_.get());
 
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
@@ -63,6 +56,15 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
       stream = s->copy_in_.get();
     } else if (n->op() == "CopyToHost") {
       stream = s->copy_out_.get();
+    } else if (s->OnDevice(*n) && Communicates(*n)) {
+      // Communication blocks its stream until the peers take part (the
+      // collective engine runs the worker's collectives in one order on
+      // every rank): a stream of its own, so that no collective waits behind
+      // another enqueued out of that order.
+      ASSIGN_OR_RETURN(std::unique_ptr<Stream> comm,
+                       s->device_->CreateStream(absl::StrCat("comm", s->comm_.size())));
+      s->comm_.push_back(std::move(comm));
+      stream = s->comm_.back().get();
     } else if (s->OnDevice(*n)) {
       stream = s->compute_[position++ % s->compute_.size()].get();
     } else {
@@ -70,6 +72,15 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
     }
     s->stream_of_[n->id()] = stream;
     if (n->name() == s->options_.skip_waits_of) s->skip_waits_of_ = n->id();
+  }
+  if (TraceRecorder* trace = s->options_.trace; trace != nullptr) {
+    // Clear of the threads' tracks and the collective engine's (1000).
+    int track = 2000;
+    for (auto& stream : s->compute_) s->track_of_[stream.get()] = track++;
+    for (auto& stream : s->comm_) s->track_of_[stream.get()] = track++;
+    s->track_of_[s->copy_in_.get()] = track++;
+    s->track_of_[s->copy_out_.get()] = track++;
+    for (const auto& [stream, tid] : s->track_of_) trace->NameTrack(tid, stream->name());
   }
   if (!s->options_.skip_waits_of.empty() && s->skip_waits_of_ < 0) {
     return absl::InvalidArgumentError(

@@ -155,6 +155,7 @@ class DeviceStreams {
   std::unique_ptr<Device> device_;
   std::unique_ptr<CachingAllocator> allocator_;
   std::vector<std::unique_ptr<Stream>> compute_;
+  std::vector<std::unique_ptr<Stream>> comm_;  // one per communicating node (place(comm=device))
   std::unique_ptr<Stream> copy_in_, copy_out_;
   std::map<int, Stream*> stream_of_;  // node id -> its stream
   std::map<Stream*, int> track_of_;   // its trace track

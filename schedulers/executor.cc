@@ -810,6 +810,10 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
   }
   launch->ctx = std::make_unique<OpKernelContext>(&node, std::move(input_ptrs), dims, &launch->step, threads_);
   launch->ctx->PresetOutputs(std::move(output_views));
+  // Communication placed on the device (place(comm=device)) reaches its peers
+  // through the worker's queues, as on the host.
+  launch->ctx->set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
+  launch->ctx->set_point_to_point(options_.point_to_point);
   if (streams_->kernel_style() == KernelStyle::kEnqueued) {
     // Called now, on this thread: the kernel enqueues its work on the stream.
     launch->device.stream = streams_->StreamFor(node);

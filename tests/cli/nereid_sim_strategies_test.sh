@@ -3,8 +3,10 @@
 # same on the simulated device as on the host: the plan with
 # place(device=sim, 3 compute streams, random launch delays) appended ends
 # with the same parameters (fingerprint) and the same loss at every step as
-# the plan without it. The sim runs the CPU's kernels on its own memory, so
-# any difference is a scheduling bug (a missing wait, a block reused early).
+# the plan without it, and so does the plan with comm=device, where the
+# collectives, sends and receives run on the sim's streams too. The sim runs
+# the CPU's kernels on its own memory, so any difference is a scheduling bug
+# (a missing wait, a block reused early).
 set -uo pipefail
 nereid="$1"
 source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
@@ -27,14 +29,18 @@ run() {  # json, args...
 check() {  # name, passes, args...
   local name=$1 passes=$2
   shift 2
-  local host sim
+  local host sim comm
   host=$(run "$tmp/$name.host.json" "$@" --passes "$passes")
   sim=$(run "$tmp/$name.sim.json" "$@" --passes "$passes,place(device=sim,streams=3,sim_delay_us=100,sim_seed=${#name})")
+  comm=$(run "$tmp/$name.comm.json" "$@" \
+    --passes "$passes,place(device=sim,streams=3,sim_delay_us=100,sim_seed=${#name},comm=device)")
   if [[ "$host" == FAILED* ]]; then
     fail "$name on the host: $host"
     return
   fi
   [ "$host" == "$sim" ] || fail "$name: the sim differs from the host:\n  host $host\n  sim  $sim"
+  [ "$host" == "$comm" ] ||
+    fail "$name: the sim with communication on its streams differs from the host:\n  host $host\n  sim  $comm"
   echo "$name: $host"
 }
 

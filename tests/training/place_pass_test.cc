@@ -167,6 +167,28 @@ TEST(PlacePassTest, AllReduceStaysOnTheHostBetweenCopies) {
   ExpectRecordCountsTheGraph(**graph, "sim:0");
 }
 
+// comm=device: the collectives go on the sim (each on a stream of its own,
+// the executor's affair), reading the gradients and feeding the optimizer
+// with no copy between; on cuda it is refused (NCCL on device tensors is not
+// built).
+TEST(PlacePassTest, CommDevicePutsTheCollectivesOnTheSimWithoutCopies) {
+  auto graph = Planned("autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1),place(device=sim,comm=device)");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int allreduces = 0;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() == "CopyToHost") ADD_FAILURE() << "a copy out: " << n->name();
+    if (n->op() != "AllReduce") continue;
+    ++allreduces;
+    EXPECT_TRUE(OnSim(*n)) << n->name();
+  }
+  EXPECT_GT(allreduces, 1);
+  ExpectCopiesExactlyWhereValuesCross(**graph);
+  ExpectRecordCountsTheGraph(**graph, "sim:0");
+  EXPECT_THAT(PlanError("autodiff,data_parallel,sgd(lr=0.1),place(device=cuda,comm=device)"),
+              HasSubstr("comm=device runs communication on the device's streams, which is built for device=sim"));
+  EXPECT_THAT(PlanError("autodiff,sgd(lr=0.1),place(device=sim,comm=gpu)"), HasSubstr("comm=gpu is not host or device"));
+}
+
 // Only MatMul and Parameter have (stand-in) cuda kernels here: fallback=error
 // names every other op in one message; fallback=host keeps them on the host,
 // counts them, and copies what crosses.
