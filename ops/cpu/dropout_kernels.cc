@@ -7,16 +7,10 @@
 
 #include "core/status_macros.h"
 #include "ops/cpu/cpu_util.h"
+#include "ops/dropout_mask.h"
 
 namespace nereid {
 namespace {
-
-// SplitMix64's finaliser: a good 64-bit mix of a counter.
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 class DropoutKernel : public OpKernel {
  public:
@@ -32,13 +26,13 @@ class DropoutKernel : public OpKernel {
     ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
     const float* in = x.data<float>();
     float* out = y->data<float>();
-    uint64_t stream = Mix(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(ctx->step().step));
+    uint64_t stream = DropoutStream(seed_, ctx->step().step);
     // Keep when the top 24 bits, as a fraction of 2^24, are >= rate.
-    uint64_t threshold = static_cast<uint64_t>(static_cast<double>(rate_) * (1 << 24));
+    uint64_t threshold = DropoutThreshold(rate_);
     float scale = 1.0f / (1.0f - rate_);
     cpu::ParallelFor(ctx, y->num_elements(), cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        bool keep = (Mix(stream + static_cast<uint64_t>(i)) >> 40) >= threshold;
+        bool keep = (DropoutMix(stream + static_cast<uint64_t>(i)) >> 40) >= threshold;
         out[i] = keep ? in[i] * scale : 0.0f;
       }
     });

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "ops/channel_view.h"
 #include "ops/cpu/cpu_util.h"
 
 namespace nereid {
@@ -66,25 +67,13 @@ class MatMulKernel : public OpKernel {
   cpu::PrimitiveCache<std::tuple<int64_t, int64_t, int64_t>, Primitive> cache_;
 };
 
-// Views x as [outer, channels, inner] (N, C, H*W for images; N, C, 1 for
-// features).
-struct ChannelView {
-  int64_t outer, channels, inner;
-};
-
-ChannelView ViewOf(const Tensor& x) {
-  ChannelView v{x.dim(0), x.dim(1), 1};
-  for (int i = 2; i < x.rank(); ++i) v.inner *= x.dim(i);
-  return v;
-}
-
 class BiasAddKernel : public OpKernel {
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
     const float* bias = ctx->input(1).data<float>();
     ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
-    ChannelView v = ViewOf(x);
+    ChannelView v = ChannelViewOf(x);
     const float* in = x.data<float>();
     float* out = y->data<float>();
     int64_t row = v.channels * v.inner;
@@ -112,7 +101,7 @@ class BiasAddGradKernel : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& dy = ctx->input(0);
     ASSIGN_OR_RETURN(Tensor * db, ctx->AllocateOutput(0));
-    ChannelView v = ViewOf(dy);
+    ChannelView v = ChannelViewOf(dy);
     const float* in = dy.data<float>();
     float* out = db->data<float>();
     int64_t row = v.channels * v.inner;

@@ -6,16 +6,10 @@
 #include "core/status_macros.h"
 #include "ops/cuda/gpu_launch.h"
 #include "ops/cuda/gpu_math.h"
+#include "ops/dropout_mask.h"
 
 namespace nereid {
 namespace {
-
-// SplitMix64's finaliser, as the CPU kernel's (host side: the stream seed).
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 class DropoutGpuKernel : public OpKernel {
  public:
@@ -33,8 +27,8 @@ class DropoutGpuKernel : public OpKernel {
       return cuda::CopyOnStream(y->raw(), x.raw(), x.num_bytes(), stream, absl::StrCat("'", ctx->node().name(), "'"));
     }
     if (y->num_elements() == 0) return absl::OkStatus();
-    const uint64_t stream_seed = Mix(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(ctx->step().step));
-    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(rate_) * (1 << 24));
+    const uint64_t stream_seed = DropoutStream(seed_, ctx->step().step);
+    const uint64_t threshold = DropoutThreshold(rate_);
     return cuda::Launched(cuda::math::Dropout(x.data<float>(), y->data<float>(), y->num_elements(), stream_seed,
                                               threshold, 1.0f / (1.0f - rate_), stream),
                           *ctx);

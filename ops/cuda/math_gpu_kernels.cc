@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "ops/channel_view.h"
 #include "ops/cuda/elementwise_kernels.h"
 #include "ops/cuda/gpu_launch.h"
 #include "ops/cuda/gpu_math.h"
@@ -50,24 +51,13 @@ class MatMulGpuKernel : public OpKernel {
   bool transpose_a_ = false, transpose_b_ = false;
 };
 
-// x viewed as [outer, channels, inner], as the CPU kernels view it.
-struct ChannelView {
-  int64_t outer, channels, inner;
-};
-
-ChannelView ViewOf(const Tensor& x) {
-  ChannelView v{x.dim(0), x.dim(1), 1};
-  for (int i = 2; i < x.rank(); ++i) v.inner *= x.dim(i);
-  return v;
-}
-
 class BiasAddGpuKernel : public OpKernel {
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
     ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
     if (y->num_elements() == 0) return absl::OkStatus();
-    const ChannelView v = ViewOf(ctx->input(0));
+    const ChannelView v = ChannelViewOf(ctx->input(0));
     return cuda::Launched(cuda::math::BiasAdd(ctx->input(0).data<float>(), ctx->input(1).data<float>(),
                                               y->data<float>(), v.outer, v.channels, v.inner, stream),
                           *ctx);
@@ -80,7 +70,7 @@ class BiasAddGradGpuKernel : public OpKernel {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
     ASSIGN_OR_RETURN(Tensor * db, ctx->AllocateOutput(0));
     if (db->num_elements() == 0) return absl::OkStatus();
-    const ChannelView v = ViewOf(ctx->input(0));
+    const ChannelView v = ChannelViewOf(ctx->input(0));
     return cuda::Launched(
         cuda::math::BiasAddGrad(ctx->input(0).data<float>(), db->data<float>(), v.outer, v.channels, v.inner, stream),
         *ctx);

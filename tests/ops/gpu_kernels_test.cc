@@ -16,9 +16,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "ops/cuda/elementwise_kernels.h"
 #include "ops/kernel.h"
 #include "schedulers/executor.h"
+#include "tests/gpu_gate.h"
 #include "tests/test_util.h"
 
 namespace nereid {
@@ -110,21 +110,11 @@ absl::StatusOr<std::vector<Tensor>> Evaluate(const OpCase& c, bool on_gpu) {
   return (*executor)->Evaluate(step, FeedsFor(**graph, c.small_integers), c.fetches);
 }
 
-bool HaveGpu() {
-  absl::StatusOr<int> count = cuda::DeviceCount();
-  if (!count.ok() || *count == 0) {
-    std::cout << "[  SKIPPED ] no CUDA device: "
-              << (count.ok() ? std::string("cudaGetDeviceCount found none") : std::string(count.status().message()))
-              << "\n";
-    return false;
-  }
-  return true;
-}
 
 class GpuKernelTest : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(GpuKernelTest, MatchesTheHostKernel) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
   const OpCase& c = GetParam();
   auto host = Evaluate(c, false);
   ASSERT_TRUE(host.ok()) << host.status();

@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "ops/cuda/elementwise_kernels.h"
 #include "ops/kernel.h"
+#include "tests/gpu_gate.h"
 #include "tests/training/plan_util.h"
 #include "tests/training/train_util.h"
 
@@ -59,16 +59,6 @@ TEST(GpuKernelCoverage, EveryComputeNodeOfTheGpuScriptsModelsHasAGpuKernel) {
   }
 }
 
-bool HaveGpu() {
-  absl::StatusOr<int> count = cuda::DeviceCount();
-  if (!count.ok() || *count == 0) {
-    std::cout << "[  SKIPPED ] no CUDA device: "
-              << (count.ok() ? std::string("cudaGetDeviceCount found none") : std::string(count.status().message()))
-              << "\n";
-    return false;
-  }
-  return true;
-}
 
 // |a - b| within `tolerance` of the larger magnitude (at least 1).
 bool Near(float a, float b, float tolerance) {
@@ -76,7 +66,7 @@ bool Near(float a, float b, float tolerance) {
 }
 
 TEST(CudaTraining, ModelsTrainLikeTheHostOnOneAndThreeStreams) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
   for (const ModelCase& c : Models()) {
     SCOPED_TRACE(c.model);
     std::vector<FeedMap> feeds = testing::FeedsFor(c.model, c.steps, c.batch);
