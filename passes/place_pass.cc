@@ -6,7 +6,8 @@
 // talks to other ranks (OpDef::communicates: collectives, Send/Recv, the
 // coded ends): channels on device tensors (NCCL) are not built yet, so
 // communication reads and writes host memory. With comm=device (the sim
-// only) the collectives go on the device, each on a stream of its own. Every other node goes on the device when the device has a
+// only) the collectives go on the device, each on a stream of its own.
+// Every other node goes on the device when the device has a
 // kernel for it: on the sim, a CPU kernel (the sim runs CPU kernels on its
 // memory); on cuda, a kernel registered for the GPU (ops/kernel.h). A node
 // without one is an error listing them all (fallback=error), or stays on the

@@ -86,7 +86,7 @@ class DeviceStreams {
   KernelStyle kernel_style() const { return device_->kernel_style(); }
   bool OnDevice(const Node& node) const { return node.def().device() == options_.device; }
   // The stream `node`'s work runs on (null: not on this device).
-  Stream* StreamFor(const Node& node) const { return StreamOf(node); }
+  Stream* StreamOf(const Node& node) const;
   // Whether `tensor`'s data lies in a block of this device.
   bool IsDeviceTensor(const Tensor& tensor) const;
 
@@ -136,7 +136,6 @@ class DeviceStreams {
   };
 
   explicit DeviceStreams(DeviceStreamsOptions options) : options_(std::move(options)) {}
-  Stream* StreamOf(const Node& node) const;
   // `work` recorded on its stream's track (when tracing).
   Stream::Work Traced(Stream* stream, std::string name, const char* category, int64_t step, Stream::Work work);
   // Enqueues a copy; when tracing, a span from its start to its end.

@@ -249,20 +249,14 @@ absl::Status Executor::Init() {
   }
   // The sim runs the CPU's kernels on its memory; a GPU runs GPU kernels for
   // the nodes it launches (Parameter and Feedback pass values on and keep
-  // the host's). Every node without a GPU kernel is named in one error.
+  // the host's). place names every op without one when it plans; a plan
+  // made by a binary with more GPU kernels fails here, naming the node.
   const bool gpu_kernels = streams_ != nullptr && streams_->kernel_style() == KernelStyle::kEnqueued;
-  std::map<std::string, std::vector<std::string>> no_gpu_kernel;  // op -> nodes
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
-    if (gpu_kernels && LaunchesOnDevice(*n) && n->op() != "CopyToDevice") {
-      if (!KernelRegistry::Global().Has(n->op(), kGpu, KernelDtype(*n))) {
-        no_gpu_kernel[n->op()].push_back(n->name());
-        continue;
-      }
-      ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, kGpu));
-    } else {
-      ASSIGN_OR_RETURN(kernels_[n->id()], KernelRegistry::Global().Create(*graph_, *n, options_.device));
-    }
+    const bool gpu = gpu_kernels && LaunchesOnDevice(*n) && n->op() != "CopyToDevice";
+    ASSIGN_OR_RETURN(kernels_[n->id()],
+                     KernelRegistry::Global().Create(*graph_, *n, gpu ? kGpu : absl::string_view(options_.device)));
     shape_caches_[n->id()] = std::make_unique<ShapeCache>();
     if (n->op() == "Parameter") {
       auto it = n->def().attr().find("init");
@@ -292,18 +286,6 @@ absl::Status Executor::Init() {
         if (eval != options_.group_eval_collectives.end()) eval_queue_[n->id()] = eval->second;
       }
     }
-  }
-  if (!no_gpu_kernel.empty()) {
-    std::vector<std::string> ops;
-    for (const auto& [op, names] : no_gpu_kernel) {
-      ops.push_back(absl::StrCat(op, " (", names.size(), " node", names.size() == 1 ? "" : "s", ": ",
-                                 absl::StrJoin(names.begin(), names.begin() + std::min<size_t>(names.size(), 3), ", "),
-                                 names.size() > 3 ? ", ..." : "", ")"));
-    }
-    return absl::UnimplementedError(absl::StrCat(
-        "the plan places on ", streams_->device_name(), " ops that have no GPU kernel: ", absl::StrJoin(ops, "; "),
-        " (a plan made by a binary with more GPU kernels than this one); plan with place(device=cuda, fallback=host) "
-        "to keep them on the host"));
   }
   for (Node* n : graph_->nodes()) {
     if (n->op() == "Feedback") {
@@ -442,8 +424,7 @@ absl::StatusOr<std::unique_ptr<Executor::NodeRun>> Executor::PrepareNode(
   }
   prepared->ctx = std::make_unique<OpKernelContext>(&node, std::move(inputs), dims, &step, reserved_threads);
   prepared->ctx->set_source_value(source);
-  prepared->ctx->set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
-  prepared->ctx->set_point_to_point(options_.point_to_point);
+  ConnectCommunication(node, step, *prepared->ctx);
   return prepared;
 }
 
@@ -751,6 +732,11 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
   Dispatch(lock);
 }
 
+void Executor::ConnectCommunication(const Node& node, const StepInfo& step, OpKernelContext& ctx) const {
+  ctx.set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
+  ctx.set_point_to_point(options_.point_to_point);
+}
+
 bool Executor::LaunchesOnDevice(const Node& node) const {
   return streams_ != nullptr && streams_->OnDevice(node) && node.op() != "Parameter" && node.op() != "Feedback";
 }
@@ -812,11 +798,10 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
   launch->ctx->PresetOutputs(std::move(output_views));
   // Communication placed on the device (place(comm=device)) reaches its peers
   // through the worker's queues, as on the host.
-  launch->ctx->set_collectives(step.training ? step_queue_[node.id()] : eval_queue_[node.id()]);
-  launch->ctx->set_point_to_point(options_.point_to_point);
+  ConnectCommunication(node, step, *launch->ctx);
   if (streams_->kernel_style() == KernelStyle::kEnqueued) {
     // Called now, on this thread: the kernel enqueues its work on the stream.
-    launch->device.stream = streams_->StreamFor(node);
+    launch->device.stream = streams_->StreamOf(node);
     launch->device.allocate_scratch = [this, &node](DataType dtype, std::vector<int64_t> scratch_dims) {
       return streams_->Allocate(node, dtype, std::move(scratch_dims));
     };

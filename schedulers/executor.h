@@ -175,6 +175,9 @@ class Executor {
   // A device node other than a Parameter or a Feedback (which only pass
   // device tensors on, on the host).
   bool LaunchesOnDevice(const Node& node) const;
+  // The worker's collective queue (for a training step or evaluation) and
+  // point-to-point channel, for a kernel that communicates.
+  void ConnectCommunication(const Node& node, const StepInfo& step, OpKernelContext& ctx) const;
   // Allocates the node's outputs on the device and enqueues its kernel (or
   // its copy in) on its stream; the outputs, to be read by device work only.
   absl::StatusOr<std::vector<Tensor>> LaunchOnDevice(const Node& node, const StepInfo& step,

@@ -52,44 +52,39 @@ absl::Status Launched(int cuda_error, const OpKernelContext& ctx) {
                     absl::StrCat(ctx.node().op(), " '", ctx.node().name(), "': kernel launch"));
 }
 
-absl::StatusOr<Locked<cublasHandle_t>> LockedCublas(cudaStream_t stream) {
-  static auto* handles = new PerStream<cublasHandle_t>();
+// The handle bound to `stream` under its lock: made by `create` on first use,
+// bound to the stream by `bind` at every use.
+template <typename Handle, typename Status, typename Create, typename Bind, typename ToStatus>
+absl::StatusOr<Locked<Handle>> LockedHandle(PerStream<Handle>& handles, cudaStream_t stream, Create create,
+                                            Bind bind, ToStatus to_status, const char* library) {
   std::mutex* handle_mu;
-  cublasHandle_t handle;
+  Handle handle;
   {
-    std::lock_guard<std::mutex> lock(handles->mu);
-    auto it = handles->of.find(stream);
-    if (it == handles->of.end()) {
-      cublasHandle_t made = nullptr;
-      RETURN_IF_ERROR(CublasStatus(cublasCreate(&made), "cublasCreate"));
-      it = handles->of.emplace(stream, std::make_pair(made, std::make_unique<std::mutex>())).first;
+    std::lock_guard<std::mutex> lock(handles.mu);
+    auto it = handles.of.find(stream);
+    if (it == handles.of.end()) {
+      Handle made = nullptr;
+      RETURN_IF_ERROR(to_status(create(&made), absl::StrCat(library, "Create")));
+      it = handles.of.emplace(stream, std::make_pair(made, std::make_unique<std::mutex>())).first;
     }
     handle = it->second.first;
     handle_mu = it->second.second.get();
   }
-  Locked<cublasHandle_t> locked{std::unique_lock<std::mutex>(*handle_mu), handle};
-  RETURN_IF_ERROR(CublasStatus(cublasSetStream(handle, stream), "cublasSetStream"));
+  Locked<Handle> locked{std::unique_lock<std::mutex>(*handle_mu), handle};
+  RETURN_IF_ERROR(to_status(bind(handle, stream), absl::StrCat(library, "SetStream")));
   return locked;
+}
+
+absl::StatusOr<Locked<cublasHandle_t>> LockedCublas(cudaStream_t stream) {
+  static auto* handles = new PerStream<cublasHandle_t>();
+  return LockedHandle<cublasHandle_t, cublasStatus_t>(*handles, stream, cublasCreate, cublasSetStream, CublasStatus,
+                                                      "cublas");
 }
 
 absl::StatusOr<Locked<cudnnHandle_t>> LockedCudnn(cudaStream_t stream) {
   static auto* handles = new PerStream<cudnnHandle_t>();
-  std::mutex* handle_mu;
-  cudnnHandle_t handle;
-  {
-    std::lock_guard<std::mutex> lock(handles->mu);
-    auto it = handles->of.find(stream);
-    if (it == handles->of.end()) {
-      cudnnHandle_t made = nullptr;
-      RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&made), "cudnnCreate"));
-      it = handles->of.emplace(stream, std::make_pair(made, std::make_unique<std::mutex>())).first;
-    }
-    handle = it->second.first;
-    handle_mu = it->second.second.get();
-  }
-  Locked<cudnnHandle_t> locked{std::unique_lock<std::mutex>(*handle_mu), handle};
-  RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(handle, stream), "cudnnSetStream"));
-  return locked;
+  return LockedHandle<cudnnHandle_t, cudnnStatus_t>(*handles, stream, cudnnCreate, cudnnSetStream, CudnnStatus,
+                                                    "cudnn");
 }
 
 absl::StatusOr<Tensor> Scratch(OpKernelContext& ctx, size_t bytes) {

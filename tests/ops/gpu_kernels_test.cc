@@ -66,7 +66,6 @@ absl::StatusOr<std::unique_ptr<Graph>> Build(const OpCase& c, bool on_gpu) {
   if (!on_gpu) return testing::LoadText(c.graph);
   auto unplaced = testing::LoadText(c.graph);
   if (!unplaced.ok()) return unplaced.status();
-  std::string text;
   std::vector<std::string> inputs;
   for (const Node* n : (*unplaced)->nodes()) {
     if (n->op() == "Input") inputs.push_back(n->name());
