@@ -87,10 +87,10 @@ if [ "$suites" -eq 1 ]; then
   fi
 fi
 if [ "$asan" -eq 1 ]; then
-  run_pass "AddressSanitizer + UBSan" --config=asan "${CPP_PACKAGES[@]}"
+  run_pass "AddressSanitizer + UBSan" --config=asan --test_tag_filters=-no_sanitizer "${CPP_PACKAGES[@]}"
 fi
 if [ "$tsan" -eq 1 ]; then
-  run_pass "ThreadSanitizer" --config=tsan "${CPP_PACKAGES[@]}"
+  run_pass "ThreadSanitizer" --config=tsan --test_tag_filters=-no_sanitizer "${CPP_PACKAGES[@]}"
 fi
 rm -f "$summary"
 echo "nereid: $passed passed, $failed failed"
