@@ -6,7 +6,7 @@
 // talks to other ranks (OpDef::communicates: collectives, Send/Recv, the
 // coded ends): channels on device tensors (NCCL) are not built yet, so
 // communication reads and writes host memory. With comm=device (the sim
-// only) the collectives go on the device, each on a stream of its own.
+// only) the collectives go on the device, on their group's stream.
 // Every other node goes on the device when the device has a
 // kernel for it: on the sim, a CPU kernel (the sim runs CPU kernels on its
 // memory); on cuda, a kernel registered for the GPU (ops/kernel.h). A node
@@ -70,7 +70,7 @@ absl::StatusOr<Target> ParseTarget(const std::string& device) {
 }
 
 // Data feeding, and communication: collectives go on the device with
-// comm=device (the sim's: each on a stream of its own); Send/Recv and the
+// comm=device (the sim's: on their group's stream); Send/Recv and the
 // coded ends stay on the host (a Recv's dims may come with its message,
 // and device outputs are allocated before their node runs). NCCL on device
 // tensors is not built, so on cuda communication reads and writes host memory.
@@ -283,8 +283,8 @@ PassInfo PlaceInfo() {
                   "a node without a kernel on the device: error, or host (it stays on the host)"},
                  {"streams", OptionType::kInt, "1", "compute streams the device nodes are spread over"},
                  {"comm", OptionType::kString, "host",
-                  "where collectives run: host (between copies), or device (sim only: each collective on a "
-                  "stream of its own, reading and writing device memory; Send/Recv stay on the host)"},
+                  "where collectives run: host (between copies), or device (sim only: on one stream per "
+                  "collective group, reading and writing device memory; Send/Recv stay on the host)"},
                  {"sim_delay_us", OptionType::kInt, "0",
                   "sim: a random delay of up to this many microseconds before each launch and copy, so that a "
                   "missing wait between streams shows as a wrong result"},

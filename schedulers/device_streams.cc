@@ -57,14 +57,14 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
     } else if (n->op() == "CopyToHost") {
       stream = s->copy_out_.get();
     } else if (s->OnDevice(*n) && Communicates(*n)) {
-      // Communication blocks its stream until the peers take part (the
-      // collective engine runs the worker's collectives in one order on
-      // every rank): a stream of its own, so that no collective waits behind
-      // another enqueued out of that order.
-      ASSIGN_OR_RETURN(std::unique_ptr<Stream> comm,
-                       s->device_->CreateStream(absl::StrCat("comm", s->comm_.size())));
-      s->comm_.push_back(std::move(comm));
-      stream = s->comm_.back().get();
+      // A group's collectives share its stream, which runs them in the order
+      // the group's queue issues them (stream_issued_queue.h).
+      const std::string group = CollectiveGroup(*n);
+      std::unique_ptr<Stream>& comm = s->comm_[group];
+      if (comm == nullptr) {
+        ASSIGN_OR_RETURN(comm, s->device_->CreateStream(group.empty() ? "comm" : absl::StrCat("comm/", group)));
+      }
+      stream = comm.get();
     } else if (s->OnDevice(*n)) {
       stream = s->compute_[position++ % s->compute_.size()].get();
     } else {
@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
     // Clear of the threads' tracks and the collective engine's (1000).
     int track = 2000;
     for (auto& stream : s->compute_) s->track_of_[stream.get()] = track++;
-    for (auto& stream : s->comm_) s->track_of_[stream.get()] = track++;
+    for (auto& [group, stream] : s->comm_) s->track_of_[stream.get()] = track++;
     s->track_of_[s->copy_in_.get()] = track++;
     s->track_of_[s->copy_out_.get()] = track++;
     for (const auto& [stream, tid] : s->track_of_) trace->NameTrack(tid, stream->name());
@@ -244,6 +244,60 @@ absl::Status DeviceStreams::Launch(const Node& node, const std::vector<Tensor>& 
     ++stats_.launches;
   }
   return MarkWritten(stream, outputs);
+}
+
+absl::Status DeviceStreams::LaunchAsync(const Node& node, const std::vector<Tensor>& inputs,
+                                        std::vector<Tensor> outputs, int64_t step, std::function<void(Finish)> start,
+                                        std::function<void(absl::Status)> done) {
+  Stream* stream = StreamOf(node);
+  if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' is not on ", options_.device));
+  RETURN_IF_ERROR(WaitForWrites(stream, inputs, node.id() == skip_waits_of_));
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.launches;
+    id = next_pending_++;
+    // Marks the outputs written by the work enqueued so far (the kernel's
+    // last), unless the launch failed; runs once, whoever calls it first.
+    pending_[id] = [this, stream, outputs = std::move(outputs), done = std::move(done)](absl::Status status) {
+      if (status.ok()) status = MarkWritten(stream, outputs);
+      done(std::move(status));
+    };
+  }
+  Finish finish = [this, id](absl::Status status) {
+    Finish end;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;  // FailPending ended it
+      end = std::move(it->second);
+      pending_.erase(it);
+    }
+    end(std::move(status));
+  };
+  if (device_->kernel_style() == KernelStyle::kEnqueued) {
+    start(std::move(finish));
+    return absl::OkStatus();
+  }
+  absl::Status enqueued =
+      stream->Launch(node.name(), Traced(stream, node.name(), "kernel", step, [start = std::move(start), finish]() {
+                       start(finish);
+                       return absl::OkStatus();
+                     }));
+  if (!enqueued.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(id);
+  }
+  return enqueued;
+}
+
+void DeviceStreams::FailPending(const absl::Status& status) {
+  std::map<int64_t, Finish> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.swap(pending_);
+  }
+  for (auto& [id, end] : pending) end(status);
 }
 
 absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& device_out) {

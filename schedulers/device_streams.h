@@ -21,6 +21,11 @@
 // (CachingAllocator::RecordUse), so a block freed by the host once its last
 // reader was enqueued is not handed out again before that reader ran.
 //
+// Communication placed on the device (place(comm=device)) runs on one
+// stream per collective group, in the order the worker's collective queue
+// issues it (schedulers/stream_issued_queue.h): its kernels are launched with
+// LaunchAsync, whose launch is over when the collective has been issued.
+//
 // The host waits only where it reads device memory: a CopyToHost's
 // completion (on a watcher thread, which then calls back), fetched values
 // and evaluation results, State(). A host node given a device tensor is an
@@ -101,6 +106,20 @@ class DeviceStreams {
   // enqueues the kernel's own work on the stream.
   absl::Status Launch(const Node& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                       int64_t step, Stream::Work work);
+  // An asynchronous kernel (a collective) on `node`'s stream: the stream's
+  // waits for the writes of `inputs` are enqueued now, then `start(finish)`
+  // starts the kernel (on the sim as work on the stream, on CUDA here). The
+  // kernel calls `finish` once, from any thread, when its last work is on the
+  // stream (or it failed); `outputs` are then marked written by that work and
+  // `done` gets the status. Should the stream fail before the kernel started
+  // (its work is then skipped), FailPending ends the launch instead.
+  using Finish = std::function<void(absl::Status)>;
+  absl::Status LaunchAsync(const Node& node, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
+                           int64_t step, std::function<void(Finish)> start, std::function<void(absl::Status)> done);
+  // Ends every asynchronous launch not finished yet with `status` (the run
+  // failed: a skipped kernel would never finish).
+  void FailPending(const absl::Status& status);
+
   // CopyToDevice: `host` into `device_out`, on the copy stream. `host` is
   // kept alive until the copy has run.
   absl::Status CopyIn(const Node& node, Tensor host, const Tensor& device_out);
@@ -154,7 +173,7 @@ class DeviceStreams {
   std::unique_ptr<Device> device_;
   std::unique_ptr<CachingAllocator> allocator_;
   std::vector<std::unique_ptr<Stream>> compute_;
-  std::vector<std::unique_ptr<Stream>> comm_;  // one per communicating node (place(comm=device))
+  std::map<std::string, std::unique_ptr<Stream>> comm_;  // one per collective group (place(comm=device))
   std::unique_ptr<Stream> copy_in_, copy_out_;
   std::map<int, Stream*> stream_of_;  // node id -> its stream
   std::map<Stream*, int> track_of_;   // its trace track
@@ -162,6 +181,8 @@ class DeviceStreams {
 
   mutable std::mutex mu_;
   std::map<const void*, Written> written_;  // by block start; guarded by mu_
+  std::map<int64_t, Finish> pending_;       // asynchronous launches not finished; guarded by mu_
+  int64_t next_pending_ = 0;                // guarded by mu_
   DeviceStreamsStats stats_;                // guarded by mu_
 
   std::mutex watch_mu_;

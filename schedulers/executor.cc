@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -486,9 +487,18 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
       const Node& n = *nodes_[id];
       const Tensor* source = n.op() == "Parameter" ? &params[id] : nullptr;
       if (LaunchesOnDevice(n)) {
-        absl::StatusOr<std::vector<Tensor>> outputs = LaunchOnDevice(n, step, values);
+        // A collective's launch is over when it is issued: wait for that
+        // (not for the collective), so the next node launches in order.
+        std::promise<absl::Status> issued;
+        std::future<absl::Status> issue = issued.get_future();
+        IssuedCallback on_issue;
+        if (kernels_[id] != nullptr && kernels_[id]->IsAsync()) {
+          on_issue = [&issued](absl::Status s, std::vector<Tensor>) { issued.set_value(std::move(s)); };
+        }
+        absl::StatusOr<std::vector<Tensor>> outputs = LaunchOnDevice(n, step, values, on_issue);
         status = outputs.status();
-        if (outputs.ok()) values[id] = *std::move(outputs);
+        if (status.ok() && on_issue) status = issue.get();
+        if (status.ok()) values[id] = *std::move(outputs);
       } else if (streams_ != nullptr && n.op() == "CopyToHost") {
         const Edge* e = n.input_edge(0);
         absl::StatusOr<Tensor> host = streams_->Download(values[e->src->id()][e->src_port]);
@@ -756,18 +766,9 @@ absl::Status Executor::CheckHostInputs(const Node& node, const std::vector<std::
 }
 
 absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, const StepInfo& step,
-                                                             const std::vector<std::vector<Tensor>>& values) {
-  // What the work needs once it runs, which may be after this step's values
-  // are gone: views of the inputs and outputs (the executor's Tensors keep
-  // the blocks; the stream-ordered allocator keeps them from being reused
-  // before the work ran) and its own copy of the step.
-  struct Launch {
-    StepInfo step;
-    std::vector<Tensor> input_views;
-    std::unique_ptr<OpKernelContext> ctx;
-    DeviceLaunch device;  // GPU kernels only
-  };
-  auto launch = std::make_shared<Launch>();
+                                                             const std::vector<std::vector<Tensor>>& values,
+                                                             IssuedCallback issued) {
+  auto launch = std::make_shared<DeviceLaunchState>();
   launch->step = step;
   std::vector<Tensor> inputs;
   for (int i = 0; i < node.num_inputs(); ++i) {
@@ -796,8 +797,6 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
   }
   launch->ctx = std::make_unique<OpKernelContext>(&node, std::move(input_ptrs), dims, &launch->step, threads_);
   launch->ctx->PresetOutputs(std::move(output_views));
-  // Communication placed on the device (place(comm=device)) reaches its peers
-  // through the worker's queues, as on the host.
   ConnectCommunication(node, step, *launch->ctx);
   if (streams_->kernel_style() == KernelStyle::kEnqueued) {
     // Called now, on this thread: the kernel enqueues its work on the stream.
@@ -808,6 +807,11 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
     launch->ctx->set_device_launch(&launch->device);
   }
   OpKernel* kernel = kernels_[node.id()].get();
+  if (kernel->IsAsync()) {
+    if (!issued) return absl::InternalError(absl::StrCat("'", node.name(), "' is asynchronous: its launch needs a callback"));
+    RETURN_IF_ERROR(LaunchAsyncOnDevice(node, *kernel, inputs, outputs, launch, std::move(issued)));
+    return outputs;
+  }
   absl::Status s = streams_->Launch(node, inputs, outputs, step.step, [this, &node, kernel, launch]() -> absl::Status {
     absl::Status status = kernel->Compute(launch->ctx.get());
     return status.ok() ? status : KernelError(node, launch->step, status);
@@ -816,9 +820,56 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
   return outputs;
 }
 
+absl::Status Executor::LaunchAsyncOnDevice(const Node& node, OpKernel& kernel, const std::vector<Tensor>& inputs,
+                                           const std::vector<Tensor>& outputs, std::shared_ptr<DeviceLaunchState> launch,
+                                           IssuedCallback issued) {
+  // The worker's queue orders the collective's issue onto its group's
+  // stream (stream_issued_queue.h); the launch is over once it is issued.
+  CollectiveQueue* queue = launch->ctx->collectives();
+  auto start = [this, &node, &kernel, launch, queue](DeviceStreams::Finish finish) {
+    if (queue != nullptr) {
+      launch->issuing = std::make_unique<StreamIssuedQueue>(
+          queue, streams_->StreamOf(node), streams_->kernel_style(), node.name(), finish,
+          [this, &node, step = launch->step](absl::Status status) { Fail(KernelError(node, step, status)); });
+      launch->ctx->set_collectives(launch->issuing.get());
+    }
+    kernel.ComputeAsync(launch->ctx.get(), [this, &node, launch, finish](absl::Status status) {
+      if (launch->issuing == nullptr || !launch->issuing->submitted()) {
+        finish(std::move(status));  // nothing was issued: the kernel is done
+      } else if (!status.ok()) {
+        Fail(KernelError(node, launch->step, status));  // its issue already ended the launch
+      }
+    });
+  };
+  return streams_->LaunchAsync(node, inputs, outputs, launch->step.step, std::move(start),
+                               [this, &node, launch, outputs, issued = std::move(issued)](absl::Status status) {
+                                 if (!status.ok()) return issued(KernelError(node, launch->step, status), {});
+                                 issued(status, outputs);
+                               });
+}
+
 void Executor::ExecuteOnDevice(StepRun* run, int node_id, int cores) {
   const Node& node = *nodes_[node_id];
   TraceSpan span(options_.trace, node.name(), node.op(), {{"step", run->info.step}});
+  if (node.op() != "CopyToHost" && kernels_[node_id] != nullptr && kernels_[node_id]->IsAsync()) {
+    // A collective: the node is over when its collective is issued (on the
+    // queue's thread), and its core goes back meanwhile.
+    const int shape_class = run->shape_class;
+    absl::StatusOr<std::vector<Tensor>> launched = LaunchOnDevice(
+        node, run->info, run->values, [this, run, node_id](absl::Status status, std::vector<Tensor> outputs) {
+          Finish(run, node_id, std::move(status), std::move(outputs), /*cores_held=*/0, /*first_request=*/-1);
+        });
+    span.End();
+    if (!launched.ok()) {
+      Finish(run, node_id, launched.status(), {}, cores, /*first_request=*/-1);
+      return;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    LearnCores(shape_class, node_id, 1);
+    free_cores_ += cores;
+    Dispatch(lock);
+    return;
+  }
   if (node.op() != "CopyToHost") {
     absl::StatusOr<std::vector<Tensor>> outputs = LaunchOnDevice(node, run->info, run->values);
     span.End();
@@ -864,6 +915,8 @@ void Executor::Fail(absl::Status status) {
   for (auto* engines : {&options_.group_collectives, &options_.group_eval_collectives}) {
     for (auto& [name, engine] : *engines) engine->Abort(status);
   }
+  // A collective whose stream failed before its kernel started never issues.
+  if (streams_ != nullptr) streams_->FailPending(status);
 }
 
 void Executor::Finish(StepRun* run, int node_id, absl::Status status, std::vector<Tensor> outputs,

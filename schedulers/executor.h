@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,7 @@
 #include "schedulers/collective_engine.h"
 #include "schedulers/device_streams.h"
 #include "schedulers/progress_tracker.h"
+#include "schedulers/stream_issued_queue.h"
 
 namespace nereid {
 
@@ -180,8 +182,27 @@ class Executor {
   void ConnectCommunication(const Node& node, const StepInfo& step, OpKernelContext& ctx) const;
   // Allocates the node's outputs on the device and enqueues its kernel (or
   // its copy in) on its stream; the outputs, to be read by device work only.
+  // An asynchronous kernel (a collective placed with comm=device) is over
+  // when its collective is issued: `issued` gets the status and the outputs
+  // then, on any thread (this one included).
+  using IssuedCallback = std::function<void(absl::Status, std::vector<Tensor>)>;
   absl::StatusOr<std::vector<Tensor>> LaunchOnDevice(const Node& node, const StepInfo& step,
-                                                     const std::vector<std::vector<Tensor>>& values);
+                                                     const std::vector<std::vector<Tensor>>& values,
+                                                     IssuedCallback issued = nullptr);
+  // What a launch needs once its work runs, which may be after the step's
+  // values are gone: views of the inputs and outputs (the executor's Tensors
+  // keep the blocks; the stream-ordered allocator keeps them from being
+  // reused before the work ran) and its own copy of the step.
+  struct DeviceLaunchState {
+    StepInfo step;
+    std::vector<Tensor> input_views;
+    std::unique_ptr<OpKernelContext> ctx;
+    DeviceLaunch device;                          // GPU kernels only
+    std::unique_ptr<StreamIssuedQueue> issuing;  // asynchronous kernels with a queue only
+  };
+  absl::Status LaunchAsyncOnDevice(const Node& node, OpKernel& kernel, const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& outputs, std::shared_ptr<DeviceLaunchState> launch,
+                                   IssuedCallback issued);
   // A step's device node or CopyToHost.
   void ExecuteOnDevice(StepRun* run, int node_id, int cores);
   // A host node must not be handed device memory.

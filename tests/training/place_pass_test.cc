@@ -167,8 +167,8 @@ TEST(PlacePassTest, AllReduceStaysOnTheHostBetweenCopies) {
   ExpectRecordCountsTheGraph(**graph, "sim:0");
 }
 
-// comm=device: the collectives go on the sim (each on a stream of its own,
-// the executor's affair), reading the gradients and feeding the optimizer
+// comm=device: the collectives go on the sim (on their group's stream, the
+// executor's affair), reading the gradients and feeding the optimizer
 // with no copy between; on cuda it is refused (NCCL on device tensors is not
 // built).
 TEST(PlacePassTest, CommDevicePutsTheCollectivesOnTheSimWithoutCopies) {

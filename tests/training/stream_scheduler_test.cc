@@ -7,12 +7,18 @@
 // simulation must notice.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +28,7 @@
 #include "device/device_registry.h"
 #include "ops/live_set.h"
 #include "schedulers/executor.h"
+#include "schedulers/stream_issued_queue.h"
 #include "tests/training/plan_util.h"
 #include "tests/training/train_util.h"
 
@@ -183,6 +190,164 @@ TEST(StreamSchedulerTest, RemovingOneWaitIsCaught) {
   }
   EXPECT_GT(caught, kSeeds / 2) << "without its wait, '" << reader << "' still computed the host's result in "
                                 << kSeeds - caught << " of " << kSeeds << " runs";
+}
+
+// A communicator for work that never talks to anyone (the tests below check
+// where and in which order collective work runs, not what it computes).
+class SilentCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  std::string backend() const override { return "silent"; }
+  absl::Status AllReduce(absl::Span<float>, ReduceOp, const CollectiveOptions&) override { return Unused(); }
+  absl::Status ReduceScatter(absl::Span<const float>, absl::Span<float>, ReduceOp, const CollectiveOptions&) override {
+    return Unused();
+  }
+  absl::Status AllGather(absl::Span<const float>, absl::Span<float>, const CollectiveOptions&) override {
+    return Unused();
+  }
+  absl::Status Broadcast(absl::Span<float>, int, const CollectiveOptions&) override { return Unused(); }
+  absl::Status Send(absl::Span<const float>, int, const CollectiveOptions&) override { return Unused(); }
+  absl::Status Recv(absl::Span<float>, int, const CollectiveOptions&) override { return Unused(); }
+  absl::Status Barrier(const CollectiveOptions&) override { return Unused(); }
+  absl::Status SendRecv(absl::Span<const float>, int, absl::Span<float>, int, const CollectiveOptions&) override {
+    return Unused();
+  }
+  TrafficCounters traffic() const override { return {}; }
+
+ private:
+  static absl::Status Unused() { return absl::UnimplementedError("the silent communicator moves nothing"); }
+};
+
+// The worker's queue as its peers make it behave: it issues keys 0..n-1 in
+// key order once all n have come, on a thread of its own.
+class KeyOrderQueue final : public CollectiveQueue {
+ public:
+  explicit KeyOrderQueue(int keys) : keys_(keys) {}
+  ~KeyOrderQueue() override {
+    if (issuer_.joinable()) issuer_.join();
+  }
+  void Submit(int64_t, int bucket, Work work, Done done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_[bucket] = {std::move(work), std::move(done)};
+    if (static_cast<int>(queued_.size()) < keys_) return;
+    issuer_ = std::thread([this] {
+      for (auto& [key, request] : queued_) request.second(request.first(comm_));
+    });
+  }
+  absl::Duration timeout() const override { return absl::Seconds(30); }
+  void AddCodecTime(absl::Duration) override {}
+
+ private:
+  const int keys_;
+  SilentCommunicator comm_;
+  std::mutex mu_;
+  std::map<int, std::pair<Work, Done>> queued_;
+  std::thread issuer_;
+};
+
+// comm=device: a group's collectives share one stream, which runs them in
+// the order the worker's queue issues them, whatever the order their kernels
+// were launched in (here the reverse): the launch of each is over once it is
+// issued, so none waits on the stream behind one issued after it.
+TEST(StreamSchedulerTest, AGroupsCollectivesRunOnOneStreamInTheQueuesOrder) {
+  auto graph = testing::PlanModel(
+      "mlp_fashion", Placed("autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1)", 2, 200, 3, ",comm=device"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::vector<const Node*> collectives;
+  const Node* compute = nullptr;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() == "AllReduce") collectives.push_back(n);
+    if (n->op() == "MatMul") compute = n;
+  }
+  ASSERT_GT(collectives.size(), 2u);
+  ASSERT_NE(compute, nullptr);
+  DeviceStreamsOptions options;
+  options.device = "sim:0";
+  options.compute_streams = 2;
+  options.delay_us_max = 200;
+  auto streams = DeviceStreams::Create(**graph, options);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  Stream* comm = (*streams)->StreamOf(*collectives[0]);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_NE(comm, (*streams)->StreamOf(*compute));
+  for (const Node* n : collectives) EXPECT_EQ((*streams)->StreamOf(*n), comm) << n->name();
+
+  const int keys = static_cast<int>(collectives.size());
+  KeyOrderQueue queue(keys);
+  std::mutex mu;
+  std::vector<int> ran;  // keys, in the order their work ran on the stream
+  std::vector<std::unique_ptr<StreamIssuedQueue>> issuing(keys);
+  std::promise<void> all_issued;
+  std::atomic<int> issued{0};
+  for (int key = keys - 1; key >= 0; --key) {
+    const Node& node = *collectives[key];
+    auto start = [&, key](DeviceStreams::Finish finish) {
+      issuing[key] = std::make_unique<StreamIssuedQueue>(&queue, comm, KernelStyle::kHostWork, node.name(), finish,
+                                                         [](absl::Status s) { ADD_FAILURE() << s; });
+      issuing[key]->Submit(
+          0, key,
+          [&, key](Communicator&) {
+            std::lock_guard<std::mutex> lock(mu);
+            ran.push_back(key);
+            return absl::OkStatus();
+          },
+          [](absl::Status s) { EXPECT_TRUE(s.ok()) << s; });
+    };
+    ASSERT_TRUE((*streams)->LaunchAsync(node, {}, {}, 0, start, [&](absl::Status s) {
+                            EXPECT_TRUE(s.ok()) << s;
+                            if (++issued == keys) all_issued.set_value();
+                          }).ok());
+  }
+  all_issued.get_future().wait();
+  ASSERT_TRUE((*streams)->Synchronize().ok());
+  std::vector<int> expected(keys);
+  for (int key = 0; key < keys; ++key) expected[key] = key;
+  EXPECT_EQ(ran, expected);
+}
+
+// A collective whose stream failed before its kernel started is skipped
+// there (a failed stream runs nothing more) and would never be issued: the
+// run's failure ends its launch instead of leaving the step waiting.
+TEST(StreamSchedulerTest, ACollectiveSkippedOnAFailedStreamEndsWithTheRunsFailure) {
+  auto graph = testing::PlanModel(
+      "mlp_fashion", Placed("autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1)", 1, 0, 0, ",comm=device"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::vector<const Node*> collectives;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() == "AllReduce") collectives.push_back(n);
+  }
+  ASSERT_GE(collectives.size(), 2u);
+  DeviceStreamsOptions options;
+  options.device = "sim:0";
+  auto streams = DeviceStreams::Create(**graph, options);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  // The first collective fails on the stream, once the second is queued behind it.
+  std::promise<void> queued;
+  std::shared_future<void> second_queued = queued.get_future().share();
+  ASSERT_TRUE((*streams)
+                  ->Launch(*collectives[0], {}, {}, 0,
+                           [second_queued] {
+                             second_queued.wait();
+                             return absl::UnavailableError("rank 1 is gone");
+                           })
+                  .ok());
+  bool started = false;
+  std::vector<absl::Status> ended;
+  ASSERT_TRUE((*streams)
+                  ->LaunchAsync(
+                      *collectives[1], {}, {}, 0, [&](DeviceStreams::Finish) { started = true; },
+                      [&](absl::Status s) { ended.push_back(std::move(s)); })
+                  .ok());
+  queued.set_value();
+  EXPECT_THAT(std::string((*streams)->Synchronize().message()), HasSubstr("rank 1 is gone"));
+  EXPECT_FALSE(started);
+  EXPECT_TRUE(ended.empty());
+  (*streams)->FailPending(absl::AbortedError("the run failed"));
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_THAT(std::string(ended[0].message()), HasSubstr("the run failed"));
+  (*streams)->FailPending(absl::AbortedError("again"));
+  EXPECT_EQ(ended.size(), 1u) << "a launch ends once";
 }
 
 // Blocks come back to the allocator's cache and serve the next steps: the
