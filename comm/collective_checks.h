@@ -4,12 +4,16 @@
 // The argument checks every communicator backend makes before moving a byte,
 // with one wording across backends. `where` names the call ("gloo/tcp
 // allgather (tag 3, rank 0 of 4)"); each returns InvalidArgument or OK.
+// Also the cases the host backends (Gloo, shm) settle without their peers,
+// and the failure that leaves such a backend unusable.
 
 #include <cstddef>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace nereid {
 
@@ -25,6 +29,30 @@ absl::Status CheckRoot(const std::string& where, int root, int world);
 absl::Status CheckPeer(const std::string& where, int peer, int rank, int world);
 // SendRecv: `to` and `from` are both this rank or both other ranks.
 absl::Status CheckSendRecvPeers(const std::string& where, int to, int from, int rank, int world);
+
+// ReduceScatter and AllGather, their sizes checked: true when the call needs
+// no peer, `out` then final (nothing to move, or world 1: a copy of `in`).
+bool CollectedLocally(absl::Span<const float> in, absl::Span<float> out, int world);
+// SendRecv with `to` and `from` both this rank: copies `send` into `recv`;
+// InvalidArgument if their sizes differ.
+absl::Status SendRecvToSelf(const std::string& where, absl::Span<const float> send, absl::Span<float> recv);
+
+// The first failure that left a backend unusable: a timeout, a lost peer or
+// an abort (DeadlineExceeded, Unavailable, Cancelled). Thread-safe.
+class FailureLatch {
+ public:
+  // OK, or FailedPrecondition naming `where` and quoting the first failure.
+  absl::Status CheckUsable(const std::string& where) const;
+  // Remembers `status` if it is the first such failure; returns it.
+  absl::Status Record(absl::Status status);
+
+ private:
+  // std::mutex, not absl::Mutex: Debian's Abseil is not built with TSan,
+  // which would not see its locking (transfers on several threads fail at
+  // once when a rank aborts them).
+  mutable std::mutex mu_;
+  absl::Status broken_;  // guarded by mu_
+};
 
 }  // namespace nereid
 

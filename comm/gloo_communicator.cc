@@ -82,24 +82,9 @@ std::string GlooCommunicator::RingPeers() const {
 
 absl::StatusOr<std::chrono::milliseconds> GlooCommunicator::Begin(const char* op,
                                                                   const CollectiveOptions& options) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(Where(op, options.tag, ""),
-                                                        ": communicator unusable after an earlier failure: ",
-                                                        broken_.message()));
-    }
-  }
-  return ToGlooTimeout(options.timeout, Where(op, options.tag, ""));
-}
-
-absl::Status GlooCommunicator::Finish(absl::Status status) {
-  if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable ||
-      status.code() == absl::StatusCode::kCancelled) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (broken_.ok()) broken_ = status;
-  }
-  return status;
+  const std::string where = Where(op, options.tag, "");
+  RETURN_IF_ERROR(failure_.CheckUsable(where));
+  return ToGlooTimeout(options.timeout, where);
 }
 
 absl::Status GlooCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
@@ -164,14 +149,8 @@ absl::Status GlooCommunicator::ReduceScatter(absl::Span<const float> data, absl:
                                              const CollectiveOptions& options) {
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("reduce_scatter", options));
   const int n = world();
-  const size_t chunk = out.size();
-  RETURN_IF_ERROR(CheckReduceScatterSizes(Where("reduce_scatter", options.tag, ""), data.size(), chunk, n));
-  if (chunk == 0) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  if (n == 1) {
-    std::copy(data.begin(), data.end(), out.begin());
+  RETURN_IF_ERROR(CheckReduceScatterSizes(Where("reduce_scatter", options.tag, ""), data.size(), out.size(), n));
+  if (CollectedLocally(data, out, n)) {
     meter_.RecordCall();
     return absl::OkStatus();
   }
@@ -188,12 +167,7 @@ absl::Status GlooCommunicator::AllGather(absl::Span<const float> in, absl::Span<
   ASSIGN_OR_RETURN(const std::chrono::milliseconds timeout, Begin("allgather", options));
   const int n = world();
   RETURN_IF_ERROR(CheckAllGatherSizes(Where("allgather", options.tag, ""), in.size(), out.size(), n));
-  if (in.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  if (n == 1) {
-    std::copy(in.begin(), in.end(), out.begin());
+  if (CollectedLocally(in, out, n)) {
     meter_.RecordCall();
     return absl::OkStatus();
   }
@@ -265,11 +239,7 @@ absl::Status GlooCommunicator::SendRecv(absl::Span<const float> send, int to, ab
   const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
   RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank(), world()));
   if (to == rank()) {
-    if (send.size() != recv.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", send.size(), " elements sent to itself, ",
-                                                     recv.size(), " received"));
-    }
-    std::copy(send.begin(), send.end(), recv.begin());
+    RETURN_IF_ERROR(SendRecvToSelf(where, send, recv));
     meter_.RecordCall();
     return absl::OkStatus();
   }

@@ -50,13 +50,14 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "comm/collective_checks.h"
 #include "comm/communicator.h"
 #include "comm/ring_collectives.h"
 #include "comm/traffic_accounting.h"
@@ -113,7 +114,7 @@ class GlooCommunicator final : public Communicator {
   // Checks the timeout and that no earlier failure broke the context.
   absl::StatusOr<std::chrono::milliseconds> Begin(const char* op, const CollectiveOptions& options) const;
   // Remembers the first error that left the context unusable.
-  absl::Status Finish(absl::Status status);
+  absl::Status Finish(absl::Status status) { return failure_.Record(std::move(status)); }
   std::string RingPeers() const;
   // One step of our own rings (ring_collectives.h) over unbound buffers, in
   // slot (`slot_prefix`, `tag`): each message whole through a staging buffer.
@@ -121,11 +122,7 @@ class GlooCommunicator final : public Communicator {
 
   const std::shared_ptr<gloo::Context> context_;
   TrafficMeter meter_;
-  // std::mutex, not absl::Mutex: Debian's Abseil is not built with TSan,
-  // which would not see its locking (transfers on several threads fail at
-  // once when a rank aborts them).
-  mutable std::mutex mu_;
-  absl::Status broken_;  // guarded by mu_
+  FailureLatch failure_;
 };
 
 // Creates a TCP device on `options.hostname`, connects the full mesh of

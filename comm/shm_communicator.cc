@@ -3,7 +3,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -47,24 +46,10 @@ std::string ShmCommunicator::Where(const char* op, uint32_t tag, const std::stri
 }
 
 absl::StatusOr<absl::Time> ShmCommunicator::Begin(const char* op, const CollectiveOptions& options) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(op, options.tag, ""), ": communicator unusable after an earlier failure: ", broken_.message()));
-    }
-  }
-  RETURN_IF_ERROR(CheckTimeout(Where(op, options.tag, ""), options.timeout));
+  const std::string where = Where(op, options.tag, "");
+  RETURN_IF_ERROR(failure_.CheckUsable(where));
+  RETURN_IF_ERROR(CheckTimeout(where, options.timeout));
   return absl::Now() + options.timeout;
-}
-
-absl::Status ShmCommunicator::Finish(absl::Status status) {
-  if (status.code() == absl::StatusCode::kDeadlineExceeded || status.code() == absl::StatusCode::kUnavailable ||
-      status.code() == absl::StatusCode::kCancelled) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (broken_.ok()) broken_ = status;
-  }
-  return status;
 }
 
 absl::Status ShmCommunicator::Move(uint64_t key, absl::Span<const float> send, int to, absl::Span<float> recv,
@@ -103,12 +88,7 @@ absl::Status ShmCommunicator::ReduceScatter(absl::Span<const float> data, absl::
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("reduce_scatter", options));
   const int n = world();
   RETURN_IF_ERROR(CheckReduceScatterSizes(Where("reduce_scatter", options.tag, ""), data.size(), out.size(), n));
-  if (out.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  if (n == 1) {
-    std::copy(data.begin(), data.end(), out.begin());
+  if (CollectedLocally(data, out, n)) {
     meter_.RecordCall();
     return absl::OkStatus();
   }
@@ -124,12 +104,7 @@ absl::Status ShmCommunicator::AllGather(absl::Span<const float> in, absl::Span<f
   ASSIGN_OR_RETURN(const absl::Time deadline, Begin("allgather", options));
   const int n = world();
   RETURN_IF_ERROR(CheckAllGatherSizes(Where("allgather", options.tag, ""), in.size(), out.size(), n));
-  if (in.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  if (n == 1) {
-    std::copy(in.begin(), in.end(), out.begin());
+  if (CollectedLocally(in, out, n)) {
     meter_.RecordCall();
     return absl::OkStatus();
   }
@@ -233,11 +208,7 @@ absl::Status ShmCommunicator::SendRecv(absl::Span<const float> send, int to, abs
   const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
   RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank(), world()));
   if (to == rank()) {
-    if (send.size() != recv.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": ", send.size(), " elements sent to itself, ", recv.size(), " received"));
-    }
-    std::copy(send.begin(), send.end(), recv.begin());
+    RETURN_IF_ERROR(SendRecvToSelf(where, send, recv));
     meter_.RecordCall();
     return absl::OkStatus();
   }

@@ -29,12 +29,13 @@
 // quoting the first error. Zero-element calls and world 1 move nothing.
 
 #include <memory>
-#include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/collective_checks.h"
 #include "comm/communicator.h"
 #include "comm/rendezvous.h"
 #include "comm/ring_collectives.h"
@@ -73,7 +74,7 @@ class ShmCommunicator final : public Communicator, private AsyncPointToPoint {
   // timeout that is not positive).
   absl::StatusOr<absl::Time> Begin(const char* op, const CollectiveOptions& options) const;
   // Remembers a failure that leaves the communicator unusable.
-  absl::Status Finish(absl::Status status);
+  absl::Status Finish(absl::Status status) { return failure_.Record(std::move(status)); }
   // One ring step's exchange with this rank's neighbours under `key`.
   RingExchange Ring(const char* op_name, uint64_t key, absl::Time deadline, const CollectiveOptions& options);
   // Moves float spans whole (memcpy in, memcpy out).
@@ -89,8 +90,7 @@ class ShmCommunicator final : public Communicator, private AsyncPointToPoint {
   std::unique_ptr<ShmSegment> segment_;
   std::unique_ptr<ShmTransport> transport_;
   TrafficMeter meter_;
-  mutable std::mutex mu_;
-  absl::Status broken_;  // guarded by mu_
+  FailureLatch failure_;
   // Last: it stops (and its thread, which uses the members above) first.
   ShmProgressEngine progress_{transport_.get()};
 };

@@ -167,6 +167,19 @@ void GatherCodec::Absorb(const CodecStep&, int round, int world, absl::Span<cons
   for (float& v : average) v *= inv;
 }
 
+absl::Status BucketedGatherCodec::Init(const std::vector<int64_t>& dims, const CodecOptions& o) {
+  elements_ = ElementCount(dims);
+  absl::StatusOr<int64_t> bucket = o.Integer("bucket", 512, 1, int64_t{1} << 24);
+  if (!bucket.ok()) return bucket.status();
+  bucket_ = *bucket;
+  return absl::OkStatus();
+}
+
+int64_t BucketedGatherCodec::PayloadFloats() const {
+  int64_t full = elements_ / bucket_, rest = elements_ % bucket_;
+  return full * (head_ + PackedWords(bucket_, bits_)) + (rest > 0 ? head_ + PackedWords(rest, bits_) : 0);
+}
+
 void AddResidual(absl::Span<const float> gradient, absl::Span<const float> residual, std::vector<float>& scratch) {
   scratch.resize(gradient.size());
   for (size_t i = 0; i < gradient.size(); ++i) scratch[i] = gradient[i] + residual[i];

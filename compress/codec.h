@@ -248,6 +248,25 @@ void ForEachPacked(absl::Span<const float> words, int bits, int64_t count, Fn fn
   }
 }
 
+// Base for gather codecs that send their tensor in buckets of `bucket` values
+// (the "bucket" option, 512 unless given), each bucket as `head` float32
+// values then `bits` bits per value (PackBits): 1-bit SGD, TernGrad.
+class BucketedGatherCodec : public GatherCodec {
+ public:
+  BucketedGatherCodec(int head, int bits) : head_(head), bits_(bits) {}
+  absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override;
+  int64_t PayloadFloats() const override;
+
+ protected:
+  int64_t elements() const { return elements_; }
+  int64_t bucket() const { return bucket_; }
+
+ private:
+  const int head_, bits_;
+  int64_t elements_ = 0;
+  int64_t bucket_ = 512;
+};
+
 class CodecRegistry {
  public:
   using Factory = std::function<std::unique_ptr<GradientCodec>()>;

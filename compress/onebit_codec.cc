@@ -18,22 +18,11 @@
 namespace nereid {
 namespace {
 
-class OneBitCodec : public GatherCodec {
+class OneBitCodec : public BucketedGatherCodec {
  public:
-  absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override {
-    elements_ = ElementCount(dims);
-    absl::StatusOr<int64_t> bucket = o.Integer("bucket", 512, 1, int64_t{1} << 24);
-    if (!bucket.ok()) return bucket.status();
-    bucket_ = *bucket;
-    return absl::OkStatus();
-  }
+  OneBitCodec() : BucketedGatherCodec(/*head=*/2, /*bits=*/1) {}
 
-  std::vector<CodecStateSpec> State() const override { return {{"residual", {elements_}, true}}; }
-
-  int64_t PayloadFloats() const override {
-    int64_t full = elements_ / bucket_, rest = elements_ % bucket_;
-    return full * (2 + PackedWords(bucket_, 1)) + (rest > 0 ? 2 + PackedWords(rest, 1) : 0);
-  }
+  std::vector<CodecStateSpec> State() const override { return {{"residual", {elements()}, true}}; }
 
   void Encode(const CodecStep&, int, absl::Span<const float> g, std::vector<absl::Span<float>> state,
               absl::Span<float> code) override {
@@ -41,8 +30,8 @@ class OneBitCodec : public GatherCodec {
     AddResidual(g, state[0], x);
     std::vector<uint32_t> negative;
     float* out = code.data();
-    for (int64_t begin = 0; begin < elements_; begin += bucket_) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
+    for (int64_t begin = 0; begin < elements(); begin += bucket()) {
+      const int64_t n = std::min(bucket(), elements() - begin);
       negative.assign(n, 0);
       double sum[2] = {0, 0};  // [non-negative, negative]; double: a bucket may be long
       int64_t count[2] = {0, 0};
@@ -62,8 +51,8 @@ class OneBitCodec : public GatherCodec {
 
   void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const override {
     const float* in = code.data();
-    for (int64_t begin = 0; begin < elements_; begin += bucket_) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
+    for (int64_t begin = 0; begin < elements(); begin += bucket()) {
+      const int64_t n = std::min(bucket(), elements() - begin);
       const float mean[2] = {in[0], in[1]};
       in += 2;
       const int64_t words = PackedWords(n, 1);
@@ -73,10 +62,6 @@ class OneBitCodec : public GatherCodec {
       in += words;
     }
   }
-
- private:
-  int64_t elements_ = 0;
-  int64_t bucket_ = 512;
 };
 
 NEREID_REGISTER_CODEC({"onebit",

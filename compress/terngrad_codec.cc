@@ -20,28 +20,17 @@ namespace {
 constexpr int kBits = 2;
 constexpr uint32_t kPositive = 1, kNegative = 2;  // 0: zero
 
-class TernGradCodec : public GatherCodec {
+class TernGradCodec : public BucketedGatherCodec {
  public:
-  absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override {
-    elements_ = ElementCount(dims);
-    absl::StatusOr<int64_t> bucket = o.Integer("bucket", 512, 1, int64_t{1} << 24);
-    if (!bucket.ok()) return bucket.status();
-    bucket_ = *bucket;
-    return absl::OkStatus();
-  }
-
-  int64_t PayloadFloats() const override {
-    int64_t full = elements_ / bucket_, rest = elements_ % bucket_;
-    return full * (1 + PackedWords(bucket_, kBits)) + (rest > 0 ? 1 + PackedWords(rest, kBits) : 0);
-  }
+  TernGradCodec() : BucketedGatherCodec(/*head=*/1, /*bits=*/kBits) {}
 
   void Encode(const CodecStep& step, int rank, absl::Span<const float> x, std::vector<absl::Span<float>>,
               absl::Span<float> code) override {
     UniformSource uniform = step.Uniform(rank);
     std::vector<uint32_t> ternary;
     float* out = code.data();
-    for (int64_t begin = 0; begin < elements_; begin += bucket_) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
+    for (int64_t begin = 0; begin < elements(); begin += bucket()) {
+      const int64_t n = std::min(bucket(), elements() - begin);
       // A NaN scale is kept, not skipped: the decode then spreads it over the
       // bucket, as a dense allreduce would, instead of hiding it.
       float scale = 0.0f;
@@ -67,8 +56,8 @@ class TernGradCodec : public GatherCodec {
 
   void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const override {
     const float* in = code.data();
-    for (int64_t begin = 0; begin < elements_; begin += bucket_) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
+    for (int64_t begin = 0; begin < elements(); begin += bucket()) {
+      const int64_t n = std::min(bucket(), elements() - begin);
       const float scale = *in++;
       const int64_t words = PackedWords(n, kBits);
       absl::Span<const float> packed(in, words);
@@ -81,10 +70,6 @@ class TernGradCodec : public GatherCodec {
       in += words;
     }
   }
-
- private:
-  int64_t elements_ = 0;
-  int64_t bucket_ = 512;
 };
 
 NEREID_REGISTER_CODEC({"terngrad",

@@ -95,15 +95,14 @@ int64_t GruLayerCost(const InferenceContext& c, const std::vector<ShapeAndType>&
   return cost_fns::SaturatingMul(steps, 2 * kGruGates * hidden * (in + hidden) + 10 * hidden);
 }
 
-// GruLayerGrad's inputs: x, w, r, y, gates, reset_term, then the gradients
-// that flow (dy, dh_last) and h0 if given.
-absl::StatusOr<GradResult> GruLayerGradient(GradientBuilder& g) {
-  std::vector<NodeOut> inputs = {g.input(0), g.input(1), g.input(2), g.output(0), g.output(2), g.output(3)};
-  std::vector<std::pair<std::string, AttrValue>> attrs = {{"hidden_size", g.attr("hidden_size")},
-                                                          {"reverse", g.attr("reverse")},
-                                                          {"linear_before_reset", g.attr("linear_before_reset")}};
-  const char* flags[] = {"has_dy", "has_dh_last"};
-  for (int port = 0; port < 2; ++port) {
+// Adds a layer's gradient node `op`: `inputs` (x, w, r and what the forward
+// pass saved), then the gradients that flow into outputs 0, 1, ... (one flag
+// per output in `flags` says whether it flows) and the initial states given;
+// `attrs` plus the flags. Returns dx, dw, dr, dbias and the initial states'.
+absl::StatusOr<GradResult> AddRecurrentGrad(GradientBuilder& g, const char* op, std::vector<NodeOut> inputs,
+                                            std::vector<std::pair<std::string, AttrValue>> attrs,
+                                            const std::vector<const char*>& flags) {
+  for (int port = 0; port < static_cast<int>(flags.size()); ++port) {
     const bool flows = g.has_output_grad(port);
     if (flows) {
       ASSIGN_OR_RETURN(NodeOut d, g.output_grad(port));
@@ -111,12 +110,23 @@ absl::StatusOr<GradResult> GruLayerGradient(GradientBuilder& g) {
     }
     attrs.emplace_back(flags[port], BoolAttr(flows));
   }
-  const bool has_h0 = g.node().num_inputs() == 5;
-  if (has_h0) inputs.push_back(g.input(4));
-  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "GruLayerGrad", inputs, attrs));
+  const int states = g.node().num_inputs() - 4;
+  for (int i = 0; i < states; ++i) inputs.push_back(g.input(4 + i));
+  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", op, inputs, attrs));
   GradResult result = {dx, NodeOut{dx.node, 1}, NodeOut{dx.node, 2}, NodeOut{dx.node, 3}};
-  if (has_h0) result.push_back(NodeOut{dx.node, 4});
+  for (int i = 0; i < states; ++i) result.push_back(NodeOut{dx.node, 4 + i});
   return result;
+}
+
+// GruLayerGrad's inputs: x, w, r, y, gates, reset_term, then the gradients
+// that flow (dy, dh_last) and h0 if given.
+absl::StatusOr<GradResult> GruLayerGradient(GradientBuilder& g) {
+  return AddRecurrentGrad(g, "GruLayerGrad",
+                          {g.input(0), g.input(1), g.input(2), g.output(0), g.output(2), g.output(3)},
+                          {{"hidden_size", g.attr("hidden_size")},
+                           {"reverse", g.attr("reverse")},
+                           {"linear_before_reset", g.attr("linear_before_reset")}},
+                          {"has_dy", "has_dh_last"});
 }
 
 absl::StatusOr<std::vector<ShapeAndType>> GruLayerGradShape(const InferenceContext& c) {
@@ -133,27 +143,10 @@ absl::StatusOr<std::vector<ShapeAndType>> GruLayerGradShape(const InferenceConte
 // LstmLayerGrad's inputs: x, w, r, y, gates, cells, then the gradients that
 // flow (dy, dh_last, dc_last; flags say which) and the initial state if any.
 absl::StatusOr<GradResult> LstmLayerGradient(GradientBuilder& g) {
-  std::vector<NodeOut> inputs = {g.input(0), g.input(1), g.input(2), g.output(0), g.output(3), g.output(4)};
-  std::vector<std::pair<std::string, AttrValue>> attrs = {{"hidden_size", g.attr("hidden_size")},
-                                                          {"reverse", g.attr("reverse")}};
-  const char* flags[] = {"has_dy", "has_dh_last", "has_dc_last"};
-  for (int port = 0; port < 3; ++port) {
-    const bool flows = g.has_output_grad(port);
-    if (flows) {
-      ASSIGN_OR_RETURN(NodeOut d, g.output_grad(port));
-      inputs.push_back(d);
-    }
-    attrs.emplace_back(flags[port], BoolAttr(flows));
-  }
-  const int states = g.node().num_inputs() - 4;
-  for (int i = 0; i < states; ++i) inputs.push_back(g.input(4 + i));
-  ASSIGN_OR_RETURN(NodeOut dx, g.Add("x", "LstmLayerGrad", inputs, attrs));
-  GradResult result = {dx, NodeOut{dx.node, 1}, NodeOut{dx.node, 2}, NodeOut{dx.node, 3}};
-  if (states == 2) {
-    result.push_back(NodeOut{dx.node, 4});
-    result.push_back(NodeOut{dx.node, 5});
-  }
-  return result;
+  return AddRecurrentGrad(g, "LstmLayerGrad",
+                          {g.input(0), g.input(1), g.input(2), g.output(0), g.output(3), g.output(4)},
+                          {{"hidden_size", g.attr("hidden_size")}, {"reverse", g.attr("reverse")}},
+                          {"has_dy", "has_dh_last", "has_dc_last"});
 }
 
 absl::StatusOr<std::vector<ShapeAndType>> LstmLayerGradShape(const InferenceContext& c) {
@@ -166,93 +159,83 @@ absl::StatusOr<std::vector<ShapeAndType>> LstmLayerGradShape(const InferenceCont
       {x, t}, {w, t}, {r, t}, {TensorShape({w.dim(0)}), t}, {state, t}, {state, t}};
 }
 
-NEREID_REGISTER_OP(OpDefBuilder("LstmLayer")
-                       .Summary("One direction of an LSTM over x [T, B, I] (gates i, o, f, c as ONNX; w [4H, I], "
-                                "r [4H, H], bias [4H] = ONNX's Wb + Rb): y [T, B, H], the last h and c [B, H], "
-                                "and the activated gates and cell states of every step for the gradient.")
-                       .Input("x", kFloatTypes)
-                       .Input("w", kFloatTypes)
-                       .Input("r", kFloatTypes)
-                       .Input("bias", kFloatTypes)
-                       .InputList("initial_state", 0, kFloatTypes)
-                       .Output("y")
-                       .Output("h_last")
+// What LstmLayer and GruLayer share: x, w, r, bias and the initial state in,
+// y and h_last first out, hidden_size and reverse.
+OpDefBuilder RecurrentLayerOp(const char* name, const char* summary) {
+  return OpDefBuilder(name)
+      .Summary(summary)
+      .Input("x", kFloatTypes)
+      .Input("w", kFloatTypes)
+      .Input("r", kFloatTypes)
+      .Input("bias", kFloatTypes)
+      .InputList("initial_state", 0, kFloatTypes)
+      .Output("y")
+      .Output("h_last")
+      .RequiredAttr("hidden_size", AttrType::kInt)
+      .Attr("reverse", AttrType::kBool, BoolAttr(false), "run from the last step to the first");
+}
+
+// What their gradients share: x, w, r, y, gates and `saved` (the per-step
+// tensor the layer keeps), then the gradients that flow; dx, dw, dr, dbias
+// and dh0 first out; hidden_size and reverse.
+OpDefBuilder RecurrentGradOp(const char* name, const char* summary, const char* saved) {
+  return OpDefBuilder(name)
+      .Summary(summary)
+      .Input("x", kFloatTypes)
+      .Input("w", kFloatTypes)
+      .Input("r", kFloatTypes)
+      .Input("y", kFloatTypes)
+      .Input("gates", kFloatTypes)
+      .Input(saved, kFloatTypes)
+      .InputList("flowing", 0, kFloatTypes)
+      .Output("dx")
+      .Output("dw")
+      .Output("dr")
+      .Output("dbias")
+      .Output("dh0")
+      .RequiredAttr("hidden_size", AttrType::kInt)
+      .Attr("reverse", AttrType::kBool, BoolAttr(false))
+      .NoGradient("a gradient op (no second derivatives)")
+      .SetCostFn(cost_fns::NoFlops);
+}
+
+NEREID_REGISTER_OP(RecurrentLayerOp("LstmLayer",
+                                    "One direction of an LSTM over x [T, B, I] (gates i, o, f, c as ONNX; w [4H, I], "
+                                    "r [4H, H], bias [4H] = ONNX's Wb + Rb): y [T, B, H], the last h and c [B, H], "
+                                    "and the activated gates and cell states of every step for the gradient.")
                        .Output("c_last")
                        .Output("gates")
                        .Output("cells")
-                       .RequiredAttr("hidden_size", AttrType::kInt)
-                       .Attr("reverse", AttrType::kBool, BoolAttr(false), "run from the last step to the first")
                        .SetShapeFn(LstmLayerShape)
                        .SetCostFn(LstmLayerCost)
                        .SetGradient(LstmLayerGradient));
 
-NEREID_REGISTER_OP(OpDefBuilder("LstmLayerGrad")
-                       .Summary("Gradients of LstmLayer through time: dx, dw, dr, dbias, dh0, dc0.")
-                       .Input("x", kFloatTypes)
-                       .Input("w", kFloatTypes)
-                       .Input("r", kFloatTypes)
-                       .Input("y", kFloatTypes)
-                       .Input("gates", kFloatTypes)
-                       .Input("cells", kFloatTypes)
-                       .InputList("flowing", 0, kFloatTypes)
-                       .Output("dx")
-                       .Output("dw")
-                       .Output("dr")
-                       .Output("dbias")
-                       .Output("dh0")
+NEREID_REGISTER_OP(RecurrentGradOp("LstmLayerGrad", "Gradients of LstmLayer through time: dx, dw, dr, dbias, dh0, dc0.",
+                                   "cells")
                        .Output("dc0")
-                       .RequiredAttr("hidden_size", AttrType::kInt)
-                       .Attr("reverse", AttrType::kBool, BoolAttr(false))
                        .Attr("has_dy", AttrType::kBool, BoolAttr(true))
                        .Attr("has_dh_last", AttrType::kBool, BoolAttr(false))
                        .Attr("has_dc_last", AttrType::kBool, BoolAttr(false))
-                       .NoGradient("a gradient op (no second derivatives)")
-                       .SetShapeFn(LstmLayerGradShape)
-                       .SetCostFn(cost_fns::NoFlops));
+                       .SetShapeFn(LstmLayerGradShape));
 
-NEREID_REGISTER_OP(OpDefBuilder("GruLayer")
-                       .Summary("One direction of a GRU over x [T, B, I] (gates z, r, h as ONNX; w [3H, I], "
-                                "r [3H, H], bias [6H] = ONNX's Wb then Rb): y [T, B, H], the last h [B, H], and the "
-                                "activated gates and the reset term of every step for the gradient.")
-                       .Input("x", kFloatTypes)
-                       .Input("w", kFloatTypes)
-                       .Input("r", kFloatTypes)
-                       .Input("bias", kFloatTypes)
-                       .InputList("initial_state", 0, kFloatTypes)
-                       .Output("y")
-                       .Output("h_last")
+NEREID_REGISTER_OP(RecurrentLayerOp("GruLayer",
+                                    "One direction of a GRU over x [T, B, I] (gates z, r, h as ONNX; w [3H, I], "
+                                    "r [3H, H], bias [6H] = ONNX's Wb then Rb): y [T, B, H], the last h [B, H], and "
+                                    "the activated gates and the reset term of every step for the gradient.")
                        .Output("gates")
                        .Output("reset_term")
-                       .RequiredAttr("hidden_size", AttrType::kInt)
-                       .Attr("reverse", AttrType::kBool, BoolAttr(false), "run from the last step to the first")
                        .Attr("linear_before_reset", AttrType::kBool, BoolAttr(false),
                              "apply the reset gate after the recurrent product (PyTorch's GRU), as ONNX's attribute")
                        .SetShapeFn(GruLayerShape)
                        .SetCostFn(GruLayerCost)
                        .SetGradient(GruLayerGradient));
 
-NEREID_REGISTER_OP(OpDefBuilder("GruLayerGrad")
-                       .Summary("Gradients of GruLayer through time: dx, dw, dr, dbias, dh0.")
-                       .Input("x", kFloatTypes)
-                       .Input("w", kFloatTypes)
-                       .Input("r", kFloatTypes)
-                       .Input("y", kFloatTypes)
-                       .Input("gates", kFloatTypes)
-                       .Input("reset_term", kFloatTypes)
-                       .InputList("flowing", 0, kFloatTypes)
-                       .Output("dx")
-                       .Output("dw")
-                       .Output("dr")
-                       .Output("dbias")
-                       .Output("dh0")
-                       .RequiredAttr("hidden_size", AttrType::kInt)
-                       .Attr("reverse", AttrType::kBool, BoolAttr(false))
+NEREID_REGISTER_OP(RecurrentGradOp("GruLayerGrad", "Gradients of GruLayer through time: dx, dw, dr, dbias, dh0.",
+                                   "reset_term")
                        .Attr("linear_before_reset", AttrType::kBool, BoolAttr(false))
                        .Attr("has_dy", AttrType::kBool, BoolAttr(true))
                        .Attr("has_dh_last", AttrType::kBool, BoolAttr(false))
-                       .NoGradient("a gradient op (no second derivatives)")
-                       .SetShapeFn(GruLayerGradShape)
-                       .SetCostFn(cost_fns::NoFlops));
+                       .SetShapeFn(GruLayerGradShape));
 
 }  // namespace
 }  // namespace nereid

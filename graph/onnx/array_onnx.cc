@@ -13,6 +13,15 @@
 namespace nereid {
 namespace {
 
+// Output 0: Nereid's `op` (Reshape, Expand) taking input 0 to `shape`.
+absl::Status SetShapedOutput(OnnxNodeContext& c, const char* op, const std::vector<int64_t>& shape) {
+  ASSIGN_OR_RETURN(std::string x, c.Input(0));
+  google::protobuf::Map<std::string, AttrValue> attrs;
+  attrs["shape"] = IntsAttrValue(shape);
+  c.SetOutput(0, c.AddNode(op, {x}, attrs));
+  return absl::OkStatus();
+}
+
 // ONNX Flatten always yields a matrix [d0*..*d(axis-1), d(axis)*..]; Nereid's
 // Flatten keeps the leading dims, so only axis 1 maps to it directly; other
 // axes become a Reshape whose leading product is static.
@@ -61,11 +70,7 @@ absl::Status ConvertToReshape(OnnxNodeContext& c) {
     }
   }
   if (unknown > 1) return c.Unsupported("more than one output dimension is unknown");
-  ASSIGN_OR_RETURN(std::string x, c.Input(0));
-  google::protobuf::Map<std::string, AttrValue> attrs;
-  attrs["shape"] = IntsAttrValue(*out);
-  c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
-  return absl::OkStatus();
+  return SetShapedOutput(c, "Reshape", *out);
 }
 
 // ONNX's 0 copies the input's dimension: resolved here from the static
@@ -122,11 +127,7 @@ absl::Status ConvertReshape(OnnxNodeContext& c) {
       if (d == 0) return c.Unsupported("allowzero with a zero dimension (empty tensors are not supported)");
     }
   }
-  ASSIGN_OR_RETURN(std::string x, c.Input(0));
-  google::protobuf::Map<std::string, AttrValue> attrs;
-  attrs["shape"] = IntsAttrValue(target);
-  c.SetOutput(0, c.AddNode("Reshape", {x}, attrs));
-  return absl::OkStatus();
+  return SetShapedOutput(c, "Reshape", target);
 }
 
 absl::Status ConvertTranspose(OnnxNodeContext& c) {
@@ -268,11 +269,7 @@ absl::Status ConvertExpand(OnnxNodeContext& c) {
     }
     target.push_back(-1);
   }
-  ASSIGN_OR_RETURN(std::string x, c.Input(0));
-  google::protobuf::Map<std::string, AttrValue> attrs;
-  attrs["shape"] = IntsAttrValue(target);
-  c.SetOutput(0, c.AddNode("Expand", {x}, attrs));
-  return absl::OkStatus();
+  return SetShapedOutput(c, "Expand", target);
 }
 
 absl::Status ConvertPad(OnnxNodeContext& c) {

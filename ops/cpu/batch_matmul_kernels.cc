@@ -4,7 +4,8 @@
 //   - equal batches (attention's [B, H, T, D] @ [B, H, D, T]): one batched
 //     primitive;
 //   - broadcast batches: one product per output matrix, at offsets.
-// Transposes are strides, never copies.
+// Transposes are strides, never copies. MatMul is the case without batch
+// dimensions, on plain [rows, cols] descriptors.
 
 #include <algorithm>
 #include <tuple>
@@ -26,6 +27,8 @@ int64_t Product(const std::vector<int64_t>& dims, size_t end) {
 
 class BatchMatMulKernel : public OpKernel {
  public:
+  explicit BatchMatMulKernel(bool batched = true) : batched_(batched), what_(batched ? "batched matmul" : "matmul") {}
+
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     transpose_a_ = attrs.at("transpose_a")->b();
     transpose_b_ = attrs.at("transpose_b")->b();
@@ -78,8 +81,12 @@ class BatchMatMulKernel : public OpKernel {
   };
 
   // `count` row-major [rows, cols] matrices, or their transposes seen
-  // through strides.
-  static memory::desc Matrices(int64_t count, int64_t rows, int64_t cols, bool transposed) {
+  // through strides; for MatMul (count 1) one plain [rows, cols].
+  memory::desc Matrices(int64_t count, int64_t rows, int64_t cols, bool transposed) const {
+    if (!batched_) {
+      return memory::desc({rows, cols}, memory::data_type::f32,
+                          transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
+    }
     return memory::desc({count, rows, cols}, memory::data_type::f32,
                         transposed ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1});
   }
@@ -95,23 +102,31 @@ class BatchMatMulKernel : public OpKernel {
           p.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.y), cpu::CpuEngine()));
           return p;
         },
-        "batched matmul");
+        what_);
   }
 
-  static absl::Status Run(const Primitive& p, const float* a, const float* b, float* y, int threads) {
+  absl::Status Run(const Primitive& p, const float* a, const float* b, float* y, int threads) {
     const dnnl::engine& engine = cpu::CpuEngine();
     return cpu::RunPrimitive(p.matmul,
                              {{DNNL_ARG_SRC, memory(p.a, engine, const_cast<float*>(a))},
                               {DNNL_ARG_WEIGHTS, memory(p.b, engine, const_cast<float*>(b))},
                               {DNNL_ARG_DST, memory(p.y, engine, y)}},
-                             threads, "batched matmul");
+                             threads, what_);
   }
 
+  const bool batched_;
+  const char* const what_;  // for error messages
   bool transpose_a_ = false, transpose_b_ = false;
   cpu::PrimitiveCache<std::tuple<int64_t, int64_t, int64_t, int64_t>, Primitive> cache_;
 };
 
+class MatMulKernel : public BatchMatMulKernel {
+ public:
+  MatMulKernel() : BatchMatMulKernel(/*batched=*/false) {}
+};
+
 NEREID_REGISTER_KERNEL("BatchMatMul", kCpu, DT_FLOAT, BatchMatMulKernel);
+NEREID_REGISTER_KERNEL("MatMul", kCpu, DT_FLOAT, MatMulKernel);
 
 }  // namespace
 }  // namespace nereid

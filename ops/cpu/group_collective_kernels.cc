@@ -22,6 +22,14 @@ namespace {
 // Tags of evaluation collectives, apart from the training buckets' tags.
 constexpr uint32_t kEvalTagBase = 1u << 16;
 
+absl::Status CheckGroupSize(const Communicator& comm, int64_t expected) {
+  if (comm.world() != expected) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan says the group has ", expected, " ranks but its communicator has ", comm.world()));
+  }
+  return absl::OkStatus();
+}
+
 class GroupCollectiveKernel : public AsyncOpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
@@ -65,7 +73,10 @@ class GroupCollectiveKernel : public AsyncOpKernel {
     const int64_t step = ctx->step().step;
     queue->Submit(
         key, bucket,
-        [this, input, output, options, step](Communicator& comm) { return Run(comm, *input, *output, options, step); },
+        [this, input, output, options, step](Communicator& comm) {
+          RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
+          return Run(comm, *input, *output, options, step);
+        },
         [done = std::move(done), what](absl::Status s) {
           if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
           done(absl::OkStatus());
@@ -73,29 +84,20 @@ class GroupCollectiveKernel : public AsyncOpKernel {
   }
 
  protected:
-  // `step`: the training step (evaluation: the step it follows).
+  // `step`: the training step (evaluation: the step it follows). `comm` has
+  // the group's size.
   virtual absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                            int64_t step) = 0;
 
-  int64_t group_size_ = 1;
-
  private:
   std::string name_, group_;
+  int64_t group_size_ = 1;
   int bucket_ = -1, eval_bucket_ = -1;
 };
-
-absl::Status CheckGroupSize(const Communicator& comm, int64_t expected) {
-  if (comm.world() != expected) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the plan says the group has ", expected, " ranks but its communicator has ", comm.world()));
-  }
-  return absl::OkStatus();
-}
 
 class GroupAllGatherKernel : public GroupCollectiveKernel {
   absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                    int64_t step) override {
-    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     return comm.AllGather(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
                           absl::MakeSpan(y.data<float>(), y.num_elements()), options);
   }
@@ -104,7 +106,6 @@ class GroupAllGatherKernel : public GroupCollectiveKernel {
 class GroupReduceScatterKernel : public GroupCollectiveKernel {
   absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                    int64_t step) override {
-    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     return comm.ReduceScatter(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
                               absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
   }
@@ -121,7 +122,6 @@ class GroupAllReduceKernel : public GroupCollectiveKernel {
  private:
   absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                    int64_t step) override {
-    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     std::memcpy(y.raw(), x.raw(), x.num_bytes());
     CollectiveOptions with_wire = options;
     with_wire.wire = wire_;
@@ -143,7 +143,6 @@ class GroupSendRecvKernel : public GroupCollectiveKernel {
  private:
   absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                    int64_t step) override {
-    RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
     const int64_t n = comm.world();
     const int64_t offset = ((offsets_[static_cast<size_t>(step) % offsets_.size()] % n) + n) % n;
     const int to = static_cast<int>((comm.rank() + offset) % n);

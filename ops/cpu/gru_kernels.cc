@@ -40,23 +40,19 @@ class GruLayerKernel : public OpKernel {
 
   absl::Status Compute(OpKernelContext* ctx) override {
     const RecurrentShape s = cpu::RecurrentShapeOf(ctx->input(0), hidden_, kGates, reverse_);
-    const float* x = ctx->input(0).data<float>();
-    const float* w = ctx->input(1).data<float>();
     const float* r = ctx->input(2).data<float>();
     const float* wb = ctx->input(3).data<float>();
     const float* rb = wb + s.gates;
     const float* h0 = ctx->num_inputs() == 5 ? ctx->input(4).data<float>() : nullptr;
     Tensor* out[4];
-    for (int i = 0; i < 4; ++i) {
-      ASSIGN_OR_RETURN(out[i], ctx->AllocateOutput(i));
-    }
+    RETURN_IF_ERROR(cpu::AllocateRecurrentOutputs(ctx, 4, out, /*zeroed=*/false));
     float* y = out[0]->data<float>();
     float* gates = out[2]->data<float>();
     float* reset = out[3]->data<float>();
     const int64_t g = s.gates, h = s.hidden, step_state = s.state();
     if (s.steps == 0 || s.batch == 0) return absl::OkStatus();
     const int threads = cpu::RecurrentGemmThreads(ctx, s);
-    RETURN_IF_ERROR(cpu::Sgemm(false, true, s.steps * s.batch, g, s.in, 1.0f, x, w, 0.0f, gates, threads));
+    RETURN_IF_ERROR(cpu::ProjectInputs(ctx, s, gates, threads));
     // The recurrent product of a step ([B, 3H]), the activated block and the
     // candidate's pre-activation.
     std::vector<float> recurrent(s.batch * g), activated(s.batch * g), candidate(step_state);
@@ -142,27 +138,17 @@ class GruLayerGradKernel : public OpKernel {
   }
 
   absl::Status Compute(OpKernelContext* ctx) override {
-    const Tensor& x_tensor = ctx->input(0);
-    const RecurrentShape s = cpu::RecurrentShapeOf(x_tensor, hidden_, kGates, reverse_);
-    const float* x = x_tensor.data<float>();
-    const float* w = ctx->input(1).data<float>();
-    const float* r = ctx->input(2).data<float>();
-    const float* y = ctx->input(3).data<float>();
-    const float* gates = ctx->input(4).data<float>();
-    const float* reset = ctx->input(5).data<float>();
-    int next = 6;
-    const float* dy = has_dy_ ? ctx->input(next++).data<float>() : nullptr;
-    const float* dh_last = has_dh_last_ ? ctx->input(next++).data<float>() : nullptr;
+    const RecurrentShape s = cpu::RecurrentShapeOf(ctx->input(0), hidden_, kGates, reverse_);
+    const cpu::RecurrentGradInputs in = cpu::ReadRecurrentGradInputs(ctx, has_dy_, has_dh_last_);
+    const float *r = in.r, *y = in.y, *reset = in.saved, *dy = in.dy;
+    const int next = in.next;
     if (ctx->num_inputs() - next > 1) {
       return absl::InvalidArgumentError(absl::StrCat("expected at most h0 after the gradients, got ",
                                                      ctx->num_inputs() - next, " tensors"));
     }
     const float* h0 = ctx->num_inputs() > next ? ctx->input(next).data<float>() : nullptr;
     Tensor* out[5];
-    for (int i = 0; i < 5; ++i) {
-      ASSIGN_OR_RETURN(out[i], ctx->AllocateOutput(i));
-      std::fill_n(out[i]->data<float>(), out[i]->num_elements(), 0.0f);
-    }
+    RETURN_IF_ERROR(cpu::AllocateRecurrentOutputs(ctx, 5, out, /*zeroed=*/true));
     const int64_t g = s.gates, h = s.hidden, step_state = s.state(), rows = s.steps * s.batch;
     if (s.steps == 0 || s.batch == 0) return absl::OkStatus();
     const int threads = cpu::RecurrentGemmThreads(ctx, s);
@@ -172,10 +158,10 @@ class GruLayerGradKernel : public OpKernel {
     // recurrent product's share) and, without linear_before_reset, the
     // gradient of r * hp.
     std::vector<float> dh(step_state, 0.0f), dgx(rows * g), dgh(rows * g), dh_prev(step_state), dq(step_state);
-    if (dh_last != nullptr) std::copy_n(dh_last, step_state, dh.data());
+    if (in.dh_last != nullptr) std::copy_n(in.dh_last, step_state, dh.data());
     for (int64_t i = s.steps - 1; i >= 0; --i) {
       const int64_t t = s.StepAt(i);
-      const float* gt = gates + t * s.batch * g;
+      const float* gt = in.gates + t * s.batch * g;
       const float* reset_t = reset + t * step_state;
       const float* hp = i > 0 ? y + s.StepAt(i - 1) * step_state : h0;
       float* dgx_t = dgx.data() + t * s.batch * g;
@@ -219,27 +205,16 @@ class GruLayerGradKernel : public OpKernel {
     }
     std::copy_n(dh.data(), step_state, out[4]->data<float>());
 
-    RETURN_IF_ERROR(cpu::Sgemm(false, false, rows, s.in, g, 1.0f, dgx.data(), w, 0.0f, out[0]->data<float>(), threads));
-    RETURN_IF_ERROR(cpu::Sgemm(true, false, g, s.in, rows, 1.0f, dgx.data(), x, 0.0f, out[1]->data<float>(), threads));
+    RETURN_IF_ERROR(
+        cpu::InputGrads(s, dgx.data(), in.x, in.w, out[0]->data<float>(), out[1]->data<float>(), threads));
     float* dbias = out[3]->data<float>();
     cpu::AddColumnSums(dgx.data(), rows, g, g, dbias);
     cpu::AddColumnSums(dgh.data(), rows, g, g, dbias + g);
-    // dr = sum over steps of dGh_t^T hp_t over the gates reading hp (the
-    // steps after the first read y one step back, the first h0); without
+    // dr = sum over steps of dGh_t^T hp_t over the gates reading hp; without
     // linear_before_reset, Rh's rows pair with the stored r * hp instead.
     float* dr = out[2]->data<float>();
-    const int64_t cols = linear_before_reset_ ? g : 2 * h;
-    const int64_t later_rows = (s.steps - 1) * s.batch;
-    if (later_rows > 0) {
-      const float* dgh_later = reverse_ ? dgh.data() : dgh.data() + s.batch * g;
-      const float* h_before = reverse_ ? y + step_state : y;
-      RETURN_IF_ERROR(cpu::Sgemm(true, false, cols, h, later_rows, 1.0f, dgh_later, g, h_before, h, 0.0f, dr, h,
-                                 threads));
-    }
-    if (h0 != nullptr) {
-      const float* dgh_first = dgh.data() + s.StepAt(0) * s.batch * g;
-      RETURN_IF_ERROR(cpu::Sgemm(true, false, cols, h, s.batch, 1.0f, dgh_first, g, h0, h, 1.0f, dr, h, threads));
-    }
+    RETURN_IF_ERROR(
+        cpu::RecurrentWeightGrad(s, dgh.data(), linear_before_reset_ ? g : 2 * h, y, h0, dr, threads));
     if (!linear_before_reset_) {
       RETURN_IF_ERROR(cpu::Sgemm(true, false, h, h, rows, 1.0f, dgh.data() + 2 * h, g, reset, h, 0.0f, dr + 2 * h * h,
                                  h, threads));

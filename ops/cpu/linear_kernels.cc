@@ -1,7 +1,7 @@
-// MatMul through oneDNN's matmul primitive (transposes are strides, never
-// copies); BiasAdd and its gradient as plain loops.
+// BiasAdd and its gradient as plain loops (MatMul runs as BatchMatMul's case
+// without batch dimensions: batch_matmul_kernels.cc).
 
-#include <tuple>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -10,62 +10,6 @@
 
 namespace nereid {
 namespace {
-
-using dnnl::memory;
-
-class MatMulKernel : public OpKernel {
- public:
-  absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    transpose_a_ = attrs.at("transpose_a")->b();
-    transpose_b_ = attrs.at("transpose_b")->b();
-    return absl::OkStatus();
-  }
-
-  absl::Status Compute(OpKernelContext* ctx) override {
-    const Tensor& a = ctx->input(0);
-    const Tensor& b = ctx->input(1);
-    int64_t m = ctx->output_dims(0)[0], n = ctx->output_dims(0)[1];
-    int64_t k = transpose_a_ ? a.dim(0) : a.dim(1);
-    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
-    if (m == 0 || n == 0) return absl::OkStatus();
-    int threads = ctx->AcquireThreads(m * n * k, 1 << 17);
-    ASSIGN_OR_RETURN(const Primitive* p, Get(m, k, n, threads));
-    return cpu::RunPrimitive(p->matmul,
-                             {{DNNL_ARG_SRC, cpu::Wrap(p->a, a)},
-                              {DNNL_ARG_WEIGHTS, cpu::Wrap(p->b, b)},
-                              {DNNL_ARG_DST, cpu::Wrap(p->y, *y)}},
-                             threads, "matmul");
-  }
-
- private:
-  struct Primitive {
-    memory::desc a, b, y;
-    dnnl::matmul matmul;
-  };
-
-  // Row-major [rows, cols], or its transpose seen through strides.
-  static memory::desc Matrix(int64_t rows, int64_t cols, bool transposed) {
-    return memory::desc({rows, cols}, memory::data_type::f32,
-                        transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
-  }
-
-  absl::StatusOr<const Primitive*> Get(int64_t m, int64_t k, int64_t n, int threads) {
-    return cache_.Get(
-        std::make_tuple(m, k, n), threads,
-        [&] {
-          Primitive p;
-          p.a = Matrix(m, k, transpose_a_);
-          p.b = Matrix(k, n, transpose_b_);
-          p.y = Matrix(m, n, false);
-          p.matmul = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.y), cpu::CpuEngine()));
-          return p;
-        },
-        "matmul");
-  }
-
-  bool transpose_a_ = false, transpose_b_ = false;
-  cpu::PrimitiveCache<std::tuple<int64_t, int64_t, int64_t>, Primitive> cache_;
-};
 
 class BiasAddKernel : public OpKernel {
  public:
@@ -126,7 +70,6 @@ class BiasAddGradKernel : public OpKernel {
   }
 };
 
-NEREID_REGISTER_KERNEL("MatMul", kCpu, DT_FLOAT, MatMulKernel);
 NEREID_REGISTER_KERNEL("BiasAdd", kCpu, DT_FLOAT, BiasAddKernel);
 NEREID_REGISTER_KERNEL("BiasAddGrad", kCpu, DT_FLOAT, BiasAddGradKernel);
 

@@ -35,24 +35,20 @@ class LstmLayerKernel : public OpKernel {
 
   absl::Status Compute(OpKernelContext* ctx) override {
     const RecurrentShape s = cpu::RecurrentShapeOf(ctx->input(0), hidden_, kGates, reverse_);
-    const float* x = ctx->input(0).data<float>();
-    const float* w = ctx->input(1).data<float>();
     const float* r = ctx->input(2).data<float>();
     const float* bias = ctx->input(3).data<float>();
     const bool has_state = ctx->num_inputs() == 6;
     const float* h0 = has_state ? ctx->input(4).data<float>() : nullptr;
     const float* c0 = has_state ? ctx->input(5).data<float>() : nullptr;
     Tensor* out[5];
-    for (int i = 0; i < 5; ++i) {
-      ASSIGN_OR_RETURN(out[i], ctx->AllocateOutput(i));
-    }
+    RETURN_IF_ERROR(cpu::AllocateRecurrentOutputs(ctx, 5, out, /*zeroed=*/false));
     float* y = out[0]->data<float>();
     float* gates = out[3]->data<float>();
     float* cells = out[4]->data<float>();
     const int64_t g = s.gates, h = s.hidden, step_state = s.batch * h;
     if (s.steps == 0 || s.batch == 0) return absl::OkStatus();
     const int threads = cpu::RecurrentGemmThreads(ctx, s);
-    RETURN_IF_ERROR(cpu::Sgemm(false, true, s.steps * s.batch, g, s.in, 1.0f, x, w, 0.0f, gates, threads));
+    RETURN_IF_ERROR(cpu::ProjectInputs(ctx, s, gates, threads));
     for (int64_t i = 0; i < s.steps; ++i) {
       const int64_t t = s.StepAt(i);
       float* gt = gates + t * s.batch * g;
@@ -107,17 +103,10 @@ class LstmLayerGradKernel : public OpKernel {
   }
 
   absl::Status Compute(OpKernelContext* ctx) override {
-    const Tensor& x_tensor = ctx->input(0);
-    const RecurrentShape s = cpu::RecurrentShapeOf(x_tensor, hidden_, kGates, reverse_);
-    const float* x = x_tensor.data<float>();
-    const float* w = ctx->input(1).data<float>();
-    const float* r = ctx->input(2).data<float>();
-    const float* y = ctx->input(3).data<float>();
-    const float* gates = ctx->input(4).data<float>();
-    const float* cells = ctx->input(5).data<float>();
-    int next = 6;
-    const float* dy = has_dy_ ? ctx->input(next++).data<float>() : nullptr;
-    const float* dh_last = has_dh_last_ ? ctx->input(next++).data<float>() : nullptr;
+    const RecurrentShape s = cpu::RecurrentShapeOf(ctx->input(0), hidden_, kGates, reverse_);
+    const cpu::RecurrentGradInputs in = cpu::ReadRecurrentGradInputs(ctx, has_dy_, has_dh_last_);
+    const float *cells = in.saved, *dy = in.dy;
+    int next = in.next;
     const float* dc_last = has_dc_last_ ? ctx->input(next++).data<float>() : nullptr;
     const int states = ctx->num_inputs() - next;
     if (states != 0 && states != 2) {
@@ -127,10 +116,7 @@ class LstmLayerGradKernel : public OpKernel {
     const float* h0 = states == 2 ? ctx->input(next).data<float>() : nullptr;
     const float* c0 = states == 2 ? ctx->input(next + 1).data<float>() : nullptr;
     Tensor* out[6];
-    for (int i = 0; i < 6; ++i) {
-      ASSIGN_OR_RETURN(out[i], ctx->AllocateOutput(i));
-      std::fill_n(out[i]->data<float>(), out[i]->num_elements(), 0.0f);
-    }
+    RETURN_IF_ERROR(cpu::AllocateRecurrentOutputs(ctx, 6, out, /*zeroed=*/true));
     const int64_t g = s.gates, h = s.hidden, step_state = s.batch * h, rows = s.steps * s.batch;
     if (s.steps == 0 || s.batch == 0) return absl::OkStatus();
     const int threads = cpu::RecurrentGemmThreads(ctx, s);
@@ -139,11 +125,11 @@ class LstmLayerGradKernel : public OpKernel {
     // tanh of every cell state.
     std::vector<float> dh(step_state, 0.0f), dc(step_state, 0.0f), dgates(rows * g), tanh_cells(rows * h);
     RETURN_IF_ERROR(eltwise_.Run(dnnl::algorithm::eltwise_tanh, cells, tanh_cells.data(), rows * h, threads));
-    if (dh_last != nullptr) std::copy_n(dh_last, step_state, dh.data());
+    if (in.dh_last != nullptr) std::copy_n(in.dh_last, step_state, dh.data());
     if (dc_last != nullptr) std::copy_n(dc_last, step_state, dc.data());
     for (int64_t i = s.steps - 1; i >= 0; --i) {
       const int64_t t = s.StepAt(i);
-      const float* gt = gates + t * s.batch * g;
+      const float* gt = in.gates + t * s.batch * g;
       const float* tanh_ct = tanh_cells.data() + t * step_state;
       const float* c_prev = i > 0 ? cells + s.StepAt(i - 1) * step_state : c0;
       float* dgt = dgates.data() + t * s.batch * g;
@@ -165,28 +151,15 @@ class LstmLayerGradKernel : public OpKernel {
         }
       }
       // dh into the previous step (or h0): dG_t R.
-      RETURN_IF_ERROR(cpu::Sgemm(false, false, s.batch, h, g, 1.0f, dgt, r, 0.0f, dh.data(), threads));
+      RETURN_IF_ERROR(cpu::Sgemm(false, false, s.batch, h, g, 1.0f, dgt, in.r, 0.0f, dh.data(), threads));
     }
     std::copy_n(dh.data(), step_state, out[4]->data<float>());
     std::copy_n(dc.data(), step_state, out[5]->data<float>());
 
     const float* dg = dgates.data();
-    RETURN_IF_ERROR(cpu::Sgemm(false, false, rows, s.in, g, 1.0f, dg, w, 0.0f, out[0]->data<float>(), threads));
-    RETURN_IF_ERROR(cpu::Sgemm(true, false, g, s.in, rows, 1.0f, dg, x, 0.0f, out[1]->data<float>(), threads));
-    // dr = sum over steps of dG_t^T h_{t-1}: the steps after the first read
-    // y one step back (forward: dG[1:] with y[:-1]; reverse: dG[:-1] with
-    // y[1:]), the first reads h0.
-    float* dr = out[2]->data<float>();
-    const int64_t later_rows = (s.steps - 1) * s.batch;
-    if (later_rows > 0) {
-      const float* dg_later = reverse_ ? dg : dg + s.batch * g;
-      const float* h_before = reverse_ ? y + step_state : y;
-      RETURN_IF_ERROR(cpu::Sgemm(true, false, g, h, later_rows, 1.0f, dg_later, h_before, 0.0f, dr, threads));
-    }
-    if (h0 != nullptr) {
-      const float* dg_first = dg + s.StepAt(0) * s.batch * g;
-      RETURN_IF_ERROR(cpu::Sgemm(true, false, g, h, s.batch, 1.0f, dg_first, h0, 1.0f, dr, threads));
-    }
+    RETURN_IF_ERROR(cpu::InputGrads(s, dg, in.x, in.w, out[0]->data<float>(), out[1]->data<float>(), threads));
+    // dr = sum over steps of dG_t^T h_{t-1}.
+    RETURN_IF_ERROR(cpu::RecurrentWeightGrad(s, dg, g, in.y, h0, out[2]->data<float>(), threads));
     cpu::AddColumnSums(dg, rows, g, g, out[3]->data<float>());
     return absl::OkStatus();
   }
