@@ -64,6 +64,24 @@ class AsyncPointToPoint {
   virtual void StartRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, Done done) = 0;
 };
 
+// Collectives a backend enqueues on the caller's device stream and does not
+// wait for (NCCL): the work runs when the stream reaches it, after what the
+// stream had before it, and what the caller enqueues next runs after it.
+// Calls must be made in the same order on every rank (the collective
+// queue's). A failure after the enqueue (a peer gone, the work not done
+// within options.timeout) aborts the communicator, which ends the stream's
+// wait, and is reported by DeferredFailure.
+class StreamCollectives {
+ public:
+  virtual ~StreamCollectives() = default;
+  // `data` in the device memory of the communicator's device; `stream` the
+  // stream's native handle (cudaStream_t as void*).
+  virtual absl::Status EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
+                                        void* stream) = 0;
+  // OK, or the first failure of enqueued work found so far.
+  virtual absl::Status DeferredFailure() const = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -103,6 +121,8 @@ class Communicator {
   // The backend's own progress thread for Send and Recv, or null (callers
   // then run Send and Recv on threads of theirs).
   virtual AsyncPointToPoint* async_point_to_point() { return nullptr; }
+  // Collectives on device streams (NCCL), or null (host backends).
+  virtual StreamCollectives* stream_collectives() { return nullptr; }
 };
 
 }  // namespace nereid

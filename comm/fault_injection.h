@@ -48,6 +48,9 @@ class FaultInjectingCommunicator final : public Communicator {
 
   // The inner communicator's traffic: dropped calls move nothing.
   TrafficCounters traffic() const override { return inner_->traffic(); }
+  // Collectives on device streams go to the inner backend untouched (the
+  // faults that act on the process, kill and stop, still reach them).
+  StreamCollectives* stream_collectives() override { return inner_->stream_collectives(); }
 
   // Calls made so far (the number the next call's faults are matched with,
   // minus one).

@@ -167,6 +167,11 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int world, int dev
     : rank_(rank), world_(world), device_(device), stream_(stream), barrier_buffer_(barrier_buffer), comm_(comm) {}
 
 NcclCommunicator::~NcclCommunicator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (watchdog_.joinable()) watchdog_.join();
   absl::MutexLock lock(&mu_);
   DeviceScope scope;
   (void)scope.Enter("~NcclCommunicator", device_);
@@ -182,6 +187,7 @@ NcclCommunicator::~NcclCommunicator() {
     }
     comm_ = nullptr;
   }
+  for (Watched& w : watched_) (void)cudaEventDestroy(w.done);  // the work ended with the communicator
   if (barrier_buffer_ != nullptr) (void)cudaFree(barrier_buffer_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
@@ -250,22 +256,7 @@ absl::Status NcclCommunicator::Execute(const std::string& where, const Collectiv
   RETURN_IF_ERROR(scope.Enter(where, device_));
 
   const ncclResult_t enqueued = enqueue(comm_);
-  if (enqueued != ncclSuccess && enqueued != ncclInProgress) {
-    const absl::Status status = NcclError(where, "enqueueing", enqueued, comm_);
-    // Bad arguments are refused before anything runs; the communicator stays
-    // usable unless NCCL reports it broken.
-    ncclResult_t state = ncclSuccess;
-    const bool healthy = ncclCommGetAsyncError(comm_, &state) == ncclSuccess &&
-                         (state == ncclSuccess || state == ncclInProgress);
-    if (healthy && (enqueued == ncclInvalidArgument || enqueued == ncclInvalidUsage)) {
-      // A non-blocking communicator may still be completing the refusal.
-      if (state == ncclInProgress && WaitWhileInProgress(comm_, deadline - absl::Now()) != ncclSuccess) {
-        return Abort(status);
-      }
-      return status;
-    }
-    return Abort(status);
-  }
+  if (enqueued != ncclSuccess && enqueued != ncclInProgress) return EnqueueFailed(where, enqueued, deadline);
 
   // Done when NCCL has finished enqueueing (state ncclSuccess, not
   // ncclInProgress) and the stream has run the work.
@@ -291,13 +282,116 @@ absl::Status NcclCommunicator::Execute(const std::string& where, const Collectiv
   }
 }
 
+absl::Status NcclCommunicator::EnqueueFailed(const std::string& where, ncclResult_t enqueued, absl::Time deadline) {
+  const absl::Status status = NcclError(where, "enqueueing", enqueued, comm_);
+  // Bad arguments are refused before anything runs; the communicator stays
+  // usable unless NCCL reports it broken.
+  ncclResult_t state = ncclSuccess;
+  const bool healthy = ncclCommGetAsyncError(comm_, &state) == ncclSuccess &&
+                       (state == ncclSuccess || state == ncclInProgress);
+  if (healthy && (enqueued == ncclInvalidArgument || enqueued == ncclInvalidUsage)) {
+    // A non-blocking communicator may still be completing the refusal.
+    if (state == ncclInProgress && WaitWhileInProgress(comm_, deadline - absl::Now()) != ncclSuccess) {
+      return Abort(status);
+    }
+    return status;
+  }
+  return Abort(status);
+}
+
+absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
+                                                void* stream) {
+  RETURN_IF_ERROR(Begin("allreduce", options));
+  RETURN_IF_ERROR(CheckWire("allreduce", options));
+  if (data.empty()) {
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  const std::string where = Where("allreduce", options.tag, "on the caller's stream");
+  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
+  absl::MutexLock lock(&mu_);
+  if (comm_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": communicator unusable after an earlier failure: ", broken_.message()));
+  }
+  const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
+  const absl::Time deadline = absl::Now() + timeout;
+  DeviceScope scope;
+  RETURN_IF_ERROR(scope.Enter(where, device_));
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  const ncclResult_t enqueued =
+      ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm_, on);
+  if (enqueued != ncclSuccess && enqueued != ncclInProgress) return EnqueueFailed(where, enqueued, deadline);
+  // A non-blocking communicator takes no further call until this one is in.
+  if (enqueued == ncclInProgress) {
+    const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now());
+    if (state != ncclSuccess) return Abort(NcclError(where, "completing the enqueue", state, comm_));
+  }
+  Watched watched{nullptr, deadline, where};
+  cudaError_t error = cudaEventCreateWithFlags(&watched.done, cudaEventDisableTiming);
+  if (error == cudaSuccess) error = cudaEventRecord(watched.done, on);
+  if (error != cudaSuccess) {
+    if (watched.done != nullptr) (void)cudaEventDestroy(watched.done);
+    return Abort(CudaError(where, "recording the allreduce's event", error));
+  }
+  watched_.push_back(std::move(watched));
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watchdog(); });
+  meter_.RecordCall(RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement));
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::DeferredFailure() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+void NcclCommunicator::Watchdog() {
+  DeviceScope scope;
+  (void)scope.Enter("nccl watchdog", device_);
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      // The work completes in enqueue order; the front is the one to watch.
+      while (!watched_.empty()) {
+        Watched& front = watched_.front();
+        const cudaError_t error = cudaEventQuery(front.done);
+        if (error == cudaSuccess) {
+          (void)cudaEventDestroy(front.done);
+          watched_.pop_front();
+          continue;
+        }
+        if (error != cudaErrorNotReady) {
+          (void)Abort(CudaError(front.where, "cudaEventQuery", error));
+        } else if (comm_ != nullptr) {
+          ncclResult_t state = ncclSuccess;
+          const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+          if (result != ncclSuccess) {
+            (void)Abort(NcclError(front.where, "ncclCommGetAsyncError", result, comm_));
+          } else if (state != ncclSuccess && state != ncclInProgress) {
+            (void)Abort(NcclError(front.where, "asynchronous error", state, comm_));
+          } else if (absl::Now() >= front.deadline) {
+            (void)Abort(absl::DeadlineExceededError(absl::StrCat(
+                front.where, ": not complete by its deadline (a peer did not make the matching call, or is stopped "
+                             "or dead); the NCCL communicator was aborted")));
+          }
+        }
+        break;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+absl::Status NcclCommunicator::CheckWire(const char* op, const CollectiveOptions& options) const {
+  if (options.wire == WireType::kFloat32) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(Where(op, options.tag, ""), ": the ", WireTypeName(options.wire),
+                                               " wire format is not implemented for NCCL yet"));
+}
+
 absl::Status NcclCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
   RETURN_IF_ERROR(Begin("allreduce", options));
-  if (options.wire != WireType::kFloat32) {
-    return absl::UnimplementedError(absl::StrCat(Where("allreduce", options.tag, ""), ": the ",
-                                                 WireTypeName(options.wire),
-                                                 " wire format is not implemented for NCCL yet"));
-  }
+  RETURN_IF_ERROR(CheckWire("allreduce", options));
   if (data.empty()) {
     meter_.RecordCall();
     return absl::OkStatus();

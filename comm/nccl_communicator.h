@@ -62,9 +62,11 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -79,7 +81,7 @@
 
 namespace nereid {
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, private StreamCollectives {
  public:
   // Wraps `comm`, a fully initialised NCCL communicator on CUDA device
   // `device`, and takes ownership of it (also when this fails: then it is
@@ -114,7 +116,25 @@ class NcclCommunicator final : public Communicator {
 
   TrafficCounters traffic() const override { return meter_.Snapshot(); }
 
+  // Allreduce on the caller's stream (a collective placed on the GPU): the
+  // call returns once NCCL has it enqueued; a watchdog thread then polls the
+  // work's event and NCCL's asynchronous error, and aborts the communicator
+  // on an error or when options.timeout passes with the work not done (the
+  // aborted NCCL kernels end, so the stream does not hang); DeferredFailure
+  // reports it, and later calls fail as after any abort.
+  StreamCollectives* stream_collectives() override { return this; }
+  absl::Status EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
+                                void* stream) override;
+  absl::Status DeferredFailure() const override;
+
  private:
+  // Enqueued work the watchdog follows until its event completes.
+  struct Watched {
+    cudaEvent_t done = nullptr;
+    absl::Time deadline;
+    std::string where;
+  };
+  void Watchdog();
   NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream, float* barrier_buffer);
 
   // "nccl allreduce (tag 3, rank 0 of 4, device 0[, <peers>])".
@@ -131,6 +151,12 @@ class NcclCommunicator final : public Communicator {
   // asynchronous NCCL / CUDA error (see the file comment).
   absl::Status Execute(const std::string& where, const CollectiveOptions& options,
                        const std::function<ncclResult_t(ncclComm_t)>& enqueue);
+  // An enqueue NCCL refused: bad arguments leave the communicator usable,
+  // anything else aborts it. Returns the error.
+  absl::Status EnqueueFailed(const std::string& where, ncclResult_t enqueued, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unimplemented for a wire format other than float32.
+  absl::Status CheckWire(const char* op, const CollectiveOptions& options) const;
   // Aborts comm_ and remembers `status` as the reason; returns it.
   absl::Status Abort(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -145,6 +171,9 @@ class NcclCommunicator final : public Communicator {
   mutable absl::Mutex mu_;
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_);  // null once aborted
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::deque<Watched> watched_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watchdog_;  // started by the first EnqueueAllReduce
 };
 
 // Connects rank `rank` of `world` on CUDA device `device`:

@@ -46,6 +46,7 @@ class SelfDeliveringCommunicatorImpl final : public SelfDeliveringCommunicator {
   // Transfers to other ranks only (AsyncPointToPoint): this rank's own stay
   // on Send and Recv, through the mailbox.
   AsyncPointToPoint* async_point_to_point() override { return inner_->async_point_to_point(); }
+  StreamCollectives* stream_collectives() override { return inner_->stream_collectives(); }
 
   absl::Status Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) override {
     if (peer != rank()) return inner_->Send(data, peer, options);

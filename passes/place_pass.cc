@@ -217,10 +217,9 @@ class PlacePass : public Pass {
     if (comm != "host" && comm != "device") {
       return absl::InvalidArgumentError(absl::StrCat("place: comm=", comm, " is not host or device"));
     }
-    if (comm == "device" && target.kind != "sim") {
-      return absl::UnimplementedError(
-          absl::StrCat("place: comm=device runs communication on the device's streams, which is built for "
-                       "device=sim only (NCCL on device tensors is not built); use comm=host with device=",
+    if (comm == "device" && target.kind != "sim" && target.kind != "cuda") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("place: comm=device runs communication on a device's streams (sim or cuda), not on ",
                        target.kind));
     }
     ASSIGN_OR_RETURN(Sides sides, ChooseSides(graph, target, fallback == "host", comm == "device"));

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "comm/communicator_factory.h"
 #include "comm/fault_injection.h"
@@ -15,6 +17,29 @@
 #include "ops/op_registry.h"
 
 namespace nereid {
+namespace {
+
+// The GPU the plan's collectives are placed on (place(device=cuda,
+// comm=device)), or -1. Named groups' collectives on a GPU are refused:
+// NCCL communicators for process groups are not built.
+absl::StatusOr<int> GpuOfCollectives(const Graph& graph) {
+  int gpu = -1;
+  for (const Node* n : graph.nodes()) {
+    const std::string& device = n->def().device();
+    if (!IsCollective(*n) || !absl::StartsWith(device, "cuda:")) continue;
+    if (!CollectiveGroup(*n).empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "'", n->name(), "' (group '", CollectiveGroup(*n), "') is placed on ", device,
+          ": NCCL for process groups is not built; plan with place(device=cuda) to keep collectives on the host"));
+    }
+    if (!absl::SimpleAtoi(device.substr(5), &gpu)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", n->name(), "' is placed on '", device, "'"));
+    }
+  }
+  return gpu;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const Graph& graph,
                                                                            const GroupOptions& options) {
@@ -38,8 +63,21 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   // Also applies NEREID_FAULTS, through which tests kill or stop a rank.
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
   Log().debug("communicator: {}", group->communicator_->backend());
-  group->engine_ =
-      std::make_unique<CollectiveEngine>(group->communicator_.get(), std::max(counts[""].per_step, 1), options.timeout);
+  Communicator* collectives = group->communicator_.get();
+  ASSIGN_OR_RETURN(const int gpu, GpuOfCollectives(graph));
+  if (gpu >= 0) {
+    // The world's collectives on the GPU's streams through NCCL, which meets
+    // its peers under the run's own keys; the host's communicator keeps the
+    // rest (transfers, the run's exchanges of host values).
+    CommunicatorSpec nccl = spec;
+    nccl.backend = "nccl";
+    nccl.device = gpu;
+    nccl.rendezvous.run_id = absl::StrCat(spec.rendezvous.run_id, "/nccl");
+    nccl.rendezvous.rank0_serves = false;  // rank 0 already serves a tcp:// store
+    ASSIGN_OR_RETURN(group->device_communicator_, CreateCommunicator(nccl));
+    collectives = group->device_communicator_.get();
+  }
+  group->engine_ = std::make_unique<CollectiveEngine>(collectives, std::max(counts[""].per_step, 1), options.timeout);
   group->point_to_point_ = std::make_unique<PointToPointEngine>(group->communicator_.get(), options.timeout);
   // The plan's process groups, in declaration order on every rank.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
@@ -68,8 +106,11 @@ DataParallelGroup::~DataParallelGroup() {
 
 TrafficCounters DataParallelGroup::traffic() const {
   TrafficCounters total = communicator_->traffic();
-  for (const ProcessGroup& g : groups_) {
-    TrafficCounters t = g.communicator->traffic();
+  std::vector<const Communicator*> others;
+  if (device_communicator_ != nullptr) others.push_back(device_communicator_.get());
+  for (const ProcessGroup& g : groups_) others.push_back(g.communicator.get());
+  for (const Communicator* other : others) {
+    TrafficCounters t = other->traffic();
     total.bytes_sent += t.bytes_sent;
     total.bytes_received += t.bytes_received;
     total.calls += t.calls;

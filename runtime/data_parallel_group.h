@@ -126,6 +126,9 @@ class DataParallelGroup {
     std::unique_ptr<CollectiveEngine> steps, evaluation;  // destroyed before the communicator
   };
   std::unique_ptr<Communicator> communicator_;
+  // NCCL, for collectives placed on a GPU (place(device=cuda, comm=device));
+  // the world engine then runs on it. Null otherwise.
+  std::unique_ptr<Communicator> device_communicator_;
   std::unique_ptr<CollectiveEngine> engine_;
   // Send and Recv transfers on the world communicator.
   std::unique_ptr<PointToPointEngine> point_to_point_;

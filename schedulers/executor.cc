@@ -634,6 +634,16 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
       Fail(device);
       return device;
     }
+    // Collectives enqueued on the device's streams (NCCL) fail after their
+    // issue: a peer gone, or a timeout, which aborted the communicator.
+    if (options_.collectives != nullptr) {
+      if (StreamCollectives* on_stream = options_.collectives->communicator().stream_collectives()) {
+        if (absl::Status deferred = on_stream->DeferredFailure(); !deferred.ok()) {
+          Fail(deferred);
+          return deferred;
+        }
+      }
+    }
   }
   return fetched;
 }
