@@ -42,10 +42,6 @@ using FilterDesc = Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Owned<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
 using PoolDesc = Owned<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
 
-
-// "Conv2D 'conv1': " for errors.
-inline std::string Prefix(const Node& node) { return absl::StrCat(node.op(), " '", node.name(), "': "); }
-
 // cuDNN's legacy descriptors take int.
 inline bool FitsInt(std::initializer_list<int64_t> values) {
   for (int64_t v : values) {

@@ -20,9 +20,11 @@
 #include <cudnn.h>
 
 #include <mutex>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ops/kernel.h"
 
@@ -35,6 +37,9 @@ absl::StatusOr<cudaStream_t> StreamOf(const OpKernelContext& ctx);
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what);
 absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view what);
+// "Conv2D 'conv1': ", for errors that name the node.
+inline std::string Prefix(const Node& node) { return absl::StrCat(node.op(), " '", node.name(), "': "); }
+
 // A gpu_math.h launcher's result (a cudaError_t as int), naming the node.
 absl::Status Launched(int cuda_error, const OpKernelContext& ctx);
 

@@ -1,8 +1,11 @@
 // The project's own CUDA kernels (see gpu_math.h). Each mirrors its CPU
-// kernel's arithmetic; where the CPU sums in double (losses), so does the
-// device (the loss's rows as strided shares added as a tree; the gradient
-// one thread per row). Built with -fmad=false: the CPU kernels do not fuse
-// multiply-adds, so neither do these.
+// kernel's arithmetic. Where the CPU sums in double (losses), so does the
+// device; batch norm's per-channel sums (float on the CPU, in oneDNN's
+// order) run in double too. Every reduction adds in an order fixed by the
+// shape (strided shares added as a tree, or one thread summing in the CPU's
+// order), never by atomics: the same result every run. Built with
+// -fmad=false: the CPU kernels do not fuse multiply-adds, so neither do
+// these.
 
 #include <cuda_runtime.h>
 
@@ -27,6 +30,23 @@ cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);         \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
+// Adds the block's per-thread values (K of them each) as a tree in shared
+// memory, a fixed order; every thread gets the totals. blockDim.x must be
+// kThreads.
+template <typename T, int K>
+__device__ void BlockSum(T (&sum)[K]) {
+  __shared__ T shared[K][kThreads];
+  for (int k = 0; k < K; ++k) shared[k][threadIdx.x] = sum[k];
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      for (int k = 0; k < K; ++k) shared[k][threadIdx.x] += shared[k][threadIdx.x + width];
+    }
+    __syncthreads();
+  }
+  for (int k = 0; k < K; ++k) sum[k] = shared[k][0];
+}
+
 __global__ void FillKernel(float* y, float value, int64_t n) {
   NEREID_GRID_LOOP(i, n) { y[i] = value; }
 }
@@ -41,85 +61,101 @@ __global__ void BiasAddKernel(const float* x, const float* bias, float* y, int64
 }
 
 // One block per channel; each thread sums a strided share, then the block
-// adds the shares as a tree (a fixed order: the result is the same every run).
+// adds the shares as a tree.
 __global__ void BiasAddGradKernel(const float* dy, float* db, int64_t outer, int64_t channels, int64_t inner) {
-  __shared__ float partial[kThreads];
   const int64_t c = blockIdx.x;
   const int64_t per_channel = outer * inner;
-  float sum = 0;
+  float sum[1] = {0};
   for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
     const int64_t n = j / inner, i = j % inner;
-    sum += dy[(n * channels + c) * inner + i];
+    sum[0] += dy[(n * channels + c) * inner + i];
   }
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int width = blockDim.x / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) db[c] = partial[0];
+  BlockSum(sum);
+  if (threadIdx.x == 0) db[c] = sum[0];
 }
 
 __device__ int64_t LabelAt(const void* labels, bool is64, int64_t row) {
   return is64 ? static_cast<const int64_t*>(labels)[row] : static_cast<int64_t>(static_cast<const int32_t*>(labels)[row]);
 }
 
-// -log softmax(s)[y] as the CPU computes it; NaN for a label out of range.
-__device__ double RowLoss(const float* s, int64_t k, int64_t y) {
-  if (y < 0 || y >= k) return nan("");
-  float max = s[0];
-  for (int64_t j = 1; j < k; ++j) max = s[j] > max ? s[j] : max;
-  double sum = 0;
-  for (int64_t j = 0; j < k; ++j) sum += exp(static_cast<double>(s[j] - max));
-  return log(sum) + max - s[y];
-}
+// A row's loss and gradient, as ops/cpu/loss_kernels.cc computes them; the
+// label y is in [0, k).
+struct SoftmaxCrossEntropyRow {
+  // The row's maximum and the sum of exp(s - max) in double.
+  __device__ static double SumExp(const float* s, int64_t k, float* max) {
+    *max = s[0];
+    for (int64_t j = 1; j < k; ++j) *max = s[j] > *max ? s[j] : *max;
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += exp(static_cast<double>(s[j] - *max));
+    return sum;
+  }
+  // -log softmax(s)[y].
+  __device__ static double Loss(const float* s, int64_t k, int64_t y, float) {
+    float max;
+    const double sum = SumExp(s, k, &max);
+    return log(sum) + max - s[y];
+  }
+  // softmax(s) - onehot(y).
+  __device__ static void Grad(const float* s, int64_t k, int64_t y, float, float* ds) {
+    float max;
+    const double sum = SumExp(s, k, &max);
+    for (int64_t j = 0; j < k; ++j) ds[j] = static_cast<float>(exp(static_cast<double>(s[j] - max)) / sum);
+    ds[y] -= 1;
+  }
+};
 
-// One block: each thread sums a strided share of the rows in double; the
-// block adds the shares as a tree.
-__global__ void SoftmaxCrossEntropyKernel(const float* logits, const void* labels, bool is64, int64_t rows, int64_t k,
-                                          int64_t ignore_index, float* loss) {
-  __shared__ double total[kThreads];
-  __shared__ double count[kThreads];
-  double t = 0, c = 0;
+struct HingeRow {
+  // The sum in double, as the CPU's: max(0, margin - s[y] + s[j]) over j != y.
+  __device__ static double Loss(const float* s, int64_t k, int64_t y, float margin) {
+    double loss = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const double term = static_cast<double>(margin) - s[y] + s[j];
+      if (j != y) loss += term > 0.0 ? term : 0.0;  // std::max(0.0, term): 0 for NaN as well
+    }
+    return loss;
+  }
+  // 1 for each violated class, minus their count at the label (float).
+  __device__ static void Grad(const float* s, int64_t k, int64_t y, float margin, float* ds) {
+    float violated = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      ds[j] = (j != y && margin - s[y] + s[j] > 0) ? 1.0f : 0.0f;
+      violated += ds[j];
+    }
+    ds[y] = -violated;
+  }
+};
+
+// One block: each thread sums a strided share of the rows (loss and
+// labelled count) in double; the block adds the shares as a tree. A label
+// out of range makes the loss NaN.
+template <typename Row>
+__global__ void MeanRowLossKernel(const float* logits, const void* labels, bool is64, int64_t rows, int64_t k,
+                                  int64_t ignore_index, float margin, float* loss) {
+  double sum[2] = {0, 0};
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     const int64_t y = LabelAt(labels, is64, r);
     if (y == ignore_index) continue;
-    t += RowLoss(logits + r * k, k, y);
-    c += 1;
+    sum[0] += y < 0 || y >= k ? nan("") : Row::Loss(logits + r * k, k, y, margin);
+    sum[1] += 1;
   }
-  total[threadIdx.x] = t;
-  count[threadIdx.x] = c;
-  __syncthreads();
-  for (int width = blockDim.x / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) {
-      total[threadIdx.x] += total[threadIdx.x + width];
-      count[threadIdx.x] += count[threadIdx.x + width];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) loss[0] = count[0] > 0 ? static_cast<float>(total[0] / count[0]) : 0.0f;
+  BlockSum(sum);
+  if (threadIdx.x == 0) loss[0] = sum[1] > 0 ? static_cast<float>(sum[0] / sum[1]) : 0.0f;
 }
 
 __global__ void CountLabelledKernel(const void* labels, bool is64, int64_t rows, int64_t ignore_index,
                                     float* labelled) {
-  __shared__ double count[kThreads];
-  double c = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) c += LabelAt(labels, is64, r) != ignore_index ? 1 : 0;
-  count[threadIdx.x] = c;
-  __syncthreads();
-  for (int width = blockDim.x / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) count[threadIdx.x] += count[threadIdx.x + width];
-    __syncthreads();
-  }
+  double count[1] = {0};
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) count[0] += LabelAt(labels, is64, r) != ignore_index ? 1 : 0;
+  BlockSum(count);
   if (threadIdx.x == 0) labelled[0] = static_cast<float>(count[0]);
 }
 
-// One thread per row: softmax, minus one at the label, times dloss / labelled.
-__global__ void SoftmaxCrossEntropyGradKernel(const float* logits, const void* labels, bool is64, int64_t rows,
-                                              int64_t k, int64_t ignore_index, const float* dloss,
-                                              const float* labelled, float* dlogits) {
+// One thread per row: the row's gradient times dloss / labelled.
+template <typename Row>
+__global__ void MeanRowLossGradKernel(const float* logits, const void* labels, bool is64, int64_t rows, int64_t k,
+                                      int64_t ignore_index, float margin, const float* dloss, const float* labelled,
+                                      float* dlogits) {
   NEREID_GRID_LOOP(r, rows) {
-    const float* s = logits + r * k;
     float* ds = dlogits + r * k;
     const int64_t y = LabelAt(labels, is64, r);
     if (y == ignore_index) {
@@ -131,12 +167,7 @@ __global__ void SoftmaxCrossEntropyGradKernel(const float* logits, const void* l
       continue;
     }
     const float scale = labelled[0] > 0 ? dloss[0] / labelled[0] : 0.0f;
-    float max = s[0];
-    for (int64_t j = 1; j < k; ++j) max = s[j] > max ? s[j] : max;
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += exp(static_cast<double>(s[j] - max));
-    for (int64_t j = 0; j < k; ++j) ds[j] = static_cast<float>(exp(static_cast<double>(s[j] - max)) / sum);
-    ds[y] -= 1;
+    Row::Grad(logits + r * k, k, y, margin, ds);
     for (int64_t j = 0; j < k; ++j) ds[j] *= scale;
   }
 }
@@ -194,6 +225,20 @@ __global__ void MaxPoolGradKernel(const float* x, const float* dy, float* dx, in
   }
 }
 
+__global__ void AdamKernel(const float* p, const float* g, const float* lr, const float* m, const float* v, float* np,
+                           float* nm, float* nv, int64_t n, AdamHyper h) {
+  const float rate = lr[0];
+  NEREID_GRID_LOOP(i, n) {
+    const float grad = h.decoupled ? g[i] : g[i] + h.weight_decay * p[i];
+    const float mi = h.beta1 * m[i] + (1 - h.beta1) * grad;
+    const float vi = h.beta2 * v[i] + (1 - h.beta2) * grad * grad;
+    nm[i] = mi;
+    nv[i] = vi;
+    const float base = h.decoupled ? p[i] * (1 - rate * h.weight_decay) : p[i];
+    np[i] = base - rate * (mi / h.correction1) / (sqrtf(vi / h.correction2) + h.epsilon);
+  }
+}
+
 // SplitMix64's finaliser, as ops/cpu/dropout_kernels.cc.
 __device__ uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -209,11 +254,245 @@ __global__ void DropoutKernel(const float* x, float* y, int64_t n, uint64_t stre
   }
 }
 
+// y[i] = a[..] + b[..]: i's coordinates in out, each operand's offset
+// leaving out its broadcast dims.
+__global__ void BroadcastAddKernel(const float* a, const float* b, float* y, int64_t n, Broadcast shape) {
+  NEREID_GRID_LOOP(i, n) {
+    int64_t rest = i, at[2] = {0, 0}, stride[2] = {1, 1};
+    for (int d = shape.rank - 1; d >= 0; --d) {
+      const int64_t coord = rest % shape.out[d];
+      rest /= shape.out[d];
+      for (int k = 0; k < 2; ++k) {
+        if (shape.in[k][d] != 1) at[k] += coord * stride[k];
+        stride[k] *= shape.in[k][d];
+      }
+    }
+    y[i] = a[at[0]] + b[at[1]];
+  }
+}
+
+// One thread per dx element: it walks its dy elements with an odometer over
+// the reduced dims (dx's 1 where dy's is not), the last fastest, so in
+// increasing index, and adds them in float as the CPU's loop does.
+__global__ void ReduceToShapeKernel(const float* dy, float* dx, int64_t n, Broadcast shape) {
+  int64_t stride[kMaxRank];
+  for (int64_t d = shape.rank - 1, s = 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= shape.out[d];
+  }
+  NEREID_GRID_LOOP(o, n) {
+    // o's first dy element: its reduced coordinates 0.
+    int64_t rest = o, at = 0;
+    for (int d = shape.rank - 1; d >= 0; --d) {
+      at += rest % shape.in[0][d] * stride[d];
+      rest /= shape.in[0][d];
+    }
+    int64_t coord[kMaxRank] = {};
+    float sum = 0;
+    for (;;) {
+      sum += dy[at];
+      int d = shape.rank - 1;
+      for (; d >= 0; --d) {
+        if (shape.in[0][d] != 1 || shape.out[d] == 1) continue;  // kept, or 1 in both
+        if (++coord[d] < shape.out[d]) {
+          at += stride[d];
+          break;
+        }
+        at -= (shape.out[d] - 1) * stride[d];
+        coord[d] = 0;
+      }
+      if (d < 0) break;
+    }
+    dx[o] = sum;
+  }
+}
+
+// AddN's inputs go by value, a launch's worth at a time.
+constexpr int kSummands = 8;
+struct Summands {
+  const float* in[kSummands];
+};
+
+// y = (first ? in[0] : y) + the rest of in, in order.
+__global__ void AccumulateKernel(Summands s, int count, bool first, float* y, int64_t n) {
+  NEREID_GRID_LOOP(i, n) {
+    float sum = first ? s.in[0][i] : y[i];
+    for (int k = first ? 1 : 0; k < count; ++k) sum += s.in[k][i];
+    y[i] = sum;
+  }
+}
+
+__global__ void GlobalAvgPoolKernel(const float* x, float* y, int64_t planes, int64_t area, float scale) {
+  NEREID_GRID_LOOP(p, planes) {
+    float sum = 0;
+    for (int64_t i = 0; i < area; ++i) sum += x[p * area + i];
+    y[p] = sum * scale;
+  }
+}
+
+__global__ void GlobalAvgPoolGradKernel(const float* dy, float* dx, int64_t planes, int64_t area, float scale) {
+  NEREID_GRID_LOOP(i, planes * area) { dx[i] = dy[i / area] * scale; }
+}
+
+// Batch norm's per-channel sums in two launches: blocks of `chunks` per
+// channel each sum a fixed stretch of the channel (strided shares, a tree)
+// into `partials`; then a block per channel adds its chunks' partials (a
+// tree) and hands the K totals to Finish. Chunks depend on the shape only.
+constexpr int64_t kChunkElements = 16 * kThreads;
+constexpr int64_t kMaxChunks = 1024;
+
+int64_t ChunksOf(int64_t per_channel) {
+  const int64_t chunks = (per_channel + kChunkElements - 1) / kChunkElements;
+  return chunks < kMaxChunks ? chunks : kMaxChunks;
+}
+
+// Term(c, at, sums) adds element `at` (of channel c) into the K sums.
+template <int K, typename Term>
+__global__ void ChannelPartialsKernel(Term term, int64_t outer, int64_t channels, int64_t inner, int64_t chunks,
+                                      double* partials) {
+  const int64_t c = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int64_t per_channel = outer * inner, size = (per_channel + chunks - 1) / chunks;
+  const int64_t begin = chunk * size, end = begin + size < per_channel ? begin + size : per_channel;
+  double sum[K] = {};
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const int64_t n = j / inner, i = j % inner;
+    term(c, (n * channels + c) * inner + i, sum);
+  }
+  BlockSum(sum);
+  if (threadIdx.x == 0) {
+    for (int k = 0; k < K; ++k) partials[(c * chunks + chunk) * K + k] = sum[k];
+  }
+}
+
+template <int K, typename Finish>
+__global__ void ChannelTotalsKernel(const double* partials, int64_t chunks, Finish finish) {
+  const int64_t c = blockIdx.x;
+  double sum[K] = {};
+  for (int64_t b = threadIdx.x; b < chunks; b += blockDim.x) {
+    for (int k = 0; k < K; ++k) sum[k] += partials[(c * chunks + b) * K + k];
+  }
+  BlockSum(sum);
+  if (threadIdx.x == 0) finish(c, sum);
+}
+
+struct SumOfX {
+  const float* x;
+  __device__ void operator()(int64_t, int64_t at, double* sum) const { sum[0] += x[at]; }
+};
+// (x - mean) in float, as the CPU; its square exact in double.
+struct SquaredDeviation {
+  const float* x;
+  const float* mean;
+  __device__ void operator()(int64_t c, int64_t at, double* sum) const {
+    const float d = x[at] - mean[c];
+    sum[0] += static_cast<double>(d) * d;
+  }
+};
+// sum dy * (x - mean) and sum dy.
+struct GradSums {
+  const float* dy;
+  const float* x;
+  const float* mean;
+  __device__ void operator()(int64_t c, int64_t at, double* sum) const {
+    const float d = dy[at];
+    sum[0] += static_cast<double>(x[at] - mean[c]) * d;
+    sum[1] += d;
+  }
+};
+
+struct SetMean {
+  float* mean;
+  double count;
+  __device__ void operator()(int64_t c, const double* sum) const { mean[c] = static_cast<float>(sum[0] / count); }
+};
+// The biased variance and the running update, in the CPU's float arithmetic.
+struct SetVariance {
+  const float* mean;
+  const float* running_mean;
+  const float* running_var;
+  float* var;
+  float* next_mean;
+  float* next_var;
+  double count;
+  float momentum, unbias;
+  __device__ void operator()(int64_t c, const double* sum) const {
+    var[c] = static_cast<float>(sum[0] / count);
+    next_mean[c] = (1 - momentum) * running_mean[c] + momentum * mean[c];
+    next_var[c] = (1 - momentum) * running_var[c] + momentum * (var[c] * unbias);
+  }
+};
+// oneDNN's: dscale = (float sum) * 1/sqrt(var + epsilon); doffset = sum dy.
+struct SetGradSums {
+  const float* var;
+  float epsilon;
+  float* dscale;
+  float* doffset;
+  __device__ void operator()(int64_t c, const double* sum) const {
+    dscale[c] = static_cast<float>(sum[0]) * (1.0f / sqrtf(var[c] + epsilon));
+    doffset[c] = static_cast<float>(sum[1]);
+  }
+};
+
+__global__ void BatchNormNormalizeKernel(const float* x, const float* scale, const float* offset, const float* mean,
+                                         const float* var, float* y, int64_t n, int64_t channels, int64_t inner,
+                                         float epsilon) {
+  NEREID_GRID_LOOP(i, n) {
+    const int64_t c = (i / inner) % channels;
+    const float sm = scale[c] / sqrtf(var[c] + epsilon);
+    y[i] = sm * (x[i] - mean[c]) + offset[c];
+  }
+}
+
+// oneDNN's reference arithmetic: (dy - (doffset / M + (x - mean) * dscale *
+// inv / M)) * (scale * inv), inv = 1 / sqrt(var + epsilon).
+__global__ void BatchNormGradKernel(const float* dy, const float* x, const float* scale, const float* mean,
+                                    const float* var, const float* dscale, const float* doffset, float* dx, int64_t n,
+                                    int64_t channels, int64_t inner, float epsilon, float count) {
+  NEREID_GRID_LOOP(i, n) {
+    const int64_t c = (i / inner) % channels;
+    const float inv = 1.0f / sqrtf(var[c] + epsilon);
+    const float v = dy[i] - (doffset[c] / count + (x[i] - mean[c]) * dscale[c] * inv / count);
+    dx[i] = v * (scale[c] * inv);
+  }
+}
+
 // Launchers clear the thread's last error before launching (a call before,
 // such as an event query that found work not done, may have left one) and
 // read it after: what remains is the launch's own.
 void ClearLastError() { (void)cudaGetLastError(); }
 int Launched() { return static_cast<int>(cudaGetLastError()); }
+
+template <typename Row>
+int LaunchMeanRowLoss(float margin, const float* logits, const void* labels, bool is64, int64_t rows, int64_t classes,
+                      int64_t ignore_index, float* loss, cudaStream_t stream) {
+  MeanRowLossKernel<Row><<<1, kThreads, 0, stream>>>(logits, labels, is64, rows, classes, ignore_index, margin, loss);
+  return Launched();
+}
+
+template <typename Row>
+int LaunchMeanRowLossGrad(float margin, const float* logits, const void* labels, bool is64, int64_t rows,
+                          int64_t classes, int64_t ignore_index, const float* dloss, float* labelled, float* dlogits,
+                          cudaStream_t stream) {
+  CountLabelledKernel<<<1, kThreads, 0, stream>>>(labels, is64, rows, ignore_index, labelled);
+  if (int error = Launched(); error != 0) return error;
+  MeanRowLossGradKernel<Row><<<Blocks(rows), kThreads, 0, stream>>>(logits, labels, is64, rows, classes, ignore_index,
+                                                                    margin, dloss, labelled, dlogits);
+  return Launched();
+}
+
+// The K per-channel sums of Term over x viewed as [outer, channels, inner],
+// handed to Finish.
+template <int K, typename Term, typename Finish>
+int ChannelSums(Term term, Finish finish, int64_t outer, int64_t channels, int64_t inner, double* partials,
+                cudaStream_t stream) {
+  const int64_t chunks = ChunksOf(outer * inner);
+  if (channels * chunks > 0x7fffffff) return static_cast<int>(cudaErrorInvalidConfiguration);  // grid.x's limit
+  ChannelPartialsKernel<K><<<static_cast<unsigned>(channels * chunks), kThreads, 0, stream>>>(term, outer, channels,
+                                                                                              inner, chunks, partials);
+  if (int error = Launched(); error != 0) return error;
+  ChannelTotalsKernel<K><<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(partials, chunks, finish);
+  return Launched();
+}
 
 }  // namespace
 
@@ -244,23 +523,22 @@ int BiasAddGrad(const float* dy, float* db, int64_t outer, int64_t channels, int
   return Launched();
 }
 
-int SoftmaxCrossEntropy(const float* logits, const void* labels, bool labels_are_int64, int64_t rows,
-                        int64_t classes, int64_t ignore_index, float* loss, void* stream) {
+int MeanRowLoss(RowLoss kind, float margin, const float* logits, const void* labels, bool labels_are_int64,
+                int64_t rows, int64_t classes, int64_t ignore_index, float* loss, void* stream) {
   ClearLastError();
-  SoftmaxCrossEntropyKernel<<<1, kThreads, 0, AsStream(stream)>>>(logits, labels, labels_are_int64, rows, classes,
-                                                                   ignore_index, loss);
-  return Launched();
+  const auto launch =
+      kind == RowLoss::kHinge ? &LaunchMeanRowLoss<HingeRow> : &LaunchMeanRowLoss<SoftmaxCrossEntropyRow>;
+  return launch(margin, logits, labels, labels_are_int64, rows, classes, ignore_index, loss, AsStream(stream));
 }
 
-int SoftmaxCrossEntropyGrad(const float* logits, const void* labels, bool labels_are_int64, int64_t rows,
-                            int64_t classes, int64_t ignore_index, const float* dloss, float* labelled,
-                            float* dlogits, void* stream) {
+int MeanRowLossGrad(RowLoss kind, float margin, const float* logits, const void* labels, bool labels_are_int64,
+                    int64_t rows, int64_t classes, int64_t ignore_index, const float* dloss, float* labelled,
+                    float* dlogits, void* stream) {
   ClearLastError();
-  CountLabelledKernel<<<1, kThreads, 0, AsStream(stream)>>>(labels, labels_are_int64, rows, ignore_index, labelled);
-  if (int error = Launched(); error != 0) return error;
-  SoftmaxCrossEntropyGradKernel<<<Blocks(rows), kThreads, 0, AsStream(stream)>>>(
-      logits, labels, labels_are_int64, rows, classes, ignore_index, dloss, labelled, dlogits);
-  return Launched();
+  const auto launch =
+      kind == RowLoss::kHinge ? &LaunchMeanRowLossGrad<HingeRow> : &LaunchMeanRowLossGrad<SoftmaxCrossEntropyRow>;
+  return launch(margin, logits, labels, labels_are_int64, rows, classes, ignore_index, dloss, labelled, dlogits,
+                AsStream(stream));
 }
 
 int Sgd(const float* p, const float* g, const float* lr, const float* v, float* np, float* nv, int64_t n,
@@ -288,6 +566,97 @@ int Dropout(const float* x, float* y, int64_t n, uint64_t stream_seed, uint64_t 
             void* stream) {
   ClearLastError();
   DropoutKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, y, n, stream_seed, threshold, scale);
+  return Launched();
+}
+
+int Adam(const float* p, const float* g, const float* lr, const float* m, const float* v, float* np, float* nm,
+         float* nv, int64_t n, const AdamHyper& hyper, void* stream) {
+  ClearLastError();
+  AdamKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(p, g, lr, m, v, np, nm, nv, n, hyper);
+  return Launched();
+}
+
+int BroadcastAdd(const float* a, const float* b, float* y, int64_t n, const Broadcast& shape, void* stream) {
+  ClearLastError();
+  BroadcastAddKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(a, b, y, n, shape);
+  return Launched();
+}
+
+int ReduceToShape(const float* dy, float* dx, int64_t n, const Broadcast& shape, void* stream) {
+  ClearLastError();
+  ReduceToShapeKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(dy, dx, n, shape);
+  return Launched();
+}
+
+int AddN(const float* const* inputs, int count, float* y, int64_t n, void* stream) {
+  ClearLastError();
+  for (int begin = 0; begin < count; begin += kSummands) {
+    Summands s = {};
+    const int here = count - begin < kSummands ? count - begin : kSummands;
+    for (int k = 0; k < here; ++k) s.in[k] = inputs[begin + k];
+    AccumulateKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(s, here, begin == 0, y, n);
+    if (int error = Launched(); error != 0) return error;
+  }
+  return 0;
+}
+
+int GlobalAvgPool(const float* x, float* y, int64_t planes, int64_t area, float scale, void* stream) {
+  ClearLastError();
+  GlobalAvgPoolKernel<<<Blocks(planes), kThreads, 0, AsStream(stream)>>>(x, y, planes, area, scale);
+  return Launched();
+}
+
+int GlobalAvgPoolGrad(const float* dy, float* dx, int64_t planes, int64_t area, float scale, void* stream) {
+  ClearLastError();
+  GlobalAvgPoolGradKernel<<<Blocks(planes * area), kThreads, 0, AsStream(stream)>>>(dy, dx, planes, area, scale);
+  return Launched();
+}
+
+int64_t BatchNormScratchDoubles(int64_t channels, int64_t per_channel) { return channels * ChunksOf(per_channel) * 2; }
+
+int BatchNormTraining(const float* x, const float* scale, const float* offset, const float* running_mean,
+                      const float* running_var, float* y, float* mean, float* var, float* next_mean, float* next_var,
+                      int64_t outer, int64_t channels, int64_t inner, float epsilon, float momentum, float unbias,
+                      double* partials, void* stream) {
+  ClearLastError();
+  const cudaStream_t s = AsStream(stream);
+  const double count = static_cast<double>(outer * inner);
+  // The variance sums deviations from the mean (two passes, as the CPU).
+  if (int error = ChannelSums<1>(SumOfX{x}, SetMean{mean, count}, outer, channels, inner, partials, s); error != 0) {
+    return error;
+  }
+  const SetVariance set_variance{mean, running_mean, running_var, var, next_mean, next_var, count, momentum, unbias};
+  if (int error = ChannelSums<1>(SquaredDeviation{x, mean}, set_variance, outer, channels, inner, partials, s);
+      error != 0) {
+    return error;
+  }
+  const int64_t n = outer * channels * inner;
+  BatchNormNormalizeKernel<<<Blocks(n), kThreads, 0, s>>>(x, scale, offset, mean, var, y, n, channels, inner, epsilon);
+  return Launched();
+}
+
+int BatchNormInference(const float* x, const float* scale, const float* offset, const float* mean, const float* var,
+                       float* y, int64_t outer, int64_t channels, int64_t inner, float epsilon, void* stream) {
+  ClearLastError();
+  const int64_t n = outer * channels * inner;
+  BatchNormNormalizeKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, scale, offset, mean, var, y, n, channels,
+                                                                         inner, epsilon);
+  return Launched();
+}
+
+int BatchNormGrad(const float* dy, const float* x, const float* scale, const float* mean, const float* var, float* dx,
+                  float* dscale, float* doffset, int64_t outer, int64_t channels, int64_t inner, float epsilon,
+                  double* partials, void* stream) {
+  ClearLastError();
+  const cudaStream_t s = AsStream(stream);
+  if (int error = ChannelSums<2>(GradSums{dy, x, mean}, SetGradSums{var, epsilon, dscale, doffset}, outer, channels,
+                                 inner, partials, s);
+      error != 0) {
+    return error;
+  }
+  const int64_t n = outer * channels * inner;
+  BatchNormGradKernel<<<Blocks(n), kThreads, 0, s>>>(dy, x, scale, mean, var, dscale, doffset, dx, n, channels, inner,
+                                                     epsilon, static_cast<float>(outer * inner));
   return Launched();
 }
 

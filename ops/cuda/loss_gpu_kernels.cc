@@ -1,7 +1,9 @@
-// GPU kernels for the softmax cross-entropy loss and its gradient: the mean
-// over labelled rows, as ops/cpu/loss_kernels.cc computes it (double sums,
-// one thread per row). A label out of range gives NaN (gpu_math.h).
+// GPU kernels for the class losses and their gradients (softmax
+// cross-entropy, multi-class hinge): the mean over labelled rows, as
+// ops/cpu/loss_kernels.cc computes it (double sums, one thread per row for
+// the gradient). A label out of range gives NaN (gpu_math.h).
 
+#include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "ops/cuda/gpu_launch.h"
 #include "ops/cuda/gpu_math.h"
@@ -9,9 +11,15 @@
 namespace nereid {
 namespace {
 
-class SoftmaxCrossEntropyGpuBase : public OpKernel {
+using cuda::math::RowLoss;
+
+// Reads the hinge margin (softmax has none) and the ignored label, and the
+// checks and geometry both passes share.
+class RowLossGpuBase : public OpKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    auto margin = attrs.find("margin");
+    if (margin != attrs.end()) margin_ = margin->second->f();
     auto ignore = attrs.find("ignore_index");
     if (ignore != attrs.end()) ignore_index_ = ignore->second->i();
     return absl::OkStatus();
@@ -31,10 +39,12 @@ class SoftmaxCrossEntropyGpuBase : public OpKernel {
     return absl::OkStatus();
   }
 
+  float margin_ = 1.0f;
   int64_t ignore_index_ = -100;
 };
 
-class SoftmaxCrossEntropyGpuKernel : public SoftmaxCrossEntropyGpuBase {
+template <RowLoss kLoss>
+class RowLossGpuKernel : public RowLossGpuBase {
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
@@ -42,15 +52,16 @@ class SoftmaxCrossEntropyGpuKernel : public SoftmaxCrossEntropyGpuBase {
     RETURN_IF_ERROR(CheckLabels(*ctx, labels));
     const auto [rows, k] = RowsOf(ctx->input(0));
     ASSIGN_OR_RETURN(Tensor * loss, ctx->AllocateOutput(0));
-    return cuda::Launched(cuda::math::SoftmaxCrossEntropy(ctx->input(0).data<float>(), labels.raw(),
-                                                          labels.dtype() == DT_INT64, rows, k, ignore_index_,
-                                                          loss->data<float>(), stream),
-                          *ctx);
+    return cuda::Launched(
+        cuda::math::MeanRowLoss(kLoss, margin_, ctx->input(0).data<float>(), labels.raw(), labels.dtype() == DT_INT64,
+                                rows, k, ignore_index_, loss->data<float>(), stream),
+        *ctx);
   }
 };
 
 // (logits, labels, dloss) -> dlogits.
-class SoftmaxCrossEntropyGradGpuKernel : public SoftmaxCrossEntropyGpuBase {
+template <RowLoss kLoss>
+class RowLossGradGpuKernel : public RowLossGpuBase {
  public:
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
@@ -61,15 +72,22 @@ class SoftmaxCrossEntropyGradGpuKernel : public SoftmaxCrossEntropyGpuBase {
     if (rows == 0) return absl::OkStatus();
     ASSIGN_OR_RETURN(Tensor labelled, cuda::Scratch(*ctx, sizeof(float)));
     return cuda::Launched(
-        cuda::math::SoftmaxCrossEntropyGrad(ctx->input(0).data<float>(), labels.raw(), labels.dtype() == DT_INT64,
-                                            rows, k, ignore_index_, ctx->input(2).data<float>(),
-                                            static_cast<float*>(labelled.raw()), dlogits->data<float>(), stream),
+        cuda::math::MeanRowLossGrad(kLoss, margin_, ctx->input(0).data<float>(), labels.raw(),
+                                    labels.dtype() == DT_INT64, rows, k, ignore_index_, ctx->input(2).data<float>(),
+                                    static_cast<float*>(labelled.raw()), dlogits->data<float>(), stream),
         *ctx);
   }
 };
 
+using SoftmaxCrossEntropyGpuKernel = RowLossGpuKernel<RowLoss::kSoftmaxCrossEntropy>;
+using SoftmaxCrossEntropyGradGpuKernel = RowLossGradGpuKernel<RowLoss::kSoftmaxCrossEntropy>;
+using HingeLossGpuKernel = RowLossGpuKernel<RowLoss::kHinge>;
+using HingeLossGradGpuKernel = RowLossGradGpuKernel<RowLoss::kHinge>;
+
 NEREID_REGISTER_KERNEL("SoftmaxCrossEntropy", kGpu, DT_FLOAT, SoftmaxCrossEntropyGpuKernel);
 NEREID_REGISTER_KERNEL("SoftmaxCrossEntropyGrad", kGpu, DT_FLOAT, SoftmaxCrossEntropyGradGpuKernel);
+NEREID_REGISTER_KERNEL("HingeLoss", kGpu, DT_FLOAT, HingeLossGpuKernel);
+NEREID_REGISTER_KERNEL("HingeLossGrad", kGpu, DT_FLOAT, HingeLossGradGpuKernel);
 
 }  // namespace
 }  // namespace nereid

@@ -1,10 +1,17 @@
 // GPU kernels for the dense layers: MatMul through cuBLAS (fp32, no TF32,
 // so results match the host's oneDNN within float rounding), BiasAdd and its
-// gradient, ReLU and its gradient.
+// gradient, ReLU and its gradient; and for sums: Add with NumPy
+// broadcasting, AddN and ReduceToShapeOf (the project's kernels, adding in
+// the CPU's order: the same floats as the host's).
 
 #include <cublas_v2.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "ops/channel_view.h"
 #include "ops/cuda/elementwise_kernels.h"
@@ -97,11 +104,107 @@ class ReluGradGpuKernel : public OpKernel {
   }
 };
 
+// `out` and each of `operands` aligned with it at the right; an error
+// naming the node unless each operand's dim is out's or 1.
+absl::StatusOr<cuda::math::Broadcast> BroadcastOf(const OpKernelContext& ctx, const std::vector<int64_t>& out,
+                                                  const std::vector<const std::vector<int64_t>*>& operands) {
+  if (out.size() > static_cast<size_t>(cuda::math::kMaxRank)) {
+    return absl::UnimplementedError(absl::StrCat(cuda::Prefix(ctx.node()), "[", absl::StrJoin(out, ","),
+                                                 "] has more than ", cuda::math::kMaxRank, " dims"));
+  }
+  cuda::math::Broadcast shape;
+  shape.rank = static_cast<int>(out.size());
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const std::vector<int64_t>& dims = *operands[k];
+    const size_t lead = out.size() - std::min(dims.size(), out.size());
+    bool fits = dims.size() <= out.size();
+    for (size_t d = 0; d < out.size(); ++d) {
+      shape.out[d] = out[d];
+      shape.in[k][d] = d < lead ? 1 : dims[d - lead];
+      fits = fits && (shape.in[k][d] == out[d] || shape.in[k][d] == 1);
+    }
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(cuda::Prefix(ctx.node()), "[", absl::StrJoin(dims, ","),
+                                                     "] does not broadcast to [", absl::StrJoin(out, ","), "]"));
+    }
+  }
+  return shape;
+}
+
+// y = a + b with NumPy broadcasting; operands of y's dims are added as one
+// flat vector (no index arithmetic per dim).
+class AddGpuKernel : public OpKernel {
+ public:
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    const Tensor& a = ctx->input(0);
+    const Tensor& b = ctx->input(1);
+    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
+    const int64_t n = y->num_elements();
+    if (n == 0) return absl::OkStatus();
+    const std::vector<int64_t> flat = {n};
+    const bool same = a.dims() == y->dims() && b.dims() == y->dims();
+    ASSIGN_OR_RETURN(cuda::math::Broadcast shape, same ? BroadcastOf(*ctx, flat, {&flat, &flat})
+                                                       : BroadcastOf(*ctx, y->dims(), {&a.dims(), &b.dims()}));
+    return cuda::Launched(
+        cuda::math::BroadcastAdd(a.data<float>(), b.data<float>(), y->data<float>(), n, shape, stream), *ctx);
+  }
+};
+
+// (inputs...) -> their sum, added in input order.
+class AddNGpuKernel : public OpKernel {
+ public:
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    std::vector<const float*> inputs;
+    for (int i = 0; i < ctx->num_inputs(); ++i) {
+      if (ctx->input(i).dims() != ctx->input(0).dims()) {
+        return absl::InvalidArgumentError(absl::StrCat(cuda::Prefix(ctx->node()), "input ", i, " is ",
+                                                       ctx->input(i).DebugString(), " but input 0 is ",
+                                                       ctx->input(0).DebugString()));
+      }
+      inputs.push_back(ctx->input(i).data<float>());
+    }
+    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
+    if (y->num_elements() == 0) return absl::OkStatus();
+    if (inputs.size() == 1) {
+      return cuda::CopyOnStream(y->raw(), inputs[0], y->num_bytes(), stream, cuda::Prefix(ctx->node()));
+    }
+    return cuda::Launched(
+        cuda::math::AddN(inputs.data(), static_cast<int>(inputs.size()), y->data<float>(), y->num_elements(), stream),
+        *ctx);
+  }
+};
+
+// (dy, x) -> dy summed down to x's shape; a copy of dy when nothing was
+// broadcast.
+class ReduceToShapeOfGpuKernel : public OpKernel {
+ public:
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    const Tensor& dy = ctx->input(0);
+    ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
+    if (dy.dims() == dx->dims())
+      return cuda::CopyOnStream(dx->raw(), dy.raw(), dy.num_bytes(), stream, cuda::Prefix(ctx->node()));
+    ASSIGN_OR_RETURN(cuda::math::Broadcast shape, BroadcastOf(*ctx, dy.dims(), {&dx->dims()}));
+    if (dx->num_elements() == 0) return absl::OkStatus();
+    // A sum over nothing.
+    if (dy.num_elements() == 0) {
+      return cuda::Launched(cuda::math::Fill(dx->data<float>(), 0.0f, dx->num_elements(), stream), *ctx);
+    }
+    return cuda::Launched(
+        cuda::math::ReduceToShape(dy.data<float>(), dx->data<float>(), dx->num_elements(), shape, stream), *ctx);
+  }
+};
+
 NEREID_REGISTER_KERNEL("MatMul", kGpu, DT_FLOAT, MatMulGpuKernel);
 NEREID_REGISTER_KERNEL("BiasAdd", kGpu, DT_FLOAT, BiasAddGpuKernel);
 NEREID_REGISTER_KERNEL("BiasAddGrad", kGpu, DT_FLOAT, BiasAddGradGpuKernel);
 NEREID_REGISTER_KERNEL("Relu", kGpu, DT_FLOAT, ReluGpuKernel);
 NEREID_REGISTER_KERNEL("ReluGrad", kGpu, DT_FLOAT, ReluGradGpuKernel);
+NEREID_REGISTER_KERNEL("Add", kGpu, DT_FLOAT, AddGpuKernel);
+NEREID_REGISTER_KERNEL("AddN", kGpu, DT_FLOAT, AddNGpuKernel);
+NEREID_REGISTER_KERNEL("ReduceToShapeOf", kGpu, DT_FLOAT, ReduceToShapeOfGpuKernel);
 
 }  // namespace
 }  // namespace nereid

@@ -1,8 +1,8 @@
 // GPU kernels for MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad through
-// cuDNN's pooling API: float32, NCHW, the same windows, strides and padding
-// as the CPU kernels (ops/cpu/pool_kernels.cc, geometry from
-// ops/cpu/window.cc). Padding is never part of a max, and is part of an
-// average's divisor only with count_padding.
+// cuDNN's pooling API (GlobalAvgPool: see below): float32, NCHW, the same
+// windows, strides and padding as the CPU kernels (ops/cpu/pool_kernels.cc,
+// geometry from ops/cpu/window.cc). Padding is never part of a max, and is
+// part of an average's divisor only with count_padding.
 //
 // cuDNN pads symmetrically. Padding that is not (SAME with an odd total, or
 // EXPLICIT with top != bottom or left != right) is split: cuDNN applies the
@@ -20,6 +20,9 @@
 // (row-major), cuDNN to one maximum its documentation does not name, and
 // ties are common (zeros after a ReLU); so MaxPoolGrad runs the project's
 // kernel (gpu_math.h), which follows the CPU's rule and order.
+//
+// GlobalAvgPool and its gradient are the project's kernels too: a thread per
+// plane sums it in order, in float, as the CPU's loop does.
 
 #include <algorithm>
 #include <array>
@@ -305,10 +308,50 @@ class AvgPoolGradGpuKernel : public PoolGpuKernel {
   AvgPoolGradGpuKernel() : PoolGpuKernel(false, PoolPass::kBackward) {}
 };
 
+// Forward: (x [N,C,H,W]) -> y [N,C]. Backward: (x, dy [N,C]) -> dx, dy / (H*W)
+// over each plane.
+class GlobalAvgPoolGpuKernel : public OpKernel {
+ public:
+  explicit GlobalAvgPoolGpuKernel(PoolPass pass = PoolPass::kForward) : pass_(pass) {}
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    const Tensor& x = ctx->input(0);
+    if (x.rank() != 4) {
+      return absl::InvalidArgumentError(absl::StrCat(Prefix(ctx->node()), "x must be NCHW, got ", x.DebugString()));
+    }
+    if (pass_ == PoolPass::kBackward && ctx->input(1).dims() != std::vector<int64_t>{x.dim(0), x.dim(1)}) {
+      return absl::InvalidArgumentError(absl::StrCat(Prefix(ctx->node()), "dy ", ctx->input(1).DebugString(),
+                                                     " is not [N,C] of x ", x.DebugString()));
+    }
+    ASSIGN_OR_RETURN(Tensor * out, ctx->AllocateOutput(0));
+    if (out->num_elements() == 0) return absl::OkStatus();
+    const int64_t planes = x.dim(0) * x.dim(1), area = x.dim(2) * x.dim(3);
+    // As the CPU: a plane of no elements averages to 0.
+    const float scale = area > 0 ? 1.0f / static_cast<float>(area) : 0.0f;
+    return cuda::Launched(
+        pass_ == PoolPass::kForward
+            ? cuda::math::GlobalAvgPool(x.data<float>(), out->data<float>(), planes, area, scale, stream)
+            : cuda::math::GlobalAvgPoolGrad(ctx->input(1).data<float>(), out->data<float>(), planes, area, scale,
+                                            stream),
+        *ctx);
+  }
+
+ private:
+  const PoolPass pass_;
+};
+
+class GlobalAvgPoolGradGpuKernel : public GlobalAvgPoolGpuKernel {
+ public:
+  GlobalAvgPoolGradGpuKernel() : GlobalAvgPoolGpuKernel(PoolPass::kBackward) {}
+};
+
 NEREID_REGISTER_KERNEL("MaxPool", kGpu, DT_FLOAT, MaxPoolGpuKernel);
 NEREID_REGISTER_KERNEL("MaxPoolGrad", kGpu, DT_FLOAT, MaxPoolGradGpuKernel);
 NEREID_REGISTER_KERNEL("AvgPool", kGpu, DT_FLOAT, AvgPoolGpuKernel);
 NEREID_REGISTER_KERNEL("AvgPoolGrad", kGpu, DT_FLOAT, AvgPoolGradGpuKernel);
+NEREID_REGISTER_KERNEL("GlobalAvgPool", kGpu, DT_FLOAT, GlobalAvgPoolGpuKernel);
+NEREID_REGISTER_KERNEL("GlobalAvgPoolGrad", kGpu, DT_FLOAT, GlobalAvgPoolGradGpuKernel);
 
 }  // namespace
 }  // namespace nereid

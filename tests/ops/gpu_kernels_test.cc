@@ -2,19 +2,25 @@
 // skipped with a message where there is no GPU): a one-op graph evaluated on
 // the host and placed on cuda, fed the same random values. Cases cover what
 // the kernels special-case: transposes, 2-D and 4-D bias, ignored labels,
-// each SGD variant, SAME padding with an odd total (asymmetric), groups,
-// dilation, and max-pooling windows with ties (routing a gradient to the
-// first maximum). cuBLAS and cuDNN sum in other orders than oneDNN, so values
-// agree within a tolerance, not bit for bit; dropout masks agree exactly.
+// each SGD and Adam variant, SAME padding with an odd total (asymmetric),
+// groups, dilation, max-pooling windows with ties (routing a gradient to the
+// first maximum), broadcasting shapes, sums of more inputs than one launch
+// takes, batch norm in both phases (with its statistics outputs) and over
+// channels of several reduction chunks. cuBLAS, cuDNN and batch norm sum in
+// other orders than oneDNN, so values agree within a tolerance, not bit for
+// bit; dropout masks, Add, AddN, ReduceToShapeOf and GlobalAvgPool add in
+// the host's order and agree exactly.
 
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "ops/kernel.h"
 #include "schedulers/executor.h"
@@ -35,11 +41,14 @@ struct OpCase {
   std::vector<std::string> fetches = {"y"};
   bool small_integers = false;  // feed floats in {-1, 0, 1, 2}: ties in windows
   float tolerance = 1e-4f;
+  std::vector<std::string> positive = {};  // Inputs fed |normal| + 0.1 (variances)
+  bool training = true;                    // the step's phase (batch norm's)
 };
 
-// Random feeds for every Input of `graph`: normal floats, or small integers,
-// and labels in [0, 10) with one row marked -100 (ignored).
-FeedMap FeedsFor(const Graph& graph, bool small_integers) {
+// Random feeds for every Input of `graph`: normal floats (positive where
+// the case asks), or small integers, and labels in [0, 10) with one row
+// marked -100 (ignored).
+FeedMap FeedsFor(const Graph& graph, const OpCase& c) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
   FeedMap feeds;
@@ -47,11 +56,14 @@ FeedMap FeedsFor(const Graph& graph, bool small_integers) {
     if (n->op() != "Input") continue;
     const std::vector<int64_t>& dims = n->outputs()[0].shape.dims();
     Tensor t = *Tensor::Allocate(n->outputs()[0].dtype, dims);
+    const bool positive = std::find(c.positive.begin(), c.positive.end(), n->name()) != c.positive.end();
     for (int64_t i = 0; i < t.num_elements(); ++i) {
       if (t.dtype() == DT_INT32) {
         t.data<int32_t>()[i] = i == 1 ? -100 : static_cast<int32_t>(rng() % 10);
+      } else if (c.small_integers) {
+        t.data<float>()[i] = static_cast<float>(static_cast<int>(rng() % 4) - 1);
       } else {
-        t.data<float>()[i] = small_integers ? static_cast<float>(static_cast<int>(rng() % 4) - 1) : normal(rng);
+        t.data<float>()[i] = positive ? std::fabs(normal(rng)) + 0.1f : normal(rng);
       }
     }
     feeds[n->name()] = t;
@@ -105,8 +117,9 @@ absl::StatusOr<std::vector<Tensor>> Evaluate(const OpCase& c, bool on_gpu) {
   auto executor = Executor::Create(graph->get(), ExecutorOptions{});
   if (!executor.ok()) return executor.status();
   StepInfo step;
-  step.step = 3;  // dropout's mask depends on it
-  return (*executor)->Evaluate(step, FeedsFor(**graph, c.small_integers), c.fetches);
+  step.step = 3;  // dropout's mask and Adam's bias correction depend on it
+  step.training = c.training;
+  return (*executor)->Evaluate(step, FeedsFor(**graph, c), c.fetches);
 }
 
 
@@ -267,9 +280,125 @@ std::vector<OpCase> DenseCases() {
   return cases;
 }
 
+// The op "y" and an Identity "y<i>" fetching each further output i.
+OpCase WithOutputs(std::string name, const std::string& graph, int outputs, std::vector<std::string> positive = {},
+                   bool training = true) {
+  OpCase c{std::move(name), graph, {"y"}};
+  for (int i = 1; i < outputs; ++i) {
+    c.graph += OpNode(absl::StrCat("y", i), "Identity", {absl::StrCat("y:", i)});
+    c.fetches.push_back(absl::StrCat("y", i));
+  }
+  c.positive = std::move(positive);
+  c.training = training;
+  return c;
+}
+
+// Add with broadcasting, AddN, ReduceToShapeOf: the host's sums exactly.
+std::vector<OpCase> SumCases() {
+  std::vector<OpCase> cases;
+  struct Pair {
+    std::string name;
+    std::vector<int64_t> a, b;
+  };
+  for (const Pair& p : std::vector<Pair>{{"same", {2, 3, 4}, {2, 3, 4}},
+                                         {"bias_row", {4, 6}, {6}},
+                                         {"scalar", {}, {2, 3}},
+                                         {"both_broadcast", {3, 1, 5}, {4, 1}},
+                                         {"channel", {2, 3, 4, 5}, {1, 3, 1, 1}}}) {
+    cases.push_back({"add_" + p.name,
+                     InputNode("a", p.a) + InputNode("b", p.b) + OpNode("y", "Add", {"a", "b"}),
+                     {"y"},
+                     false,
+                     0.0f});
+  }
+  for (int inputs : {1, 3, 10}) {  // 10: more than one launch's inputs
+    std::string graph;
+    std::vector<std::string> names;
+    for (int i = 0; i < inputs; ++i) {
+      names.push_back(absl::StrCat("x", i));
+      graph += InputNode(names.back(), {7, 50});
+    }
+    cases.push_back({absl::StrCat("add_n_", inputs), graph + OpNode("y", "AddN", names), {"y"}, false, 0.0f});
+  }
+  struct Target {
+    std::string name;
+    std::vector<int64_t> dy, x;
+  };
+  for (const Target& t : std::vector<Target>{{"same", {2, 3, 4, 5}, {2, 3, 4, 5}},
+                                             {"channel", {2, 3, 4, 5}, {1, 3, 1, 1}},
+                                             {"channel_lower_rank", {2, 3, 4, 5}, {3, 1, 1}},
+                                             {"last_axis", {2, 3, 4, 5}, {5}},
+                                             {"scalar", {2, 3, 4, 5}, {}},
+                                             {"two_axes", {2, 3, 4, 5}, {2, 1, 4, 1}},
+                                             {"trailing_rows", {300, 6}, {6}}}) {
+    cases.push_back({"reduce_to_shape_of_" + t.name,
+                     InputNode("dy", t.dy) + InputNode("x", t.x) + OpNode("y", "ReduceToShapeOf", {"dy", "x"}),
+                     {"y"},
+                     false,
+                     0.0f});
+  }
+  return cases;
+}
+
+// BatchNorm in both phases and its gradient; [8, 2, 32, 32] has channels
+// of 8192 values, more than one reduction chunk.
+std::vector<OpCase> NormCases() {
+  std::vector<OpCase> cases;
+  const std::string momentum = Attr("momentum", "f: 0.2");
+  for (const std::vector<int64_t>& x : std::vector<std::vector<int64_t>>{{4, 3, 5, 5}, {16, 6}, {8, 2, 32, 32}}) {
+    const std::string tag = absl::StrJoin(x, "x");
+    const std::vector<int64_t> c = {x[1]};
+    const std::string forward = InputNode("x", x) + InputNode("scale", c) + InputNode("offset", c) +
+                                InputNode("mean", c) + InputNode("var", c) +
+                                OpNode("y", "BatchNorm", {"x", "scale", "offset", "mean", "var"}, momentum);
+    cases.push_back(WithOutputs("batch_norm_training_" + tag, forward, 5, {"var"}));
+    cases.push_back(WithOutputs("batch_norm_inference_" + tag, forward, 5, {"var"}, false));
+    cases.push_back(WithOutputs("batch_norm_grad_" + tag,
+                                InputNode("dy", x) + InputNode("x", x) + InputNode("scale", c) + InputNode("mean", c) +
+                                    InputNode("var", c) +
+                                    OpNode("y", "BatchNormGrad", {"dy", "x", "scale", "mean", "var"}),
+                                3, {"var"}));
+  }
+  return cases;
+}
+
+// GlobalAvgPool, the hinge loss and Adam.
+std::vector<OpCase> ModelOpCases() {
+  std::vector<OpCase> cases;
+  cases.push_back(
+      {"global_avg_pool", InputNode("x", {2, 3, 5, 7}) + OpNode("y", "GlobalAvgPool", {"x"}), {"y"}, false, 0.0f});
+  cases.push_back(
+      {"global_avg_pool_grad",
+       InputNode("x", {2, 3, 5, 7}) + InputNode("dy", {2, 3}) + OpNode("y", "GlobalAvgPoolGrad", {"x", "dy"}),
+       {"y"},
+       false,
+       0.0f});
+  const std::string loss_inputs = InputNode("s", {6, 10}) + InputNode("labels", {6}, "DT_INT32");
+  for (const std::string margin : {"1", "0.5"}) {
+    const std::string tag = margin == "1" ? "" : "_margin_half";
+    const std::string attrs = Attr("margin", "f: " + margin);
+    cases.push_back({"hinge_loss" + tag, loss_inputs + OpNode("y", "HingeLoss", {"s", "labels"}, attrs)});
+    cases.push_back({"hinge_loss_grad" + tag, loss_inputs + InputNode("dloss", {}) +
+                                                  OpNode("y", "HingeLossGrad", {"s", "labels", "dloss"}, attrs)});
+  }
+  const std::string adam_inputs = InputNode("p", {500}) + InputNode("g", {500}) + InputNode("lr", {}) +
+                                  InputNode("m", {500}) + InputNode("v", {500});
+  for (const auto& [name, attrs] : std::vector<std::pair<std::string, std::string>>{
+           {"adam", ""},
+           {"adam_l2", Attr("weight_decay", "f: 0.01")},
+           {"adamw", Attr("weight_decay", "f: 0.01") + Attr("decoupled", "b: true")},
+           {"adam_betas", Attr("beta1", "f: 0.8") + Attr("beta2", "f: 0.99") + Attr("epsilon", "f: 0.001")}}) {
+    cases.push_back(
+        WithOutputs(name, adam_inputs + OpNode("y", "ApplyAdam", {"p", "g", "lr", "m", "v"}, attrs), 3, {"v"}));
+  }
+  return cases;
+}
+
 std::vector<OpCase> AllCases() {
   std::vector<OpCase> all = DenseCases();
-  for (auto more : {ConvCases(), PoolCases()}) all.insert(all.end(), more.begin(), more.end());
+  for (auto more : {ConvCases(), PoolCases(), SumCases(), NormCases(), ModelOpCases()}) {
+    all.insert(all.end(), more.begin(), more.end());
+  }
   return all;
 }
 

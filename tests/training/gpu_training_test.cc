@@ -3,7 +3,7 @@
 //     script trains plan onto cuda with every compute node on the device,
 //     and every node's GPU kernel is created and initialised.
 //   * On a GPU (skipped with a message where none is found): they train like
-//     the host. cuBLAS and cuDNN sum in other orders than oneDNN, so losses
+//     the host. cuBLAS, cuDNN and batch norm sum in other orders than oneDNN, so losses
 //     and parameters agree within float tolerance, not bit for bit.
 
 #include <algorithm>
@@ -22,27 +22,38 @@
 namespace nereid {
 namespace {
 
-constexpr char kPasses[] = "autodiff,sgd(lr=0.01,momentum=0.9)";
+constexpr char kSgd[] = "autodiff,sgd(lr=0.01,momentum=0.9)";
 
 struct ModelCase {
   std::string model;
   int steps;
   int batch;
+  std::string passes = kSgd;
 };
 
+// Models whose every op has a GPU kernel: dense, convolutional, with batch
+// norm, residual adds and global pooling (resnet20, vgg11_bn), the hinge
+// loss (svm); and an optimizer other than SGD.
 const std::vector<ModelCase>& Models() {
-  static const auto* models = new std::vector<ModelCase>{
-      {"mlp_fashion", 4, 16}, {"lenet_fashion", 4, 8}, {"vgg11_cifar", 2, 4}};
+  static const auto* models = new std::vector<ModelCase>{{"mlp_fashion", 4, 16},
+                                                         {"lenet_fashion", 4, 8},
+                                                         {"vgg11_cifar", 2, 4},
+                                                         {"resnet20_cifar", 2, 4},
+                                                         {"vgg11_bn_cifar", 2, 4},
+                                                         {"svm_fashion", 4, 16},
+                                                         {"mlp_fashion", 4, 16, "autodiff,adam(lr=0.001)"}};
   return *models;
 }
 
-std::string OnCuda(int streams) { return absl::StrCat(kPasses, ",place(device=cuda,streams=", streams, ")"); }
+std::string OnCuda(const ModelCase& c, int streams) {
+  return absl::StrCat(c.passes, ",place(device=cuda,streams=", streams, ")");
+}
 
 TEST(GpuKernelCoverage, EveryComputeNodeOfTheGpuScriptsModelsHasAGpuKernel) {
   for (const ModelCase& c : Models()) {
-    SCOPED_TRACE(c.model);
+    SCOPED_TRACE(c.model + " with " + c.passes);
     // place's default fallback=error refuses a node without a GPU kernel.
-    auto graph = testing::PlanModel(c.model, OnCuda(1));
+    auto graph = testing::PlanModel(c.model, OnCuda(c, 1));
     ASSERT_TRUE(graph.ok()) << graph.status();
     int on_device = 0;
     for (const Node* n : (*graph)->nodes()) {
@@ -68,13 +79,13 @@ bool Near(float a, float b, float tolerance) {
 TEST(CudaTraining, ModelsTrainLikeTheHostOnOneAndThreeStreams) {
   if (!testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
   for (const ModelCase& c : Models()) {
-    SCOPED_TRACE(c.model);
+    SCOPED_TRACE(c.model + " with " + c.passes);
     std::vector<FeedMap> feeds = testing::FeedsFor(c.model, c.steps, c.batch);
-    testing::Trained host = testing::Train(c.model, kPasses, feeds);
+    testing::Trained host = testing::Train(c.model, c.passes, feeds);
     ASSERT_TRUE(host.status.ok()) << host.status;
     for (int streams : {1, 3}) {
       SCOPED_TRACE(absl::StrCat(streams, " compute streams"));
-      testing::Trained gpu = testing::Train(c.model, OnCuda(streams), feeds);
+      testing::Trained gpu = testing::Train(c.model, OnCuda(c, streams), feeds);
       ASSERT_TRUE(gpu.status.ok()) << gpu.status;
       ASSERT_EQ(gpu.losses.size(), host.losses.size());
       for (size_t t = 0; t < host.losses.size(); ++t) {
