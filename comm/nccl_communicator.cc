@@ -246,17 +246,11 @@ absl::Status NcclCommunicator::Abort(absl::Status status) {
 absl::Status NcclCommunicator::Execute(const std::string& where, const CollectiveOptions& options,
                                        const std::function<ncclResult_t(ncclComm_t)>& enqueue) {
   absl::MutexLock lock(&mu_);
-  if (comm_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": communicator unusable after an earlier failure: ", broken_.message()));
-  }
-  const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
-  const absl::Time deadline = absl::Now() + timeout;
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
-
-  const ncclResult_t enqueued = enqueue(comm_);
-  if (enqueued != ncclSuccess && enqueued != ncclInProgress) return EnqueueFailed(where, enqueued, deadline);
+  const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
+  absl::Time deadline;
+  RETURN_IF_ERROR(EnqueueLocked(where, options, enqueue, &deadline));
 
   // Done when NCCL has finished enqueueing (state ncclSuccess, not
   // ncclInProgress) and the stream has run the work.
@@ -280,6 +274,19 @@ absl::Status NcclCommunicator::Execute(const std::string& where, const Collectiv
     }
     backoff.Wait();
   }
+}
+
+absl::Status NcclCommunicator::EnqueueLocked(const std::string& where, const CollectiveOptions& options,
+                                             const std::function<ncclResult_t(ncclComm_t)>& enqueue,
+                                             absl::Time* deadline) {
+  if (comm_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": communicator unusable after an earlier failure: ", broken_.message()));
+  }
+  *deadline = absl::Now() + std::min(options.timeout, kMaxTimeout);
+  const ncclResult_t enqueued = enqueue(comm_);
+  if (enqueued != ncclSuccess && enqueued != ncclInProgress) return EnqueueFailed(where, enqueued, *deadline);
+  return absl::OkStatus();
 }
 
 absl::Status NcclCommunicator::EnqueueFailed(const std::string& where, ncclResult_t enqueued, absl::Time deadline) {
@@ -310,23 +317,19 @@ absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp
   const std::string where = Where("allreduce", options.tag, "on the caller's stream");
   RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
   absl::MutexLock lock(&mu_);
-  if (comm_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, ": communicator unusable after an earlier failure: ", broken_.message()));
-  }
-  const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
-  const absl::Time deadline = absl::Now() + timeout;
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
   cudaStream_t on = static_cast<cudaStream_t>(stream);
-  const ncclResult_t enqueued =
-      ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm_, on);
-  if (enqueued != ncclSuccess && enqueued != ncclInProgress) return EnqueueFailed(where, enqueued, deadline);
+  absl::Time deadline;
+  RETURN_IF_ERROR(EnqueueLocked(
+      where, options,
+      [&](ncclComm_t comm) {
+        return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, on);
+      },
+      &deadline));
   // A non-blocking communicator takes no further call until this one is in.
-  if (enqueued == ncclInProgress) {
-    const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now());
-    if (state != ncclSuccess) return Abort(NcclError(where, "completing the enqueue", state, comm_));
-  }
+  const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now());
+  if (state != ncclSuccess) return Abort(NcclError(where, "completing the enqueue", state, comm_));
   Watched watched{nullptr, deadline, where};
   cudaError_t error = cudaEventCreateWithFlags(&watched.done, cudaEventDisableTiming);
   if (error == cudaSuccess) error = cudaEventRecord(watched.done, on);

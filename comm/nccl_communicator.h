@@ -151,6 +151,11 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   // asynchronous NCCL / CUDA error (see the file comment).
   absl::Status Execute(const std::string& where, const CollectiveOptions& options,
                        const std::function<ncclResult_t(ncclComm_t)>& enqueue);
+  // Under mu_, the device current: refuses an aborted communicator, sets
+  // `deadline` from options.timeout and enqueues the work.
+  absl::Status EnqueueLocked(const std::string& where, const CollectiveOptions& options,
+                             const std::function<ncclResult_t(ncclComm_t)>& enqueue, absl::Time* deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // An enqueue NCCL refused: bad arguments leave the communicator usable,
   // anything else aborts it. Returns the error.
   absl::Status EnqueueFailed(const std::string& where, ncclResult_t enqueued, absl::Time deadline)
