@@ -13,8 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "comm/nccl_communicator.h"
+#include "comm/rendezvous_spec.h"
 #include "gtest/gtest.h"
 #include "ops/kernel.h"
+#include "schedulers/collective_engine.h"
 #include "tests/gpu_gate.h"
 #include "tests/training/plan_util.h"
 #include "tests/training/train_util.h"
@@ -23,6 +26,9 @@ namespace nereid {
 namespace {
 
 constexpr char kSgd[] = "autodiff,sgd(lr=0.01,momentum=0.9)";
+constexpr char kDataParallel[] = "autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1)";
+constexpr char kDataParallelOnCuda[] =
+    "autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1),place(device=cuda,streams=2,comm=device)";
 
 struct ModelCase {
   std::string model;
@@ -107,6 +113,58 @@ TEST(CudaTraining, ModelsTrainLikeTheHostOnOneAndThreeStreams) {
       EXPECT_LE(gpu.device.host_waits, static_cast<int64_t>(c.steps) * 8);
     }
   }
+}
+
+// place(device=cuda, comm=device): the data-parallel buckets' allreduces are
+// GPU kernels too (NCCL on the world's communication stream).
+TEST(GpuKernelCoverage, TheDataParallelBucketsHaveGpuKernelsWithCommDevice) {
+  auto graph = testing::PlanModel("mlp_fashion", kDataParallelOnCuda);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int buckets = 0;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() != "AllReduce") continue;
+    ++buckets;
+    EXPECT_EQ(n->def().device(), "cuda:0") << n->name();
+    auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+    EXPECT_TRUE(kernel.ok()) << n->name() << ": " << kernel.status();
+  }
+  EXPECT_GT(buckets, 1);
+}
+
+// The buckets through NCCL on the GPU's communication stream, issued by the
+// collective engine in the ranks' order, in a world of one (NCCL takes a GPU
+// per rank, and the GPU script's machine has one): the host's losses, and
+// every bucket of every step enqueued through NCCL.
+TEST(CudaTraining, DataParallelBucketsRunThroughNcclOnTheStream) {
+  if (!testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  auto graph = testing::PlanModel("mlp_fashion", kDataParallelOnCuda);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int buckets = 0;
+  for (const Node* n : (*graph)->nodes()) buckets += n->op() == "AllReduce" ? 1 : 0;
+  ASSERT_GT(buckets, 1);
+  absl::StatusOr<RendezvousSpec> spec =
+      ParseRendezvousSpec(absl::StrCat("file:", ::testing::TempDir(), "/nccl_store"), "gpu_training_test");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  WorkerIdentity identity;
+  identity.plan_fingerprint = "gpu_training_test";
+  identity.world_size = 1;
+  auto comm = ConnectNccl(*spec, /*rank=*/0, /*world=*/1, /*device=*/0, identity, absl::Seconds(60));
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  CollectiveEngine engine(comm->get(), buckets, absl::Seconds(60));
+  constexpr int kSteps = 4;
+  std::vector<FeedMap> feeds = testing::FeedsFor("mlp_fashion", kSteps, 16);
+  testing::Trained host = testing::Train("mlp_fashion", kDataParallel, feeds);
+  testing::Trained gpu = testing::Train("mlp_fashion", kDataParallelOnCuda, feeds, "", &engine);
+  ASSERT_TRUE(host.status.ok()) << host.status;
+  ASSERT_TRUE(gpu.status.ok()) << gpu.status;
+  ASSERT_EQ(gpu.losses.size(), host.losses.size());
+  for (size_t t = 0; t < host.losses.size(); ++t) {
+    EXPECT_TRUE(Near(host.losses[t], gpu.losses[t], 1e-3f))
+        << "step " << t << ": host " << host.losses[t] << ", gpu " << gpu.losses[t];
+  }
+  EXPECT_EQ((*comm)->traffic().calls, kSteps * buckets);
+  ASSERT_NE((*comm)->stream_collectives(), nullptr);
+  EXPECT_TRUE((*comm)->stream_collectives()->DeferredFailure().ok());
 }
 
 }  // namespace

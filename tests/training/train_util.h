@@ -63,9 +63,10 @@ inline bool UnderThreadSanitizer() {
 inline int Threads() { return UnderThreadSanitizer() ? 1 : 2; }
 
 // Trains `model` planned with `passes` on `feeds`, overlapping steps as the
-// plan allows (StartStep of t+1 before FinishStep of t).
+// plan allows (StartStep of t+1 before FinishStep of t). `collectives`: the
+// worker's collective engine (null: a world of one without one).
 inline Trained Train(const std::string& model, const std::string& passes, const std::vector<FeedMap>& feeds,
-              const std::string& skip_waits_of = "") {
+                     const std::string& skip_waits_of = "", CollectiveEngine* collectives = nullptr) {
   Trained out;
   auto graph = testing::PlanModel(model, passes);
   if (!graph.ok()) {
@@ -75,6 +76,7 @@ inline Trained Train(const std::string& model, const std::string& passes, const 
   ExecutorOptions options;
   options.threads = Threads();
   options.skip_device_waits_of = skip_waits_of;
+  options.collectives = collectives;
   auto executor = Executor::Create(graph->get(), options);
   if (!executor.ok()) {
     out.status = executor.status();
