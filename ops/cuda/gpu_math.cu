@@ -1,11 +1,13 @@
 // The project's own CUDA kernels (see gpu_math.h). Each mirrors its CPU
 // kernel's arithmetic. Where the CPU sums in double (losses), so does the
 // device; batch norm's per-channel sums (float on the CPU, in oneDNN's
-// order) run in double too. Every reduction adds in an order fixed by the
-// shape (strided shares added as a tree, or one thread summing in the CPU's
-// order), never by atomics: the same result every run. Built with
-// -fmad=false: the CPU kernels do not fuse multiply-adds, so neither do
-// these.
+// order) run in double too, and so does softmax's and GELU's arithmetic
+// (oneDNN's on the CPU); layer norm's and GatherGrad's float sums follow
+// the CPU's own loops, term for term. Every reduction adds in an order
+// fixed by the shape (strided shares added as a tree, or one thread summing
+// in the CPU's order), never by atomics: the same result every run. Built
+// with -fmad=false: the CPU kernels do not fuse multiply-adds, so neither
+// do these.
 
 #include <cuda_runtime.h>
 
@@ -30,21 +32,41 @@ cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); 
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);         \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-// Adds the block's per-thread values (K of them each) as a tree in shared
-// memory, a fixed order; every thread gets the totals. blockDim.x must be
-// kThreads.
-template <typename T, int K>
-__device__ void BlockSum(T (&sum)[K]) {
+// Combines the block's per-thread values (K of them each) as a tree in
+// shared memory, a fixed order; every thread gets the results. blockDim.x
+// must be kThreads.
+template <typename T, int K, typename Combine>
+__device__ void BlockReduce(T (&value)[K], Combine combine) {
   __shared__ T shared[K][kThreads];
-  for (int k = 0; k < K; ++k) shared[k][threadIdx.x] = sum[k];
+  for (int k = 0; k < K; ++k) shared[k][threadIdx.x] = value[k];
   __syncthreads();
   for (int width = blockDim.x / 2; width > 0; width /= 2) {
     if (threadIdx.x < width) {
-      for (int k = 0; k < K; ++k) shared[k][threadIdx.x] += shared[k][threadIdx.x + width];
+      for (int k = 0; k < K; ++k) {
+        shared[k][threadIdx.x] = combine(shared[k][threadIdx.x], shared[k][threadIdx.x + width]);
+      }
     }
     __syncthreads();
   }
-  for (int k = 0; k < K; ++k) sum[k] = shared[k][0];
+  for (int k = 0; k < K; ++k) value[k] = shared[k][0];
+}
+
+struct Plus {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Times {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a * b; }
+};
+struct Min {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return b < a ? b : a; }
+};
+
+template <typename T, int K>
+__device__ void BlockSum(T (&sum)[K]) {
+  BlockReduce(sum, Plus());
 }
 
 __global__ void FillKernel(float* y, float value, int64_t n) {
@@ -122,6 +144,23 @@ struct HingeRow {
       violated += ds[j];
     }
     ds[y] = -violated;
+  }
+};
+
+struct LogisticRow {
+  // log(1 + exp(z)) without overflow, as the host's.
+  __device__ static double Softplus(double z) { return z > 0 ? z + log1p(exp(-z)) : log1p(exp(z)); }
+  __device__ static double Loss(const float* s, int64_t k, int64_t y, float) {
+    double loss = 0;
+    for (int64_t j = 0; j < k; ++j) loss += Softplus(j == y ? -s[j] : s[j]);
+    return loss;
+  }
+  // -y_k sigmoid(-y_k s_k), in double.
+  __device__ static void Grad(const float* s, int64_t k, int64_t y, float, float* ds) {
+    for (int64_t j = 0; j < k; ++j) {
+      const double sign = j == y ? 1.0 : -1.0;
+      ds[j] = static_cast<float>(-sign / (1.0 + exp(sign * s[j])));
+    }
   }
 };
 
@@ -254,9 +293,10 @@ __global__ void DropoutKernel(const float* x, float* y, int64_t n, uint64_t stre
   }
 }
 
-// y[i] = a[..] + b[..]: i's coordinates in out, each operand's offset
+// y[i] = a[..] op b[..]: i's coordinates in out, each operand's offset
 // leaving out its broadcast dims.
-__global__ void BroadcastAddKernel(const float* a, const float* b, float* y, int64_t n, Broadcast shape) {
+template <typename Op>
+__global__ void BroadcastBinaryKernel(Op op, const float* a, const float* b, float* y, int64_t n, Broadcast shape) {
   NEREID_GRID_LOOP(i, n) {
     int64_t rest = i, at[2] = {0, 0}, stride[2] = {1, 1};
     for (int d = shape.rank - 1; d >= 0; --d) {
@@ -267,7 +307,7 @@ __global__ void BroadcastAddKernel(const float* a, const float* b, float* y, int
         stride[k] *= shape.in[k][d];
       }
     }
-    y[i] = a[at[0]] + b[at[1]];
+    y[i] = op(a[at[0]], b[at[1]]);
   }
 }
 
@@ -456,6 +496,234 @@ __global__ void BatchNormGradKernel(const float* dy, const float* x, const float
   }
 }
 
+// GELU and its slope in double (erf form or tanh form).
+constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
+constexpr double kInvSqrtTwoPi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluCubic = 0.044715;
+
+__device__ double GeluOf(double x, bool tanh_form) {
+  if (tanh_form) return 0.5 * x * (1 + tanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x)));
+  return 0.5 * x * (1 + erf(x * kSqrtHalf));
+}
+
+__device__ double GeluSlope(double x, bool tanh_form) {
+  if (tanh_form) {
+    const double t = tanh(kSqrtTwoOverPi * (x + kGeluCubic * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kSqrtTwoOverPi * (1 + 3 * kGeluCubic * x * x);
+  }
+  return 0.5 * (1 + erf(x * kSqrtHalf)) + x * exp(-0.5 * x * x) * kInvSqrtTwoPi;
+}
+
+__global__ void GeluKernel(const float* x, float* y, int64_t n, bool tanh_form) {
+  NEREID_GRID_LOOP(i, n) { y[i] = static_cast<float>(GeluOf(x[i], tanh_form)); }
+}
+
+__global__ void GeluGradKernel(const float* dy, const float* x, float* dx, int64_t n, bool tanh_form) {
+  NEREID_GRID_LOOP(i, n) { dx[i] = static_cast<float>(dy[i] * GeluSlope(x[i], tanh_form)); }
+}
+
+// Line `line` of [outer, axis, inner]: its first element; its elements are
+// `inner` apart.
+__device__ int64_t LineStart(const Lines& l, int64_t line) {
+  return line / l.inner * l.axis * l.inner + line % l.inner;
+}
+
+// A thread per line: the maximum (the loss kernels' comparison), then
+// exp(x - max) in double, summed in order.
+__global__ void SoftmaxKernel(const float* x, float* y, Lines l) {
+  NEREID_GRID_LOOP(line, l.outer * l.inner) {
+    const float* in = x + LineStart(l, line);
+    float* out = y + LineStart(l, line);
+    float max = in[0];
+    for (int64_t j = 1; j < l.axis; ++j) max = in[j * l.inner] > max ? in[j * l.inner] : max;
+    double sum = 0;
+    for (int64_t j = 0; j < l.axis; ++j) sum += exp(static_cast<double>(in[j * l.inner]) - max);
+    for (int64_t j = 0; j < l.axis; ++j) {
+      out[j * l.inner] = static_cast<float>(exp(static_cast<double>(in[j * l.inner]) - max) / sum);
+    }
+  }
+}
+
+__global__ void SoftmaxGradKernel(const float* dy, const float* y, float* dx, Lines l) {
+  NEREID_GRID_LOOP(line, l.outer * l.inner) {
+    const int64_t start = LineStart(l, line);
+    double dot = 0;
+    for (int64_t j = 0; j < l.axis; ++j) {
+      const int64_t at = start + j * l.inner;
+      dot += static_cast<double>(dy[at]) * y[at];
+    }
+    const float s = static_cast<float>(dot);
+    for (int64_t j = 0; j < l.axis; ++j) {
+      const int64_t at = start + j * l.inner;
+      dx[at] = y[at] * (dy[at] - s);
+    }
+  }
+}
+
+// ops/cpu/cpu_util.h's SumLanes, the same additions in the same order:
+// lane l adds terms l, l + 8, ... of the whole groups of eight, from 0; the
+// terms past them add into a tail, from 0; then the lanes pair up as a fixed
+// tree and the tail comes last.
+template <typename Term>
+__device__ float SumLanes(int64_t n, Term term) {
+  const int64_t whole = n / 8 * 8;
+  float lane[8];
+  for (int l = 0; l < 8; ++l) {
+    lane[l] = 0;
+    for (int64_t i = l; i < whole; i += 8) lane[l] += term(i);
+  }
+  float tail = 0;
+  for (int64_t i = whole; i < n; ++i) tail += term(i);
+  const float pairs[4] = {lane[0] + lane[1], lane[2] + lane[3], lane[4] + lane[5], lane[6] + lane[7]};
+  return ((pairs[0] + pairs[1]) + (pairs[2] + pairs[3])) + tail;
+}
+
+// A thread per row: the host's mean and 1 / sqrt(var + epsilon).
+__global__ void LayerNormStatsKernel(const float* x, int64_t rows, int64_t width, float epsilon, float* mean,
+                                     float* rstd) {
+  NEREID_GRID_LOOP(r, rows) {
+    const float* row = x + r * width;
+    const float mu = SumLanes(width, [&](int64_t i) { return row[i]; }) / static_cast<float>(width);
+    const float squares = SumLanes(width, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
+    mean[r] = mu;
+    rstd[r] = 1.0f / sqrtf(squares / static_cast<float>(width) + epsilon);
+  }
+}
+
+__global__ void LayerNormNormalizeKernel(const float* x, const float* scale, const float* bias, const float* mean,
+                                         const float* rstd, float* y, int64_t n, int64_t width) {
+  NEREID_GRID_LOOP(e, n) {
+    const int64_t r = e / width, i = e % width;
+    y[e] = (x[e] - mean[r]) * rstd[r] * scale[i] + bias[i];
+  }
+}
+
+// A thread per row: mean(g) and mean(g * x_hat), g = dy * scale.
+__global__ void LayerNormGradRowsKernel(const float* dy, const float* x, const float* scale, const float* mean,
+                                        const float* rstd, int64_t rows, int64_t width, float* row_means) {
+  const float inv_width = 1.0f / static_cast<float>(width);
+  NEREID_GRID_LOOP(r, rows) {
+    const float* row_dy = dy + r * width;
+    const float* row_x = x + r * width;
+    const float mu = mean[r], inv = rstd[r];
+    const float sum_g = SumLanes(width, [&](int64_t i) { return row_dy[i] * scale[i]; });
+    const float sum_gx = SumLanes(width, [&](int64_t i) { return row_dy[i] * scale[i] * (row_x[i] - mu) * inv; });
+    row_means[2 * r] = sum_g * inv_width;
+    row_means[2 * r + 1] = sum_gx * inv_width;
+  }
+}
+
+// dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)).
+__global__ void LayerNormGradInputKernel(const float* dy, const float* x, const float* scale, const float* mean,
+                                         const float* rstd, const float* row_means, float* dx, int64_t n,
+                                         int64_t width) {
+  NEREID_GRID_LOOP(e, n) {
+    const int64_t r = e / width, i = e % width;
+    const float inv = rstd[r];
+    const float x_hat = (x[e] - mean[r]) * inv;
+    dx[e] = inv * (dy[e] * scale[i] - row_means[2 * r] - x_hat * row_means[2 * r + 1]);
+  }
+}
+
+// A thread per column adds its rows in order, in float, as the host.
+__global__ void LayerNormGradParamsKernel(const float* dy, const float* x, const float* mean, const float* rstd,
+                                          int64_t rows, int64_t width, float* dscale, float* dbias) {
+  NEREID_GRID_LOOP(i, width) {
+    float ds = 0, db = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float d = dy[r * width + i];
+      ds += d * (x[r * width + i] - mean[r]) * rstd[r];
+      db += d;
+    }
+    dscale[i] = ds;
+    dbias[i] = db;
+  }
+}
+
+template <typename T>
+__global__ void TransposeKernel(const T* x, T* y, int64_t n, Strided v) {
+  NEREID_GRID_LOOP(e, n) {
+    int64_t rest = e, at = 0;
+    for (int d = v.rank - 1; d >= 0; --d) {
+      at += rest % v.out[d] * v.stride[d];
+      rest /= v.out[d];
+    }
+    y[e] = x[at];
+  }
+}
+
+__global__ void CausalMaskKernel(const float* x, float* y, int64_t n, int64_t queries, int64_t keys, float value) {
+  NEREID_GRID_LOOP(e, n) {
+    const int64_t r = e / keys, c = e % keys;
+    y[e] = c < r % queries + keys - queries + 1 ? x[e] : value;
+  }
+}
+
+// The table row id j picks (negative ids count from the end), or -1 when
+// it is outside.
+__device__ int64_t RowOf(const Ids& ids, int64_t j, int64_t rows) {
+  const int64_t id = LabelAt(ids.data, ids.is64, j);
+  const int64_t row = id < 0 ? id + rows : id;
+  return row >= 0 && row < rows ? row : -1;
+}
+
+// One block: each thread finds the first bad id of its strided share; the
+// block takes the least position.
+__global__ void FindBadIdKernel(Ids ids, int64_t rows, int64_t* bad) {
+  constexpr int64_t kNone = INT64_MAX;
+  int64_t first[1] = {kNone};
+  for (int64_t j = threadIdx.x; j < ids.count; j += blockDim.x) {
+    if (RowOf(ids, j, rows) < 0) {
+      first[0] = j;
+      break;
+    }
+  }
+  BlockReduce(first, Min());
+  if (threadIdx.x == 0) {
+    bad[0] = first[0] == kNone ? -1 : first[0];
+    bad[1] = first[0] == kNone ? 0 : LabelAt(ids.data, ids.is64, first[0]);
+  }
+}
+
+__global__ void GatherKernel(const float* params, Ids ids, Table t, float* y) {
+  NEREID_GRID_LOOP(e, t.outer * ids.count * t.inner) {
+    const int64_t i = e % t.inner, j = e / t.inner % ids.count, o = e / (t.inner * ids.count);
+    const int64_t row = RowOf(ids, j, t.rows);
+    y[e] = row < 0 ? 0.0f : params[(o * t.rows + row) * t.inner + i];
+  }
+}
+
+// A thread per table row r: start[r] = how many ids pick a row before r, and
+// the positions of the ids that pick r, in order, at order[start[r]..].
+__global__ void ListRowsKernel(Ids ids, int64_t rows, int64_t* start, int64_t* order) {
+  NEREID_GRID_LOOP(r, rows) {
+    int64_t before = 0, here = 0;
+    for (int64_t j = 0; j < ids.count; ++j) {
+      const int64_t row = RowOf(ids, j, rows);
+      before += row >= 0 && row < r ? 1 : 0;
+      here += row == r ? 1 : 0;
+    }
+    start[r] = before;
+    if (r == rows - 1) start[rows] = before + here;
+    for (int64_t j = 0, at = before; j < ids.count; ++j) {
+      if (RowOf(ids, j, rows) == r) order[at++] = j;
+    }
+  }
+}
+
+// A thread per element of dparams adds its row's dy elements in id order,
+// from 0, in float: the host's loop.
+__global__ void GatherGradKernel(const float* dy, int64_t count, Table t, const int64_t* start, const int64_t* order,
+                                 float* dparams) {
+  NEREID_GRID_LOOP(e, t.outer * t.rows * t.inner) {
+    const int64_t i = e % t.inner, r = e / t.inner % t.rows, o = e / (t.inner * t.rows);
+    float sum = 0.0f;
+    for (int64_t k = start[r]; k < start[r + 1]; ++k) sum += dy[(o * count + order[k]) * t.inner + i];
+    dparams[e] = sum;
+  }
+}
+
 // Launchers clear the thread's last error before launching (a call before,
 // such as an event query that found work not done, may have left one) and
 // read it after: what remains is the launch's own.
@@ -478,6 +746,20 @@ int LaunchMeanRowLossGrad(float margin, const float* logits, const void* labels,
   MeanRowLossGradKernel<Row><<<Blocks(rows), kThreads, 0, stream>>>(logits, labels, is64, rows, classes, ignore_index,
                                                                     margin, dloss, labelled, dlogits);
   return Launched();
+}
+
+// f(Row{}) for the loss's row type.
+template <typename F>
+int WithRow(RowLoss kind, F f) {
+  switch (kind) {
+    case RowLoss::kHinge:
+      return f(HingeRow{});
+    case RowLoss::kLogistic:
+      return f(LogisticRow{});
+    case RowLoss::kSoftmaxCrossEntropy:
+      break;
+  }
+  return f(SoftmaxCrossEntropyRow{});
 }
 
 // The K per-channel sums of Term over x viewed as [outer, channels, inner],
@@ -526,19 +808,20 @@ int BiasAddGrad(const float* dy, float* db, int64_t outer, int64_t channels, int
 int MeanRowLoss(RowLoss kind, float margin, const float* logits, const void* labels, bool labels_are_int64,
                 int64_t rows, int64_t classes, int64_t ignore_index, float* loss, void* stream) {
   ClearLastError();
-  const auto launch =
-      kind == RowLoss::kHinge ? &LaunchMeanRowLoss<HingeRow> : &LaunchMeanRowLoss<SoftmaxCrossEntropyRow>;
-  return launch(margin, logits, labels, labels_are_int64, rows, classes, ignore_index, loss, AsStream(stream));
+  return WithRow(kind, [&](auto row) {
+    return LaunchMeanRowLoss<decltype(row)>(margin, logits, labels, labels_are_int64, rows, classes, ignore_index, loss,
+                                            AsStream(stream));
+  });
 }
 
 int MeanRowLossGrad(RowLoss kind, float margin, const float* logits, const void* labels, bool labels_are_int64,
                     int64_t rows, int64_t classes, int64_t ignore_index, const float* dloss, float* labelled,
                     float* dlogits, void* stream) {
   ClearLastError();
-  const auto launch =
-      kind == RowLoss::kHinge ? &LaunchMeanRowLossGrad<HingeRow> : &LaunchMeanRowLossGrad<SoftmaxCrossEntropyRow>;
-  return launch(margin, logits, labels, labels_are_int64, rows, classes, ignore_index, dloss, labelled, dlogits,
-                AsStream(stream));
+  return WithRow(kind, [&](auto row) {
+    return LaunchMeanRowLossGrad<decltype(row)>(margin, logits, labels, labels_are_int64, rows, classes, ignore_index,
+                                                dloss, labelled, dlogits, AsStream(stream));
+  });
 }
 
 int Sgd(const float* p, const float* g, const float* lr, const float* v, float* np, float* nv, int64_t n,
@@ -576,9 +859,14 @@ int Adam(const float* p, const float* g, const float* lr, const float* m, const 
   return Launched();
 }
 
-int BroadcastAdd(const float* a, const float* b, float* y, int64_t n, const Broadcast& shape, void* stream) {
+int BroadcastBinary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, const Broadcast& shape,
+                    void* stream) {
   ClearLastError();
-  BroadcastAddKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(a, b, y, n, shape);
+  if (op == BinaryOp::kMul) {
+    BroadcastBinaryKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(Times(), a, b, y, n, shape);
+  } else {
+    BroadcastBinaryKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(Plus(), a, b, y, n, shape);
+  }
   return Launched();
 }
 
@@ -657,6 +945,102 @@ int BatchNormGrad(const float* dy, const float* x, const float* scale, const flo
   const int64_t n = outer * channels * inner;
   BatchNormGradKernel<<<Blocks(n), kThreads, 0, s>>>(dy, x, scale, mean, var, dscale, doffset, dx, n, channels, inner,
                                                      epsilon, static_cast<float>(outer * inner));
+  return Launched();
+}
+
+int Gelu(const float* x, float* y, int64_t n, bool tanh_form, void* stream) {
+  ClearLastError();
+  GeluKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, y, n, tanh_form);
+  return Launched();
+}
+
+int GeluGrad(const float* dy, const float* x, float* dx, int64_t n, bool tanh_form, void* stream) {
+  ClearLastError();
+  GeluGradKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(dy, x, dx, n, tanh_form);
+  return Launched();
+}
+
+int Softmax(const float* x, float* y, const Lines& lines, void* stream) {
+  ClearLastError();
+  SoftmaxKernel<<<Blocks(lines.outer * lines.inner), kThreads, 0, AsStream(stream)>>>(x, y, lines);
+  return Launched();
+}
+
+int SoftmaxGrad(const float* dy, const float* y, float* dx, const Lines& lines, void* stream) {
+  ClearLastError();
+  SoftmaxGradKernel<<<Blocks(lines.outer * lines.inner), kThreads, 0, AsStream(stream)>>>(dy, y, dx, lines);
+  return Launched();
+}
+
+int LayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean, float* rstd, int64_t rows,
+              int64_t width, float epsilon, void* stream) {
+  ClearLastError();
+  const cudaStream_t s = AsStream(stream);
+  LayerNormStatsKernel<<<Blocks(rows), kThreads, 0, s>>>(x, rows, width, epsilon, mean, rstd);
+  if (int error = Launched(); error != 0 || width == 0) return error;
+  LayerNormNormalizeKernel<<<Blocks(rows * width), kThreads, 0, s>>>(x, scale, bias, mean, rstd, y, rows * width,
+                                                                     width);
+  return Launched();
+}
+
+int LayerNormGrad(const float* dy, const float* x, const float* scale, const float* mean, const float* rstd, float* dx,
+                  float* dscale, float* dbias, int64_t rows, int64_t width, float* row_means, void* stream) {
+  ClearLastError();
+  const cudaStream_t s = AsStream(stream);
+  if (rows > 0 && width > 0) {
+    LayerNormGradRowsKernel<<<Blocks(rows), kThreads, 0, s>>>(dy, x, scale, mean, rstd, rows, width, row_means);
+    if (int error = Launched(); error != 0) return error;
+    LayerNormGradInputKernel<<<Blocks(rows * width), kThreads, 0, s>>>(dy, x, scale, mean, rstd, row_means, dx,
+                                                                       rows * width, width);
+    if (int error = Launched(); error != 0) return error;
+  }
+  if (width == 0) return 0;
+  LayerNormGradParamsKernel<<<Blocks(width), kThreads, 0, s>>>(dy, x, mean, rstd, rows, width, dscale, dbias);
+  return Launched();
+}
+
+int Transpose(const void* x, void* y, int element_bytes, int64_t n, const Strided& view, void* stream) {
+  ClearLastError();
+  const cudaStream_t s = AsStream(stream);
+  if (element_bytes == 4) {
+    TransposeKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, view);
+  } else if (element_bytes == 8) {
+    TransposeKernel<<<Blocks(n), kThreads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), n, view);
+  } else {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return Launched();
+}
+
+int CausalMask(const float* x, float* y, int64_t rows, int64_t queries, int64_t keys, float value, void* stream) {
+  ClearLastError();
+  CausalMaskKernel<<<Blocks(rows * keys), kThreads, 0, AsStream(stream)>>>(x, y, rows * keys, queries, keys, value);
+  return Launched();
+}
+
+int FindBadId(const Ids& ids, int64_t rows, int64_t* bad, void* stream) {
+  ClearLastError();
+  FindBadIdKernel<<<1, kThreads, 0, AsStream(stream)>>>(ids, rows, bad);
+  return Launched();
+}
+
+int Gather(const float* params, const Ids& ids, const Table& table, float* y, void* stream) {
+  ClearLastError();
+  GatherKernel<<<Blocks(table.outer * ids.count * table.inner), kThreads, 0, AsStream(stream)>>>(params, ids, table, y);
+  return Launched();
+}
+
+int64_t GatherGradScratch(const Table& table, const Ids& ids) { return table.rows + 1 + ids.count; }
+
+int GatherGrad(const float* dy, const Ids& ids, const Table& table, float* dparams, int64_t* scratch, void* stream) {
+  ClearLastError();
+  const cudaStream_t s = AsStream(stream);
+  int64_t* start = scratch;
+  int64_t* order = scratch + table.rows + 1;
+  ListRowsKernel<<<Blocks(table.rows), kThreads, 0, s>>>(ids, table.rows, start, order);
+  if (int error = Launched(); error != 0) return error;
+  GatherGradKernel<<<Blocks(table.outer * table.rows * table.inner), kThreads, 0, s>>>(dy, ids.count, table, start,
+                                                                                       order, dparams);
   return Launched();
 }
 

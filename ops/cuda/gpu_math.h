@@ -24,11 +24,13 @@ int BiasAddGrad(const float* dy, float* db, int64_t outer, int64_t channels, int
 // The class losses over rows of `classes` scores and integer labels (int64
 // when labels_are_int64, else int32), as ops/cpu/loss_kernels.cc computes
 // them: softmax cross-entropy, -log softmax(s)[y]; the multi-class hinge
-// (Weston-Watkins), sum over k != y of max(0, margin - s[y] + s[k]). A row
-// whose label is ignore_index is out of the loss. A label outside
-// [0, classes) makes the result NaN (the host kernel's error cannot be
-// raised from the device; the trainer stops on a NaN loss and names it).
-enum class RowLoss { kSoftmaxCrossEntropy, kHinge };
+// (Weston-Watkins), sum over k != y of max(0, margin - s[y] + s[k]); the
+// one-vs-rest logistic loss, sum over k of log(1 + exp(-y_k s[k])) with
+// y_k = +1 at the label and -1 elsewhere. A row whose label is ignore_index
+// is out of the loss. A label outside [0, classes) makes the result NaN (the
+// host kernel's error cannot be raised from the device; the trainer stops on
+// a NaN loss and names it).
+enum class RowLoss { kSoftmaxCrossEntropy, kHinge, kLogistic };
 // loss[0] = the mean over labelled rows (0 when none), summed in double.
 int MeanRowLoss(RowLoss kind, float margin, const float* logits, const void* labels, bool labels_are_int64,
                 int64_t rows, int64_t classes, int64_t ignore_index, float* loss, void* stream);
@@ -77,8 +79,10 @@ struct Broadcast {
   int64_t out[kMaxRank] = {};
   int64_t in[2][kMaxRank] = {};
 };
-// y = a + b (a's dims in[0], b's in[1]); n: y's elements.
-int BroadcastAdd(const float* a, const float* b, float* y, int64_t n, const Broadcast& shape, void* stream);
+// y = a + b or a * b (a's dims in[0], b's in[1]); n: y's elements.
+enum class BinaryOp { kAdd, kMul };
+int BroadcastBinary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, const Broadcast& shape,
+                    void* stream);
 // dx = dy (dims out) summed down to dims in[0]; n: dx's elements. Each
 // element adds its dy elements one by one in increasing index, in float,
 // the CPU's order: the sums are the CPU's bit for bit (a thread per dx
@@ -118,6 +122,70 @@ int BatchNormInference(const float* x, const float* scale, const float* offset, 
 int BatchNormGrad(const float* dy, const float* x, const float* scale, const float* mean, const float* var, float* dx,
                   float* dscale, float* doffset, int64_t outer, int64_t channels, int64_t inner, float epsilon,
                   double* partials, void* stream);
+
+// GELU, exact (0.5 x (1 + erf(x / sqrt 2))) or its tanh form (0.5 x (1 +
+// tanh(sqrt(2/pi) (x + 0.044715 x^3)))), and dx = dy * GELU'(x); computed in
+// double and rounded once (the host's oneDNN uses its own polynomials: the
+// two agree within float rounding, not bit for bit).
+int Gelu(const float* x, float* y, int64_t n, bool tanh_form, void* stream);
+int GeluGrad(const float* dy, const float* x, float* dx, int64_t n, bool tanh_form, void* stream);
+
+// Softmax along the middle dim of [outer, axis, inner] (a thread per line of
+// `axis` elements, `inner` apart): y = exp(x - max) / sum, the exponentials
+// and their sum in double. SoftmaxGrad: dx = y * (dy - sum(dy * y)), the sum
+// in double.
+struct Lines {
+  int64_t outer, axis, inner;
+};
+int Softmax(const float* x, float* y, const Lines& lines, void* stream);
+int SoftmaxGrad(const float* dy, const float* y, float* dx, const Lines& lines, void* stream);
+
+// LayerNorm over x viewed as [rows, width] in ops/cpu/layer_norm_kernels.cc's
+// float arithmetic and order (its SumLanes: 8 lanes, then the tail, combined
+// as a fixed tree; dscale and dbias add rows in order, a thread per column):
+// the host's floats bit for bit. mean and rstd get a value per row.
+int LayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean, float* rstd, int64_t rows,
+              int64_t width, float epsilon, void* stream);
+// dx, dscale and dbias (rows > 0 or width > 0); `row_means` is scratch of
+// 2 * rows floats.
+int LayerNormGrad(const float* dy, const float* x, const float* scale, const float* mean, const float* rstd, float* dx,
+                  float* dscale, float* dbias, int64_t rows, int64_t width, float* row_means, void* stream);
+
+// y (dims out) = x read through `stride` (x's strides in y's dim order):
+// Transpose, for elements of 4 or 8 bytes (element_bytes).
+struct Strided {
+  int rank = 0;
+  int64_t out[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+};
+int Transpose(const void* x, void* y, int element_bytes, int64_t n, const Strided& view, void* stream);
+
+// CausalMask over `rows` rows of `keys` scores (rows of [outer, queries,
+// keys]): row r keeps its first (r % queries) + keys - queries + 1 scores and
+// the rest become `value`.
+int CausalMask(const float* x, float* y, int64_t rows, int64_t queries, int64_t keys, float value, void* stream);
+
+// Ids (int64 or int32) into a table viewed as [outer, rows, inner], rows
+// the gathered axis; a negative id counts from the end.
+struct Ids {
+  const void* data;
+  bool is64;
+  int64_t count;
+};
+struct Table {
+  int64_t outer, rows, inner;
+};
+// bad[0] = the first position whose id is outside [-rows, rows) (-1: none),
+// bad[1] = that id (a device array of two).
+int FindBadId(const Ids& ids, int64_t rows, int64_t* bad, void* stream);
+// y [outer, ids, inner] = the rows the ids pick (0 for an id outside).
+int Gather(const float* params, const Ids& ids, const Table& table, float* y, void* stream);
+// dparams = zero, plus each id's dy row added into its row, ids in order
+// (the host's sums bit for bit); ids outside the table add nothing.
+// `scratch` holds GatherGradScratch(table, ids) int64s: the positions of
+// each row's ids (a thread per row lists them in order), no atomics.
+int64_t GatherGradScratch(const Table& table, const Ids& ids);
+int GatherGrad(const float* dy, const Ids& ids, const Table& table, float* dparams, int64_t* scratch, void* stream);
 
 }  // namespace nereid::cuda::math
 

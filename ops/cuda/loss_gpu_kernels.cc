@@ -1,7 +1,8 @@
 // GPU kernels for the class losses and their gradients (softmax
-// cross-entropy, multi-class hinge): the mean over labelled rows, as
-// ops/cpu/loss_kernels.cc computes it (double sums, one thread per row for
-// the gradient). A label out of range gives NaN (gpu_math.h).
+// cross-entropy, multi-class hinge, one-vs-rest logistic): the mean over
+// labelled rows, as ops/cpu/loss_kernels.cc computes it (double sums, one
+// thread per row for the gradient). A label out of range gives NaN
+// (gpu_math.h).
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -83,11 +84,15 @@ using SoftmaxCrossEntropyGpuKernel = RowLossGpuKernel<RowLoss::kSoftmaxCrossEntr
 using SoftmaxCrossEntropyGradGpuKernel = RowLossGradGpuKernel<RowLoss::kSoftmaxCrossEntropy>;
 using HingeLossGpuKernel = RowLossGpuKernel<RowLoss::kHinge>;
 using HingeLossGradGpuKernel = RowLossGradGpuKernel<RowLoss::kHinge>;
+using LogisticLossGpuKernel = RowLossGpuKernel<RowLoss::kLogistic>;
+using LogisticLossGradGpuKernel = RowLossGradGpuKernel<RowLoss::kLogistic>;
 
 NEREID_REGISTER_KERNEL("SoftmaxCrossEntropy", kGpu, DT_FLOAT, SoftmaxCrossEntropyGpuKernel);
 NEREID_REGISTER_KERNEL("SoftmaxCrossEntropyGrad", kGpu, DT_FLOAT, SoftmaxCrossEntropyGradGpuKernel);
 NEREID_REGISTER_KERNEL("HingeLoss", kGpu, DT_FLOAT, HingeLossGpuKernel);
 NEREID_REGISTER_KERNEL("HingeLossGrad", kGpu, DT_FLOAT, HingeLossGradGpuKernel);
+NEREID_REGISTER_KERNEL("LogisticLoss", kGpu, DT_FLOAT, LogisticLossGpuKernel);
+NEREID_REGISTER_KERNEL("LogisticLossGrad", kGpu, DT_FLOAT, LogisticLossGradGpuKernel);
 
 }  // namespace
 }  // namespace nereid

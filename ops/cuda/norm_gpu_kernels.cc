@@ -13,8 +13,17 @@
 // does not say in which order it sums. Here the per-channel sums run in
 // double over chunks of the channel fixed by its size, added as trees (the
 // same result every run, no atomics); the rest is oneDNN's float arithmetic.
+//
+// LayerNorm and LayerNormGrad (ops/cpu/layer_norm_kernels.cc: x as [rows,
+// width], width the product of the dims from `axis` on; outputs y, the
+// row means and 1/sqrt(var + epsilon)) are the project's kernels in the
+// host's own float arithmetic and summation order (its eight-lane sums per
+// row; dscale and dbias adding rows in order), so their floats are the
+// host's bit for bit, every run.
 
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -47,6 +56,24 @@ absl::StatusOr<Tensor> Partials(OpKernelContext& ctx, const ChannelView& v) {
   return cuda::Scratch(ctx, cuda::math::BatchNormScratchDoubles(v.channels, v.outer * v.inner) * sizeof(double));
 }
 
+// A gradient's dy (input 0) and x (input 1) have the same dims.
+absl::Status CheckDyMatchesX(const OpKernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  if (dy.dims() == x.dims()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(cuda::Prefix(ctx.node()), "dy ", dy.DebugString(), " and x ", x.DebugString(), " differ"));
+}
+
+// Outputs 0 .. count - 1, allocated.
+absl::StatusOr<std::vector<Tensor*>> AllocateOutputs(OpKernelContext& ctx, int count) {
+  std::vector<Tensor*> out(count);
+  for (int i = 0; i < count; ++i) {
+    ASSIGN_OR_RETURN(out[i], ctx.AllocateOutput(i));
+  }
+  return out;
+}
+
 // (x, scale, offset, running_mean, running_var)
 //   -> (y, saved_mean, saved_var, next_running_mean, next_running_var).
 class BatchNormGpuKernel : public OpKernel {
@@ -68,11 +95,9 @@ class BatchNormGpuKernel : public OpKernel {
       return absl::InvalidArgumentError(absl::StrCat(
           cuda::Prefix(ctx->node()), "expected more than 1 value per channel when training, got x ", x.DebugString()));
     }
-    ASSIGN_OR_RETURN(Tensor * y, ctx->AllocateOutput(0));
-    Tensor* stats[4];  // saved_mean, saved_var, next_running_mean, next_running_var
-    for (int i = 0; i < 4; ++i) {
-      ASSIGN_OR_RETURN(stats[i], ctx->AllocateOutput(1 + i));
-    }
+    ASSIGN_OR_RETURN(std::vector<Tensor*> out, AllocateOutputs(*ctx, 5));
+    Tensor* y = out[0];
+    Tensor* const* stats = &out[1];  // saved_mean, saved_var, next_running_mean, next_running_var
     const float* scale = ctx->input(1).data<float>();
     const float* offset = ctx->input(2).data<float>();
     const Tensor& running_mean = ctx->input(3);
@@ -117,16 +142,14 @@ class BatchNormGradGpuKernel : public OpKernel {
 
   absl::Status Compute(OpKernelContext* ctx) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    RETURN_IF_ERROR(CheckDyMatchesX(*ctx));
     const Tensor& dy = ctx->input(0);
     const Tensor& x = ctx->input(1);
-    if (dy.dims() != x.dims()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(cuda::Prefix(ctx->node()), "dy ", dy.DebugString(), " and x ", x.DebugString(), " differ"));
-    }
     RETURN_IF_ERROR(CheckPerChannel(*ctx, x, 2, 4));
-    ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
-    ASSIGN_OR_RETURN(Tensor * dscale, ctx->AllocateOutput(1));
-    ASSIGN_OR_RETURN(Tensor * doffset, ctx->AllocateOutput(2));
+    ASSIGN_OR_RETURN(std::vector<Tensor*> out, AllocateOutputs(*ctx, 3));
+    Tensor* dx = out[0];
+    Tensor* dscale = out[1];
+    Tensor* doffset = out[2];
     const ChannelView v = ChannelViewOf(x);
     if (v.channels == 0) return absl::OkStatus();
     if (dx->num_elements() == 0) {  // sums over nothing
@@ -146,8 +169,86 @@ class BatchNormGradGpuKernel : public OpKernel {
   float epsilon_ = 1e-5f;
 };
 
+struct RowView {
+  int64_t rows = 1, width = 1;
+};
+
+// x as [rows, width] around `axis`, as the host views it; an error unless
+// each of `per_width` inputs has `width` values and each of `per_row` one
+// value per row (the device would read past them otherwise).
+absl::StatusOr<RowView> LayerNormView(const OpKernelContext& ctx, const Tensor& x, int64_t axis,
+                                      std::initializer_list<int> per_width, std::initializer_list<int> per_row) {
+  const int64_t rank = x.rank();
+  const int64_t at = axis < 0 ? axis + rank : axis;
+  if (at < 0 || at > rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cuda::Prefix(ctx.node()), "axis ", axis, " is outside x ", x.DebugString()));
+  }
+  RowView v;
+  for (int64_t i = 0; i < rank; ++i) (i < at ? v.rows : v.width) *= x.dim(static_cast<int>(i));
+  auto check = [&](std::initializer_list<int> inputs, int64_t count, const char* what) -> absl::Status {
+    for (int i : inputs) {
+      if (ctx.input(i).num_elements() != count) {
+        return absl::InvalidArgumentError(absl::StrCat(cuda::Prefix(ctx.node()), "input ", i, " is ",
+                                                       ctx.input(i).DebugString(), " but x ", x.DebugString(),
+                                                       " needs ", count, " values (", what, ")"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check(per_width, v.width, "the normalised dims"));
+  RETURN_IF_ERROR(check(per_row, v.rows, "one per row"));
+  return v;
+}
+
+// LayerNorm ((x, scale, bias) -> (y, mean, rstd)) and LayerNormGrad ((dy,
+// x, scale, mean, rstd) -> (dx, dscale, dbias)).
+class LayerNormGpuKernel : public OpKernel {
+ public:
+  explicit LayerNormGpuKernel(bool backward = false) : backward_(backward) {}
+
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    axis_ = attrs.at("axis")->i();
+    if (!backward_) epsilon_ = attrs.at("epsilon")->f();
+    return absl::OkStatus();
+  }
+
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    if (backward_) RETURN_IF_ERROR(CheckDyMatchesX(*ctx));
+    const Tensor& x = ctx->input(backward_ ? 1 : 0);
+    ASSIGN_OR_RETURN(
+        RowView v, backward_ ? LayerNormView(*ctx, x, axis_, {2}, {3, 4}) : LayerNormView(*ctx, x, axis_, {1, 2}, {}));
+    ASSIGN_OR_RETURN(std::vector<Tensor*> out, AllocateOutputs(*ctx, 3));
+    const auto in = [&](int i) { return ctx->input(i).data<float>(); };
+    const auto at = [&](int i) { return out[i]->data<float>(); };
+    if (!backward_) {
+      if (v.rows == 0) return absl::OkStatus();
+      return cuda::Launched(
+          cuda::math::LayerNorm(in(0), in(1), in(2), at(0), at(1), at(2), v.rows, v.width, epsilon_, stream), *ctx);
+    }
+    if (v.width == 0) return absl::OkStatus();  // every output is empty
+    ASSIGN_OR_RETURN(Tensor row_means, cuda::Scratch(*ctx, 2 * v.rows * sizeof(float)));
+    return cuda::Launched(cuda::math::LayerNormGrad(in(0), in(1), in(2), in(3), in(4), at(0), at(1), at(2), v.rows,
+                                                    v.width, static_cast<float*>(row_means.raw()), stream),
+                          *ctx);
+  }
+
+ private:
+  bool backward_;
+  int64_t axis_ = -1;
+  float epsilon_ = 1e-5f;
+};
+
+class LayerNormGradGpuKernel : public LayerNormGpuKernel {
+ public:
+  LayerNormGradGpuKernel() : LayerNormGpuKernel(/*backward=*/true) {}
+};
+
 NEREID_REGISTER_KERNEL("BatchNorm", kGpu, DT_FLOAT, BatchNormGpuKernel);
 NEREID_REGISTER_KERNEL("BatchNormGrad", kGpu, DT_FLOAT, BatchNormGradGpuKernel);
+NEREID_REGISTER_KERNEL("LayerNorm", kGpu, DT_FLOAT, LayerNormGpuKernel);
+NEREID_REGISTER_KERNEL("LayerNormGrad", kGpu, DT_FLOAT, LayerNormGradGpuKernel);
 
 }  // namespace
 }  // namespace nereid

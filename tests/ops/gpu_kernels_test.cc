@@ -6,19 +6,26 @@
 // groups, dilation, max-pooling windows with ties (routing a gradient to the
 // first maximum), broadcasting shapes, sums of more inputs than one launch
 // takes, batch norm in both phases (with its statistics outputs) and over
-// channels of several reduction chunks. cuBLAS, cuDNN and batch norm sum in
-// other orders than oneDNN, so values agree within a tolerance, not bit for
-// bit; dropout masks, Add, AddN, ReduceToShapeOf and GlobalAvgPool add in
-// the host's order and agree exactly.
+// channels of several reduction chunks, batched products with each
+// transpose and each way of broadcasting batches, layer norm over widths
+// below, at and past its eight-lane sums, gathers with repeated and
+// negative ids (their gradient's sums in the ids' order). cuBLAS, cuDNN,
+// batch norm, GELU and softmax compute in other orders or forms than
+// oneDNN, so values agree within a tolerance, not bit for bit; dropout
+// masks, Add, Mul, AddN, ReduceToShapeOf, GlobalAvgPool, LayerNorm and its
+// gradient, Transpose, CausalMask, Gather and GatherGrad compute as the
+// host does and agree exactly.
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -43,11 +50,12 @@ struct OpCase {
   float tolerance = 1e-4f;
   std::vector<std::string> positive = {};  // Inputs fed |normal| + 0.1 (variances)
   bool training = true;                    // the step's phase (batch norm's)
+  int64_t ids = 0;  // > 0: integer inputs are ids in [-ids, ids) (negative: from the end), not labels
 };
 
 // Random feeds for every Input of `graph`: normal floats (positive where
-// the case asks), or small integers, and labels in [0, 10) with one row
-// marked -100 (ignored).
+// the case asks), or small integers; integers are labels in [0, 10) with
+// one row marked -100 (ignored), or ids where the case asks.
 FeedMap FeedsFor(const Graph& graph, const OpCase& c) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
@@ -58,8 +66,11 @@ FeedMap FeedsFor(const Graph& graph, const OpCase& c) {
     Tensor t = *Tensor::Allocate(n->outputs()[0].dtype, dims);
     const bool positive = std::find(c.positive.begin(), c.positive.end(), n->name()) != c.positive.end();
     for (int64_t i = 0; i < t.num_elements(); ++i) {
-      if (t.dtype() == DT_INT32) {
-        t.data<int32_t>()[i] = i == 1 ? -100 : static_cast<int32_t>(rng() % 10);
+      if (t.dtype() == DT_INT32 || t.dtype() == DT_INT64) {
+        const int64_t v = c.ids > 0 ? static_cast<int64_t>(rng() % (2 * c.ids)) - c.ids
+                                    : (i == 1 ? -100 : static_cast<int64_t>(rng() % 10));
+        if (t.dtype() == DT_INT32) t.data<int32_t>()[i] = static_cast<int32_t>(v);
+        if (t.dtype() == DT_INT64) t.data<int64_t>()[i] = v;
       } else if (c.small_integers) {
         t.data<float>()[i] = static_cast<float>(static_cast<int>(rng() % 4) - 1);
       } else {
@@ -138,7 +149,11 @@ TEST_P(GpuKernelTest, MatchesTheHostKernel) {
     const Tensor& a = (*host)[f];
     const Tensor& b = (*gpu)[f];
     ASSERT_EQ(a.dims(), b.dims());
-    ASSERT_EQ(a.dtype(), DT_FLOAT);
+    ASSERT_EQ(a.dtype(), b.dtype());
+    if (a.dtype() != DT_FLOAT) {
+      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.num_bytes()), 0) << "the integers differ";
+      continue;
+    }
     int64_t far = 0, first = -1;
     for (int64_t i = 0; i < a.num_elements(); ++i) {
       const float x = a.data<float>()[i], y = b.data<float>()[i];
@@ -231,6 +246,11 @@ std::vector<OpCase> PoolCases() {
   return cases;
 }
 
+// MatMul's and BatchMatMul's attributes.
+std::string Transposes(bool a, bool b) {
+  return Attr("transpose_a", a ? "b: true" : "b: false") + Attr("transpose_b", b ? "b: true" : "b: false");
+}
+
 std::vector<OpCase> DenseCases() {
   std::vector<OpCase> cases;
   for (int t = 0; t < 4; ++t) {
@@ -238,9 +258,7 @@ std::vector<OpCase> DenseCases() {
     cases.push_back({absl::StrCat("matmul_ta", ta, "_tb", tb),
                      InputNode("a", ta ? std::vector<int64_t>{7, 5} : std::vector<int64_t>{5, 7}) +
                          InputNode("b", tb ? std::vector<int64_t>{3, 7} : std::vector<int64_t>{7, 3}) +
-                         OpNode("y", "MatMul", {"a", "b"},
-                                Attr("transpose_a", ta ? "b: true" : "b: false") +
-                                    Attr("transpose_b", tb ? "b: true" : "b: false"))});
+                         OpNode("y", "MatMul", {"a", "b"}, Transposes(ta, tb))});
   }
   cases.push_back({"bias_add_2d", InputNode("x", {4, 6}) + InputNode("b", {6}) + OpNode("y", "BiasAdd", {"x", "b"})});
   cases.push_back(
@@ -305,11 +323,13 @@ std::vector<OpCase> SumCases() {
                                          {"scalar", {}, {2, 3}},
                                          {"both_broadcast", {3, 1, 5}, {4, 1}},
                                          {"channel", {2, 3, 4, 5}, {1, 3, 1, 1}}}) {
-    cases.push_back({"add_" + p.name,
-                     InputNode("a", p.a) + InputNode("b", p.b) + OpNode("y", "Add", {"a", "b"}),
-                     {"y"},
-                     false,
-                     0.0f});
+    for (const std::string op : {"Add", "Mul"}) {
+      cases.push_back({absl::AsciiStrToLower(op) + "_" + p.name,
+                       InputNode("a", p.a) + InputNode("b", p.b) + OpNode("y", op, {"a", "b"}),
+                       {"y"},
+                       false,
+                       0.0f});
+    }
   }
   for (int inputs : {1, 3, 10}) {  // 10: more than one launch's inputs
     std::string graph;
@@ -394,9 +414,133 @@ std::vector<OpCase> ModelOpCases() {
   return cases;
 }
 
+// BatchMatMul: equal batches with each transpose; one right-hand matrix (the
+// left batch folded into rows), one left-hand matrix (a batch of stride 0),
+// batches broadcast both ways (a product per matrix), no batch at all.
+std::vector<OpCase> BatchMatMulCases() {
+  struct Product {
+    std::string name;
+    std::vector<int64_t> a, b;
+    bool ta, tb;
+  };
+  std::vector<OpCase> cases;
+  for (const Product& p : std::vector<Product>{{"equal", {2, 3, 4, 5}, {2, 3, 5, 6}, false, false},
+                                               {"equal_ta", {2, 3, 5, 4}, {2, 3, 5, 6}, true, false},
+                                               {"equal_tb", {2, 3, 4, 5}, {2, 3, 6, 5}, false, true},
+                                               {"equal_ta_tb", {2, 3, 5, 4}, {2, 3, 6, 5}, true, true},
+                                               {"one_rhs", {2, 7, 5}, {5, 6}, false, false},
+                                               {"one_rhs_tb", {2, 7, 5}, {6, 5}, false, true},
+                                               {"one_rhs_ta", {2, 5, 7}, {5, 6}, true, false},
+                                               {"one_lhs", {4, 5}, {3, 5, 6}, false, false},
+                                               {"both_broadcast", {2, 1, 4, 5}, {3, 5, 6}, false, false},
+                                               {"both_broadcast_ta_tb", {1, 3, 5, 4}, {2, 1, 6, 5}, true, true},
+                                               {"no_batch", {4, 5}, {5, 6}, false, false}}) {
+    cases.push_back({"batch_matmul_" + p.name, InputNode("a", p.a) + InputNode("b", p.b) +
+                                                   OpNode("y", "BatchMatMul", {"a", "b"}, Transposes(p.ta, p.tb))});
+  }
+  return cases;
+}
+
+// "2x3x4_axis1", "6x10_axis_last" (test names hold no '-').
+std::string AxisTag(const std::vector<int64_t>& x, int axis) {
+  return absl::StrCat(absl::StrJoin(x, "x"), axis == -1 ? "_axis_last" : absl::StrCat("_axis", axis));
+}
+
+// The transformer's other ops (models/char_transformer.pbtxt) and the
+// logistic loss.
+std::vector<OpCase> TransformerCases() {
+  std::vector<OpCase> cases;
+  const auto exact = [](OpCase c, int64_t ids = 0) {
+    c.tolerance = 0.0f;
+    c.ids = ids;
+    return c;
+  };
+  for (const std::string form : {"none", "tanh"}) {
+    const std::string attrs = Attr("approximate", "s: \"" + form + "\"");
+    cases.push_back({"gelu_" + form, InputNode("x", {1000}) + OpNode("y", "Gelu", {"x"}, attrs), {"y"}, false, 1e-5f});
+    cases.push_back({"gelu_grad_" + form,
+                     InputNode("dy", {1000}) + InputNode("x", {1000}) + OpNode("y", "GeluGrad", {"dy", "x"}, attrs),
+                     {"y"},
+                     false,
+                     1e-5f});
+  }
+  for (const auto& [x, axis] : std::vector<std::pair<std::vector<int64_t>, int>>{
+           {{6, 10}, -1}, {{2, 5, 3}, 1}, {{2, 4, 16, 16}, -1}, {{3, 4}, 0}}) {
+    const std::string tag = AxisTag(x, axis);
+    const std::string attrs = Attr("axis", absl::StrCat("i: ", axis));
+    cases.push_back({"softmax_" + tag, InputNode("x", x) + OpNode("y", "Softmax", {"x"}, attrs), {"y"}, false, 1e-5f});
+    cases.push_back({"softmax_grad_" + tag,
+                     InputNode("dy", x) + InputNode("s", x) + OpNode("y", "SoftmaxGrad", {"dy", "s"}, attrs),
+                     {"y"},
+                     false,
+                     1e-5f,
+                     {"s"}});
+  }
+  // Widths below eight (the tail only), past it (lanes and a tail), and of
+  // several dims.
+  for (const auto& [x, axis] : std::vector<std::pair<std::vector<int64_t>, int>>{
+           {{4, 6}, -1}, {{3, 5, 20}, -1}, {{2, 3, 4, 8}, 1}, {{2, 64}, 1}}) {
+    const std::string tag = AxisTag(x, axis);
+    const int at = axis < 0 ? axis + static_cast<int>(x.size()) : axis;
+    const std::vector<int64_t> normalised(x.begin() + at, x.end());
+    std::vector<int64_t> stats(x.begin(), x.begin() + at);
+    stats.resize(x.size(), 1);
+    const std::string attrs = Attr("axis", absl::StrCat("i: ", axis));
+    cases.push_back(
+        exact(WithOutputs("layer_norm_" + tag,
+                          InputNode("x", x) + InputNode("scale", normalised) + InputNode("bias", normalised) +
+                              OpNode("y", "LayerNorm", {"x", "scale", "bias"}, attrs),
+                          3)));
+    cases.push_back(exact(WithOutputs("layer_norm_grad_" + tag,
+                                      InputNode("dy", x) + InputNode("x", x) + InputNode("scale", normalised) +
+                                          InputNode("mean", stats) + InputNode("rstd", stats) +
+                                          OpNode("y", "LayerNormGrad", {"dy", "x", "scale", "mean", "rstd"}, attrs),
+                                      3, {"rstd"})));
+  }
+  const auto perm = [](std::vector<int64_t> p) { return Attr("perm", IntsValue(p)); };
+  cases.push_back(
+      exact({"transpose_heads", InputNode("x", {2, 3, 4, 5}) + OpNode("y", "Transpose", {"x"}, perm({0, 2, 1, 3}))}));
+  cases.push_back(exact({"transpose_reversed", InputNode("x", {3, 4}) + OpNode("y", "Transpose", {"x"}, perm({}))}));
+  cases.push_back(
+      exact({"transpose_rotate", InputNode("x", {2, 3, 4}) + OpNode("y", "Transpose", {"x"}, perm({2, 0, 1}))}));
+  cases.push_back(exact(
+      {"transpose_int64", InputNode("x", {2, 3, 4}, "DT_INT64") + OpNode("y", "Transpose", {"x"}, perm({1, 0, 2}))},
+      1000));
+  cases.push_back(exact({"causal_mask_square", InputNode("x", {2, 3, 5, 5}) + OpNode("y", "CausalMask", {"x"})}));
+  cases.push_back(exact({"causal_mask_more_keys_value0",
+                         InputNode("x", {2, 3, 7}) + OpNode("y", "CausalMask", {"x"}, Attr("value", "f: 0"))}));
+  // Ids in [-10, 10): negative ones, and every row picked several times.
+  const std::string axis1 = Attr("axis", "i: 1");
+  cases.push_back(exact(
+      {"gather", InputNode("p", {10, 6}) + InputNode("ids", {4, 5}, "DT_INT32") + OpNode("y", "Gather", {"p", "ids"})},
+      10));
+  cases.push_back(exact({"gather_axis1_int64", InputNode("p", {3, 10, 4}) + InputNode("ids", {7}, "DT_INT64") +
+                                                   OpNode("y", "Gather", {"p", "ids"}, axis1)},
+                        10));
+  cases.push_back(exact({"gather_grad", InputNode("dy", {4, 5, 6}) + InputNode("ids", {4, 5}, "DT_INT32") +
+                                            InputNode("p", {10, 6}) + OpNode("y", "GatherGrad", {"dy", "ids", "p"})},
+                        10));
+  cases.push_back(exact({"gather_grad_axis1_int64", InputNode("dy", {3, 7, 4}) + InputNode("ids", {7}, "DT_INT64") +
+                                                        InputNode("p", {3, 10, 4}) +
+                                                        OpNode("y", "GatherGrad", {"dy", "ids", "p"}, axis1)},
+                        10));
+  // 300 ids into 5 rows: sums of about 60 floats each, which another order
+  // of addition would round differently.
+  cases.push_back(
+      exact({"gather_grad_many_repeats", InputNode("dy", {300, 3}) + InputNode("ids", {300}, "DT_INT64") +
+                                             InputNode("p", {5, 3}) + OpNode("y", "GatherGrad", {"dy", "ids", "p"})},
+            5));
+  const std::string loss_inputs = InputNode("s", {6, 10}) + InputNode("labels", {6}, "DT_INT32");
+  cases.push_back({"logistic_loss", loss_inputs + OpNode("y", "LogisticLoss", {"s", "labels"})});
+  cases.push_back({"logistic_loss_grad",
+                   loss_inputs + InputNode("dloss", {}) + OpNode("y", "LogisticLossGrad", {"s", "labels", "dloss"})});
+  return cases;
+}
+
 std::vector<OpCase> AllCases() {
   std::vector<OpCase> all = DenseCases();
-  for (auto more : {ConvCases(), PoolCases(), SumCases(), NormCases(), ModelOpCases()}) {
+  for (auto more :
+       {ConvCases(), PoolCases(), SumCases(), NormCases(), ModelOpCases(), BatchMatMulCases(), TransformerCases()}) {
     all.insert(all.end(), more.begin(), more.end());
   }
   return all;
@@ -419,6 +563,27 @@ TEST(GpuKernelCasesCoverage, EveryCaseRunsOnTheHostAndHasAGpuKernel) {
     EXPECT_EQ(y->def().device(), "cuda:0");
     auto kernel = KernelRegistry::Global().Create(**graph, *y, kGpu);
     EXPECT_TRUE(kernel.ok()) << kernel.status();
+  }
+}
+
+// An id outside the table fails the run with the host's error: the GPU's
+// check raises it on the node's stream. The feed's -100 at position 1 is
+// outside a table of 10 rows.
+TEST(GpuKernelErrors, AnIdOutsideTheTableIsTheHostsError) {
+  const std::string ids = InputNode("ids", {8}, "DT_INT32");
+  const std::vector<OpCase> cases = {{"gather", InputNode("p", {10, 6}) + ids + OpNode("y", "Gather", {"p", "ids"})},
+                                     {"gather_grad", InputNode("dy", {8, 6}) + ids + InputNode("p", {10, 6}) +
+                                                         OpNode("y", "GatherGrad", {"dy", "ids", "p"})}};
+  const std::string expected = "node 'y': index -100 at position 1 is outside the table's 10 rows";
+  // The host's message (checked without a GPU too), then the GPU's.
+  for (bool on_gpu : {false, true}) {
+    if (on_gpu && !testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    for (const OpCase& c : cases) {
+      SCOPED_TRACE(c.name + (on_gpu ? " on cuda" : " on the host"));
+      auto result = Evaluate(c, on_gpu);
+      ASSERT_FALSE(result.ok());
+      EXPECT_NE(result.status().message().find(expected), absl::string_view::npos) << result.status();
+    }
   }
 }
 

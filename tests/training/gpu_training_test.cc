@@ -39,7 +39,8 @@ struct ModelCase {
 
 // Models whose every op has a GPU kernel: dense, convolutional, with batch
 // norm, residual adds and global pooling (resnet20, vgg11_bn), the hinge
-// loss (svm); and an optimizer other than SGD.
+// loss (svm), a transformer (embedding, layer norm, attention, GELU); and an
+// optimizer other than SGD.
 const std::vector<ModelCase>& Models() {
   static const auto* models = new std::vector<ModelCase>{{"mlp_fashion", 4, 16},
                                                          {"lenet_fashion", 4, 8},
@@ -47,6 +48,8 @@ const std::vector<ModelCase>& Models() {
                                                          {"resnet20_cifar", 2, 4},
                                                          {"vgg11_bn_cifar", 2, 4},
                                                          {"svm_fashion", 4, 16},
+                                                         {"logreg_fashion", 4, 16},
+                                                         {"char_transformer", 2, 2, "autodiff,adam(lr=0.001)"},
                                                          {"mlp_fashion", 4, 16, "autodiff,adam(lr=0.001)"}};
   return *models;
 }
