@@ -78,8 +78,9 @@ class StreamCollectives {
   // stream's native handle (cudaStream_t as void*).
   virtual absl::Status EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
                                         void* stream) = 0;
-  // OK, or the first failure of enqueued work found so far.
-  virtual absl::Status DeferredFailure() const = 0;
+  // OK, or the first failure of enqueued work found so far (NCCL's
+  // asynchronous error is checked now).
+  virtual absl::Status DeferredFailure() = 0;
 };
 
 class Communicator {

@@ -343,9 +343,19 @@ absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp
   return absl::OkStatus();
 }
 
-absl::Status NcclCommunicator::DeferredFailure() const {
+absl::Status NcclCommunicator::DeferredFailure() {
   absl::MutexLock lock(&mu_);
+  (void)CheckAsyncError("nccl (after the step)");
   return broken_;
+}
+
+absl::Status NcclCommunicator::CheckAsyncError(const std::string& where) {
+  if (comm_ == nullptr) return absl::OkStatus();
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
+  if (result != ncclSuccess) return Abort(NcclError(where, "ncclCommGetAsyncError", result, comm_));
+  if (state != ncclSuccess && state != ncclInProgress) return Abort(NcclError(where, "asynchronous error", state, comm_));
+  return absl::OkStatus();
 }
 
 void NcclCommunicator::Watchdog() {
@@ -358,6 +368,8 @@ void NcclCommunicator::Watchdog() {
       // The work completes in enqueue order; the front is the one to watch.
       while (!watched_.empty()) {
         Watched& front = watched_.front();
+        // NCCL's error first: one raised as the work ends must not be missed.
+        if (!CheckAsyncError(front.where).ok()) continue;  // aborted: the events complete
         const cudaError_t error = cudaEventQuery(front.done);
         if (error == cudaSuccess) {
           (void)cudaEventDestroy(front.done);
@@ -367,13 +379,7 @@ void NcclCommunicator::Watchdog() {
         if (error != cudaErrorNotReady) {
           (void)Abort(CudaError(front.where, "cudaEventQuery", error));
         } else if (comm_ != nullptr) {
-          ncclResult_t state = ncclSuccess;
-          const ncclResult_t result = ncclCommGetAsyncError(comm_, &state);
-          if (result != ncclSuccess) {
-            (void)Abort(NcclError(front.where, "ncclCommGetAsyncError", result, comm_));
-          } else if (state != ncclSuccess && state != ncclInProgress) {
-            (void)Abort(NcclError(front.where, "asynchronous error", state, comm_));
-          } else if (absl::Now() >= front.deadline) {
+          if (absl::Now() >= front.deadline) {
             (void)Abort(absl::DeadlineExceededError(absl::StrCat(
                 front.where, ": not complete by its deadline (a peer did not make the matching call, or is stopped "
                              "or dead); the NCCL communicator was aborted")));

@@ -125,7 +125,7 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   StreamCollectives* stream_collectives() override { return this; }
   absl::Status EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
                                 void* stream) override;
-  absl::Status DeferredFailure() const override;
+  absl::Status DeferredFailure() override;
 
  private:
   // Enqueued work the watchdog follows until its event completes.
@@ -160,6 +160,8 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   // anything else aborts it. Returns the error.
   absl::Status EnqueueFailed(const std::string& where, ncclResult_t enqueued, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // NCCL's asynchronous error, if any, aborts the communicator; returns it.
+  absl::Status CheckAsyncError(const std::string& where) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unimplemented for a wire format other than float32.
   absl::Status CheckWire(const char* op, const CollectiveOptions& options) const;
   // Aborts comm_ and remembers `status` as the reason; returns it.

@@ -19,22 +19,40 @@
 namespace nereid {
 namespace {
 
-// The GPU the plan's collectives are placed on (place(device=cuda,
-// comm=device)), or -1. Named groups' collectives on a GPU are refused:
-// NCCL communicators for process groups are not built.
+// The GPU the world's collectives are placed on (place(device=cuda,
+// comm=device)), or -1. They run on one communicator, so they must all be on
+// that GPU: one left on the host (no GPU kernel, fallback=host) or on another
+// GPU is refused, as are named groups' collectives on a GPU (NCCL for
+// process groups is not built).
 absl::StatusOr<int> GpuOfCollectives(const Graph& graph) {
   int gpu = -1;
+  const Node* on_host = nullptr;
+  const Node* on_gpu = nullptr;
   for (const Node* n : graph.nodes()) {
+    if (!IsCollective(*n)) continue;
     const std::string& device = n->def().device();
-    if (!IsCollective(*n) || !absl::StartsWith(device, "cuda:")) continue;
+    if (!absl::StartsWith(device, "cuda:")) {
+      if (CollectiveGroup(*n).empty()) on_host = n;
+      continue;
+    }
     if (!CollectiveGroup(*n).empty()) {
       return absl::UnimplementedError(absl::StrCat(
           "'", n->name(), "' (group '", CollectiveGroup(*n), "') is placed on ", device,
           ": NCCL for process groups is not built; plan with place(device=cuda) to keep collectives on the host"));
     }
-    if (!absl::SimpleAtoi(device.substr(5), &gpu)) {
-      return absl::InvalidArgumentError(absl::StrCat("'", n->name(), "' is placed on '", device, "'"));
+    int ordinal = -1;
+    if (!absl::SimpleAtoi(device.substr(5), &ordinal) || (gpu >= 0 && ordinal != gpu)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", n->name(), "' is placed on '", device,
+                                                     "', another collective on cuda:", gpu));
     }
+    gpu = ordinal;
+    on_gpu = n;
+  }
+  if (on_gpu != nullptr && on_host != nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "'", on_host->name(), "' (", on_host->op(), ") stays on the host while '", on_gpu->name(),
+        "' is on cuda: the world's collectives run on one communicator (NCCL on the GPU); give the op a GPU "
+        "kernel or plan with place(device=cuda) to keep every collective on the host"));
   }
   return gpu;
 }

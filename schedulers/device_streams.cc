@@ -259,7 +259,8 @@ absl::Status DeviceStreams::LaunchAsync(const Node& node, const std::vector<Tens
     id = next_pending_++;
     // Marks the outputs written by the work enqueued so far (the kernel's
     // last), unless the launch failed; runs once, whoever calls it first.
-    pending_[id] = [this, stream, outputs = std::move(outputs), done = std::move(done)](absl::Status status) {
+    Pending& pending = pending_[id];
+    pending.end = [this, stream, outputs = std::move(outputs), done = std::move(done)](absl::Status status) {
       if (status.ok()) status = MarkWritten(stream, outputs);
       done(std::move(status));
     };
@@ -270,34 +271,52 @@ absl::Status DeviceStreams::LaunchAsync(const Node& node, const std::vector<Tens
       std::lock_guard<std::mutex> lock(mu_);
       auto it = pending_.find(id);
       if (it == pending_.end()) return;  // FailPending ended it
-      end = std::move(it->second);
+      end = std::move(it->second.end);
       pending_.erase(it);
     }
     end(std::move(status));
   };
+  // A kernel once started ends through its own path (its queue ends every
+  // issue, even on failure), so FailPending leaves it alone; one not started
+  // yet (skipped on a failed stream) only FailPending ends.
+  auto started = [this, id] {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return false;
+    it->second.started = true;
+    return true;
+  };
   if (device_->kernel_style() == KernelStyle::kEnqueued) {
-    start(std::move(finish));
+    if (started()) start(std::move(finish));
     return absl::OkStatus();
   }
-  absl::Status enqueued =
-      stream->Launch(node.name(), Traced(stream, node.name(), "kernel", step, [start = std::move(start), finish]() {
-                       start(finish);
-                       return absl::OkStatus();
-                     }));
+  absl::Status enqueued = stream->Launch(
+      node.name(), Traced(stream, node.name(), "kernel", step, [start = std::move(start), finish, started]() {
+        if (started()) start(finish);
+        return absl::OkStatus();
+      }));
   if (!enqueued.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.erase(id);
+    // Ended by FailPending meanwhile: its callback has the failure.
+    if (pending_.erase(id) == 0) return absl::OkStatus();
   }
   return enqueued;
 }
 
 void DeviceStreams::FailPending(const absl::Status& status) {
-  std::map<int64_t, Finish> pending;
+  std::vector<Finish> ends;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending.swap(pending_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.started) {
+        ++it;
+        continue;
+      }
+      ends.push_back(std::move(it->second.end));
+      it = pending_.erase(it);
+    }
   }
-  for (auto& [id, end] : pending) end(status);
+  for (Finish& end : ends) end(status);
 }
 
 absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& device_out) {

@@ -116,8 +116,9 @@ class DeviceStreams {
   using Finish = std::function<void(absl::Status)>;
   absl::Status LaunchAsync(const Node& node, const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
                            int64_t step, std::function<void(Finish)> start, std::function<void(absl::Status)> done);
-  // Ends every asynchronous launch not finished yet with `status` (the run
-  // failed: a skipped kernel would never finish).
+  // Ends every asynchronous launch whose kernel has not started with
+  // `status` (the run failed: a kernel skipped on a failed stream would never
+  // finish). A started kernel ends through its queue, which ends every issue.
   void FailPending(const absl::Status& status);
 
   // CopyToDevice: `host` into `device_out`, on the copy stream. `host` is
@@ -181,7 +182,11 @@ class DeviceStreams {
 
   mutable std::mutex mu_;
   std::map<const void*, Written> written_;  // by block start; guarded by mu_
-  std::map<int64_t, Finish> pending_;       // asynchronous launches not finished; guarded by mu_
+  struct Pending {
+    Finish end;
+    bool started = false;  // the kernel was started; it ends through its own path
+  };
+  std::map<int64_t, Pending> pending_;      // asynchronous launches not finished; guarded by mu_
   int64_t next_pending_ = 0;                // guarded by mu_
   DeviceStreamsStats stats_;                // guarded by mu_
 

@@ -489,15 +489,25 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
       if (LaunchesOnDevice(n)) {
         // A collective's launch is over when it is issued: wait for that
         // (not for the collective), so the next node launches in order.
-        std::promise<absl::Status> issued;
-        std::future<absl::Status> issue = issued.get_future();
+        // Shared: a launch ended late (after the bound below) still sets it.
+        auto issued = std::make_shared<std::promise<absl::Status>>();
+        std::future<absl::Status> issue = issued->get_future();
         IssuedCallback on_issue;
         if (kernels_[id] != nullptr && kernels_[id]->IsAsync()) {
-          on_issue = [&issued](absl::Status s, std::vector<Tensor>) { issued.set_value(std::move(s)); };
+          on_issue = [issued](absl::Status s, std::vector<Tensor>) { issued->set_value(std::move(s)); };
         }
         absl::StatusOr<std::vector<Tensor>> outputs = LaunchOnDevice(n, step, values, on_issue);
         status = outputs.status();
-        if (status.ok() && on_issue) status = issue.get();
+        if (status.ok() && on_issue) {
+          // Bounded as a step is: a collective skipped on a failed stream
+          // would never be issued.
+          if (issue.wait_for(absl::ToChronoSeconds(options_.step_timeout)) != std::future_status::ready) {
+            status = absl::DeadlineExceededError(absl::StrCat("evaluation: '", n.name(), "' was not issued within ",
+                                                              absl::FormatDuration(options_.step_timeout)));
+          } else {
+            status = issue.get();
+          }
+        }
         if (status.ok()) values[id] = *std::move(outputs);
       } else if (streams_ != nullptr && n.op() == "CopyToHost") {
         const Edge* e = n.input_edge(0);
