@@ -755,8 +755,12 @@ void Executor::Execute(StepRun* run, int node_id, int cores) {
     Finish(run, node_id, std::move(status), std::move(outputs), /*cores_held=*/0, /*first_request=*/-1);
   });
   span.End();
+  GiveBackCores(shape_class, node_id, cores);
+}
+
+void Executor::GiveBackCores(int shape_class, int node_id, int cores) {
   std::unique_lock<std::mutex> lock(mu_);
-  // Starting a transfer needs one core; its wait needs none.
+  // Starting a transfer or a device launch needs one core; its wait needs none.
   LearnCores(shape_class, node_id, 1);
   free_cores_ += cores;
   Dispatch(lock);
@@ -884,10 +888,7 @@ void Executor::ExecuteOnDevice(StepRun* run, int node_id, int cores) {
       Finish(run, node_id, launched.status(), {}, cores, /*first_request=*/-1);
       return;
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    LearnCores(shape_class, node_id, 1);
-    free_cores_ += cores;
-    Dispatch(lock);
+    GiveBackCores(shape_class, node_id, cores);
     return;
   }
   if (node.op() != "CopyToHost") {
@@ -917,10 +918,7 @@ void Executor::ExecuteOnDevice(StepRun* run, int node_id, int cores) {
     Finish(run, node_id, std::move(status), {out}, /*cores_held=*/0, /*first_request=*/-1);
   });
   span.End();
-  std::unique_lock<std::mutex> lock(mu_);
-  LearnCores(shape_class, node_id, 1);
-  free_cores_ += cores;
-  Dispatch(lock);
+  GiveBackCores(shape_class, node_id, cores);
 }
 
 void Executor::Fail(absl::Status status) {

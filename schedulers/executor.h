@@ -217,6 +217,9 @@ class Executor {
   int ShapeClass(const FeedMap& feeds);
   // The cores `node_id` is dispatched with in `run`; under mu_.
   int CoresFor(const StepRun& run, int node_id) const;
+  // A node whose kernel waits without a core (a transfer, a copy out, a
+  // collective's issue) gives back the `cores` it was dispatched with.
+  void GiveBackCores(int shape_class, int node_id, int cores);
   // Records what the node's kernel found useful; under mu_.
   void LearnCores(int shape_class, int node_id, int first_request);
   // `cores_held`: the cores the node still holds (0 for an asynchronous
