@@ -98,11 +98,24 @@ NEREID_REGISTER_OP(GroupCollectiveOp("GroupAllGather",
                        .SetShapeFn(GatheredShape)
                        .SetGradient(Conjugate("GroupReduceScatter")));
 
+// reduce=avg (colocated parameter servers averaging gradients, after
+// autodiff) has no gradient written: its conjugate would need a 1/size.
+GradFn ReduceScatterGradient() {
+  GradFn conjugate = Conjugate("GroupAllGather");
+  return [conjugate](GradientBuilder& g) -> absl::StatusOr<GradResult> {
+    if (g.attr("reduce").s() != "sum") {
+      return absl::UnimplementedError("GroupReduceScatter with reduce=avg has no gradient; use reduce=sum");
+    }
+    return conjugate(g);
+  };
+}
+
 NEREID_REGISTER_OP(GroupCollectiveOp("GroupReduceScatter",
-                                     "The sum of the group members' x, of which member i keeps block i of "
-                                     "dimension 0 (cut into group_size blocks). Gradient: GroupAllGather.")
+                                     "The sum (or mean) of the group members' x, of which member i keeps block i "
+                                     "of dimension 0 (cut into group_size blocks). Gradient: GroupAllGather.")
+                       .EnumAttr("reduce", {"sum", "avg"}, "sum", "sum, or avg: the sum over the group's size")
                        .SetShapeFn(ScatteredShape)
-                       .SetGradient(Conjugate("GroupAllGather")));
+                       .SetGradient(ReduceScatterGradient()));
 
 NEREID_REGISTER_OP(GroupCollectiveOp("GroupAllReduce",
                                      "The sum of the group members' x on every member. Gradient: identity "

@@ -54,14 +54,18 @@ absl::StatusOr<std::vector<ShapeAndType>> ParameterShape(const InferenceContext&
     full = TensorShape(dims);
   }
   // A piece (a parameter server's chunk): elements [init_offset, + size) of
-  // the flattened initial value of a tensor shaped init_of_shape.
+  // the flattened initial value of a tensor shaped init_of_shape. Sharded
+  // too (colocated servers' shards), member i's piece starts i pieces
+  // later, and zeros fill what lies past the tensor's end.
   if (const int64_t offset = c.GetInt("init_offset"); offset >= 0) {
     auto of = TensorShape::FromProto(c.GetShape("init_of_shape"));
     if (!of.ok() || !of->IsFullyDefined()) return absl::InvalidArgumentError("init_of_shape must be fully known");
-    if (shards > 1 || offset + shape->KnownElements() > of->KnownElements()) {
-      return absl::InvalidArgumentError(absl::StrCat("a piece of ", shape->KnownElements(), " elements at init_offset ",
-                                                     offset, " does not fit in init_of_shape ", of->ToString(),
-                                                     shards > 1 ? " (or is a shard too)" : ""));
+    const bool fits = shards > 1 ? shape->rank() == 1 && offset <= of->KnownElements()
+                                 : offset + shape->KnownElements() <= of->KnownElements();
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a piece of ", shape->KnownElements(), " elements at init_offset ", offset, " does not fit in init_of_shape ",
+          of->ToString(), shards > 1 ? " (a sharded piece must be 1-D and start inside it)" : ""));
     }
     full = *of;
   }
@@ -113,7 +117,8 @@ NEREID_REGISTER_OP(OpDefBuilder("Parameter")
                        .Attr("shard_count", AttrType::kInt, IntAttr(1), "how many shards the full tensor has")
                        .Attr("init_offset", AttrType::kInt, IntAttr(-1),
                              "set (>= 0) for a piece of a larger tensor (a parameter server's chunk): the "
-                             "initial value is that tensor's flattened elements from here on")
+                             "initial value is that tensor's flattened elements from here on; with "
+                             "shard_count, member i's from init_offset + i x size on, zeros past the end")
                        .Attr("init_of_shape", AttrType::kShape, NoShape(),
                              "with init_offset: the larger tensor's shape, which `init` is for")
                        .Attr("replica_group", AttrType::kString, StringAttr(""),

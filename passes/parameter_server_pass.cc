@@ -40,6 +40,7 @@
 #include "ops/gradient_builder.h"
 #include "ops/op_registry.h"
 #include "ops/shape_inference.h"
+#include "passes/colocated_shards.h"
 #include "passes/gradient_delay.h"
 #include "passes/optimizer_common.h"
 #include "passes/pass.h"
@@ -56,6 +57,9 @@ constexpr int64_t kMaxChannels = 1 << 10;  // the point-to-point tag's channel b
 // 32 KiB runs lenet and mlp 1.3x faster than 256 KiB, on loopback mlp 2.4x
 // slower (docs/PARAMETER_SERVER.md, "Chunk size").
 constexpr int64_t kDefaultChunkKb = 256;
+// Colocated servers exchanging by collectives: buckets of data_parallel's
+// default size (chunk_kb, when given, caps them instead).
+constexpr int64_t kDefaultBucketKb = 4096;
 
 // The nodes a worker runs: everything the gradients, the loss and the
 // scores depend on, except the trained parameters themselves (pulled).
@@ -660,6 +664,52 @@ void WriteRecords(Graph& graph, const ServerPlan& plan, PassLog* log) {
                    plan.split ? absl::StrCat(", ", plan.split_parameters, " split over the servers") : ""));
 }
 
+// Colocated servers whose pushes and pulls go through collectives
+// (passes/colocated_shards.h) when `exchange` asks for it or, with
+// exchange=auto, when every update can run on a shard: elementwise, on
+// state only it reads, synchronous. Returns whether the plan was rewritten.
+absl::StatusOr<bool> ExchangeByCollectives(Graph& graph, const PassContext& context, const ServerPlan& plan,
+                                           PassLog* log) {
+  const std::string exchange = context.options.GetString("exchange");
+  if (exchange != "auto" && exchange != "collective" && exchange != "p2p") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter_server: exchange=", exchange, " is not auto, collective or p2p"));
+  }
+  if (exchange == "p2p" || (!plan.colocated && exchange == "auto")) return false;
+  if (!plan.colocated) {
+    return absl::InvalidArgumentError("parameter_server: exchange=collective needs colocated=true (every rank serves)");
+  }
+  // Why the shards cannot take the updates, if they cannot.
+  std::string refused;
+  std::vector<ShardableParameter> parameters;
+  for (size_t i = 0; i < plan.trained.size() && refused.empty(); ++i) {
+    const GradientOfParameter& t = plan.trained[i];
+    if (plan.staleness > 0) {
+      refused = "mode=ssp delays the updates";
+    } else if (plan.updates[i] == nullptr) {
+      refused = absl::StrCat("the update of '", t.parameter->name(), "' is not elementwise");
+    } else if (!StateInputsOnly(*t.parameter, *plan.updates[i], *t.gradient, plan.worker_nodes)) {
+      refused = absl::StrCat("the update of '", t.parameter->name(), "' reads values other than its own state");
+    }
+    parameters.push_back({t.parameter, t.gradient, plan.updates[i]});
+  }
+  if (!refused.empty()) {
+    if (exchange == "collective") return absl::FailedPreconditionError(absl::StrCat("parameter_server: exchange=collective: ", refused));
+    log->notes.push_back(absl::StrCat("exchange=auto: point to point, since ", refused));
+    return false;
+  }
+  const double asked_kb = context.options.GetFloat("chunk_kb");
+  const int64_t bucket_bytes = static_cast<int64_t>((asked_kb > 0 ? asked_kb : kDefaultBucketKb) * 1024);
+  ASSIGN_OR_RETURN(std::string note,
+                   ShardOverColocatedServers(graph, parameters, static_cast<int>(plan.workers), bucket_bytes));
+  log->notes.push_back(std::move(note));
+  PlanRecords& records = *graph.mutable_header()->mutable_records();
+  records.mutable_parameter_server()->set_colocated(true);
+  records.mutable_parameter_server()->set_servers(0);
+  records.set_data_replicas(static_cast<int32_t>(plan.workers));
+  return true;
+}
+
 class ParameterServerPass : public Pass {
  public:
   absl::Status Run(Graph& graph, const PassContext& context, PassLog* log) override {
@@ -671,6 +721,8 @@ class ParameterServerPass : public Pass {
     ASSIGN_OR_RETURN(plan.trained, FindGradientsUpdated(graph));
     plan.worker_nodes = WorkerNodes(graph, plan.trained);
     ChunkParameters(plan);
+    ASSIGN_OR_RETURN(bool sharded, ExchangeByCollectives(graph, context, plan, log));
+    if (sharded) return absl::OkStatus();
     AssignServers(plan);
     RETURN_IF_ERROR(PlaceWorkers(graph, plan));
     const AttrValue scale = ScalarConstValue(1.0f / static_cast<float>(plan.workers));
@@ -714,7 +766,11 @@ PassInfo ParameterServerInfo() {
                   "balance chunks, not whole parameters, over the servers: a parameter's chunks, with their "
                   "optimizer state, may live on different servers"},
                  {"colocated", OptionType::kBool, "false",
-                  "every rank a worker and a server of 1/world of the parameters (servers is then ignored)"}},
+                  "every rank a worker and a server of 1/world of the parameters (servers is then ignored)"},
+                 {"exchange", OptionType::kString, "auto",
+                  "colocated servers' pushes and pulls: collective (a reduce-scatter and an all-gather per bucket "
+                  "of chunk_kb, default 4096, every parameter sharded over the ranks), p2p (a message per chunk "
+                  "and peer), auto (collective where every update runs element by element, synchronously)"}},
                 [] { return std::make_unique<ParameterServerPass>(); }};
   info.needs = {kOptimizerProperty};
   info.provides = {kGradientCommunicationProperty};

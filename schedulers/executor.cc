@@ -197,26 +197,37 @@ absl::StatusOr<const Tensor*> Executor::FullValue(const TensorProto& init, const
 
 absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const TensorProto& init,
                                               FullInitialValues* recent) const {
-  if (const int64_t offset = NodeAttrInt(parameter, "init_offset", -1); offset >= 0) {
-    // A piece: its elements of the larger tensor's initial value.
+  const int64_t count = NodeAttrInt(parameter, "shard_count", 1);
+  // A shard's place in its group.
+  auto rank = options_.group_ranks.end();
+  if (count > 1) {
+    const std::string group = NodeAttrString(parameter, "shard_group");
+    rank = options_.group_ranks.find(group);
+    if (rank == options_.group_ranks.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("a shard of group '", group, "', which this worker is not a member of"));
+    }
+  }
+  if (int64_t offset = NodeAttrInt(parameter, "init_offset", -1); offset >= 0) {
+    // A piece: its elements of the larger tensor's initial value (a sharded
+    // piece: member i's starts i pieces on; zeros past the tensor's end).
     ASSIGN_OR_RETURN(TensorShape of, TensorShape::FromProto(parameter.def().attr().at("init_of_shape").shape()));
     ASSIGN_OR_RETURN(const Tensor* full_value, FullValue(init, of, recent));
     const Tensor& full = *full_value;
     const TensorShape& shape = parameter.outputs()[0].shape;
     ASSIGN_OR_RETURN(Tensor piece, Tensor::Allocate(full.dtype(), shape.dims()));
     const int64_t element = full.num_elements() > 0 ? full.num_bytes() / full.num_elements() : 0;
-    std::memcpy(piece.raw(), static_cast<const char*>(full.raw()) + offset * element, piece.num_bytes());
+    if (count > 1) offset += rank->second * shape.KnownElements();
+    const int64_t taken = std::clamp<int64_t>(full.num_elements() - offset, 0, shape.KnownElements());
+    std::memset(piece.raw(), 0, piece.num_bytes());
+    if (taken > 0) {
+      std::memcpy(piece.raw(), static_cast<const char*>(full.raw()) + offset * element,
+                  static_cast<size_t>(taken * element));
+    }
     return piece;
   }
-  const int64_t count = NodeAttrInt(parameter, "shard_count", 1);
   if (count <= 1) return MaterializeTensor(init, parameter.outputs()[0].shape);
   // A shard: its block of the full tensor the unsharded model starts from.
-  const std::string group = NodeAttrString(parameter, "shard_group");
-  auto rank = options_.group_ranks.find(group);
-  if (rank == options_.group_ranks.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("a shard of group '", group, "', which this worker is not a member of"));
-  }
   const int axis = static_cast<int>(NodeAttrInt(parameter, "shard_axis", 0));
   std::vector<int64_t> dims = parameter.outputs()[0].shape.dims();
   dims[axis] *= count;

@@ -120,11 +120,15 @@ class StridedSliceKernel : public OpKernel {
     if (kGradient) std::memset(out->raw(), 0, out->num_bytes());
     float* dst = out->data<float>();
     const float* src = in.data<float>();
+    // Unit stride: each outer index's part is one run of size x inner
+    // elements (a column block of a matrix is a memcpy per row, not per
+    // element).
+    const int64_t run = stride_ == 1 ? size : 1;
     for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = 0; i < size; ++i) {
+      for (int64_t i = 0; i < size; i += run) {
         const int64_t whole_at = (o * n + begin_ + i * stride_) * inner, part_at = (o * size + i) * inner;
         std::memcpy(dst + (kGradient ? whole_at : part_at), src + (kGradient ? part_at : whole_at),
-                    inner * sizeof(float));
+                    run * inner * sizeof(float));
       }
     }
     return absl::OkStatus();

@@ -104,11 +104,21 @@ class GroupAllGatherKernel : public GroupCollectiveKernel {
 };
 
 class GroupReduceScatterKernel : public GroupCollectiveKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(GroupCollectiveKernel::Init(node, attrs));
+    reduce_ = attrs.at("reduce")->s() == "avg" ? ReduceOp::kAvg : ReduceOp::kSum;
+    return absl::OkStatus();
+  }
+
+ private:
   absl::Status Run(Communicator& comm, const Tensor& x, Tensor& y, const CollectiveOptions& options,
                    int64_t step) override {
     return comm.ReduceScatter(absl::MakeConstSpan(x.data<float>(), x.num_elements()),
-                              absl::MakeSpan(y.data<float>(), y.num_elements()), ReduceOp::kSum, options);
+                              absl::MakeSpan(y.data<float>(), y.num_elements()), reduce_, options);
   }
+
+  ReduceOp reduce_ = ReduceOp::kSum;
 };
 
 class GroupAllReduceKernel : public GroupCollectiveKernel {

@@ -155,7 +155,8 @@ TEST_F(ParameterServerTest, ColocatedServersComputeWhatDataParallelComputes) {
   Metrics dp, ps;
   Outcome o = Run("lenet_fashion", 2, "autodiff,sgd(lr=0.05,momentum=0.9),data_parallel", &dp, examples);
   ASSERT_EQ(o.exit_code, 0) << o.output;
-  o = Run("lenet_fashion", 2, "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,chunk_kb=16)", &ps,
+  o = Run("lenet_fashion", 2,
+          "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,chunk_kb=16,exchange=p2p)", &ps,
           examples);
   ASSERT_EQ(o.exit_code, 0) << o.output;
   EXPECT_EQ(ps.strategy, "parameter_server");
@@ -167,6 +168,37 @@ TEST_F(ParameterServerTest, ColocatedServersComputeWhatDataParallelComputes) {
   EXPECT_EQ(ps.rank_state_bytes[0] + ps.rank_state_bytes[1], dp.state_bytes + 2 * (dp.state_bytes / 2));
   EXPECT_GT(ps.rank_state_bytes[0], dp.state_bytes / 2);
   EXPECT_GT(ps.rank_state_bytes[1], dp.state_bytes / 2);
+}
+
+// Colocated servers exchanging by collectives (exchange=auto picks them for
+// sgd): every parameter sharded over the 3 ranks (padded where 3 does not
+// divide it), pushed by a reduce-scatter and pulled by an all-gather per
+// bucket (16 KiB: several buckets, some of one parameter): data_parallel's
+// losses, and each rank a copy of the parameters plus a third of the
+// parameters and momentum.
+TEST_F(ParameterServerTest, ColocatedServersExchangingByCollectivesComputeWhatDataParallelComputes) {
+  const int examples = kSteps * 32 * 3;
+  Metrics dp, ps;
+  Outcome o = Run("lenet_fashion", 3, "autodiff,sgd(lr=0.05,momentum=0.9),data_parallel", &dp, examples);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  o = Run("lenet_fashion", 3, "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,chunk_kb=16)", &ps,
+          examples);
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  ASSERT_EQ(ps.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_LE(testing::WorstRelativeDifference(ps.losses, dp.losses), 1e-5);
+  ASSERT_EQ(ps.rank_state_bytes.size(), 3u);
+  // dp.state_bytes is the parameters and the momentum, half each: every
+  // rank holds the parameters (dp / 2) and a third of both, padded by at
+  // most 2 elements a tensor.
+  for (int64_t bytes : ps.rank_state_bytes) {
+    EXPECT_GE(bytes, dp.state_bytes / 2 + dp.state_bytes / 3);
+    EXPECT_LE(bytes, dp.state_bytes / 2 + dp.state_bytes / 3 + 256);
+  }
+  Outcome plan = Shell(absl::StrCat(kNereid, " plan models/lenet_fashion.pbtxt --workers 3 -o ", dir_,
+                                    "/plan.pbtxt --passes \"autodiff,sgd(lr=0.05),parameter_server(colocated=true)\""),
+                       60);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_THAT(plan.output, HasSubstr("exchange=collective: "));
 }
 
 TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
@@ -182,6 +214,17 @@ TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
   o = Run("mlp_fashion", 1, "autodiff,sgd(lr=0.05),parameter_server(colocated=true)", nullptr, 256);
   EXPECT_NE(o.exit_code, 0);
   EXPECT_THAT(o.output, HasSubstr("colocated servers need at least 2 ranks"));
+  o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(servers=1,exchange=collective)", nullptr, 256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("exchange=collective needs colocated=true"));
+  o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(colocated=true,exchange=rdma)", nullptr, 256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("exchange=rdma is not auto, collective or p2p"));
+  o = Run("mlp_fashion", 2,
+          "autodiff,sgd(lr=0.05),parameter_server(colocated=true,mode=ssp,staleness=1,exchange=collective)", nullptr,
+          256);
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_THAT(o.output, HasSubstr("exchange=collective: mode=ssp delays the updates"));
 }
 
 // A server that dies or stops is named, and every process stops: killed, the
