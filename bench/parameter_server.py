@@ -7,8 +7,9 @@ drifts, so ratios are taken within a round): data parallel on W ranks; a
 plain parameter server (one server, each tensor one message); and the
 chunked server (chunks of --chunk-kb) on each server count of --servers.
 --split adds rows with split=true (chunks, not parameters, balanced over
-the servers); --colocated a row where every rank trains and serves a share
-(colocated=true, split); --ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
+the servers); --colocated two rows where every rank trains and serves a share
+(colocated=true: exchange=collective, sharded, and exchange=p2p, split);
+--ssp adds stale-synchronous rows (mode=ssp, each staleness listed, on the
 first server count); --slow-ms slows rank 1's every step (NEREID_FAULTS
 slow=, a straggler) in every run. Prints s/step (rank 0's steps after its
 first, which holds start-up: initial values, connections) and the first
@@ -150,7 +151,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=1, help="each of --steps steps")
     ap.add_argument("--split", action="store_true", help="add split=true rows (chunks balanced over servers)")
     ap.add_argument("--colocated", action="store_true",
-                    help="add a row of colocated servers (every rank trains and serves a share; split chunks)")
+                    help="add rows of colocated servers (every rank trains and serves a share), by collectives "
+                         "and point to point")
     ap.add_argument("--ssp", default="", help="staleness values of stale-synchronous rows, e.g. 1,2")
     ap.add_argument("--slow-ms", type=int, default=0, help="rank 1 computes this much longer each step")
     ap.add_argument("--test-limit", type=int, default=256)
@@ -184,12 +186,19 @@ def main():
                                f"autodiff,{args.optimizer},parameter_server(servers={s},chunk_kb={args.chunk_kb:g},"
                                "split=true)",
                                ("parameter_server", int(s), args.chunk_kb, 0, True)))
-    if args.colocated:
-        strategies.append((f"colocated servers (every rank serves, split, {args.chunk_kb:g} KiB chunks)",
+    if args.colocated:  # nereid model has no colocated rows
+        strategies.append((f"colocated servers, collective (every rank serves a shard; a reduce-scatter and an "
+                           f"all-gather per bucket of {args.chunk_kb:g} KiB)",
                            args.workers, 0,
-                           f"autodiff,{args.optimizer},parameter_server(colocated=true,split=true,"
+                           f"autodiff,{args.optimizer},parameter_server(colocated=true,exchange=collective,"
                            f"chunk_kb={args.chunk_kb:g})",
-                           None))  # nereid model has no colocated row
+                           None))
+        strategies.append((f"colocated servers, point to point (every rank serves, split, {args.chunk_kb:g} KiB "
+                           "chunks)",
+                           args.workers, 0,
+                           f"autodiff,{args.optimizer},parameter_server(colocated=true,exchange=p2p,split=true,"
+                           f"chunk_kb={args.chunk_kb:g})",
+                           None))
     first = int(args.servers.split(",")[0])
     for st in [int(x) for x in args.ssp.split(",") if x]:
         strategies.append((f"stale-synchronous server (staleness {st}, {first} server{'s' if first != 1 else ''})",
@@ -230,19 +239,25 @@ def main():
             row, servers, chunk_kb, staleness, *split = model_row
             predicted[name] = predict(args, traces, link, server_link, servers, chunk_kb, staleness, raw,
                                       bool(split))[row]
+    # Ratios against the plain server too (PHub's baseline), round by round.
+    plain_name = next((name for name, *_ in strategies if name.startswith("plain server")), None)
+    plain_steps = [per_step(m) for m in runs[plain_name]] if plain_name else []
     lines = [f"| {args.model}, {args.workers} workers, {where} | s/step after the first (median) | "
-             "first step, s | vs data parallel: median (min-max) | MB sent per rank and step | final train loss | "
-             "test accuracy | nereid model: s/step (model / measured) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "first step, s | vs data parallel: median (min-max) | vs the plain server: median (min-max) | "
+             "MB sent per rank and step | final train loss | test accuracy | nereid model: s/step (model / measured) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    ratio = lambda r: f"{statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})" if r else "-"
     for name, _, _, _, _ in strategies:
         ms = runs[name]
         step = [per_step(m) for m in ms]
         speed = [b / s for b, s in zip(base, step)]
+        over_plain = [p / s for p, s in zip(plain_steps, step)]
         model = (f"{predicted[name]:.3f} ({predicted[name] / statistics.median(step):.2f})" if name in predicted
                  else "-")
-        lines.append(f"| {name} | {statistics.median(step):.3f} | "
-                     f"{statistics.median(first_step(m) for m in ms):.3f} | {statistics.median(speed):.2f}x "
-                     f"({min(speed):.2f}-{max(speed):.2f}) | {ms[-1]['bytes_sent_per_step'] / 1e6:.2f} | "
+        digits = 4 if statistics.median(step) < 0.1 else 3
+        lines.append(f"| {name} | {statistics.median(step):.{digits}f} | "
+                     f"{statistics.median(first_step(m) for m in ms):.3f} | {ratio(speed)} | {ratio(over_plain)} | "
+                     f"{ms[-1]['bytes_sent_per_step'] / 1e6:.2f} | "
                      f"{ms[-1]['final_train_loss']:.4f} | {100 * ms[-1]['final_test_accuracy']:.2f}% | {model} |")
     print("\n".join(lines))
     suffix = f"_slow{args.slow_ms}" if args.slow_ms else ""

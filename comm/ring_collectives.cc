@@ -96,13 +96,30 @@ absl::Status RingReduceScatter(absl::Span<const float> data, absl::Span<float> o
   const int n = world, r = rank;
   const size_t chunk = out.size();
   const Wire wire{WireType::kFloat32};
-  std::vector<float> acc(data.begin(), data.end());
-  for (int s = 0; s < n - 1; ++s) {
-    const int send = Mod(r - s - 1, n), recv = Mod(r - s - 2, n);
-    RETURN_IF_ERROR(
-        exchange(Step(wire, acc.data() + send * chunk, chunk, acc.data() + recv * chunk, chunk, /*add=*/true)));
+  if (n == 1) {
+    std::copy(data.begin(), data.end(), out.begin());
+    return absl::OkStatus();
   }
-  std::copy(acc.begin() + r * chunk, acc.begin() + (r + 1) * chunk, out.begin());
+  // A block is summed into once per step on its way round the ring, so two
+  // blocks of scratch hold the partial sums, not a copy of the whole input
+  // (a 67 MB gradient's copy, fresh pages each call, cost more than its
+  // ring): step s sends what step s - 1 summed and sums the block it
+  // receives into the other; the last step's sum, this rank's block, lands
+  // in `out`. The scratch stays with the thread, which runs every call.
+  thread_local std::vector<float> partial[2];
+  const float* sending = data.data() + static_cast<size_t>(Mod(r - 1, n)) * chunk;
+  for (int s = 0; s < n - 1; ++s) {
+    const size_t recv = static_cast<size_t>(Mod(r - s - 2, n));
+    float* into = out.data();
+    if (s < n - 2) {
+      std::vector<float>& scratch = partial[s % 2];
+      if (scratch.size() < chunk) scratch.resize(chunk);
+      into = scratch.data();
+    }
+    std::copy(data.begin() + recv * chunk, data.begin() + (recv + 1) * chunk, into);
+    RETURN_IF_ERROR(exchange(Step(wire, sending, chunk, into, chunk, /*add=*/true)));
+    sending = into;
+  }
   return absl::OkStatus();
 }
 

@@ -130,9 +130,15 @@ absl::Status TakeGathered(Graph& graph, const Member& m, NodeOut rows, int world
   return graph.ReplaceInput(feedback, 0, shaped, 0);
 }
 
+// A bucket's two collectives.
+struct BucketEnds {
+  Node* push = nullptr;  // the reduce-scatter
+  Node* pull = nullptr;  // the all-gather
+};
+
 // One bucket: its reduce-scatter, the members' shard updates, its
 // all-gather, and each member's next value.
-absl::Status AddBucket(Graph& graph, std::vector<Member>& members, size_t b, int world) {
+absl::StatusOr<BucketEnds> AddBucket(Graph& graph, std::vector<Member>& members, size_t b, int world) {
   const std::string base = absl::StrCat("ps/bucket_", b);
   int64_t row = 0;
   std::vector<NodeOut> parts;
@@ -166,7 +172,7 @@ absl::Status AddBucket(Graph& graph, std::vector<Member>& members, size_t b, int
   ASSIGN_OR_RETURN(Node * rows, AddOpNode(&graph, base + "/pull/rows", "Reshape", {{pull, 0}},
                                           {{"shape", IntListAttr({world, row})}}));
   for (const Member& m : members) RETURN_IF_ERROR(TakeGathered(graph, m, {rows, 0}, world, members.size() == 1));
-  return absl::OkStatus();
+  return BucketEnds{mean, pull};
 }
 
 // The old update, gradient and optimizer state go (their shards replace
@@ -219,10 +225,16 @@ absl::StatusOr<std::string> ShardOverColocatedServers(Graph& graph, const std::v
   groups.push_back(GroupDecl{kColocatedShardGroup, GroupLayout::kBlocks, world, 0});
   DeclareGroups(graph, groups);
   int64_t shard_elements = 0;
+  std::vector<BucketEnds> ends;
   for (size_t b = 0; b < buckets.size(); ++b) {
-    RETURN_IF_ERROR(AddBucket(graph, buckets[b], b, world));
+    ASSIGN_OR_RETURN(BucketEnds e, AddBucket(graph, buckets[b], b, world));
+    ends.push_back(e);
     for (const Member& m : buckets[b]) shard_elements += m.block;
   }
+  // A group's collectives run one at a time in the plan's order: the next
+  // bucket's push goes before this one's pull, so the collective thread
+  // never waits for an update while gradients are ready to push.
+  for (size_t b = 0; b + 1 < ends.size(); ++b) graph.AddControlEdge(ends[b + 1].push, ends[b].pull);
   for (const ShardableParameter& p : parameters) RETURN_IF_ERROR(RemoveWholeUpdate(graph, p));
   return absl::StrCat("exchange=collective: ", parameters.size(), " parameters in ", buckets.size(), " bucket",
                       buckets.size() == 1 ? "" : "s", " of at most ", bucket_bytes / 1024,
