@@ -86,7 +86,8 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
     return absl::InvalidArgumentError(
         absl::StrCat("skip_waits_of: no node '", s->options_.skip_waits_of, "' on ", s->options_.device));
   }
-  s->watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(); });
+  s->watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(&raw->watches_); });
+  s->launch_watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(&raw->launch_watches_); });
   return s;
 }
 
@@ -97,6 +98,7 @@ DeviceStreams::~DeviceStreams() {
   }
   watch_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
+  if (launch_watcher_.joinable()) launch_watcher_.join();
   if (device_ != nullptr) device_->Synchronize().IgnoreError();  // errors were reported where they happened
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -299,8 +301,26 @@ absl::Status DeviceStreams::LaunchAsync(const Node& node, const std::vector<Tens
     std::lock_guard<std::mutex> lock(mu_);
     // Ended by FailPending meanwhile: its callback has the failure.
     if (pending_.erase(id) == 0) return absl::OkStatus();
+    return enqueued;
   }
-  return enqueued;
+  // Skipped, the kernel never starts: the event after it says why.
+  absl::StatusOr<std::unique_ptr<Event>> event = device_->CreateEvent();
+  absl::Status recorded = event.ok() ? stream->Record(**event) : event.status();
+  if (!recorded.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || it->second.started) return absl::OkStatus();  // it ends through its own path
+    pending_.erase(it);
+    return recorded;
+  }
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    launch_watches_.push_back({std::shared_ptr<Event>(*std::move(event)), node.name(), [this, id](absl::Status s) {
+                                 if (!s.ok()) EndUnstarted(id, std::move(s));
+                               }});
+  }
+  watch_cv_.notify_all();
+  return absl::OkStatus();
 }
 
 void DeviceStreams::FailPending(const absl::Status& status) {
@@ -369,23 +389,39 @@ void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor ho
     std::lock_guard<std::mutex> lock(watch_mu_);
     watches_.push_back({*std::move(event), node.name(), std::move(done)});
   }
-  watch_cv_.notify_one();
+  watch_cv_.notify_all();  // two watchers share the condition
 }
 
-void DeviceStreams::WatchLoop() {
+void DeviceStreams::WatchLoop(std::deque<Watch>* queue) {
   for (;;) {
     Watch watch;
     {
       std::unique_lock<std::mutex> lock(watch_mu_);
-      watch_cv_.wait(lock, [&] { return stopping_ || !watches_.empty(); });
-      if (watches_.empty()) return;
-      watch = std::move(watches_.front());
-      watches_.pop_front();
+      watch_cv_.wait(lock, [&] { return stopping_ || !queue->empty(); });
+      if (queue->empty()) return;
+      watch = std::move(queue->front());
+      queue->pop_front();
     }
     // Copies out complete in their stream's order, so waiting in queue order
-    // delays no callback behind a later one.
-    watch.done(HostWait(absl::StrCat("wait for ", watch.what), watch.event.get()));
+    // delays no callback behind a later one (launches: a group's, likewise).
+    if (queue == &watches_) {
+      watch.done(HostWait(absl::StrCat("wait for ", watch.what), watch.event.get()));
+    } else {
+      watch.done(watch.event->Synchronize());  // not the host's wait: nothing waits for this thread
+    }
   }
+}
+
+void DeviceStreams::EndUnstarted(int64_t id, absl::Status status) {
+  Finish end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || it->second.started) return;
+    end = std::move(it->second.end);
+    pending_.erase(it);
+  }
+  end(std::move(status));
 }
 
 absl::StatusOr<Tensor> DeviceStreams::Upload(const Node& node, const Tensor& host) {

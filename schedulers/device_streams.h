@@ -168,7 +168,10 @@ class DeviceStreams {
   // Records the event that marks `outputs` written by `stream`'s work so far.
   absl::Status MarkWritten(Stream* stream, const std::vector<Tensor>& outputs);
   void Released(void* ptr);
-  void WatchLoop();
+  // Calls each watch's `done` with its event's outcome, in `queue`'s order.
+  void WatchLoop(std::deque<Watch>* queue);
+  // Ends launch `id` with `status` unless its kernel started (or it ended).
+  void EndUnstarted(int64_t id, absl::Status status);
 
   const DeviceStreamsOptions options_;
   std::unique_ptr<Device> device_;
@@ -192,9 +195,15 @@ class DeviceStreams {
 
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
-  std::deque<Watch> watches_;  // guarded by watch_mu_
-  bool stopping_ = false;      // guarded by watch_mu_
-  std::thread watcher_;
+  std::deque<Watch> watches_;  // copies out; guarded by watch_mu_
+  // Asynchronous launches on the sim, each watched by an event after its
+  // kernel's task: one skipped because another stream's failure poisoned
+  // this one ends with that failure at once, not at the step's timeout.
+  // Apart from the copies out, which a collective waiting for its peers
+  // would otherwise hold up.
+  std::deque<Watch> launch_watches_;  // guarded by watch_mu_
+  bool stopping_ = false;             // guarded by watch_mu_
+  std::thread watcher_, launch_watcher_;
 };
 
 }  // namespace nereid

@@ -306,9 +306,10 @@ TEST(StreamSchedulerTest, AGroupsCollectivesRunOnOneStreamInTheQueuesOrder) {
   EXPECT_EQ(ran, expected);
 }
 
-// A collective whose stream failed before its kernel started is skipped
-// there (a failed stream runs nothing more) and would never be issued: the
-// run's failure ends its launch instead of leaving the step waiting.
+// A collective queued behind a kernel that will fail would be skipped on its
+// stream (a failed stream runs nothing more) and never issued: the run's
+// failure (FailPending) ends its launch, once, even when the stream's own
+// failure arrives after.
 TEST(StreamSchedulerTest, ACollectiveSkippedOnAFailedStreamEndsWithTheRunsFailure) {
   auto graph = testing::PlanModel(
       "mlp_fashion", Placed("autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1)", 1, 0, 0, ",comm=device"));
@@ -322,32 +323,69 @@ TEST(StreamSchedulerTest, ACollectiveSkippedOnAFailedStreamEndsWithTheRunsFailur
   options.device = "sim:0";
   auto streams = DeviceStreams::Create(**graph, options);
   ASSERT_TRUE(streams.ok()) << streams.status();
-  // The first collective fails on the stream, once the second is queued behind it.
-  std::promise<void> queued;
-  std::shared_future<void> second_queued = queued.get_future().share();
+  // The first collective fails on the stream once the run has failed.
+  std::promise<void> run_failed;
+  std::shared_future<void> after_failure = run_failed.get_future().share();
   ASSERT_TRUE((*streams)
                   ->Launch(*collectives[0], {}, {}, 0,
-                           [second_queued] {
-                             second_queued.wait();
+                           [after_failure] {
+                             after_failure.wait();
                              return absl::UnavailableError("rank 1 is gone");
                            })
                   .ok());
-  bool started = false;
+  std::atomic<bool> started{false};
+  std::mutex mu;
   std::vector<absl::Status> ended;
   ASSERT_TRUE((*streams)
                   ->LaunchAsync(
                       *collectives[1], {}, {}, 0, [&](DeviceStreams::Finish) { started = true; },
-                      [&](absl::Status s) { ended.push_back(std::move(s)); })
+                      [&](absl::Status s) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        ended.push_back(std::move(s));
+                      })
                   .ok());
-  queued.set_value();
-  EXPECT_THAT(std::string((*streams)->Synchronize().message()), HasSubstr("rank 1 is gone"));
-  EXPECT_FALSE(started);
-  EXPECT_TRUE(ended.empty());
   (*streams)->FailPending(absl::AbortedError("the run failed"));
-  ASSERT_EQ(ended.size(), 1u);
-  EXPECT_THAT(std::string(ended[0].message()), HasSubstr("the run failed"));
+  run_failed.set_value();
+  EXPECT_THAT(std::string((*streams)->Synchronize().message()), HasSubstr("rank 1 is gone"));
   (*streams)->FailPending(absl::AbortedError("again"));
-  EXPECT_EQ(ended.size(), 1u) << "a launch ends once";
+  streams->reset();  // joins the watchers: every callback has run
+  EXPECT_FALSE(started);
+  ASSERT_EQ(ended.size(), 1u) << "a launch ends once";
+  EXPECT_THAT(std::string(ended[0].message()), HasSubstr("the run failed"));
+}
+
+// A kernel that fails on a compute stream poisons the collective's stream,
+// which waits for its output: the collective, skipped there, ends with that
+// failure by itself (nothing else would end it before the step's timeout).
+TEST(StreamSchedulerTest, ACollectiveWaitingOnAnotherStreamsFailedKernelEndsWithThatFailure) {
+  auto graph = testing::PlanModel(
+      "mlp_fashion", Placed("autodiff,data_parallel(bucket_kb=64),sgd(lr=0.1)", 1, 0, 0, ",comm=device"));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  const Node* collective = nullptr;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() == "AllReduce" && collective == nullptr) collective = n;
+  }
+  ASSERT_NE(collective, nullptr);
+  const Node* producer = collective->input_edge(0)->src;
+  DeviceStreamsOptions options;
+  options.device = "sim:0";
+  auto streams = DeviceStreams::Create(**graph, options);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  auto written = (*streams)->Allocate(*producer, DT_FLOAT, {4});
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_TRUE(
+      (*streams)->Launch(*producer, {}, {*written}, 0, [] { return absl::InternalError("NaN in the gradient"); }).ok());
+  std::atomic<bool> started{false};
+  std::promise<absl::Status> ended;
+  std::future<absl::Status> outcome = ended.get_future();
+  ASSERT_TRUE((*streams)
+                  ->LaunchAsync(
+                      *collective, {*written}, {}, 0, [&](DeviceStreams::Finish) { started = true; },
+                      [&](absl::Status s) { ended.set_value(std::move(s)); })
+                  .ok());
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the launch never ended";
+  EXPECT_THAT(std::string(outcome.get().message()), HasSubstr("NaN in the gradient"));
+  EXPECT_FALSE(started);
 }
 
 // Blocks come back to the allocator's cache and serve the next steps: the
