@@ -187,7 +187,7 @@ NcclCommunicator::~NcclCommunicator() {
     }
     comm_ = nullptr;
   }
-  for (Watched& w : watched_) (void)cudaEventDestroy(w.done);  // the work ended with the communicator
+  for (Watched& w : watched_) DestroyEvents(w);  // the work ended with the communicator
   if (barrier_buffer_ != nullptr) (void)cudaFree(barrier_buffer_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
@@ -320,21 +320,36 @@ absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
   cudaStream_t on = static_cast<cudaStream_t>(stream);
+  Watched watched;
+  watched.timeout = std::min(options.timeout, kMaxTimeout);
+  watched.where = where;
+  cudaError_t error = cudaEventCreateWithFlags(&watched.started, cudaEventDisableTiming);
+  if (error == cudaSuccess) error = cudaEventRecord(watched.started, on);
+  if (error != cudaSuccess) {
+    DestroyEvents(watched);
+    return Abort(CudaError(where, "recording the allreduce's start", error));
+  }
   absl::Time deadline;
-  RETURN_IF_ERROR(EnqueueLocked(
+  absl::Status enqueued = EnqueueLocked(
       where, options,
       [&](ncclComm_t comm) {
         return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, on);
       },
-      &deadline));
+      &deadline);
+  if (!enqueued.ok()) {
+    DestroyEvents(watched);
+    return enqueued;
+  }
   // A non-blocking communicator takes no further call until this one is in.
   const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now());
-  if (state != ncclSuccess) return Abort(NcclError(where, "completing the enqueue", state, comm_));
-  Watched watched{nullptr, deadline, where};
-  cudaError_t error = cudaEventCreateWithFlags(&watched.done, cudaEventDisableTiming);
+  if (state != ncclSuccess) {
+    DestroyEvents(watched);
+    return Abort(NcclError(where, "completing the enqueue", state, comm_));
+  }
+  error = cudaEventCreateWithFlags(&watched.done, cudaEventDisableTiming);
   if (error == cudaSuccess) error = cudaEventRecord(watched.done, on);
   if (error != cudaSuccess) {
-    if (watched.done != nullptr) (void)cudaEventDestroy(watched.done);
+    DestroyEvents(watched);
     return Abort(CudaError(where, "recording the allreduce's event", error));
   }
   watched_.push_back(std::move(watched));
@@ -358,6 +373,12 @@ absl::Status NcclCommunicator::CheckAsyncError(const std::string& where) {
   return absl::OkStatus();
 }
 
+void NcclCommunicator::DestroyEvents(Watched& w) {
+  if (w.started != nullptr) (void)cudaEventDestroy(w.started);
+  if (w.done != nullptr) (void)cudaEventDestroy(w.done);
+  w.started = w.done = nullptr;
+}
+
 void NcclCommunicator::Watchdog() {
   DeviceScope scope;
   (void)scope.Enter("nccl watchdog", device_);
@@ -370,9 +391,20 @@ void NcclCommunicator::Watchdog() {
         Watched& front = watched_.front();
         // NCCL's error first: one raised as the work ends must not be missed.
         if (!CheckAsyncError(front.where).ok()) continue;  // aborted: the events complete
+        if (front.started != nullptr) {
+          const cudaError_t reached = cudaEventQuery(front.started);
+          if (reached == cudaSuccess) {
+            (void)cudaEventDestroy(front.started);
+            front.started = nullptr;
+            front.deadline = absl::Now() + front.timeout;  // the stream reached the call
+          } else if (reached != cudaErrorNotReady) {
+            (void)Abort(CudaError(front.where, "cudaEventQuery", reached));
+            break;
+          }
+        }
         const cudaError_t error = cudaEventQuery(front.done);
         if (error == cudaSuccess) {
-          (void)cudaEventDestroy(front.done);
+          DestroyEvents(front);
           watched_.pop_front();
           continue;
         }

@@ -129,11 +129,18 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
 
  private:
   // Enqueued work the watchdog follows until its event completes.
+  // A call enqueued on a caller's stream. Its deadline runs from when the
+  // stream reaches it (`started` completes), not from its enqueue: a call
+  // queued behind a long step's kernels is not late.
   struct Watched {
-    cudaEvent_t done = nullptr;
-    absl::Time deadline;
+    cudaEvent_t started = nullptr;  // recorded before the call; null once complete
+    cudaEvent_t done = nullptr;     // recorded after it
+    absl::Duration timeout;
+    absl::Time deadline = absl::InfiniteFuture();  // set when `started` completes
     std::string where;
   };
+  // Destroys the events `w` holds.
+  static void DestroyEvents(Watched& w);
   void Watchdog();
   NcclCommunicator(ncclComm_t comm, int rank, int world, int device, cudaStream_t stream, float* barrier_buffer);
 
