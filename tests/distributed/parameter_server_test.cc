@@ -202,29 +202,28 @@ TEST_F(ParameterServerTest, ColocatedServersExchangingByCollectivesComputeWhatDa
 }
 
 TEST_F(ParameterServerTest, BadRequestsAreRefusedBeforeAnythingRuns) {
-  Outcome o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(servers=2)", nullptr, 256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("parameter_server: 2 servers need at least 3 ranks"));
-  o = Run("mlp_fashion", 3, "autodiff,parameter_server(servers=1)", nullptr, 256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("parameter_server"));
-  o = Run("mlp_fashion", 3, "autodiff,sgd(lr=0.05),parameter_server(servers=1,chunk_kb=0.5)", nullptr, 256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("chunk_kb must be >= 1"));
-  o = Run("mlp_fashion", 1, "autodiff,sgd(lr=0.05),parameter_server(colocated=true)", nullptr, 256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("colocated servers need at least 2 ranks"));
-  o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(servers=1,exchange=collective)", nullptr, 256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("exchange=collective needs colocated=true"));
-  o = Run("mlp_fashion", 2, "autodiff,sgd(lr=0.05),parameter_server(colocated=true,exchange=rdma)", nullptr, 256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("exchange=rdma is not auto, collective or p2p"));
-  o = Run("mlp_fashion", 2,
-          "autodiff,sgd(lr=0.05),parameter_server(colocated=true,mode=ssp,staleness=1,exchange=collective)", nullptr,
-          256);
-  EXPECT_NE(o.exit_code, 0);
-  EXPECT_THAT(o.output, HasSubstr("exchange=collective: mode=ssp delays the updates"));
+  struct Refused {
+    int ranks;
+    const char* passes;
+    const char* error;
+  };
+  const Refused cases[] = {
+      {2, "autodiff,sgd(lr=0.05),parameter_server(servers=2)", "parameter_server: 2 servers need at least 3 ranks"},
+      {3, "autodiff,parameter_server(servers=1)", "parameter_server"},
+      {3, "autodiff,sgd(lr=0.05),parameter_server(servers=1,chunk_kb=0.5)", "chunk_kb must be >= 1"},
+      {1, "autodiff,sgd(lr=0.05),parameter_server(colocated=true)", "colocated servers need at least 2 ranks"},
+      {2, "autodiff,sgd(lr=0.05),parameter_server(servers=1,exchange=collective)",
+       "exchange=collective needs colocated=true"},
+      {2, "autodiff,sgd(lr=0.05),parameter_server(colocated=true,exchange=rdma)",
+       "exchange=rdma is not auto, collective or p2p"},
+      {2, "autodiff,sgd(lr=0.05),parameter_server(colocated=true,mode=ssp,staleness=1,exchange=collective)",
+       "exchange=collective: mode=ssp delays the updates"},
+  };
+  for (const Refused& c : cases) {
+    Outcome o = Run("mlp_fashion", c.ranks, c.passes, nullptr, 256);
+    EXPECT_NE(o.exit_code, 0) << c.passes;
+    EXPECT_THAT(o.output, HasSubstr(c.error)) << c.passes;
+  }
 }
 
 // A server that dies or stops is named, and every process stops: killed, the
