@@ -128,8 +128,8 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   absl::Status DeferredFailure() override;
 
  private:
-  // Enqueued work the watchdog follows until its event completes.
-  // A call enqueued on a caller's stream. Its deadline runs from when the
+  // A call enqueued on a caller's stream, which the watchdog follows until
+  // `done` completes. Its deadline runs from when the
   // stream reaches it (`started` completes), not from its enqueue: a call
   // queued behind a long step's kernels is not late.
   struct Watched {

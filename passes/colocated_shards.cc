@@ -33,17 +33,12 @@ std::vector<std::pair<std::string, AttrValue>> GroupAttrs(int world) {
 // elements [rank x block, + block) of state's flattened initial value (zeros
 // past its end), a member of the shard group.
 absl::StatusOr<Node*> AddShard(Graph& graph, const Node& state, int64_t block, int world) {
-  NodeDef def = state.def();
-  def.set_name(absl::StrCat(state.name(), "/shard"));
-  def.clear_input();
-  auto& attrs = *def.mutable_attr();
-  attrs["init_of_shape"] = attrs["shape"];
-  attrs["init_offset"] = IntAttr(0);
-  attrs["shape"] = ShapeAttr({block});
+  ASSIGN_OR_RETURN(Node * shard, AddStatePiece(graph, state, absl::StrCat(state.name(), "/shard"), 0, block));
+  auto& attrs = *shard->mutable_def()->mutable_attr();
   attrs["shard_group"] = StringAttr(kColocatedShardGroup);
   attrs["shard_count"] = IntAttr(world);
   attrs["shard_axis"] = IntAttr(0);
-  return graph.AddNode(def, 0);
+  return shard;
 }
 
 // The gradient's flattened value laid out [world, block], padded with zeros.

@@ -94,6 +94,18 @@ absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::st
                   IsPerRank(graph, like));
 }
 
+absl::StatusOr<Node*> AddStatePiece(Graph& graph, const Node& whole, const std::string& name, int64_t begin,
+                                    int64_t size) {
+  NodeDef def = whole.def();
+  def.set_name(name);
+  def.clear_input();
+  auto& attrs = *def.mutable_attr();
+  attrs["init_of_shape"] = attrs["shape"];
+  attrs["init_offset"] = IntAttr(begin);
+  attrs["shape"] = ShapeAttr({size});
+  return graph.AddNode(def, 0);
+}
+
 absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
                                bool per_rank) {
   AttrValue shape;

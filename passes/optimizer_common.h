@@ -53,6 +53,13 @@ absl::StatusOr<Node*> AddStateLike(Graph& graph, const Node& like, const std::st
 absl::StatusOr<Node*> AddState(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
                                bool per_rank = false);
 
+// A piece of state `whole` as a Parameter of its own, `name`, of `size`
+// elements, starting from elements [begin, begin + size) of whole's
+// flattened initial value (a parameter server's chunk, a colocated
+// server's shard; ops/io_ops.cc, init_offset).
+absl::StatusOr<Node*> AddStatePiece(Graph& graph, const Node& whole, const std::string& name, int64_t begin,
+                                    int64_t size);
+
 // The `value` attribute of a float32 Const of shape [1] holding `v`.
 AttrValue ScalarConstValue(float v);
 

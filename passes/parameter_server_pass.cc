@@ -123,20 +123,6 @@ bool StateInputsOnly(const Node& p, const Node& update, const Node& gradient,
   return seen.contains(&p);
 }
 
-// Chunk k of state `whole` ([begin, begin + size) of its flattened value),
-// a Parameter of its own that starts from those elements of whole's
-// initial value.
-absl::StatusOr<Node*> AddPiece(Graph& graph, const Node& whole, size_t k, int64_t begin, int64_t size) {
-  NodeDef def = whole.def();
-  def.set_name(absl::StrCat(whole.name(), "/chunk", k));
-  def.clear_input();
-  auto& attrs = *def.mutable_attr();
-  attrs["init_of_shape"] = attrs["shape"];
-  attrs["init_offset"] = IntAttr(begin);
-  attrs["shape"] = ShapeAttr({size});
-  return graph.AddNode(def, 0);
-}
-
 // [begin, size) of each chunk of n elements.
 std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t n, int64_t chunk_elements) {
   std::vector<std::pair<int64_t, int64_t>> chunks;
@@ -161,6 +147,7 @@ int64_t DefaultChunkKb(const std::vector<GradientOfParameter>& trained, int64_t 
 // parameters with their chunks and servers, and the counts its notes report.
 struct ServerPlan {
   bool colocated = false;
+  std::string exchange;  // auto, collective, p2p
   int64_t servers = 0;
   double chunk_kb = 0;  // 0 until ChunkParameters chooses it from the model
   int64_t staleness = 0;
@@ -245,11 +232,20 @@ absl::Status ReadOptions(const PassContext& context, ServerPlan& plan) {
   if (mode != "sync" && mode != "ssp") {
     return absl::InvalidArgumentError(absl::StrCat("parameter_server: mode=", mode, " is not sync or ssp"));
   }
+  const std::string exchange = o.GetString("exchange");
+  if (exchange != "auto" && exchange != "collective" && exchange != "p2p") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parameter_server: exchange=", exchange, " is not auto, collective or p2p"));
+  }
+  if (exchange == "collective" && !colocated) {
+    return absl::InvalidArgumentError("parameter_server: exchange=collective needs colocated=true (every rank serves)");
+  }
   const int64_t staleness = mode == "ssp" ? o.GetInt("staleness") : 0;
   if (staleness < 0 || staleness > 63) {
     return absl::InvalidArgumentError(absl::StrCat("parameter_server: staleness=", staleness, " must be in [0, 63]"));
   }
   plan.colocated = colocated;
+  plan.exchange = exchange;
   plan.servers = servers;
   plan.chunk_kb = chunk_kb;
   plan.staleness = staleness;
@@ -477,7 +473,8 @@ absl::StatusOr<Node*> AddChunkUpdate(Graph& graph, const ParameterChain& chain, 
       in = {chunk_gradient, 0};
     } else if (chain.split && e->src->outputs()[static_cast<size_t>(e->src_port)].shape.rank() != 0) {
       // This chunk's piece of the state, kept on the chunk's server.
-      ASSIGN_OR_RETURN(Node * piece, AddPiece(graph, *e->src, chunk.k, chunk.begin, chunk.size));
+      ASSIGN_OR_RETURN(Node * piece, AddStatePiece(graph, *e->src, absl::StrCat(e->src->name(), "/chunk", chunk.k),
+                                                   chunk.begin, chunk.size));
       SetPlacement(*piece, chunk.on_server);
       if (e->src == chain.p) {
         // The chunk's gradient is the gradient of this piece: P is gone.
@@ -645,13 +642,18 @@ absl::Status DelayForSsp(Graph& graph, const ServerPlan& plan, PassLog* log) {
   return absl::OkStatus();
 }
 
-// The plan's parameter-server record, and the note on how the parameters
-// and their chunks spread over the servers.
-void WriteRecords(Graph& graph, const ServerPlan& plan, PassLog* log) {
+// The plan's parameter-server record.
+void RecordServers(Graph& graph, const ServerPlan& plan) {
   PlanRecords& records = *graph.mutable_header()->mutable_records();
   records.mutable_parameter_server()->set_colocated(plan.colocated);  // no rank is a server only
   records.mutable_parameter_server()->set_servers(plan.colocated ? 0 : static_cast<int32_t>(plan.servers));
   records.set_data_replicas(static_cast<int32_t>(plan.workers));
+}
+
+// The record, and the note on how the parameters and their chunks spread
+// over the servers.
+void WriteRecords(Graph& graph, const ServerPlan& plan, PassLog* log) {
+  RecordServers(graph, plan);
   std::string balance;
   for (int64_t s = 0; s < plan.servers; ++s) {
     absl::StrAppend(&balance, s ? ", " : "", "rank ", plan.first_server + s, ": ",
@@ -670,23 +672,14 @@ void WriteRecords(Graph& graph, const ServerPlan& plan, PassLog* log) {
 // state only it reads, synchronous. Returns whether the plan was rewritten.
 absl::StatusOr<bool> ExchangeByCollectives(Graph& graph, const PassContext& context, const ServerPlan& plan,
                                            PassLog* log) {
-  const std::string exchange = context.options.GetString("exchange");
-  if (exchange != "auto" && exchange != "collective" && exchange != "p2p") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parameter_server: exchange=", exchange, " is not auto, collective or p2p"));
-  }
-  if (exchange == "p2p" || (!plan.colocated && exchange == "auto")) return false;
-  if (!plan.colocated) {
-    return absl::InvalidArgumentError("parameter_server: exchange=collective needs colocated=true (every rank serves)");
-  }
+  if (!plan.colocated || plan.exchange == "p2p") return false;
   // Why the shards cannot take the updates, if they cannot.
   std::string refused;
   std::vector<ShardableParameter> parameters;
+  if (plan.staleness > 0) refused = "mode=ssp delays the updates";
   for (size_t i = 0; i < plan.trained.size() && refused.empty(); ++i) {
     const GradientOfParameter& t = plan.trained[i];
-    if (plan.staleness > 0) {
-      refused = "mode=ssp delays the updates";
-    } else if (plan.updates[i] == nullptr) {
+    if (plan.updates[i] == nullptr) {
       refused = absl::StrCat("the update of '", t.parameter->name(), "' is not elementwise");
     } else if (!StateInputsOnly(*t.parameter, *plan.updates[i], *t.gradient, plan.worker_nodes)) {
       refused = absl::StrCat("the update of '", t.parameter->name(), "' reads values other than its own state");
@@ -694,7 +687,9 @@ absl::StatusOr<bool> ExchangeByCollectives(Graph& graph, const PassContext& cont
     parameters.push_back({t.parameter, t.gradient, plan.updates[i]});
   }
   if (!refused.empty()) {
-    if (exchange == "collective") return absl::FailedPreconditionError(absl::StrCat("parameter_server: exchange=collective: ", refused));
+    if (plan.exchange == "collective") {
+      return absl::FailedPreconditionError(absl::StrCat("parameter_server: exchange=collective: ", refused));
+    }
     log->notes.push_back(absl::StrCat("exchange=auto: point to point, since ", refused));
     return false;
   }
@@ -703,10 +698,7 @@ absl::StatusOr<bool> ExchangeByCollectives(Graph& graph, const PassContext& cont
   ASSIGN_OR_RETURN(std::string note,
                    ShardOverColocatedServers(graph, parameters, static_cast<int>(plan.workers), bucket_bytes));
   log->notes.push_back(std::move(note));
-  PlanRecords& records = *graph.mutable_header()->mutable_records();
-  records.mutable_parameter_server()->set_colocated(true);
-  records.mutable_parameter_server()->set_servers(0);
-  records.set_data_replicas(static_cast<int32_t>(plan.workers));
+  RecordServers(graph, plan);
   return true;
 }
 

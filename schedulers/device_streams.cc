@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
     return absl::InvalidArgumentError(
         absl::StrCat("skip_waits_of: no node '", s->options_.skip_waits_of, "' on ", s->options_.device));
   }
-  s->watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(&raw->watches_); });
-  s->launch_watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(&raw->launch_watches_); });
+  s->watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(&raw->watches_, /*host_wait=*/true); });
+  s->launch_watcher_ = std::thread([raw = s.get()] { raw->WatchLoop(&raw->launch_watches_, /*host_wait=*/false); });
   return s;
 }
 
@@ -297,26 +297,19 @@ absl::Status DeviceStreams::LaunchAsync(const Node& node, const std::vector<Tens
         if (started()) start(finish);
         return absl::OkStatus();
       }));
-  if (!enqueued.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    // Ended by FailPending meanwhile: its callback has the failure.
-    if (pending_.erase(id) == 0) return absl::OkStatus();
-    return enqueued;
-  }
   // Skipped, the kernel never starts: the event after it says why.
   absl::StatusOr<std::unique_ptr<Event>> event = device_->CreateEvent();
-  absl::Status recorded = event.ok() ? stream->Record(**event) : event.status();
-  if (!recorded.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end() || it->second.started) return absl::OkStatus();  // it ends through its own path
-    pending_.erase(it);
-    return recorded;
+  if (enqueued.ok()) enqueued = event.ok() ? stream->Record(**event) : event.status();
+  if (!enqueued.ok()) {
+    // Returned here unless it started (it ends through its own path) or
+    // FailPending ended it meanwhile (its callback has the failure).
+    return TakeUnstarted(id) ? enqueued : absl::OkStatus();
   }
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     launch_watches_.push_back({std::shared_ptr<Event>(*std::move(event)), node.name(), [this, id](absl::Status s) {
-                                 if (!s.ok()) EndUnstarted(id, std::move(s));
+                                 if (s.ok()) return;
+                                 if (Finish end = TakeUnstarted(id)) end(std::move(s));
                                }});
   }
   watch_cv_.notify_all();
@@ -392,7 +385,7 @@ void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor ho
   watch_cv_.notify_all();  // two watchers share the condition
 }
 
-void DeviceStreams::WatchLoop(std::deque<Watch>* queue) {
+void DeviceStreams::WatchLoop(std::deque<Watch>* queue, bool host_wait) {
   for (;;) {
     Watch watch;
     {
@@ -404,24 +397,18 @@ void DeviceStreams::WatchLoop(std::deque<Watch>* queue) {
     }
     // Copies out complete in their stream's order, so waiting in queue order
     // delays no callback behind a later one (launches: a group's, likewise).
-    if (queue == &watches_) {
-      watch.done(HostWait(absl::StrCat("wait for ", watch.what), watch.event.get()));
-    } else {
-      watch.done(watch.event->Synchronize());  // not the host's wait: nothing waits for this thread
-    }
+    watch.done(host_wait ? HostWait(absl::StrCat("wait for ", watch.what), watch.event.get())
+                         : watch.event->Synchronize());
   }
 }
 
-void DeviceStreams::EndUnstarted(int64_t id, absl::Status status) {
-  Finish end;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = pending_.find(id);
-    if (it == pending_.end() || it->second.started) return;
-    end = std::move(it->second.end);
-    pending_.erase(it);
-  }
-  end(std::move(status));
+DeviceStreams::Finish DeviceStreams::TakeUnstarted(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second.started) return nullptr;
+  Finish end = std::move(it->second.end);
+  pending_.erase(it);
+  return end;
 }
 
 absl::StatusOr<Tensor> DeviceStreams::Upload(const Node& node, const Tensor& host) {

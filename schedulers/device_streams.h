@@ -168,10 +168,12 @@ class DeviceStreams {
   // Records the event that marks `outputs` written by `stream`'s work so far.
   absl::Status MarkWritten(Stream* stream, const std::vector<Tensor>& outputs);
   void Released(void* ptr);
-  // Calls each watch's `done` with its event's outcome, in `queue`'s order.
-  void WatchLoop(std::deque<Watch>* queue);
-  // Ends launch `id` with `status` unless its kernel started (or it ended).
-  void EndUnstarted(int64_t id, absl::Status status);
+  // Calls each watch's `done` with its event's outcome, in `queue`'s order;
+  // `host_wait`: counted and traced as the host's wait (copies out).
+  void WatchLoop(std::deque<Watch>* queue, bool host_wait);
+  // Launch `id`'s end, taken out of pending_, if its kernel has not started
+  // (and it has not ended); else null.
+  Finish TakeUnstarted(int64_t id);
 
   const DeviceStreamsOptions options_;
   std::unique_ptr<Device> device_;

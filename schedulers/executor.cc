@@ -218,12 +218,11 @@ absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const Tenso
     ASSIGN_OR_RETURN(Tensor piece, Tensor::Allocate(full.dtype(), shape.dims()));
     const int64_t element = full.num_elements() > 0 ? full.num_bytes() / full.num_elements() : 0;
     if (count > 1) offset += rank->second * shape.KnownElements();
-    const int64_t taken = std::clamp<int64_t>(full.num_elements() - offset, 0, shape.KnownElements());
-    std::memset(piece.raw(), 0, piece.num_bytes());
-    if (taken > 0) {
-      std::memcpy(piece.raw(), static_cast<const char*>(full.raw()) + offset * element,
-                  static_cast<size_t>(taken * element));
-    }
+    const size_t taken =
+        static_cast<size_t>(std::clamp<int64_t>(full.num_elements() - offset, 0, shape.KnownElements()) * element);
+    char* dst = static_cast<char*>(piece.raw());
+    if (taken > 0) std::memcpy(dst, static_cast<const char*>(full.raw()) + offset * element, taken);
+    std::memset(dst + taken, 0, piece.num_bytes() - taken);  // past the tensor's end
     return piece;
   }
   if (count <= 1) return MaterializeTensor(init, parameter.outputs()[0].shape);

@@ -373,21 +373,27 @@ TEST(StreamSchedulerTest, ACollectiveWaitingOnAnotherStreamsFailedKernelEndsWith
   ASSERT_TRUE(streams.ok()) << streams.status();
   auto written = (*streams)->Allocate(*producer, DT_FLOAT, {4});
   ASSERT_TRUE(written.ok()) << written.status();
-  ASSERT_TRUE(
-      (*streams)->Launch(*producer, {}, {*written}, 0, [] { return absl::InternalError("NaN in the gradient"); }).ok());
+  // The kernel fails only once the collective is queued behind it, so the
+  // collective's launch is accepted and must end by itself.
+  std::promise<void> queued;
+  std::shared_future<void> collective_queued = queued.get_future().share();
+  ASSERT_TRUE((*streams)
+                  ->Launch(*producer, {}, {*written}, 0,
+                           [collective_queued] {
+                             collective_queued.wait();
+                             return absl::InternalError("NaN in the gradient");
+                           })
+                  .ok());
   std::atomic<bool> started{false};
   std::promise<absl::Status> ended;
   std::future<absl::Status> outcome = ended.get_future();
   const absl::Status launched = (*streams)->LaunchAsync(
       *collective, {*written}, {}, 0, [&](DeviceStreams::Finish) { started = true; },
       [&](absl::Status s) { ended.set_value(std::move(s)); });
-  if (launched.ok()) {
-    ASSERT_EQ(outcome.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the launch never ended";
-    EXPECT_THAT(std::string(outcome.get().message()), HasSubstr("NaN in the gradient"));
-  } else {
-    // The stream had failed already when the launch was enqueued: refused at once.
-    EXPECT_THAT(std::string(launched.message()), HasSubstr("NaN in the gradient"));
-  }
+  queued.set_value();
+  ASSERT_TRUE(launched.ok()) << launched;
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "the launch never ended";
+  EXPECT_THAT(std::string(outcome.get().message()), HasSubstr("NaN in the gradient"));
   EXPECT_FALSE(started);
 }
 
