@@ -76,8 +76,15 @@ class StreamCollectives {
   virtual ~StreamCollectives() = default;
   // `data` in the device memory of the communicator's device; `stream` the
   // stream's native handle (cudaStream_t as void*).
+  // Each is its Communicator method's operation, enqueued.
   virtual absl::Status EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
                                         void* stream) = 0;
+  virtual absl::Status EnqueueReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                            const CollectiveOptions& options, void* stream) = 0;
+  virtual absl::Status EnqueueAllGather(absl::Span<const float> in, absl::Span<float> out,
+                                        const CollectiveOptions& options, void* stream) = 0;
+  virtual absl::Status EnqueueSendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                       const CollectiveOptions& options, void* stream) = 0;
   // OK, or the first failure of enqueued work found so far (NCCL's
   // asynchronous error is checked now).
   virtual absl::Status DeferredFailure() = 0;

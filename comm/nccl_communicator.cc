@@ -244,13 +244,13 @@ absl::Status NcclCommunicator::Abort(absl::Status status) {
 }
 
 absl::Status NcclCommunicator::Execute(const std::string& where, const CollectiveOptions& options,
-                                       const std::function<ncclResult_t(ncclComm_t)>& enqueue) {
+                                       const Enqueue& enqueue) {
   absl::MutexLock lock(&mu_);
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
   const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
   absl::Time deadline;
-  RETURN_IF_ERROR(EnqueueLocked(where, options, enqueue, &deadline));
+  RETURN_IF_ERROR(EnqueueLocked(where, options, [&](ncclComm_t comm) { return enqueue(comm, stream_); }, &deadline));
 
   // Done when NCCL has finished enqueueing (state ncclSuccess, not
   // ncclInProgress) and the stream has run the work.
@@ -306,20 +306,11 @@ absl::Status NcclCommunicator::EnqueueFailed(const std::string& where, ncclResul
   return Abort(status);
 }
 
-absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
-                                                void* stream) {
-  RETURN_IF_ERROR(Begin("allreduce", options));
-  RETURN_IF_ERROR(CheckWire("allreduce", options));
-  if (data.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  const std::string where = Where("allreduce", options.tag, "on the caller's stream");
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
+absl::Status NcclCommunicator::EnqueueWatched(const std::string& where, const CollectiveOptions& options,
+                                              const Enqueue& enqueue, cudaStream_t on) {
   absl::MutexLock lock(&mu_);
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
-  cudaStream_t on = static_cast<cudaStream_t>(stream);
   Watched watched;
   watched.timeout = std::min(options.timeout, kMaxTimeout);
   watched.where = where;
@@ -327,15 +318,11 @@ absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp
   if (error == cudaSuccess) error = cudaEventRecord(watched.started, on);
   if (error != cudaSuccess) {
     DestroyEvents(watched);
-    return Abort(CudaError(where, "recording the allreduce's start", error));
+    return Abort(CudaError(where, "recording the call's start", error));
   }
   absl::Time deadline;
-  absl::Status enqueued = EnqueueLocked(
-      where, options,
-      [&](ncclComm_t comm) {
-        return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, on);
-      },
-      &deadline);
+  absl::Status enqueued =
+      EnqueueLocked(where, options, [&](ncclComm_t comm) { return enqueue(comm, on); }, &deadline);
   if (!enqueued.ok()) {
     DestroyEvents(watched);
     return enqueued;
@@ -350,12 +337,134 @@ absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp
   if (error == cudaSuccess) error = cudaEventRecord(watched.done, on);
   if (error != cudaSuccess) {
     DestroyEvents(watched);
-    return Abort(CudaError(where, "recording the allreduce's event", error));
+    return Abort(CudaError(where, "recording the call's end", error));
   }
   watched_.push_back(std::move(watched));
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watchdog(); });
-  meter_.RecordCall(RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement));
   return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::Dispatch(absl::StatusOr<Call> call, const CollectiveOptions& options,
+                                        cudaStream_t on) {
+  if (!call.ok()) return call.status();
+  if (call->enqueue == nullptr) {  // nothing to move, on every rank alike
+    meter_.RecordCall();
+    return absl::OkStatus();
+  }
+  if (on == nullptr) {
+    RETURN_IF_ERROR(Execute(call->where, options, call->enqueue));
+  } else {
+    RETURN_IF_ERROR(EnqueueWatched(call->where, options, call->enqueue, on));
+  }
+  meter_.RecordCall(call->traffic);
+  return absl::OkStatus();
+}
+
+std::string NcclCommunicator::WhereOn(const char* op, uint32_t tag, std::string peers, cudaStream_t on) const {
+  if (on != nullptr) peers = peers.empty() ? "on the caller's stream" : absl::StrCat(peers, ", on the caller's stream");
+  return Where(op, tag, peers);
+}
+
+absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::AllReduceCall(absl::Span<float> data, ReduceOp op,
+                                                                       const CollectiveOptions& options,
+                                                                       cudaStream_t on) const {
+  RETURN_IF_ERROR(Begin("allreduce", options));
+  RETURN_IF_ERROR(CheckWire("allreduce", options));
+  Call call{WhereOn("allreduce", options.tag, "", on)};
+  if (data.empty()) return call;
+  RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "data", data.data()));
+  call.enqueue = [data, op](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, stream);
+  };
+  call.traffic = RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement);
+  return call;
+}
+
+absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::ReduceScatterCall(absl::Span<const float> data,
+                                                                           absl::Span<float> out, ReduceOp op,
+                                                                           const CollectiveOptions& options,
+                                                                           cudaStream_t on) const {
+  RETURN_IF_ERROR(Begin("reduce_scatter", options));
+  Call call{WhereOn("reduce_scatter", options.tag, "", on)};
+  RETURN_IF_ERROR(CheckReduceScatterSizes(call.where, data.size(), out.size(), world_));
+  if (out.empty()) return call;
+  RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "input", data.data()));
+  RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "output", out.data()));
+  call.enqueue = [data, out, op](ncclComm_t comm, cudaStream_t stream) {
+    return ncclReduceScatter(data.data(), out.data(), out.size(), ncclFloat32, NcclOp(op), comm, stream);
+  };
+  call.traffic = RingReduceScatterTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement);
+  return call;
+}
+
+absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::AllGatherCall(absl::Span<const float> in,
+                                                                       absl::Span<float> out,
+                                                                       const CollectiveOptions& options,
+                                                                       cudaStream_t on) const {
+  RETURN_IF_ERROR(Begin("allgather", options));
+  Call call{WhereOn("allgather", options.tag, "", on)};
+  RETURN_IF_ERROR(CheckAllGatherSizes(call.where, in.size(), out.size(), world_));
+  if (in.empty()) return call;
+  RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "input", in.data()));
+  RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "output", out.data()));
+  call.enqueue = [in, out](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm, stream);
+  };
+  call.traffic = RingAllGatherTraffic(world_, static_cast<int64_t>(out.size()) * kBytesPerElement);
+  return call;
+}
+
+absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::SendRecvCall(absl::Span<const float> send, int to,
+                                                                      absl::Span<float> recv, int from,
+                                                                      const CollectiveOptions& options,
+                                                                      cudaStream_t on) const {
+  RETURN_IF_ERROR(Begin("sendrecv", options));
+  Call call{WhereOn("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from), on)};
+  RETURN_IF_ERROR(CheckSendRecvPeers(call.where, to, from, rank_, world_));
+  if (to == rank_) {  // and from == rank_: a copy, which this backend does not make
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.where, ": ranks ", to, " and ", from, " must be other ranks of world ", world_));
+  }
+  if (send.empty() && recv.empty()) return call;
+  if (!send.empty()) RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "send", send.data()));
+  if (!recv.empty()) RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "recv", recv.data()));
+  call.enqueue = [send, to, recv, from](ncclComm_t comm, cudaStream_t stream) {
+    // ncclGroupEnd is called whatever the transfers returned; the first error wins.
+    ncclResult_t result = ncclGroupStart();
+    if (result != ncclSuccess) return result;
+    ncclResult_t moved = ncclSuccess;
+    if (!send.empty()) moved = ncclSend(send.data(), send.size(), ncclFloat32, to, comm, stream);
+    if (moved == ncclSuccess && !recv.empty()) moved = ncclRecv(recv.data(), recv.size(), ncclFloat32, from, comm, stream);
+    result = ncclGroupEnd();
+    return moved != ncclSuccess ? moved : result;
+  };
+  call.traffic = {static_cast<int64_t>(send.size()) * kBytesPerElement,
+                  static_cast<int64_t>(recv.size()) * kBytesPerElement};
+  return call;
+}
+
+absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
+                                                void* stream) {
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  return Dispatch(AllReduceCall(data, op, options, on), options, on);
+}
+
+absl::Status NcclCommunicator::EnqueueReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                                    const CollectiveOptions& options, void* stream) {
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  return Dispatch(ReduceScatterCall(data, out, op, options, on), options, on);
+}
+
+absl::Status NcclCommunicator::EnqueueAllGather(absl::Span<const float> in, absl::Span<float> out,
+                                                const CollectiveOptions& options, void* stream) {
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  return Dispatch(AllGatherCall(in, out, options, on), options, on);
+}
+
+absl::Status NcclCommunicator::EnqueueSendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                               const CollectiveOptions& options, void* stream) {
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  return Dispatch(SendRecvCall(send, to, recv, from, options, on), options, on);
 }
 
 absl::Status NcclCommunicator::DeferredFailure() {
@@ -431,56 +540,17 @@ absl::Status NcclCommunicator::CheckWire(const char* op, const CollectiveOptions
 }
 
 absl::Status NcclCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {
-  RETURN_IF_ERROR(Begin("allreduce", options));
-  RETURN_IF_ERROR(CheckWire("allreduce", options));
-  if (data.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  const std::string where = Where("allreduce", options.tag, "");
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
-    return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, stream_);
-  }));
-  meter_.RecordCall(RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement));
-  return absl::OkStatus();
+  return Dispatch(AllReduceCall(data, op, options, nullptr), options, nullptr);
 }
 
 absl::Status NcclCommunicator::ReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
                                              const CollectiveOptions& options) {
-  RETURN_IF_ERROR(Begin("reduce_scatter", options));
-  const std::string where = Where("reduce_scatter", options.tag, "");
-  const size_t chunk = out.size();
-  RETURN_IF_ERROR(CheckReduceScatterSizes(where, data.size(), chunk, world_));
-  if (chunk == 0) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "input", data.data()));
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "output", out.data()));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
-    return ncclReduceScatter(data.data(), out.data(), chunk, ncclFloat32, NcclOp(op), comm, stream_);
-  }));
-  meter_.RecordCall(RingReduceScatterTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement));
-  return absl::OkStatus();
+  return Dispatch(ReduceScatterCall(data, out, op, options, nullptr), options, nullptr);
 }
 
 absl::Status NcclCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out,
                                          const CollectiveOptions& options) {
-  RETURN_IF_ERROR(Begin("allgather", options));
-  const std::string where = Where("allgather", options.tag, "");
-  RETURN_IF_ERROR(CheckAllGatherSizes(where, in.size(), out.size(), world_));
-  if (in.empty()) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "input", in.data()));
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "output", out.data()));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
-    return ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm, stream_);
-  }));
-  meter_.RecordCall(RingAllGatherTraffic(world_, static_cast<int64_t>(out.size()) * kBytesPerElement));
-  return absl::OkStatus();
+  return Dispatch(AllGatherCall(in, out, options, nullptr), options, nullptr);
 }
 
 absl::Status NcclCommunicator::Broadcast(absl::Span<float> data, int root, const CollectiveOptions& options) {
@@ -492,8 +562,8 @@ absl::Status NcclCommunicator::Broadcast(absl::Span<float> data, int root, const
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data.data()));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
-    return ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat32, root, comm, stream_);
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat32, root, comm, stream);
   }));
   meter_.RecordCall(
       BinomialBroadcastTraffic(world_, rank_, root, static_cast<int64_t>(data.size()) * kBytesPerElement));
@@ -510,27 +580,7 @@ absl::Status NcclCommunicator::Recv(absl::Span<float> data, int peer, const Coll
 
 absl::Status NcclCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                         const CollectiveOptions& options) {
-  RETURN_IF_ERROR(Begin("sendrecv", options));
-  const std::string where = Where("sendrecv", options.tag, absl::StrCat("to ", to, ", from ", from));
-  RETURN_IF_ERROR(CheckSendRecvPeers(where, to, from, rank_, world_));
-  if (to == rank_) {  // and from == rank_: a copy, which this backend does not make
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": ranks ", to, " and ", from, " must be other ranks of world ", world_));
-  }
-  if (!send.empty()) RETURN_IF_ERROR(CheckDeviceBuffer(where, "send", send.data()));
-  if (!recv.empty()) RETURN_IF_ERROR(CheckDeviceBuffer(where, "recv", recv.data()));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
-    ncclResult_t result = ncclGroupStart();
-    if (result != ncclSuccess) return result;
-    ncclResult_t moved = ncclSuccess;
-    if (!send.empty()) moved = ncclSend(send.data(), send.size(), ncclFloat32, to, comm, stream_);
-    if (moved == ncclSuccess && !recv.empty()) moved = ncclRecv(recv.data(), recv.size(), ncclFloat32, from, comm, stream_);
-    result = ncclGroupEnd();
-    return moved != ncclSuccess ? moved : result;
-  }));
-  meter_.RecordCall({static_cast<int64_t>(send.size()) * kBytesPerElement,
-                     static_cast<int64_t>(recv.size()) * kBytesPerElement});
-  return absl::OkStatus();
+  return Dispatch(SendRecvCall(send, to, recv, from, options, nullptr), options, nullptr);
 }
 
 absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t size, int peer,
@@ -544,12 +594,12 @@ absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t 
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm) {
+  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm, cudaStream_t stream) {
     // ncclGroupEnd is called whatever the transfer returned; the first error wins.
     ncclResult_t result = ncclGroupStart();
     if (result != ncclSuccess) return result;
-    const ncclResult_t moved = send ? ncclSend(data, size, ncclFloat32, peer, comm, stream_)
-                                    : ncclRecv(data, size, ncclFloat32, peer, comm, stream_);
+    const ncclResult_t moved = send ? ncclSend(data, size, ncclFloat32, peer, comm, stream)
+                                    : ncclRecv(data, size, ncclFloat32, peer, comm, stream);
     result = ncclGroupEnd();
     return moved != ncclSuccess ? moved : result;
   }));
@@ -560,8 +610,8 @@ absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t 
 
 absl::Status NcclCommunicator::Barrier(const CollectiveOptions& options) {
   RETURN_IF_ERROR(Begin("barrier", options));
-  RETURN_IF_ERROR(Execute(Where("barrier", options.tag, "allreduce of one float"), options, [&](ncclComm_t comm) {
-    return ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream_);
+  RETURN_IF_ERROR(Execute(Where("barrier", options.tag, "allreduce of one float"), options, [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm, stream);
   }));
   meter_.RecordCall();
   return absl::OkStatus();

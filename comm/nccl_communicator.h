@@ -116,15 +116,23 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
 
   TrafficCounters traffic() const override { return meter_.Snapshot(); }
 
-  // Allreduce on the caller's stream (a collective placed on the GPU): the
-  // call returns once NCCL has it enqueued; a watchdog thread then polls the
-  // work's event and NCCL's asynchronous error, and aborts the communicator
-  // on an error or when options.timeout passes with the work not done (the
-  // aborted NCCL kernels end, so the stream does not hang); DeferredFailure
-  // reports it, and later calls fail as after any abort.
+  // Collectives on the caller's stream (collectives placed on the GPU):
+  // each call returns once NCCL has it enqueued; a watchdog thread then
+  // polls the work's events and NCCL's asynchronous error, and aborts the
+  // communicator on an error or when options.timeout passes, counted from
+  // when the stream reaches the call, with the work not done (the aborted
+  // NCCL kernels end, so the stream does not hang); DeferredFailure reports
+  // it, and later calls fail as after any abort. The same checks and NCCL
+  // calls as the blocking forms above.
   StreamCollectives* stream_collectives() override { return this; }
   absl::Status EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
                                 void* stream) override;
+  absl::Status EnqueueReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                    const CollectiveOptions& options, void* stream) override;
+  absl::Status EnqueueAllGather(absl::Span<const float> in, absl::Span<float> out, const CollectiveOptions& options,
+                                void* stream) override;
+  absl::Status EnqueueSendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                               const CollectiveOptions& options, void* stream) override;
   absl::Status DeferredFailure() override;
 
  private:
@@ -153,11 +161,38 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   // Send or Recv ("send"/"recv"): one ncclSend or ncclRecv in a group.
   absl::Status PointToPoint(const char* op, float* data, size_t size, int peer, const CollectiveOptions& options);
   absl::Status CheckDeviceBuffer(const std::string& where, const char* what, const void* data) const;
-  // Enqueues the work (`enqueue(comm)` returns NCCL's result) on stream_ and waits
-  // for it until the timeout; aborts the communicator on timeout or on an
-  // asynchronous NCCL / CUDA error (see the file comment).
-  absl::Status Execute(const std::string& where, const CollectiveOptions& options,
-                       const std::function<ncclResult_t(ncclComm_t)>& enqueue);
+  // An operation's NCCL call(s) on a stream; returns NCCL's result.
+  using Enqueue = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
+  // One checked operation: what it is called in messages, its NCCL call
+  // (null: nothing to move, on every rank alike) and its traffic.
+  struct Call {
+    std::string where;
+    Enqueue enqueue;
+    TrafficBytes traffic;
+  };
+  // The operations' checks (Begin, sizes, peers, device buffers) and calls;
+  // `on` (null: the communicator's own stream) only names the stream.
+  absl::StatusOr<Call> AllReduceCall(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
+                                     cudaStream_t on) const;
+  absl::StatusOr<Call> ReduceScatterCall(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
+                                         const CollectiveOptions& options, cudaStream_t on) const;
+  absl::StatusOr<Call> AllGatherCall(absl::Span<const float> in, absl::Span<float> out,
+                                     const CollectiveOptions& options, cudaStream_t on) const;
+  absl::StatusOr<Call> SendRecvCall(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
+                                    const CollectiveOptions& options, cudaStream_t on) const;
+  // Where(...), with "on the caller's stream" when `on` is given.
+  std::string WhereOn(const char* op, uint32_t tag, std::string peers, cudaStream_t on) const;
+  // Runs a checked call: on stream_, waiting for it (Execute), when `on` is
+  // null; else enqueued on `on` and left to the watchdog (EnqueueWatched).
+  // Counts its traffic once it is in.
+  absl::Status Dispatch(absl::StatusOr<Call> call, const CollectiveOptions& options, cudaStream_t on);
+  // Enqueues the work on stream_ and waits for it until the timeout; aborts
+  // the communicator on timeout or on an asynchronous NCCL / CUDA error
+  // (see the file comment).
+  absl::Status Execute(const std::string& where, const CollectiveOptions& options, const Enqueue& enqueue);
+  // Enqueues the work on `on` between two events the watchdog follows.
+  absl::Status EnqueueWatched(const std::string& where, const CollectiveOptions& options, const Enqueue& enqueue,
+                              cudaStream_t on);
   // Under mu_, the device current: refuses an aborted communicator, sets
   // `deadline` from options.timeout and enqueues the work.
   absl::Status EnqueueLocked(const std::string& where, const CollectiveOptions& options,
@@ -187,7 +222,7 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::deque<Watched> watched_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread watchdog_;  // started by the first EnqueueAllReduce
+  std::thread watchdog_;  // started by the first call enqueued on a caller's stream
 };
 
 // Connects rank `rank` of `world` on CUDA device `device`:

@@ -182,5 +182,53 @@ TEST(NcclCommunicatorTest, RefusesHostMemoryAndTransfersToItself) {
   EXPECT_EQ(comm.traffic().calls, 1);
 }
 
+// The collectives a kernel placed on the GPU enqueues on its own stream:
+// the same checks as the blocking forms (host memory refused, naming the
+// stream), the results there once that stream is synchronised, each call
+// counted, and no deferred failure.
+TEST(NcclCommunicatorTest, CollectivesEnqueuedOnTheCallersStreamEndThereWithTheirResults) {
+  SKIP_UNLESS_GPUS(1);
+  absl::StatusOr<std::unique_ptr<Communicator>> c =
+      ConnectNccl(LocalFileSpec("nccl-enqueued"), 0, 1, 0, WorkerIdentity{"test", "plan", 1}, kConnectTimeout);
+  ASSERT_TRUE(c.ok()) << c.status();
+  StreamCollectives* on_stream = (*c)->stream_collectives();
+  ASSERT_NE(on_stream, nullptr);
+  ASSERT_OK(SetDevice(0));
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+
+  std::vector<float> host(6, 1.0f);
+  const absl::Status refused = on_stream->EnqueueReduceScatter(host, absl::MakeSpan(host), ReduceOp::kSum, Tag(1),
+                                                               stream);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(Contains(refused, "on the caller's stream")) << refused;
+
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  DeviceBuffer in, reduced, gathered, summed;
+  ASSERT_OK(in.Init(values.size()));
+  ASSERT_OK(reduced.Init(values.size()));
+  ASSERT_OK(gathered.Init(values.size()));
+  ASSERT_OK(summed.Init(values.size()));
+  ASSERT_EQ(cudaMemcpyAsync(in.span().data(), values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice,
+                            stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(summed.span().data(), values.data(), values.size() * sizeof(float),
+                            cudaMemcpyHostToDevice, stream),
+            cudaSuccess);
+  EXPECT_OK(on_stream->EnqueueReduceScatter(in.const_span(), reduced.span(), ReduceOp::kAvg, Tag(2), stream));
+  EXPECT_OK(on_stream->EnqueueAllGather(in.const_span(), gathered.span(), Tag(3), stream));
+  EXPECT_OK(on_stream->EnqueueAllReduce(summed.span(), ReduceOp::kSum, Tag(4), stream));
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (DeviceBuffer* result : {&reduced, &gathered, &summed}) {
+    std::vector<float> back(values.size());
+    ASSERT_EQ(cudaMemcpy(back.data(), result->span().data(), back.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(back, values);  // a world of one: each collective's result is its input
+  }
+  EXPECT_EQ((*c)->traffic().calls, 3);
+  EXPECT_OK(on_stream->DeferredFailure());
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace nereid

@@ -4,9 +4,11 @@
 //
 // The host keeps data feeding (Input) and, unless comm=device, every op that
 // talks to other ranks (OpDef::communicates: collectives, Send/Recv, the
-// coded ends): channels on device tensors (NCCL) are not built yet, so
-// communication reads and writes host memory. With comm=device (the sim
-// only) the collectives go on the device, on their group's stream.
+// coded ends), which then reads and writes host memory. With comm=device
+// the collectives go on the device, on their group's stream (the sim's
+// through the host's communicators, cuda's through NCCL: the world's
+// buckets and the group collectives have GPU kernels, the compressed and
+// low-rank ones do not).
 // Every other node goes on the device when the device has a
 // kernel for it: on the sim, a CPU kernel (the sim runs CPU kernels on its
 // memory); on cuda, a kernel registered for the GPU (ops/kernel.h). A node
@@ -70,10 +72,9 @@ absl::StatusOr<Target> ParseTarget(const std::string& device) {
 }
 
 // Data feeding, and communication: collectives go on the device with
-// comm=device (the sim's: on their group's stream); Send/Recv and the
-// coded ends stay on the host (a Recv's dims may come with its message,
-// and device outputs are allocated before their node runs). NCCL on device
-// tensors is not built, so on cuda communication reads and writes host memory.
+// comm=device (on their group's stream); Send/Recv and the coded ends stay
+// on the host (a Recv's dims may come with its message, and device outputs
+// are allocated before their node runs).
 bool MustStayOnHost(const Node& node, bool comm_on_device) {
   return node.op() == "Input" || (Communicates(node) && !(comm_on_device && IsCollective(node)));
 }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,42 +21,47 @@
 namespace nereid {
 namespace {
 
-// The GPU the world's collectives are placed on (place(device=cuda,
-// comm=device)), or -1. They run on one communicator, so they must all be on
-// that GPU: one left on the host (no GPU kernel, fallback=host) or on another
-// GPU is refused, as are named groups' collectives on a GPU (NCCL for
-// process groups is not built).
-absl::StatusOr<int> GpuOfCollectives(const Graph& graph) {
+// Which collectives are placed on a GPU (place(device=cuda, comm=device)):
+// the GPU, and the groups ("" for the world) whose collectives run through
+// NCCL there. A group's collectives run on one communicator, so they are all
+// on that GPU or all on the host: a group with one left on the host (no GPU
+// kernel, fallback=host) and another on the GPU is refused, as is a
+// collective on a second GPU.
+struct CollectivesOnGpu {
   int gpu = -1;
-  const Node* on_host = nullptr;
-  const Node* on_gpu = nullptr;
+  absl::flat_hash_set<std::string> groups;
+};
+
+absl::StatusOr<CollectivesOnGpu> PlacedCollectives(const Graph& graph) {
+  CollectivesOnGpu placed;
+  absl::flat_hash_map<std::string, const Node*> on_host, on_gpu;  // by group: one of each, for messages
   for (const Node* n : graph.nodes()) {
     if (!IsCollective(*n)) continue;
+    const std::string group = CollectiveGroup(*n);
     const std::string& device = n->def().device();
     if (!absl::StartsWith(device, "cuda:")) {
-      if (CollectiveGroup(*n).empty()) on_host = n;
+      on_host.emplace(group, n);
       continue;
     }
-    if (!CollectiveGroup(*n).empty()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "'", n->name(), "' (group '", CollectiveGroup(*n), "') is placed on ", device,
-          ": NCCL for process groups is not built; plan with place(device=cuda) to keep collectives on the host"));
-    }
     int ordinal = -1;
-    if (!absl::SimpleAtoi(device.substr(5), &ordinal) || (gpu >= 0 && ordinal != gpu)) {
+    if (!absl::SimpleAtoi(device.substr(5), &ordinal) || (placed.gpu >= 0 && ordinal != placed.gpu)) {
       return absl::InvalidArgumentError(absl::StrCat("'", n->name(), "' is placed on '", device,
-                                                     "', another collective on cuda:", gpu));
+                                                     "', another collective on cuda:", placed.gpu));
     }
-    gpu = ordinal;
-    on_gpu = n;
+    placed.gpu = ordinal;
+    on_gpu.emplace(group, n);
+    placed.groups.insert(group);
   }
-  if (on_gpu != nullptr && on_host != nullptr) {
+  for (const auto& [group, gpu_node] : on_gpu) {
+    auto host = on_host.find(group);
+    if (host == on_host.end()) continue;
     return absl::UnimplementedError(absl::StrCat(
-        "'", on_host->name(), "' (", on_host->op(), ") stays on the host while '", on_gpu->name(),
-        "' is on cuda: the world's collectives run on one communicator (NCCL on the GPU); give the op a GPU "
-        "kernel or plan with place(device=cuda) to keep every collective on the host"));
+        "'", host->second->name(), "' (", host->second->op(), ") stays on the host while '", gpu_node->name(),
+        "' is on cuda: ", group.empty() ? "the world's" : absl::StrCat("group '", group, "''s"),
+        " collectives run on one communicator (NCCL on the GPU); give the op a GPU kernel or plan with "
+        "place(device=cuda) to keep every collective on the host"));
   }
-  return gpu;
+  return placed;
 }
 
 }  // namespace
@@ -82,16 +89,16 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   ASSIGN_OR_RETURN(group->communicator_, CreateCommunicator(spec));
   Log().debug("communicator: {}", group->communicator_->backend());
   Communicator* collectives = group->communicator_.get();
-  ASSIGN_OR_RETURN(const int gpu, GpuOfCollectives(graph));
-  if (gpu >= 0) {
-    // The world's collectives on the GPU's streams through NCCL, which meets
-    // its peers under the run's own keys; the host's communicator keeps the
-    // rest (transfers, the run's exchanges of host values).
-    CommunicatorSpec nccl = spec;
-    nccl.backend = "nccl";
-    nccl.device = gpu;
-    nccl.rendezvous.run_id = absl::StrCat(spec.rendezvous.run_id, "/nccl");
-    nccl.rendezvous.rank0_serves = false;  // rank 0 already serves a tcp:// store
+  ASSIGN_OR_RETURN(const CollectivesOnGpu on_gpu, PlacedCollectives(graph));
+  // Collectives on the GPU's streams go through NCCL, which meets its peers
+  // under the run's own keys; the host's communicator keeps the rest
+  // (transfers, the run's exchanges of host values).
+  CommunicatorSpec nccl = spec;
+  nccl.backend = "nccl";
+  nccl.device = on_gpu.gpu;
+  nccl.rendezvous.run_id = absl::StrCat(spec.rendezvous.run_id, "/nccl");
+  nccl.rendezvous.rank0_serves = false;  // rank 0 already serves a tcp:// store
+  if (on_gpu.groups.contains("")) {
     ASSIGN_OR_RETURN(group->device_communicator_, CreateCommunicator(nccl));
     collectives = group->device_communicator_.get();
   }
@@ -106,7 +113,8 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
     ProcessGroup g;
     g.name = decl.name;
     g.group_rank = m.group_rank;
-    ASSIGN_OR_RETURN(g.communicator, CreateGroupCommunicator(spec, m.instance, m.members));
+    ASSIGN_OR_RETURN(g.communicator, CreateGroupCommunicator(on_gpu.groups.contains(decl.name) ? nccl : spec,
+                                                             m.instance, m.members));
     const CollectiveCounts& c = counts[decl.name];
     g.steps = std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_step, 1), options.timeout);
     g.evaluation =

@@ -656,16 +656,26 @@ absl::StatusOr<std::vector<Tensor>> Executor::FinishStep(int64_t step) {
     }
     // Collectives enqueued on the device's streams (NCCL) fail after their
     // issue: a peer gone, or a timeout, which aborted the communicator.
-    if (options_.collectives != nullptr) {
-      if (StreamCollectives* on_stream = options_.collectives->communicator().stream_collectives()) {
-        if (absl::Status deferred = on_stream->DeferredFailure(); !deferred.ok()) {
-          Fail(deferred);
-          return deferred;
-        }
-      }
+    if (absl::Status deferred = DeferredCollectiveFailure(); !deferred.ok()) {
+      Fail(deferred);
+      return deferred;
     }
   }
   return fetched;
+}
+
+absl::Status Executor::DeferredCollectiveFailure() {
+  std::vector<CollectiveEngine*> engines = {options_.collectives};
+  for (const auto* groups : {&options_.group_collectives, &options_.group_eval_collectives}) {
+    for (const auto& [name, engine] : *groups) engines.push_back(engine);
+  }
+  for (CollectiveEngine* engine : engines) {
+    if (engine == nullptr) continue;
+    if (StreamCollectives* on_stream = engine->communicator().stream_collectives()) {
+      RETURN_IF_ERROR(on_stream->DeferredFailure());
+    }
+  }
+  return absl::OkStatus();
 }
 
 int Executor::ShapeClass(const FeedMap& feeds) {

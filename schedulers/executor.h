@@ -211,6 +211,9 @@ class Executor {
                                                                       const std::vector<const Tensor*>& inputs);
   void Dispatch(std::unique_lock<std::mutex>& lock);
   void Execute(StepRun* run, int node_id, int cores);
+  // The first failure of a collective enqueued on a device stream (NCCL:
+  // the world's or a group's), found after the step; OK if none.
+  absl::Status DeferredCollectiveFailure();
   // The index of these feeds' dims among those seen (a step's node core
   // counts are learnt per feed shapes: a smaller last batch may need fewer).
   // Under mu_.

@@ -14,32 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "comm/wire_format.h"
 #include "core/status_macros.h"
+#include "ops/group_collective_call.h"
 #include "ops/kernel.h"
 
 namespace nereid {
 namespace {
 
-// Tags of evaluation collectives, apart from the training buckets' tags.
-constexpr uint32_t kEvalTagBase = 1u << 16;
-
-absl::Status CheckGroupSize(const Communicator& comm, int64_t expected) {
-  if (comm.world() != expected) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the plan says the group has ", expected, " ranks but its communicator has ", comm.world()));
-  }
-  return absl::OkStatus();
-}
-
 class GroupCollectiveKernel : public AsyncOpKernel {
  public:
-  absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    name_ = node.op();
-    group_ = attrs.at("group")->s();
-    group_size_ = attrs.at("group_size")->i();
-    bucket_ = static_cast<int>(attrs.at("bucket")->i());
-    eval_bucket_ = static_cast<int>(attrs.at("eval_bucket")->i());
-    return absl::OkStatus();
-  }
+  absl::Status Init(const Node& node, const AttrMap& attrs) override { return call_.Init(node, attrs); }
 
   void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
     absl::StatusOr<Tensor*> out = ctx->AllocateOutput(0);
@@ -48,36 +31,22 @@ class GroupCollectiveKernel : public AsyncOpKernel {
     const Tensor& x = ctx->input(0);
     CollectiveQueue* queue = ctx->collectives();
     if (queue == nullptr) {
-      if (group_size_ != 1) {
-        return done(absl::FailedPreconditionError(absl::StrCat(
-            "group '", group_, "' has ", group_size_, " ranks but this worker has no communicator for it")));
-      }
+      if (absl::Status alone = call_.Alone(); !alone.ok()) return done(alone);
       std::memcpy(y->raw(), x.raw(), x.num_bytes());  // a group of one
       return done(absl::OkStatus());
     }
-    const bool training = ctx->step().training;
-    const int bucket = training ? bucket_ : eval_bucket_;
-    if (bucket < 0) {
-      return done(absl::FailedPreconditionError(absl::StrCat(
-          name_, " on group '", group_, "' has no place in the group's ", training ? "step" : "evaluation",
-          " order (plans get one when they are finished; was the plan edited by hand?)")));
-    }
-    CollectiveOptions options;
-    options.tag = training ? static_cast<uint32_t>(bucket) : kEvalTagBase + static_cast<uint32_t>(bucket);
-    options.timeout = queue->timeout();
+    absl::StatusOr<GroupCollectiveCall::Issue> issue = call_.IssueOf(*ctx, *queue);
+    if (!issue.ok()) return done(issue.status());
     // The step's collectives run on the queue's thread after this returns.
     auto input = std::make_shared<Tensor>(x);
     auto output = std::make_shared<Tensor>(*y);
-    const int64_t key = training ? ctx->step().step : ctx->step().step_in_epoch;
-    std::string what = absl::StrCat(name_, " on group '", group_, "'");
-    const int64_t step = ctx->step().step;
     queue->Submit(
-        key, bucket,
-        [this, input, output, options, step](Communicator& comm) {
-          RETURN_IF_ERROR(CheckGroupSize(comm, group_size_));
+        issue->key, issue->bucket,
+        [this, input, output, options = issue->options, step = issue->step](Communicator& comm) {
+          RETURN_IF_ERROR(call_.CheckGroupSize(comm));
           return Run(comm, *input, *output, options, step);
         },
-        [done = std::move(done), what](absl::Status s) {
+        [done = std::move(done), what = call_.what()](absl::Status s) {
           if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
           done(absl::OkStatus());
         });
@@ -90,9 +59,7 @@ class GroupCollectiveKernel : public AsyncOpKernel {
                            int64_t step) = 0;
 
  private:
-  std::string name_, group_;
-  int64_t group_size_ = 1;
-  int bucket_ = -1, eval_bucket_ = -1;
+  GroupCollectiveCall call_;
 };
 
 class GroupAllGatherKernel : public GroupCollectiveKernel {

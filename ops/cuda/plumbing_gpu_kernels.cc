@@ -81,6 +81,8 @@ NEREID_REGISTER_KERNEL("Const", kGpu, DT_INT64, ConstGpuKernel);
 NEREID_REGISTER_KERNEL("Identity", kGpu, DT_FLOAT, CopyGpuKernel);
 NEREID_REGISTER_KERNEL("Identity", kGpu, DT_INT32, CopyGpuKernel);
 NEREID_REGISTER_KERNEL("Identity", kGpu, DT_INT64, CopyGpuKernel);
+// A group's identity forward (its gradient is the group's allreduce).
+NEREID_REGISTER_KERNEL("GroupIdentity", kGpu, DT_FLOAT, CopyGpuKernel);
 NEREID_REGISTER_KERNEL("Gradient", kGpu, DT_FLOAT, GradientGpuKernel);
 NEREID_REGISTER_KERNEL("Flatten", kGpu, DT_FLOAT, CopyGpuKernel);
 NEREID_REGISTER_KERNEL("Reshape", kGpu, DT_FLOAT, CopyGpuKernel);

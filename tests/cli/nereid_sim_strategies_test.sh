@@ -53,6 +53,8 @@ check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --worke
 check sgp "autodiff,sgd(lr=0.05,momentum=0.9),gossip" $mlp --workers 3
 check parameter_server "autodiff,sgd(lr=0.05),parameter_server(servers=1)" $logreg --workers 2 --servers 1
 check coded "autodiff,sgd(lr=0.05),coded(scheme=rlnc,k=2,degree=2)" $logreg --workers 3
+check colocated_collective "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,exchange=collective,chunk_kb=64)" \
+  $mlp --workers 2
 
 # Checkpoints are portable: two epochs on one side and the third on the
 # other end where three on the host do, both ways.

@@ -14,7 +14,8 @@
 // oneDNN, so values agree within a tolerance, not bit for bit; dropout
 // masks, Add, Mul, AddN, ReduceToShapeOf, GlobalAvgPool, LayerNorm and its
 // gradient, Transpose, CausalMask, Gather and GatherGrad compute as the
-// host does and agree exactly.
+// host does and agree exactly, as do Concat, Slice, Pad and their
+// gradients, which only move values.
 
 #include <algorithm>
 #include <cmath>
@@ -537,10 +538,49 @@ std::vector<OpCase> TransformerCases() {
   return cases;
 }
 
+// Blocks cut and joined (the colocated parameter servers' layouts): concat
+// along the first and an inner axis, slices of whole rows, of columns and
+// strided, their gradients, padding of one and of four axes.
+std::vector<OpCase> BlockCases() {
+  const auto exact = [](OpCase c) {
+    c.tolerance = 0.0f;
+    return c;
+  };
+  const auto slice = [](int64_t axis, int64_t begin, int64_t size, int64_t stride) {
+    return Attr("axis", absl::StrCat("i: ", axis)) + Attr("begin", absl::StrCat("i: ", begin)) +
+           Attr("size", absl::StrCat("i: ", size)) + Attr("stride", absl::StrCat("i: ", stride));
+  };
+  const auto slice_grad = [](int64_t axis, int64_t begin, int64_t stride) {
+    return Attr("axis", absl::StrCat("i: ", axis)) + Attr("begin", absl::StrCat("i: ", begin)) +
+           Attr("stride", absl::StrCat("i: ", stride));
+  };
+  const std::string parts = InputNode("a", {4, 3}) + InputNode("b", {4, 5}) + InputNode("c", {4, 1});
+  const std::string x = InputNode("x", {4, 10});
+  return {
+      exact({"concat_axis1", parts + OpNode("y", "Concat", {"a", "b", "c"}, Attr("axis", "i: 1"))}),
+      exact({"concat_axis0", InputNode("a", {2, 6}) + InputNode("b", {3, 6}) +
+                                 OpNode("y", "Concat", {"a", "b"}, Attr("axis", "i: 0"))}),
+      exact({"slice_rows", x + OpNode("y", "Slice", {"x"}, slice(0, 1, 2, 1))}),
+      exact({"slice_columns", x + OpNode("y", "Slice", {"x"}, slice(1, 3, 4, 1))}),
+      exact({"slice_strided", InputNode("x", {2, 9, 3}) + OpNode("y", "Slice", {"x"}, slice(1, 1, 4, 2))}),
+      exact({"slice_grad_columns",
+             InputNode("dy", {4, 4}) + x + OpNode("y", "SliceGrad", {"dy", "x"}, slice_grad(1, 3, 1))}),
+      exact({"slice_grad_strided", InputNode("dy", {2, 4, 3}) + InputNode("x", {2, 9, 3}) +
+                                       OpNode("y", "SliceGrad", {"dy", "x"}, slice_grad(1, 1, 2))}),
+      exact({"pad_1d", InputNode("x", {7}) + OpNode("y", "Pad", {"x"}, Attr("pads", IntsValue({0, 5})))}),
+      exact({"pad_4d_value", InputNode("x", {2, 3, 4, 5}) +
+                                 OpNode("y", "Pad", {"x"},
+                                        Attr("pads", IntsValue({0, 1, 2, 1, 1, 0, 1, 2})) + Attr("value", "f: -0.5"))}),
+      exact({"pad_grad_4d", InputNode("dy", {3, 4, 7, 8}) + InputNode("x", {2, 3, 4, 5}) +
+                                OpNode("y", "PadGrad", {"dy", "x"}, Attr("pads", IntsValue({0, 1, 2, 1, 1, 0, 1, 2})))}),
+  };
+}
+
 std::vector<OpCase> AllCases() {
   std::vector<OpCase> all = DenseCases();
   for (auto more :
-       {ConvCases(), PoolCases(), SumCases(), NormCases(), ModelOpCases(), BatchMatMulCases(), TransformerCases()}) {
+       {ConvCases(), PoolCases(), SumCases(), NormCases(), ModelOpCases(), BatchMatMulCases(), TransformerCases(),
+        BlockCases()}) {
     all.insert(all.end(), more.begin(), more.end());
   }
   return all;

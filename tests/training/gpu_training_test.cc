@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous_spec.h"
@@ -132,6 +133,37 @@ TEST(GpuKernelCoverage, TheDataParallelBucketsHaveGpuKernelsWithCommDevice) {
     EXPECT_TRUE(kernel.ok()) << n->name() << ": " << kernel.status();
   }
   EXPECT_GT(buckets, 1);
+}
+
+// place(device=cuda, comm=device) on the strategies that talk through
+// process groups: the group collectives are GPU kernels too (NCCL on their
+// group's communication stream), so nothing of them stays on the host.
+TEST(GpuKernelCoverage, TheGroupCollectivesHaveGpuKernelsWithCommDevice) {
+  struct GroupPlan {
+    std::string model, passes;
+    int workers;
+  };
+  // The colocated servers' shards in a world of 3 are padded (Pad, Slice).
+  const std::vector<GroupPlan> plans = {
+      {"mlp_fashion", "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)", 2},
+      {"char_transformer", "hybrid_partition(style=megatron,group_size=2),autodiff,adam(lr=0.001)", 2},
+      {"lenet_fashion",
+       "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,exchange=collective,chunk_kb=16)", 3},
+  };
+  for (const auto& [model, passes, workers] : plans) {
+    SCOPED_TRACE(model + " with " + passes);
+    auto graph = testing::PlanModel(model, passes + ",place(device=cuda,comm=device)", workers);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    int group_ops = 0;
+    for (const Node* n : (*graph)->nodes()) {
+      if (!absl::StartsWith(n->op(), "Group")) continue;
+      ++group_ops;
+      EXPECT_EQ(n->def().device(), "cuda:0") << n->name() << " (" << n->op() << ")";
+      auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+      EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+    }
+    EXPECT_GT(group_ops, 1);
+  }
 }
 
 // The buckets through NCCL on the GPU's communication stream, issued by the

@@ -19,13 +19,20 @@
 namespace nereid {
 namespace testing {
 
-// models/<model>.pbtxt after `passes`.
-inline absl::StatusOr<std::unique_ptr<Graph>> PlanModel(const std::string& model, const std::string& passes) {
+// models/<model>.pbtxt after `passes`, for a world of `workers` ranks (0:
+// not known, the passes' default).
+inline absl::StatusOr<std::unique_ptr<Graph>> PlanModel(const std::string& model, const std::string& passes,
+                                                        int workers = 0) {
   auto graph = LoadModel("models/" + model + ".pbtxt");
   if (!graph.ok()) return graph.status();
   auto pipeline = ParsePipeline(passes);
   if (!pipeline.ok()) return pipeline.status();
-  auto reports = RunPipeline(**graph, *pipeline);
+  PipelineOptions options;
+  if (workers > 0) {
+    options.target = PlanTarget{};
+    options.target->workers = workers;
+  }
+  auto reports = RunPipeline(**graph, *pipeline, options);
   if (!reports.ok()) return reports.status();
   return graph;
 }

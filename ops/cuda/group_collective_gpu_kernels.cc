@@ -1,0 +1,160 @@
+// The group collectives on the GPU (place(device=cuda, comm=device)): each
+// launch is handed to its group's collective queue like the CPU kernel's
+// (ops/group_collective_call.h: the same key, so every member issues the
+// group's collectives in one order), and when the queue issues it, NCCL's
+// call is enqueued on the node's stream (the group's communication stream)
+// through the group's NCCL communicator, reading the input and writing the
+// output in place. No host thread waits for the data: the output is marked
+// written by that work, and its consumers wait for it by event. float32 on
+// the wire only (NCCL moves what it is given).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "comm/wire_format.h"
+#include "core/status_macros.h"
+#include "ops/cuda/gpu_launch.h"
+#include "ops/group_collective_call.h"
+
+namespace nereid {
+namespace {
+
+class GroupCollectiveGpuKernel : public AsyncOpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(call_.Init(node, attrs));
+    name_ = cuda::Prefix(node);
+    if (const auto wire = attrs.find("wire"); wire != attrs.end() && wire->second->s() != "float32") {
+      return absl::UnimplementedError(
+          absl::StrCat(name_, "a ", wire->second->s(), " wire on the GPU is not built (NCCL moves float32 here)"));
+    }
+    return absl::OkStatus();
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
+    absl::Status status = Start(*ctx, done);
+    if (!status.ok()) done(std::move(status));
+  }
+
+ protected:
+  // Enqueues the NCCL call of one launch on `stream`; `x` and `y` are
+  // device memory. `step`: the training step (evaluation: the step it
+  // follows).
+  virtual absl::Status Enqueue(StreamCollectives& on_stream, const Communicator& comm, const Tensor& x, Tensor& y,
+                               const CollectiveOptions& options, int64_t step, void* stream) = 0;
+
+ private:
+  // Hands the launch to the queue; an error before the hand-over is
+  // returned (`done` not called).
+  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0));
+    const Tensor& x = ctx.input(0);
+    CollectiveQueue* queue = ctx.collectives();
+    if (queue == nullptr) {
+      RETURN_IF_ERROR(call_.Alone());
+      RETURN_IF_ERROR(cuda::CopyOnStream(y->raw(), x.raw(), x.num_bytes(), stream, name_ + "a group of one"));
+      done(absl::OkStatus());
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(GroupCollectiveCall::Issue issue, call_.IssueOf(ctx, *queue));
+    // The node is not done before its call is issued, so its input and
+    // output live until then; the streams' order keeps them for the call.
+    queue->Submit(
+        issue.key, issue.bucket,
+        [this, input = Tensor::ViewOf(x), output = Tensor::ViewOf(*y), options = issue.options, step = issue.step,
+         stream](Communicator& comm) mutable -> absl::Status {
+          RETURN_IF_ERROR(call_.CheckGroupSize(comm));
+          StreamCollectives* on_stream = comm.stream_collectives();
+          if (on_stream == nullptr) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                name_, "the group's communicator (", comm.backend(),
+                ") cannot enqueue on a GPU stream: collectives placed on cuda need NCCL"));
+          }
+          return Enqueue(*on_stream, comm, input, output, options, step, stream);
+        },
+        [done = std::move(done), what = call_.what()](absl::Status s) {
+          if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
+          done(absl::OkStatus());
+        });
+    return absl::OkStatus();
+  }
+
+  GroupCollectiveCall call_;
+  std::string name_;
+};
+
+absl::Span<const float> In(const Tensor& x) { return absl::MakeConstSpan(x.data<float>(), x.num_elements()); }
+absl::Span<float> Out(Tensor& y) { return absl::MakeSpan(y.data<float>(), y.num_elements()); }
+
+class GroupAllGatherGpuKernel : public GroupCollectiveGpuKernel {
+  absl::Status Enqueue(StreamCollectives& on_stream, const Communicator& comm, const Tensor& x, Tensor& y,
+                       const CollectiveOptions& options, int64_t step, void* stream) override {
+    return on_stream.EnqueueAllGather(In(x), Out(y), options, stream);
+  }
+};
+
+class GroupReduceScatterGpuKernel : public GroupCollectiveGpuKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(GroupCollectiveGpuKernel::Init(node, attrs));
+    reduce_ = attrs.at("reduce")->s() == "avg" ? ReduceOp::kAvg : ReduceOp::kSum;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Enqueue(StreamCollectives& on_stream, const Communicator& comm, const Tensor& x, Tensor& y,
+                       const CollectiveOptions& options, int64_t step, void* stream) override {
+    return on_stream.EnqueueReduceScatter(In(x), Out(y), reduce_, options, stream);
+  }
+
+  ReduceOp reduce_ = ReduceOp::kSum;
+};
+
+// The sum in the output (NCCL reduces out of place).
+class GroupAllReduceGpuKernel : public GroupCollectiveGpuKernel {
+  absl::Status Enqueue(StreamCollectives& on_stream, const Communicator& comm, const Tensor& x, Tensor& y,
+                       const CollectiveOptions& options, int64_t step, void* stream) override {
+    RETURN_IF_ERROR(cuda::CopyOnStream(y.raw(), x.raw(), x.num_bytes(), static_cast<cudaStream_t>(stream),
+                                       "GroupAllReduce: the input into the output"));
+    return on_stream.EnqueueAllReduce(Out(y), ReduceOp::kSum, options, stream);
+  }
+};
+
+// Each step's shift within the group, as the CPU kernel: to rank + offset,
+// from rank - offset, the offsets cycled by step.
+class GroupSendRecvGpuKernel : public GroupCollectiveGpuKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    RETURN_IF_ERROR(GroupCollectiveGpuKernel::Init(node, attrs));
+    for (const int64_t o : attrs.at("offsets")->list().i()) offsets_.push_back(o);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Enqueue(StreamCollectives& on_stream, const Communicator& comm, const Tensor& x, Tensor& y,
+                       const CollectiveOptions& options, int64_t step, void* stream) override {
+    const int64_t n = comm.world();
+    const int64_t offset = ((offsets_[static_cast<size_t>(step) % offsets_.size()] % n) + n) % n;
+    if (offset == 0) {  // to itself: NCCL does not send to its own rank
+      return cuda::CopyOnStream(y.raw(), x.raw(), x.num_bytes(), static_cast<cudaStream_t>(stream),
+                                "GroupSendRecv: a shift of 0");
+    }
+    const int to = static_cast<int>((comm.rank() + offset) % n);
+    const int from = static_cast<int>((comm.rank() - offset + n) % n);
+    return on_stream.EnqueueSendRecv(In(x), to, Out(y), from, options, stream);
+  }
+
+  std::vector<int64_t> offsets_;
+};
+
+}  // namespace
+
+NEREID_REGISTER_KERNEL("GroupAllGather", kGpu, DT_FLOAT, GroupAllGatherGpuKernel);
+NEREID_REGISTER_KERNEL("GroupReduceScatter", kGpu, DT_FLOAT, GroupReduceScatterGpuKernel);
+NEREID_REGISTER_KERNEL("GroupAllReduce", kGpu, DT_FLOAT, GroupAllReduceGpuKernel);
+NEREID_REGISTER_KERNEL("GroupSendRecv", kGpu, DT_FLOAT, GroupSendRecvGpuKernel);
+
+}  // namespace nereid
