@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
   ASSIGN_OR_RETURN(s->copy_in_, s->device_->CreateStream("copy_in"));
   ASSIGN_OR_RETURN(s->copy_out_, s->device_->CreateStream("copy_out"));
   s->allocator_ = std::make_unique<CachingAllocator>(s->device_.get());
+  s->pinned_ = std::make_unique<PinnedPool>(s->device_.get());
 
   ASSIGN_OR_RETURN(std::vector<Node*> order, TopologicalOrder(graph));
   int position = 0;
@@ -106,6 +107,7 @@ DeviceStreams::~DeviceStreams() {
   }
   // Cached blocks go back to the device before the streams they belong to do.
   allocator_.reset();
+  pinned_.reset();  // every copy is over: its blocks are back
 }
 
 Stream* DeviceStreams::StreamOf(const Node& node) const {
@@ -344,15 +346,17 @@ absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& 
   if (IsDeviceTensor(host)) {
     return absl::InternalError(absl::StrCat("'", node.name(), "' copies to the device a value already there"));
   }
-  if (host.num_bytes() > 0) {
-    RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
-      return stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), host.raw(), host.num_bytes());
-    }));
-  }
-  // The host buffer is released once the copy has read it.
-  RETURN_IF_ERROR(stream->Launch(absl::StrCat(node.name(), " (release the host buffer)"),
-                                 [kept = std::move(host)]() mutable {
-                                   kept = Tensor();
+  if (host.num_bytes() == 0) return MarkWritten(stream, {device_out});
+  // Through pinned memory, so that the copy is queued, not staged by the
+  // driver; the block goes back to the pool once the copy has read it.
+  ASSIGN_OR_RETURN(std::shared_ptr<void> staged, pinned_->Acquire(host.num_bytes()));
+  std::memcpy(staged.get(), host.raw(), host.num_bytes());
+  RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
+    return stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), staged.get(), host.num_bytes());
+  }));
+  RETURN_IF_ERROR(stream->Launch(absl::StrCat(node.name(), " (release the pinned block)"),
+                                 [kept = std::move(staged)]() mutable {
+                                   kept.reset();
                                    return absl::OkStatus();
                                  }));
   return MarkWritten(stream, {device_out});
@@ -360,13 +364,18 @@ absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& 
 
 void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor host_out,
                             std::function<void(absl::Status)> done) {
+  // Into pinned memory, so that the copy is queued and the host does not
+  // wait for it here (a copy into pageable memory returns only once done);
+  // the watcher moves the values into `host_out` once the copy is over.
+  std::shared_ptr<void> staged;
   auto enqueue = [&]() -> absl::StatusOr<std::shared_ptr<Event>> {
     Stream* stream = StreamOf(node);
     if (stream == nullptr) return absl::InternalError(absl::StrCat("'", node.name(), "' has no copy stream"));
     RETURN_IF_ERROR(WaitForWrites(stream, {device_in}, node.id() == skip_waits_of_));
     if (device_in.num_bytes() > 0) {
+      ASSIGN_OR_RETURN(staged, pinned_->Acquire(device_in.num_bytes()));
       RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
-        return stream->CopyDeviceToHost(host_out.raw(), device_in.raw(), device_in.num_bytes());
+        return stream->CopyDeviceToHost(staged.get(), device_in.raw(), device_in.num_bytes());
       }));
     }
     ASSIGN_OR_RETURN(std::unique_ptr<Event> event, device_->CreateEvent());
@@ -377,6 +386,13 @@ void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor ho
   if (!event.ok()) {
     done(event.status());
     return;
+  }
+  if (staged != nullptr) {
+    done = [staged = std::move(staged), host_out, done = std::move(done)](absl::Status status) mutable {
+      if (status.ok()) std::memcpy(host_out.raw(), staged.get(), host_out.num_bytes());
+      staged.reset();
+      done(std::move(status));
+    };
   }
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
@@ -452,6 +468,7 @@ DeviceStreamsStats DeviceStreams::stats() const {
     s = stats_;
   }
   s.memory = allocator_->stats();
+  s.pinned = pinned_->stats();
   return s;
 }
 

@@ -26,6 +26,11 @@
 // issues it (schedulers/stream_issued_queue.h): its kernels are launched with
 // LaunchAsync, whose launch is over when the collective has been issued.
 //
+// Copies between host and device go through pinned host blocks kept for
+// reuse (device/pinned_pool.h), so that on CUDA they are queued on their
+// copy stream rather than staged by the driver (a copy into pageable memory
+// makes the host wait until it is done).
+//
 // The host waits only where it reads device memory: a CopyToHost's
 // completion (on a watcher thread, which then calls back), fetched values
 // and evaluation results, State(). A host node given a device tensor is an
@@ -48,6 +53,7 @@
 #include "core/trace.h"
 #include "device/caching_allocator.h"
 #include "device/device.h"
+#include "device/pinned_pool.h"
 #include "graph/ir.h"
 
 namespace nereid {
@@ -76,6 +82,7 @@ struct DeviceStreamsStats {
   int64_t cross_stream_waits = 0;  // Stream::Wait calls on other streams' writes
   int64_t host_waits = 0;          // the host waiting for device work (copies out, Synchronize)
   AllocatorStats memory;
+  PinnedPoolStats pinned;  // the copies' page-locked staging blocks
 };
 
 class DeviceStreams {
@@ -178,6 +185,7 @@ class DeviceStreams {
   const DeviceStreamsOptions options_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<CachingAllocator> allocator_;
+  std::unique_ptr<PinnedPool> pinned_;  // host<->device copies are staged through it
   std::vector<std::unique_ptr<Stream>> compute_;
   std::map<std::string, std::unique_ptr<Stream>> comm_;  // one per collective group (place(comm=device))
   std::unique_ptr<Stream> copy_in_, copy_out_;

@@ -106,6 +106,13 @@ TEST_P(EveryModelOnTheSim, TrainsBitForBitLikeTheHostOnOneAndThreeStreams) {
     if (streams == 3) {
       EXPECT_GT(sim.device.cross_stream_waits, 0);
     }
+    // The copies between host and device went through pinned blocks, every
+    // one of them back in the pool at the end, taken again in later steps.
+    EXPECT_GT(sim.device.pinned.acquired, 0);
+    EXPECT_EQ(sim.device.pinned.in_use, 0);
+    if (c.steps >= 3) {
+      EXPECT_GT(sim.device.pinned.reused, 0);
+    }
   }
 }
 
