@@ -91,6 +91,28 @@ def profile(args, out):
     return ",".join(traces)
 
 
+def compute_alone(args, out, name):
+    """--workers one-worker runs at once, each its whole step and no exchange: with the cores shared as in
+    the runs with workers, the time no exchange can go below. Returns the median rank's metrics."""
+    procs, paths = [], []
+    for w in range(args.workers):
+        path = os.path.join(out, f"{name}_{w}.json")
+        cmd = [NEREID, "run", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch),
+               "--threads", "1", "--epochs", str(args.epochs), "--train-limit", str(args.steps * args.batch),
+               "--test-limit", str(args.test_limit), "--quiet", "--metrics-json", path,
+               "--passes", f"autodiff,{args.optimizer}"]
+        if args.model == "vgg11_cifar":
+            cmd += ["--dataset", "synthetic"]
+        procs.append(subprocess.Popen(cmd))
+        paths.append(path)
+    for p in procs:
+        if p.wait(timeout=3700) != 0:
+            sys.exit("parameter_server: a compute-alone run failed")
+    metrics = [json.load(open(path)) for path in paths]
+    done = lambda m: m["step_finished_seconds"][-1] - m["step_finished_seconds"][0]
+    return sorted(metrics, key=done)[len(metrics) // 2]
+
+
 def congestion_control(args):
     """cluster.sh's flag for --congestion-control (none: the host's default)."""
     return ["--congestion-control", args.congestion_control] if args.congestion_control else []
@@ -155,6 +177,8 @@ def main():
                          "and point to point")
     ap.add_argument("--ssp", default="", help="staleness values of stale-synchronous rows, e.g. 1,2")
     ap.add_argument("--slow-ms", type=int, default=0, help="rank 1 computes this much longer each step")
+    ap.add_argument("--compute-floor", action="store_true",
+                    help="each round, also --workers one-worker runs at once with no exchange: the floor")
     ap.add_argument("--test-limit", type=int, default=256)
     ap.add_argument("--model-latency-us", type=float, default=200,
                     help="with --rate and --nominal-link: the link latency modelled")
@@ -208,6 +232,8 @@ def main():
                            ("parameter_server_ssp", first, args.chunk_kb, st)))
     if args.only:  # the first row stays: the ratios are against it
         strategies = [strategies[0]] + [strategies[int(i)] for i in args.only.split(",") if int(i) != 0]
+    floor_name = (f"compute alone ({args.workers} one-worker runs at once, no exchange: the floor under every "
+                  "row)")
     runs = {name: [] for name, _, _, _, _ in strategies}
     for rnd in range(args.rounds):
         for i, (name, ranks, servers, passes, _) in enumerate(strategies):
@@ -215,6 +241,8 @@ def main():
             runs[name].append(train(args, ranks, passes, raw,
                                     f"{args.model}_{args.rate or 'loopback'}_r{rnd}_{i}", servers,
                                     args.plain_transport if plain else None))
+        if args.compute_floor:
+            runs.setdefault(floor_name, []).append(compute_alone(args, raw, f"{args.model}_floor_r{rnd}"))
     def per_step(m):
         """Rank 0's steady step: from its first step's end to its last's, over the steps between (the
         first step, which holds start-up, left out); the epoch's time over its steps where too few."""
@@ -247,7 +275,8 @@ def main():
              "MB sent per rank and step | final train loss | test accuracy | nereid model: s/step (model / measured) |",
              "|---|---|---|---|---|---|---|---|---|"]
     ratio = lambda r: f"{statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})" if r else "-"
-    for name, _, _, _, _ in strategies:
+    rows = [name for name, *_ in strategies] + ([floor_name] if args.compute_floor else [])
+    for name in rows:
         ms = runs[name]
         step = [per_step(m) for m in ms]
         speed = [b / s for b, s in zip(base, step)]

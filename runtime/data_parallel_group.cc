@@ -98,6 +98,12 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   nccl.device = on_gpu.gpu;
   nccl.rendezvous.run_id = absl::StrCat(spec.rendezvous.run_id, "/nccl");
   nccl.rendezvous.rank0_serves = false;  // rank 0 already serves a tcp:// store
+  // The verifier reads the values it checks on the host; NCCL's are in
+  // device memory (and enqueued, not done, when a call returns).
+  nccl.verify_messages = false;
+  if (on_gpu.gpu >= 0 && spec.verify_messages) {
+    Log().warn("--verify-messages checks the host's communicators only, not NCCL's on cuda:{}", on_gpu.gpu);
+  }
   if (on_gpu.groups.contains("")) {
     ASSIGN_OR_RETURN(group->device_communicator_, CreateCommunicator(nccl));
     collectives = group->device_communicator_.get();

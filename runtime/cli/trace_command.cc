@@ -129,11 +129,12 @@ int Summary(const std::vector<Trace>& traces, const std::string& reference_path,
   std::printf(
       "(per iteration, means over the steps after the first; iter.: from the first of those steps' start to\n"
       "the last one's end, over their number (pipelined steps overlap); compute: wall time with a kernel\n"
-      "computing; slowed: its part beyond each node's median %s (%.0f%% of the kernel time\n"
-      "compared had a median to compare with); idle: iter. - compute; comm: the collective thread's\n"
-      "work; flight: transfers pending, summed over transfers)\n",
-      reference != nullptr ? absl::StrCat("in ", reference_path, ": all the compute this run lost").c_str()
-                           : "when no communication ran: the compute communication's CPU took",
+      "computing; slowed: its part beyond each node's median time\n"
+      "%s\n(%.0f%% of the kernel time had a median to compare with);\n"
+      "idle: iter. - compute; comm: the collective thread's work; flight: transfers pending, summed\n"
+      "over transfers)\n",
+      reference != nullptr ? absl::StrCat("in ", reference_path, ", all the compute this run lost").c_str()
+                           : "while no communication ran, the compute that communication's CPU use took",
       coverage * 100);
   // A placed plan's device streams, where the trace has them.
   bool header = false;
