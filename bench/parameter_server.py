@@ -73,41 +73,34 @@ def train(args, ranks, passes, out, name, servers=0, transport=None):
         return json.load(f)
 
 
-def profile(args, out):
-    """Traces of --workers one-worker runs taken at once (the cores shared as in the cluster)."""
-    traces, procs = [], []
-    for w in range(args.workers):
-        trace = os.path.join(out, f"profile_{args.model}_{w}.json")
+def one_worker_runs(args, steps, test_limit, outputs, what):
+    """--workers one-worker runs at once (the cores shared as in the runs with workers), each of `steps`
+    steps with no exchange; outputs[w]: the flags that say where rank w's run writes."""
+    procs = []
+    for flags in outputs:
         cmd = [NEREID, "run", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch),
-               "--threads", "1", "--epochs", "1", "--train-limit", str(30 * args.batch), "--test-limit", "64",
-               "--quiet", "--trace", trace, "--passes", f"autodiff,{args.optimizer}"]
+               "--threads", "1", "--epochs", "1", "--train-limit", str(steps * args.batch), "--test-limit",
+               str(test_limit), "--quiet", "--passes", f"autodiff,{args.optimizer}"] + flags
         if args.model == "vgg11_cifar":
             cmd += ["--dataset", "synthetic"]
         procs.append(subprocess.Popen(cmd))
-        traces.append(trace)
     for p in procs:
-        if p.wait(timeout=3600) != 0:
-            sys.exit("parameter_server: a profiling run failed")
+        if p.wait(timeout=3700) != 0:
+            sys.exit(f"parameter_server: a {what} run failed")
+
+
+def profile(args, out):
+    """Traces of one-worker runs taken at once, for `nereid model`."""
+    traces = [os.path.join(out, f"profile_{args.model}_{w}.json") for w in range(args.workers)]
+    one_worker_runs(args, 30, 64, [["--trace", t] for t in traces], "profiling")
     return ",".join(traces)
 
 
 def compute_alone(args, out, name):
-    """--workers one-worker runs at once, each its whole step and no exchange: with the cores shared as in
-    the runs with workers, the time no exchange can go below. Returns the median rank's metrics."""
-    procs, paths = [], []
-    for w in range(args.workers):
-        path = os.path.join(out, f"{name}_{w}.json")
-        cmd = [NEREID, "run", os.path.join(ROOT, "models", args.model + ".pbtxt"), "--batch", str(args.batch),
-               "--threads", "1", "--epochs", str(args.epochs), "--train-limit", str(args.steps * args.batch),
-               "--test-limit", str(args.test_limit), "--quiet", "--metrics-json", path,
-               "--passes", f"autodiff,{args.optimizer}"]
-        if args.model == "vgg11_cifar":
-            cmd += ["--dataset", "synthetic"]
-        procs.append(subprocess.Popen(cmd))
-        paths.append(path)
-    for p in procs:
-        if p.wait(timeout=3700) != 0:
-            sys.exit("parameter_server: a compute-alone run failed")
+    """The floor under every row: each worker its whole step, no exchange. Returns the median rank's
+    metrics."""
+    paths = [os.path.join(out, f"{name}_{w}.json") for w in range(args.workers)]
+    one_worker_runs(args, args.steps, args.test_limit, [["--metrics-json", p] for p in paths], "compute-alone")
     metrics = [json.load(open(path)) for path in paths]
     done = lambda m: m["step_finished_seconds"][-1] - m["step_finished_seconds"][0]
     return sorted(metrics, key=done)[len(metrics) // 2]
