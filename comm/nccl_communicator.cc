@@ -443,27 +443,36 @@ absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::SendRecvCall(absl::Span
   return call;
 }
 
+absl::Status NcclCommunicator::NoStream(const char* call) const {
+  return absl::InvalidArgumentError(absl::StrCat("nccl ", call, " (rank ", rank_, " of ", world_,
+                                                 "): needs the caller's stream, not the default (null) one"));
+}
+
 absl::Status NcclCommunicator::EnqueueAllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
                                                 void* stream) {
   cudaStream_t on = static_cast<cudaStream_t>(stream);
+  if (on == nullptr) return NoStream("EnqueueAllReduce");
   return Dispatch(AllReduceCall(data, op, options, on), options, on);
 }
 
 absl::Status NcclCommunicator::EnqueueReduceScatter(absl::Span<const float> data, absl::Span<float> out, ReduceOp op,
                                                     const CollectiveOptions& options, void* stream) {
   cudaStream_t on = static_cast<cudaStream_t>(stream);
+  if (on == nullptr) return NoStream("EnqueueReduceScatter");
   return Dispatch(ReduceScatterCall(data, out, op, options, on), options, on);
 }
 
 absl::Status NcclCommunicator::EnqueueAllGather(absl::Span<const float> in, absl::Span<float> out,
                                                 const CollectiveOptions& options, void* stream) {
   cudaStream_t on = static_cast<cudaStream_t>(stream);
+  if (on == nullptr) return NoStream("EnqueueAllGather");
   return Dispatch(AllGatherCall(in, out, options, on), options, on);
 }
 
 absl::Status NcclCommunicator::EnqueueSendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                                const CollectiveOptions& options, void* stream) {
   cudaStream_t on = static_cast<cudaStream_t>(stream);
+  if (on == nullptr) return NoStream("EnqueueSendRecv");
   return Dispatch(SendRecvCall(send, to, recv, from, options, on), options, on);
 }
 

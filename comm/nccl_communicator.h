@@ -180,6 +180,9 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
                                      const CollectiveOptions& options, cudaStream_t on) const;
   absl::StatusOr<Call> SendRecvCall(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                     const CollectiveOptions& options, cudaStream_t on) const;
+  // InvalidArgument: an Enqueue* call given no stream (null would make
+  // Dispatch wait on the communicator's own).
+  absl::Status NoStream(const char* call) const;
   // Where(...), with "on the caller's stream" when `on` is given.
   std::string WhereOn(const char* op, uint32_t tag, std::string peers, cudaStream_t on) const;
   // Runs a checked call: on stream_, waiting for it (Execute), when `on` is

@@ -354,11 +354,16 @@ absl::Status DeviceStreams::CopyIn(const Node& node, Tensor host, const Tensor& 
   RETURN_IF_ERROR(TracedCopy(stream, node.name(), [&] {
     return stream->CopyHostToDevice(const_cast<void*>(device_out.raw()), staged.get(), host.num_bytes());
   }));
-  RETURN_IF_ERROR(stream->Launch(absl::StrCat(node.name(), " (release the pinned block)"),
-                                 [kept = std::move(staged)]() mutable {
-                                   kept.reset();
-                                   return absl::OkStatus();
-                                 }));
+  absl::Status released = stream->Launch(absl::StrCat(node.name(), " (release the pinned block)"),
+                                         [kept = staged]() mutable {
+                                           kept.reset();
+                                           return absl::OkStatus();
+                                         });
+  if (!released.ok()) {
+    // The copy may still read the block: it goes back once the stream is done.
+    stream->Synchronize().IgnoreError();  // the refusal is what this reports
+    return released;
+  }
   return MarkWritten(stream, {device_out});
 }
 
@@ -384,6 +389,11 @@ void DeviceStreams::CopyOut(const Node& node, const Tensor& device_in, Tensor ho
   };
   absl::StatusOr<std::shared_ptr<Event>> event = enqueue();
   if (!event.ok()) {
+    // A copy already queued may still write the block: it goes back once
+    // the stream is done.
+    if (staged != nullptr) {
+      if (Stream* stream = StreamOf(node)) stream->Synchronize().IgnoreError();
+    }
     done(event.status());
     return;
   }

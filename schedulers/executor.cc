@@ -533,7 +533,12 @@ absl::StatusOr<std::vector<Tensor>> Executor::Evaluate(const StepInfo& step, con
   RETURN_IF_ERROR(status);
   std::vector<Tensor> out;
   for (const std::string& f : fetches) out.push_back(values[graph_->FindNode(f)->id()][0]);
-  if (streams_ != nullptr) RETURN_IF_ERROR(streams_->SynchronizeAndReadBack(out));
+  if (streams_ != nullptr) {
+    RETURN_IF_ERROR(streams_->SynchronizeAndReadBack(out));
+    // A collective that failed on a device stream (NCCL aborted: a peer
+    // gone, a timeout) ended early: its outputs are not the result.
+    RETURN_IF_ERROR(DeferredCollectiveFailure());
+  }
   return out;
 }
 

@@ -58,17 +58,10 @@ class SliceLikeKernel : public OpKernel {
   absl::Status Compute(OpKernelContext* ctx) override {
     const Tensor& dy = ctx->input(0);
     ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
-    int axis = NormalizedAxis(axis_, dy.rank());
-    int64_t outer = DimsProduct(dy.dims(), 0, axis), inner = DimsProduct(dy.dims(), axis + 1, dy.rank());
-    int64_t in_row = dy.dim(axis) * inner, out_row = dx->dim(axis) * inner;
-    if (begin_ < 0 || begin_ + dx->dim(axis) > dy.dim(axis)) {
-      return absl::InvalidArgumentError(absl::StrCat("slice [", begin_, ", ", begin_ + dx->dim(axis),
-                                                     ") is outside dimension ", axis, " of ", dy.DebugString()));
-    }
-    for (int64_t o = 0; o < outer; ++o) {
-      std::memcpy(dx->data<float>() + o * out_row, dy.data<float>() + o * in_row + begin_ * inner,
-                  out_row * sizeof(float));
-    }
+    const int axis = NormalizedAxis(axis_, dy.rank());
+    std::vector<BlockCopy> blocks;
+    RETURN_IF_ERROR(SliceBlocks(dy.dims(), axis, begin_, dx->dim(axis), 1, &blocks));
+    for (const BlockCopy& b : blocks) CopyBlock(b, dx->data<float>(), Data(dy), /*to_part=*/true);
     return absl::OkStatus();
   }
 

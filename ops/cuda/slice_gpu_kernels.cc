@@ -1,11 +1,15 @@
-// GPU kernels that cut tensors into blocks and put blocks together: Concat,
-// Slice and its gradient, Pad and its gradient, with the CPU kernels'
+// GPU kernels that cut tensors into blocks and put blocks together: Concat
+// and its gradient (SliceLike), Slice and its gradient, Pad and its gradient, with the CPU kernels'
 // semantics (ops/cpu/array_kernels.cc) and their blocks (ops/block_copies.h):
-// each block is one cudaMemcpy2DAsync on the node's stream, so the values
-// are the host's exactly.
+// each block is one cudaMemcpy2DAsync on the node's stream (one copy per
+// row where a block is a single row or its pitch is wider than CUDA takes),
+// so the values are the host's exactly. A padded NCHW tensor is a block per
+// plane, a strided slice one per outer index: many small calls on large
+// tensors, which a gather kernel would save.
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,19 +23,33 @@
 namespace nereid {
 namespace {
 
+// The widest pitch cudaMemcpy2DAsync takes (cudaDevAttrMaxPitch on current
+// GPUs); a block with a wider one goes row by row.
+constexpr size_t kMaxPitchBytes = (size_t{1} << 31) - 1;
+
 // `block` from the part's side to the whole's (or back, `to_part`).
 absl::Status CopyBlock(const BlockCopy& block, float* part, float* whole, bool to_part, cudaStream_t stream,
                        const OpKernelContext& ctx) {
   if (block.width == 0 || block.rows == 0) return absl::OkStatus();
   constexpr size_t kFloat = sizeof(float);
+  const std::string what = absl::StrCat(cuda::Prefix(ctx.node()), "copying a block");
   float* part_at = part + block.part_at;
   float* whole_at = whole + block.whole_at;
-  const cudaError_t error =
-      to_part ? cudaMemcpy2DAsync(part_at, block.part_pitch * kFloat, whole_at, block.whole_pitch * kFloat,
-                                  block.width * kFloat, block.rows, cudaMemcpyDeviceToDevice, stream)
-              : cudaMemcpy2DAsync(whole_at, block.whole_pitch * kFloat, part_at, block.part_pitch * kFloat,
-                                  block.width * kFloat, block.rows, cudaMemcpyDeviceToDevice, stream);
-  return cuda::CudaStatus(error, absl::StrCat(cuda::Prefix(ctx.node()), "cudaMemcpy2DAsync"));
+  float* dst = to_part ? part_at : whole_at;
+  const float* src = to_part ? whole_at : part_at;
+  const size_t dst_pitch = (to_part ? block.part_pitch : block.whole_pitch) * kFloat;
+  const size_t src_pitch = (to_part ? block.whole_pitch : block.part_pitch) * kFloat;
+  const size_t width = block.width * kFloat;
+  if (block.rows == 1 || std::max(dst_pitch, src_pitch) > kMaxPitchBytes) {
+    for (int64_t r = 0; r < block.rows; ++r) {
+      RETURN_IF_ERROR(cuda::CopyOnStream(reinterpret_cast<char*>(dst) + r * dst_pitch,
+                                         reinterpret_cast<const char*>(src) + r * src_pitch, width, stream, what));
+    }
+    return absl::OkStatus();
+  }
+  return cuda::CudaStatus(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, static_cast<size_t>(block.rows),
+                                            cudaMemcpyDeviceToDevice, stream),
+                          absl::StrCat(what, ": cudaMemcpy2DAsync"));
 }
 
 float* Data(const Tensor& t) { return const_cast<float*>(t.data<float>()); }
@@ -96,6 +114,32 @@ class SliceGpuKernel : public OpKernel {
   SliceAttrs attrs_;
 };
 
+// SliceLike (dy, x): dy[..., begin : begin + x.dim(axis), ...], Concat's
+// gradient.
+class SliceLikeGpuKernel : public OpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    axis_ = attrs.at("axis")->i();
+    begin_ = attrs.at("begin")->i();
+    return absl::OkStatus();
+  }
+  absl::Status Compute(OpKernelContext* ctx) override {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
+    const Tensor& dy = ctx->input(0);
+    ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
+    const int axis = NormalizedAxis(axis_, dy.rank());
+    std::vector<BlockCopy> blocks;
+    if (absl::Status s = SliceBlocks(dy.dims(), axis, begin_, dx->dim(axis), 1, &blocks); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(cuda::Prefix(ctx->node()), s.message()));
+    }
+    for (const BlockCopy& b : blocks) RETURN_IF_ERROR(CopyBlock(b, dx->data<float>(), Data(dy), true, stream, *ctx));
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t axis_ = 1, begin_ = 0;
+};
+
 // Pad: y = x with the pads around each axis, `value` there; PadGrad (dy,
 // x): dy's interior, x's shape.
 template <bool kGradient>
@@ -131,6 +175,7 @@ class PadGpuKernel : public OpKernel {
 }  // namespace
 
 NEREID_REGISTER_KERNEL("Concat", kGpu, DT_FLOAT, ConcatGpuKernel);
+NEREID_REGISTER_KERNEL("SliceLike", kGpu, DT_FLOAT, SliceLikeGpuKernel);
 NEREID_REGISTER_KERNEL("Slice", kGpu, DT_FLOAT, SliceGpuKernel</*gradient=*/false>);
 NEREID_REGISTER_KERNEL("SliceGrad", kGpu, DT_FLOAT, SliceGpuKernel</*gradient=*/true>);
 NEREID_REGISTER_KERNEL("Pad", kGpu, DT_FLOAT, PadGpuKernel</*gradient=*/false>);

@@ -539,8 +539,8 @@ std::vector<OpCase> TransformerCases() {
 }
 
 // Blocks cut and joined (the colocated parameter servers' layouts): concat
-// along the first and an inner axis, slices of whole rows, of columns and
-// strided, their gradients, padding of one and of four axes.
+// along the first and an inner axis and its gradient, slices of whole rows,
+// of columns and strided, their gradients, padding of one and of four axes.
 std::vector<OpCase> BlockCases() {
   const auto exact = [](OpCase c) {
     c.tolerance = 0.0f;
@@ -563,6 +563,8 @@ std::vector<OpCase> BlockCases() {
       exact({"slice_rows", x + OpNode("y", "Slice", {"x"}, slice(0, 1, 2, 1))}),
       exact({"slice_columns", x + OpNode("y", "Slice", {"x"}, slice(1, 3, 4, 1))}),
       exact({"slice_strided", InputNode("x", {2, 9, 3}) + OpNode("y", "Slice", {"x"}, slice(1, 1, 4, 2))}),
+      exact({"slice_like", InputNode("dy", {4, 10}) + InputNode("x", {4, 4}) +
+                               OpNode("y", "SliceLike", {"dy", "x"}, Attr("axis", "i: 1") + Attr("begin", "i: 3"))}),
       exact({"slice_grad_columns",
              InputNode("dy", {4, 4}) + x + OpNode("y", "SliceGrad", {"dy", "x"}, slice_grad(1, 3, 1))}),
       exact({"slice_grad_strided", InputNode("dy", {2, 4, 3}) + InputNode("x", {2, 9, 3}) +
