@@ -111,12 +111,14 @@ inline PadAttrs ReadPadAttrs(const AttrMap& attrs) {
   return a;
 }
 
-// Slice's and SliceGrad's attributes.
+// Slice's, SliceGrad's and SliceLike's attributes (SliceLike, Concat's
+// gradient, has no stride: 1; its length is its output's).
 struct SliceAttrs {
   int64_t axis = 0, begin = 0, stride = 1;
 };
 inline SliceAttrs ReadSliceAttrs(const AttrMap& attrs) {
-  return {attrs.at("axis")->i(), attrs.at("begin")->i(), attrs.at("stride")->i()};
+  auto stride = attrs.find("stride");
+  return {attrs.at("axis")->i(), attrs.at("begin")->i(), stride == attrs.end() ? 1 : stride->second->i()};
 }
 
 }  // namespace nereid

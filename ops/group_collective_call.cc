@@ -44,6 +44,13 @@ absl::Status GroupCollectiveCall::Alone() const {
                                                     " ranks but this worker has no communicator for it"));
 }
 
+std::function<void(absl::Status)> GroupCollectiveCall::Reported(std::function<void(absl::Status)> done) const {
+  return [done = std::move(done), what = what_](absl::Status s) {
+    if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
+    done(absl::OkStatus());
+  };
+}
+
 absl::Status GroupCollectiveCall::CheckGroupSize(const Communicator& comm) const {
   if (comm.world() == group_size_) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("the plan says the group has ", group_size_,

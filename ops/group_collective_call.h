@@ -9,6 +9,7 @@
 // checks of the group's size.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,6 +39,9 @@ class GroupCollectiveCall {
   absl::Status Alone() const;
   // FailedPrecondition unless `comm` has the group's size.
   absl::Status CheckGroupSize(const Communicator& comm) const;
+  // `done`, with a failure's message prefixed by what() (the queue's
+  // completion callback).
+  std::function<void(absl::Status)> Reported(std::function<void(absl::Status)> done) const;
   // "GroupAllGather on group 'tp'", for messages.
   const std::string& what() const { return what_; }
 

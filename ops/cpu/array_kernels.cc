@@ -47,28 +47,6 @@ class ConcatKernel : public OpKernel {
   int64_t axis_ = 1;
 };
 
-// (dy, x) -> dy[..., begin : begin + x.dim(axis), ...] (Concat's gradient).
-class SliceLikeKernel : public OpKernel {
- public:
-  absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    axis_ = attrs.at("axis")->i();
-    begin_ = attrs.at("begin")->i();
-    return absl::OkStatus();
-  }
-  absl::Status Compute(OpKernelContext* ctx) override {
-    const Tensor& dy = ctx->input(0);
-    ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
-    const int axis = NormalizedAxis(axis_, dy.rank());
-    std::vector<BlockCopy> blocks;
-    RETURN_IF_ERROR(SliceBlocks(dy.dims(), axis, begin_, dx->dim(axis), 1, &blocks));
-    for (const BlockCopy& b : blocks) CopyBlock(b, dx->data<float>(), Data(dy), /*to_part=*/true);
-    return absl::OkStatus();
-  }
-
- private:
-  int64_t axis_ = 1, begin_ = 0;
-};
-
 // Slice (x) -> x[.., begin : .. : stride, ..] along `axis`, and its gradient
 // (dy, x) -> zeros of x's shape with dy written back there. Both walk the
 // [outer, n, inner] view of the large side and copy runs of `inner`, except a
@@ -193,7 +171,8 @@ NEREID_REGISTER_KERNEL("Transpose", kCpu, DT_FLOAT, TransposeKernel<float>);
 NEREID_REGISTER_KERNEL("Transpose", kCpu, DT_INT32, TransposeKernel<int32_t>);
 NEREID_REGISTER_KERNEL("Transpose", kCpu, DT_INT64, TransposeKernel<int64_t>);
 NEREID_REGISTER_KERNEL("Concat", kCpu, DT_FLOAT, ConcatKernel);
-NEREID_REGISTER_KERNEL("SliceLike", kCpu, DT_FLOAT, SliceLikeKernel);
+// SliceLike (dy, x), Concat's gradient: dy sliced to x's length (the output's).
+NEREID_REGISTER_KERNEL("SliceLike", kCpu, DT_FLOAT, StridedSliceKernel</*gradient=*/false>);
 // The output's shape holds the size: the same copy.
 NEREID_REGISTER_KERNEL("Slice", kCpu, DT_FLOAT, StridedSliceKernel</*gradient=*/false>);
 NEREID_REGISTER_KERNEL("SliceGrad", kCpu, DT_FLOAT, StridedSliceKernel</*gradient=*/true>);

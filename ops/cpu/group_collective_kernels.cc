@@ -46,10 +46,7 @@ class GroupCollectiveKernel : public AsyncOpKernel {
           RETURN_IF_ERROR(call_.CheckGroupSize(comm));
           return Run(comm, *input, *output, options, step);
         },
-        [done = std::move(done), what = call_.what()](absl::Status s) {
-          if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
-          done(absl::OkStatus());
-        });
+        call_.Reported(std::move(done)));
   }
 
  protected:

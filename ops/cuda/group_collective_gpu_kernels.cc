@@ -75,10 +75,7 @@ class GroupCollectiveGpuKernel : public AsyncOpKernel {
           }
           return Enqueue(*on_stream, comm, input, output, options, step, stream);
         },
-        [done = std::move(done), what = call_.what()](absl::Status s) {
-          if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(what, ": ", s.message())));
-          done(absl::OkStatus());
-        });
+        call_.Reported(std::move(done)));
     return absl::OkStatus();
   }
 

@@ -1,7 +1,7 @@
 // GPU kernels that cut tensors into blocks and put blocks together: Concat
-// and its gradient (SliceLike), Slice and its gradient, Pad and its gradient, with the CPU kernels'
-// semantics (ops/cpu/array_kernels.cc) and their blocks (ops/block_copies.h):
-// each block is one cudaMemcpy2DAsync on the node's stream (one copy per
+// and its gradient (SliceLike, a slice), Slice and its gradient, Pad and its
+// gradient, with the CPU kernels' semantics (ops/cpu/array_kernels.cc) and
+// their blocks (ops/block_copies.h): each block is one cudaMemcpy2DAsync on the node's stream (one copy per
 // row where a block is a single row or its pitch is wider than CUDA takes),
 // so the values are the host's exactly. A padded NCHW tensor is a block per
 // plane, a strided slice one per outer index: many small calls on large
@@ -114,32 +114,6 @@ class SliceGpuKernel : public OpKernel {
   SliceAttrs attrs_;
 };
 
-// SliceLike (dy, x): dy[..., begin : begin + x.dim(axis), ...], Concat's
-// gradient.
-class SliceLikeGpuKernel : public OpKernel {
- public:
-  absl::Status Init(const Node& node, const AttrMap& attrs) override {
-    axis_ = attrs.at("axis")->i();
-    begin_ = attrs.at("begin")->i();
-    return absl::OkStatus();
-  }
-  absl::Status Compute(OpKernelContext* ctx) override {
-    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(*ctx));
-    const Tensor& dy = ctx->input(0);
-    ASSIGN_OR_RETURN(Tensor * dx, ctx->AllocateOutput(0));
-    const int axis = NormalizedAxis(axis_, dy.rank());
-    std::vector<BlockCopy> blocks;
-    if (absl::Status s = SliceBlocks(dy.dims(), axis, begin_, dx->dim(axis), 1, &blocks); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(cuda::Prefix(ctx->node()), s.message()));
-    }
-    for (const BlockCopy& b : blocks) RETURN_IF_ERROR(CopyBlock(b, dx->data<float>(), Data(dy), true, stream, *ctx));
-    return absl::OkStatus();
-  }
-
- private:
-  int64_t axis_ = 1, begin_ = 0;
-};
-
 // Pad: y = x with the pads around each axis, `value` there; PadGrad (dy,
 // x): dy's interior, x's shape.
 template <bool kGradient>
@@ -175,7 +149,8 @@ class PadGpuKernel : public OpKernel {
 }  // namespace
 
 NEREID_REGISTER_KERNEL("Concat", kGpu, DT_FLOAT, ConcatGpuKernel);
-NEREID_REGISTER_KERNEL("SliceLike", kGpu, DT_FLOAT, SliceLikeGpuKernel);
+// SliceLike (dy, x), Concat's gradient: dy sliced to x's length (the output's).
+NEREID_REGISTER_KERNEL("SliceLike", kGpu, DT_FLOAT, SliceGpuKernel</*gradient=*/false>);
 NEREID_REGISTER_KERNEL("Slice", kGpu, DT_FLOAT, SliceGpuKernel</*gradient=*/false>);
 NEREID_REGISTER_KERNEL("SliceGrad", kGpu, DT_FLOAT, SliceGpuKernel</*gradient=*/true>);
 NEREID_REGISTER_KERNEL("Pad", kGpu, DT_FLOAT, PadGpuKernel</*gradient=*/false>);
