@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "comm/collective_checks.h"
 #include "comm/rendezvous.h"
+#include "comm/wire_format_gpu.h"
 #include "core/status_macros.h"
 
 // Non-blocking communicators (ncclConfig_t.blocking), ncclGetLastError and
@@ -118,6 +119,35 @@ ncclResult_t WaitWhileInProgress(ncclComm_t comm, absl::Duration timeout) {
 }
 
 ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclSum; }
+
+// An allreduce of float32 `data` with 16-bit values on the wire: encoded
+// into stream-ordered scratch, summed by NCCL in that type (each hop adds in
+// float and rounds its partial sum to 16 bits, as the host's ring does; this
+// rank's own value is rounded before the first addition), decoded back and,
+// for kAvg, scaled by 1/world in float32 as the host's communicators do.
+std::function<ncclResult_t(ncclComm_t, cudaStream_t)> AllReduce16(absl::Span<float> data, ReduceOp op, bool bfloat16,
+                                                                  int world) {
+  return [data, op, bfloat16, world](ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
+    const int64_t n = static_cast<int64_t>(data.size());
+    void* codes = nullptr;
+    if (cudaMallocAsync(&codes, static_cast<size_t>(n) * sizeof(uint16_t), stream) != cudaSuccess) {
+      return ncclUnhandledCudaError;
+    }
+    auto* wire = static_cast<uint16_t*>(codes);
+    const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world) : 1.0f;
+    ncclResult_t result = wire_gpu::Encode(bfloat16, data.data(), wire, n, stream) == 0 ? ncclSuccess
+                                                                                        : ncclUnhandledCudaError;
+    if (result == ncclSuccess) {
+      result = ncclAllReduce(wire, wire, data.size(), bfloat16 ? ncclBfloat16 : ncclFloat16, ncclSum, comm, stream);
+    }
+    if (result == ncclSuccess && wire_gpu::Decode(bfloat16, wire, data.data(), scale, n, stream) != 0) {
+      result = ncclUnhandledCudaError;
+    }
+    // Stream-ordered: freed once the work above has used it, whatever it returned.
+    if (cudaFreeAsync(codes, stream) != cudaSuccess && result == ncclSuccess) result = ncclUnhandledCudaError;
+    return result;
+  };
+}
 
 std::string FormatMillis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
 
@@ -369,14 +399,18 @@ absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::AllReduceCall(absl::Spa
                                                                        const CollectiveOptions& options,
                                                                        cudaStream_t on) const {
   RETURN_IF_ERROR(Begin("allreduce", options));
-  RETURN_IF_ERROR(CheckWire("allreduce", options));
   Call call{WhereOn("allreduce", options.tag, "", on)};
   if (data.empty()) return call;
   RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "data", data.data()));
+  call.traffic =
+      RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * WireBytesPerElement(options.wire));
+  if (options.wire != WireType::kFloat32) {
+    call.enqueue = AllReduce16(data, op, options.wire == WireType::kBFloat16, world_);
+    return call;
+  }
   call.enqueue = [data, op](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, NcclOp(op), comm, stream);
   };
-  call.traffic = RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * kBytesPerElement);
   return call;
 }
 
@@ -540,12 +574,6 @@ void NcclCommunicator::Watchdog() {
     }
     absl::SleepFor(absl::Milliseconds(1));
   }
-}
-
-absl::Status NcclCommunicator::CheckWire(const char* op, const CollectiveOptions& options) const {
-  if (options.wire == WireType::kFloat32) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(Where(op, options.tag, ""), ": the ", WireTypeName(options.wire),
-                                               " wire format is not implemented for NCCL yet"));
 }
 
 absl::Status NcclCommunicator::AllReduce(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options) {

@@ -9,7 +9,13 @@
 // InvalidArgument (checked with cudaPointerGetAttributes), never dereferenced.
 //
 // Operations (one NCCL call each, on the communicator's own CUDA stream):
-//   AllReduce      ncclAllReduce, ncclSum; kAvg = ncclAvg.
+//   AllReduce      ncclAllReduce, ncclSum; kAvg = ncclAvg. With a 16-bit
+//                  wire (CollectiveOptions::wire) the values are encoded on
+//                  the stream (wire_format_gpu.h), summed by NCCL in that
+//                  type (each hop rounds its partial sum to 16 bits, as the
+//                  host's ring; this rank's own value is rounded first),
+//                  decoded, and for kAvg scaled by 1/world in float32.
+//                  The other operations move float32 whatever the wire.
 //   ReduceScatter  ncclReduceScatter (kAvg = ncclAvg).
 //   AllGather      ncclAllGather.
 //   Broadcast      ncclBroadcast, in place.
@@ -207,8 +213,6 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // NCCL's asynchronous error, if any, aborts the communicator; returns it.
   absl::Status CheckAsyncError(const std::string& where) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Unimplemented for a wire format other than float32.
-  absl::Status CheckWire(const char* op, const CollectiveOptions& options) const;
   // Aborts comm_ and remembers `status` as the reason; returns it.
   absl::Status Abort(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/gloo_test_world.h"
+#include "comm/wire_format.h"
 #include "gtest/gtest.h"
 
 namespace nereid {
@@ -227,6 +229,51 @@ TEST(NcclCommunicatorTest, CollectivesEnqueuedOnTheCallersStreamEndThereWithThei
   }
   EXPECT_EQ((*c)->traffic().calls, 3);
   EXPECT_OK(on_stream->DeferredFailure());
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// A 16-bit wire in a world of one: the sum over one rank is this rank's
+// value rounded to the wire's type, as the host rounds it; blocking and on
+// the caller's stream; kAvg scales by 1/world (1 here) in float32.
+TEST(NcclCommunicatorTest, SixteenBitAllReduceRoundsAsTheHost) {
+  SKIP_UNLESS_GPUS(1);
+  absl::StatusOr<std::unique_ptr<Communicator>> c =
+      ConnectNccl(LocalFileSpec("nccl-wire"), 0, 1, 0, WorkerIdentity{"test", "plan", 1}, kConnectTimeout);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(SetDevice(0));
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const std::vector<float> values = {1.0f, 1.00048828125f, 1.0009765625f, 1.00390625f, -3.14159f, 65519.0f,
+                                     1e-7f, 2.5e-5f, 123456.789f, -0.0f};
+  for (WireType wire : {WireType::kFloat16, WireType::kBFloat16}) {
+    for (bool enqueued : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(WireTypeName(wire), enqueued ? " on the caller's stream" : " blocking"));
+      std::vector<uint16_t> codes(values.size());
+      std::vector<float> expected(values.size());
+      EncodeWire(wire, values, codes.data());
+      DecodeWire(wire, codes.data(), absl::MakeSpan(expected));
+      DeviceBuffer data;
+      ASSERT_OK(data.Init(values.size()));
+      ASSERT_EQ(cudaMemcpy(data.span().data(), values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice),
+                cudaSuccess);
+      CollectiveOptions options = Tag(5);
+      options.wire = wire;
+      if (enqueued) {
+        EXPECT_OK((*c)->stream_collectives()->EnqueueAllReduce(data.span(), ReduceOp::kAvg, options, stream));
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      } else {
+        EXPECT_OK((*c)->AllReduce(data.span(), ReduceOp::kSum, options));
+      }
+      std::vector<float> back(values.size());
+      ASSERT_EQ(cudaMemcpy(back.data(), data.span().data(), back.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (size_t i = 0; i < values.size(); ++i) {
+        EXPECT_EQ(std::memcmp(&back[i], &expected[i], sizeof(float)), 0)
+            << values[i] << ": " << back[i] << " on the GPU, " << expected[i] << " on the host";
+      }
+    }
+  }
+  EXPECT_OK((*c)->stream_collectives()->DeferredFailure());
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,42 @@ TEST(GpuKernelCoverage, TheGroupCollectivesHaveGpuKernelsWithCommDevice) {
     }
     EXPECT_GT(group_ops, 1);
   }
+}
+
+// A 16-bit wire (compress(method=fp16|bf16)) on the GPU: the buckets'
+// allreduces and gossip's pushes keep their wire and their kernels take it
+// (NCCL's 16-bit allreduce; the pushes coded around a float32 transfer).
+TEST(GpuKernelCoverage, SixteenBitWiresHaveGpuKernelsWithCommDevice) {
+  struct WirePlan {
+    std::string passes;
+    int workers;
+    std::string wire;
+  };
+  const std::vector<WirePlan> plans = {
+      {"autodiff,data_parallel(bucket_kb=64),compress(method=bf16),sgd(lr=0.1)", 2, "bfloat16"},
+      {"autodiff,sgd(lr=0.05),gossip(peers=2),compress(method=fp16)", 4, "float16"},
+      {"autodiff,sgd(lr=0.05),gossip(topology=complete),compress(method=bf16)", 4, "bfloat16"},
+  };
+  std::set<std::string> coded_ops;
+  for (const auto& [passes, workers, wire] : plans) {
+    SCOPED_TRACE(passes);
+    auto graph = testing::PlanModel("mlp_fashion", passes + ",place(device=cuda,comm=device)", workers);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    int coded = 0;
+    for (const Node* n : (*graph)->nodes()) {
+      const auto attr = n->def().attr().find("wire");
+      if (attr == n->def().attr().end() || attr->second.s() == "float32") continue;
+      ++coded;
+      coded_ops.insert(n->op());
+      EXPECT_EQ(attr->second.s(), wire) << n->name();
+      EXPECT_EQ(n->def().device(), "cuda:0") << n->name() << " (" << n->op() << ")";
+      auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+      EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+    }
+    EXPECT_GT(coded, 0);
+  }
+  // The buckets, and gossip's pushes of both kinds.
+  EXPECT_EQ(coded_ops, (std::set<std::string>{"AllReduce", "GroupAllReduce", "GroupSendRecv"}));
 }
 
 // The buckets through NCCL on the GPU's communication stream, issued by the
