@@ -79,8 +79,9 @@ if [ "$suites" -eq 1 ]; then
   if [ -x /usr/local/cuda/bin/nvcc ]; then
     # The conformance suite's host backends ran above; here its NCCL cases
     # (skipped without a GPU per rank) and NCCL's own tests.
-    run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*' \
-      //ops/cuda/... //device:cuda_device_test //comm:nccl_communicator_test //comm:communicator_conformance_test \
+    run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*:*WireFormatGpu*' \
+      //ops/cuda/... //device:cuda_device_test //comm:nccl_communicator_test //comm:wire_format_gpu_test \
+      //comm:communicator_conformance_test \
       //tests:gpu_training_test //tests:gpu_kernels_test
   else
     echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
