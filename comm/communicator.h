@@ -85,6 +85,13 @@ class StreamCollectives {
                                         const CollectiveOptions& options, void* stream) = 0;
   virtual absl::Status EnqueueSendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                        const CollectiveOptions& options, void* stream) = 0;
+  // NCCL matches these by issue order, not by tag: issue a rank's
+  // transfers in one order every rank's agrees with (the executor issues
+  // them in channel order, ops/collective_schedule.h).
+  virtual absl::Status EnqueueSend(absl::Span<const float> data, int peer, const CollectiveOptions& options,
+                                   void* stream) = 0;
+  virtual absl::Status EnqueueRecv(absl::Span<float> data, int peer, const CollectiveOptions& options,
+                                   void* stream) = 0;
   // OK, or the first failure of enqueued work found so far (NCCL's
   // asynchronous error is checked now).
   virtual absl::Status DeferredFailure() = 0;

@@ -608,11 +608,12 @@ absl::Status NcclCommunicator::Broadcast(absl::Span<float> data, int root, const
 }
 
 absl::Status NcclCommunicator::Send(absl::Span<const float> data, int peer, const CollectiveOptions& options) {
-  return PointToPoint("send", const_cast<float*>(data.data()), data.size(), peer, options);
+  return Dispatch(PointToPointCall("send", const_cast<float*>(data.data()), data.size(), peer, options, nullptr),
+                  options, nullptr);
 }
 
 absl::Status NcclCommunicator::Recv(absl::Span<float> data, int peer, const CollectiveOptions& options) {
-  return PointToPoint("recv", data.data(), data.size(), peer, options);
+  return Dispatch(PointToPointCall("recv", data.data(), data.size(), peer, options, nullptr), options, nullptr);
 }
 
 absl::Status NcclCommunicator::SendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
@@ -620,18 +621,16 @@ absl::Status NcclCommunicator::SendRecv(absl::Span<const float> send, int to, ab
   return Dispatch(SendRecvCall(send, to, recv, from, options, nullptr), options, nullptr);
 }
 
-absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t size, int peer,
-                                            const CollectiveOptions& options) {
+absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::PointToPointCall(const char* op, float* data, size_t size,
+                                                                          int peer, const CollectiveOptions& options,
+                                                                          cudaStream_t on) const {
   const bool send = std::string(op) == "send";
   RETURN_IF_ERROR(Begin(op, options));
-  const std::string where = Where(op, options.tag, absl::StrCat("peer ", peer));
-  RETURN_IF_ERROR(CheckPeer(where, peer, rank_, world_));
-  if (size == 0) {
-    meter_.RecordCall();
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(CheckDeviceBuffer(where, "data", data));
-  RETURN_IF_ERROR(Execute(where, options, [&](ncclComm_t comm, cudaStream_t stream) {
+  Call call{WhereOn(op, options.tag, absl::StrCat("peer ", peer), on)};
+  RETURN_IF_ERROR(CheckPeer(call.where, peer, rank_, world_));
+  if (size == 0) return call;
+  RETURN_IF_ERROR(CheckDeviceBuffer(call.where, "data", data));
+  call.enqueue = [send, data, size, peer](ncclComm_t comm, cudaStream_t stream) {
     // ncclGroupEnd is called whatever the transfer returned; the first error wins.
     ncclResult_t result = ncclGroupStart();
     if (result != ncclSuccess) return result;
@@ -639,10 +638,25 @@ absl::Status NcclCommunicator::PointToPoint(const char* op, float* data, size_t 
                                     : ncclRecv(data, size, ncclFloat32, peer, comm, stream);
     result = ncclGroupEnd();
     return moved != ncclSuccess ? moved : result;
-  }));
+  };
   const int64_t bytes = static_cast<int64_t>(size) * kBytesPerElement;
-  meter_.RecordCall(send ? TrafficBytes{bytes, 0} : TrafficBytes{0, bytes});
-  return absl::OkStatus();
+  call.traffic = send ? TrafficBytes{bytes, 0} : TrafficBytes{0, bytes};
+  return call;
+}
+
+absl::Status NcclCommunicator::EnqueueSend(absl::Span<const float> data, int peer, const CollectiveOptions& options,
+                                           void* stream) {
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  if (on == nullptr) return NoStream("EnqueueSend");
+  return Dispatch(PointToPointCall("send", const_cast<float*>(data.data()), data.size(), peer, options, on), options,
+                  on);
+}
+
+absl::Status NcclCommunicator::EnqueueRecv(absl::Span<float> data, int peer, const CollectiveOptions& options,
+                                           void* stream) {
+  cudaStream_t on = static_cast<cudaStream_t>(stream);
+  if (on == nullptr) return NoStream("EnqueueRecv");
+  return Dispatch(PointToPointCall("recv", data.data(), data.size(), peer, options, on), options, on);
 }
 
 absl::Status NcclCommunicator::Barrier(const CollectiveOptions& options) {

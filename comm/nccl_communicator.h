@@ -139,6 +139,9 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
                                 void* stream) override;
   absl::Status EnqueueSendRecv(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                const CollectiveOptions& options, void* stream) override;
+  absl::Status EnqueueSend(absl::Span<const float> data, int peer, const CollectiveOptions& options,
+                           void* stream) override;
+  absl::Status EnqueueRecv(absl::Span<float> data, int peer, const CollectiveOptions& options, void* stream) override;
   absl::Status DeferredFailure() override;
 
  private:
@@ -164,8 +167,6 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   // InvalidArgument for a timeout that is not positive.
   absl::Status Begin(const char* op, const CollectiveOptions& options) const;
   // InvalidArgument unless `data` is device (or managed) memory on device_.
-  // Send or Recv ("send"/"recv"): one ncclSend or ncclRecv in a group.
-  absl::Status PointToPoint(const char* op, float* data, size_t size, int peer, const CollectiveOptions& options);
   absl::Status CheckDeviceBuffer(const std::string& where, const char* what, const void* data) const;
   // An operation's NCCL call(s) on a stream; returns NCCL's result.
   using Enqueue = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
@@ -184,6 +185,9 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
                                          const CollectiveOptions& options, cudaStream_t on) const;
   absl::StatusOr<Call> AllGatherCall(absl::Span<const float> in, absl::Span<float> out,
                                      const CollectiveOptions& options, cudaStream_t on) const;
+  // Send or Recv ("send"/"recv"): one ncclSend or ncclRecv in a group.
+  absl::StatusOr<Call> PointToPointCall(const char* op, float* data, size_t size, int peer,
+                                        const CollectiveOptions& options, cudaStream_t on) const;
   absl::StatusOr<Call> SendRecvCall(absl::Span<const float> send, int to, absl::Span<float> recv, int from,
                                     const CollectiveOptions& options, cudaStream_t on) const;
   // InvalidArgument: an Enqueue* call given no stream (null would make

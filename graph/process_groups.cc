@@ -10,6 +10,9 @@ absl::StatusOr<std::vector<GroupDecl>> DeclaredGroups(const Graph& graph) {
   for (const GroupDeclaration& d : graph.header().records().group()) {
     const std::string what = absl::StrCat("the plan's group '", d.name(), "'");
     if (d.name().empty()) return absl::InvalidArgumentError("the plan declares a group without a name");
+    if (d.name()[0] == '-') {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": names starting with '-' are the runtime's own"));
+    }
     if (d.size() < 1 || d.size() > kMaxRank || d.first() < 0 || d.first() > kMaxRank) {
       return absl::InvalidArgumentError(absl::StrCat(what, " has size ", d.size(), " from rank ", d.first(),
                                                      "; it needs size >= 1 and ranks within 0..", kMaxRank));

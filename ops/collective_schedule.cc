@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "graph/errors.h"
@@ -43,6 +47,137 @@ bool IsCollective(const Node& node) {
 bool Communicates(const Node& node) {
   const OpDef* def = OpRegistry::Global().Find(node.op());
   return def != nullptr && def->communicates;
+}
+
+bool IsPlannedTransfer(const Node& node) {
+  if (node.op() != "Send" && node.op() != "Recv") return false;
+  return !node.outputs().empty() && !node.outputs()[0].shape.HasUnknownDim();
+}
+
+bool IsDeviceTransfer(const Node& node) {
+  const std::string& device = node.def().device();
+  return IsPlannedTransfer(node) && NodeAttrInt(node, "peer", -1) >= 0 && !device.empty() &&
+         !absl::StartsWith(device, "cpu:");
+}
+
+TransferBuckets DeviceTransferBuckets(const Graph& graph, int rank) {
+  // (phase, channel, sender, receiver), evaluation runs it, node id.
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int>> order;
+  for (const Node* n : graph.nodes()) {
+    if (!IsDeviceTransfer(*n)) continue;
+    const int64_t peer = NodeAttrInt(*n, "peer", -1);
+    const bool send = n->op() == "Send";
+    order.emplace_back(NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
+                       send ? peer : rank, NodeAttrBool(*n, "eval", false), n->id());
+  }
+  std::sort(order.begin(), order.end());
+  TransferBuckets buckets;
+  for (const auto& [phase, channel, sender, receiver, evaluated, id] : order) {
+    TransferBucket& b = buckets.of_node[id];
+    b.step = buckets.per_step++;
+    if (evaluated) b.evaluation = buckets.per_evaluation++;
+  }
+  return buckets;
+}
+
+namespace {
+
+// A device transfer as both its ends name it.
+struct TransferKey {
+  int64_t phase, channel, sender, receiver;
+  bool operator==(const TransferKey& o) const {
+    return phase == o.phase && channel == o.channel && sender == o.sender && receiver == o.receiver;
+  }
+};
+
+std::string Describe(const TransferKey& k) {
+  return absl::StrCat("rank ", k.sender, " -> rank ", k.receiver, " on channel ", k.channel, " (phase ", k.phase,
+                      ")");
+}
+
+// Rank `rank`'s device transfers in its issue order; an error names one that
+// comes before a transfer its value depends on.
+absl::StatusOr<std::vector<TransferKey>> OrderOfRank(const Graph& graph, int rank) {
+  const TransferBuckets buckets = DeviceTransferBuckets(graph, rank);
+  std::vector<TransferKey> order(buckets.per_step);
+  ASSIGN_OR_RETURN(std::vector<Node*> topo, TopologicalOrder(graph));
+  // The latest bucket among the transfers each node's value depends on.
+  absl::flat_hash_map<const Node*, int> latest;
+  for (const Node* n : topo) {
+    int before = -1;
+    auto absorb = [&](const Edge* e) {
+      if (e == nullptr) return;
+      auto it = latest.find(e->src);
+      if (it != latest.end()) before = std::max(before, it->second);
+    };
+    for (int i = 0; i < n->num_inputs(); ++i) absorb(n->input_edge(i));
+    for (const Edge* e : n->control_inputs()) absorb(e);
+    auto bucket = buckets.of_node.find(n->id());
+    if (bucket != buckets.of_node.end()) {
+      const int b = bucket->second.step;
+      const int64_t peer = NodeAttrInt(*n, "peer", -1);
+      const bool send = n->op() == "Send";
+      order[b] = {NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
+                  send ? peer : rank};
+      if (before >= b) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank ", rank, ": the device transfer '", n->name(), "' (", Describe(order[b]),
+            ") is issued before a transfer its value depends on; give the later one a later phase or channel"));
+      }
+      before = b;
+    }
+    if (before >= 0) latest[n] = before;
+  }
+  return order;
+}
+
+}  // namespace
+
+absl::Status CheckDeviceTransferOrder(const std::vector<const Graph*>& parts) {
+  const int world = static_cast<int>(parts.size());
+  std::vector<std::vector<TransferKey>> orders;
+  for (int r = 0; r < world; ++r) {
+    ASSIGN_OR_RETURN(std::vector<TransferKey> order, OrderOfRank(*parts[r], r));
+    orders.push_back(std::move(order));
+  }
+  // Played out: a transfer goes when it heads both its ends' orders (a
+  // transfer to the rank itself: its two ends head that order together).
+  std::vector<size_t> next(world, 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < world; ++r) {
+      if (next[r] >= orders[r].size()) continue;
+      const TransferKey& k = orders[r][next[r]];
+      const int64_t peer = k.sender == r ? k.receiver : k.sender;
+      if (peer < 0 || peer >= world) continue;  // CheckPartsAcrossRanks names a stray peer
+      if (peer == r) {
+        if (next[r] + 1 < orders[r].size() && orders[r][next[r] + 1] == k) {
+          next[r] += 2;
+          moved = true;
+        }
+        continue;
+      }
+      if (next[peer] < orders[peer].size() && orders[peer][next[peer]] == k) {
+        ++next[r];
+        ++next[peer];
+        moved = true;
+      }
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    if (next[r] >= orders[r].size()) continue;
+    const TransferKey& k = orders[r][next[r]];
+    const int64_t peer = k.sender == r ? k.receiver : k.sender;
+    std::string other = "has no transfers left";
+    if (peer >= 0 && peer < world && next[peer] < orders[peer].size()) {
+      other = absl::StrCat("is at ", Describe(orders[peer][next[peer]]));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the device transfers would wait for ever: rank ", r, "'s next is ", Describe(k), " while rank ", peer, " ",
+        other, " (NCCL matches transfers by issue order: every rank issues its device transfers by phase, "
+        "channel, sender, receiver)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AssignCollectiveOrder(Graph& graph) {

@@ -15,6 +15,7 @@
 // `eval` where evaluation runs them).
 
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -29,6 +30,42 @@ bool IsCollective(const Node& node);
 // Whether the node's op talks to other ranks: a collective or a
 // point-to-point transfer (OpDef::communicates).
 bool Communicates(const Node& node);
+
+// Transfers placed on a device (place(comm=device)): a Send or Recv with a
+// peer whose value's shape the plan knows whole, on a device (not the
+// host). NCCL matches transfers by the order they are issued in, not by tag,
+// so every rank issues its device transfers in one order, which every end
+// computes alike: by (phase, channel, sending rank, receiving rank). Channels
+// follow the plan's topological order, and a pass that numbers its own puts
+// a transfer that waits on others of its step in a later phase (the
+// parameter server's pulls), so the ranks' orders are parts of one order the
+// data flow agrees with, and a transfer at the head of one rank's order is at
+// the head of its peer's. They run on a communication stream of their own,
+// through a world-sized communicator kept for them, as the collectives of a
+// group named kTransferGroup (a name no declared group can take).
+inline constexpr char kTransferGroup[] = "-transfers";
+bool IsDeviceTransfer(const Node& node);
+// Whether a Send or Recv's value has a shape the plan knows whole (it then
+// travels without its dims, and may be placed on a device).
+bool IsPlannedTransfer(const Node& node);
+// A rank's device transfers' places in its issue order, by node id: for
+// training steps, and for evaluation batches (-1: evaluation does not run it).
+struct TransferBucket {
+  int step = 0;
+  int evaluation = -1;
+};
+struct TransferBuckets {
+  absl::flat_hash_map<int, TransferBucket> of_node;
+  int per_step = 0, per_evaluation = 0;
+};
+TransferBuckets DeviceTransferBuckets(const Graph& graph, int rank);
+// Checks every rank's order of device transfers (parts[r]: rank r's graph)
+// before anything runs: on each rank a transfer comes after the transfers
+// its value depends on, and the ranks' orders let every transfer meet its
+// other end (played out: the transfer at the head of both ends' orders goes,
+// until none is left). An error names the ranks and transfers that would
+// wait on each other for ever.
+absl::Status CheckDeviceTransferOrder(const std::vector<const Graph*>& parts);
 
 // Numbers the collectives of every named group (see above). Idempotent.
 absl::Status AssignCollectiveOrder(Graph& graph);

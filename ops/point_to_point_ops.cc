@@ -30,6 +30,9 @@ OpDefBuilder PointToPointOp(const char* name, const char* summary) {
       .Attr("channel", AttrType::kInt, IntAttr(-1), "the pair's number (set when the plan is finished)")
       .Attr("peer", AttrType::kInt, IntAttr(-1), "the rank at the other end (set when the plan is cut per rank)")
       .Attr("eval", AttrType::kBool, BoolAttr(false), "evaluation runs the transfer (set with the channel)")
+      .Attr("phase", AttrType::kInt, IntAttr(0),
+            "where the transfer goes in a rank's issue order on a device: by phase, then channel (a pass that "
+            "numbers its own channels puts a transfer that waits on others of a step in a later phase)")
       .Communicates()
       .SetCostFn(cost_fns::NoFlops);
 }

@@ -398,12 +398,15 @@ absl::Status FlattenValues(Graph& graph, const ServerPlan& plan, ParameterChain&
 }
 
 // The attributes of a chunk's Send to (or Recv from) `peer`: the push on
-// the chunk's first channel, the pull on its last.
+// the chunk's first channel, the pull on its last. A pull waits on its
+// parameter's pushes, which may come on later channels: pulls go in the
+// second phase of the ranks' issue order (ops/collective_schedule.h).
 std::vector<std::pair<std::string, AttrValue>> EndAttrs(const ServerPlan& plan, const ChunkSite& chunk, int64_t peer,
                                                         bool pull = false) {
   return {{"peer", IntAttr(peer)},
           {"channel", IntAttr(chunk.channel + (pull ? plan.channels_per_chunk - 1 : 0))},
-          {"eval", BoolAttr(false)}};
+          {"eval", BoolAttr(false)},
+          {"phase", IntAttr(pull ? 1 : 0)}};
 }
 
 // A chunk's Recv from `peer`: its end's attributes and the chunk's shape.

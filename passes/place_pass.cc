@@ -5,10 +5,11 @@
 // The host keeps data feeding (Input) and, unless comm=device, every op that
 // talks to other ranks (OpDef::communicates: collectives, Send/Recv, the
 // coded ends), which then reads and writes host memory. With comm=device
-// the collectives go on the device, on their group's stream (the sim's
-// through the host's communicators, cuda's through NCCL: the world's
-// buckets and the group collectives have GPU kernels, the compressed and
-// low-rank ones do not).
+// the collectives and the transfers of planned shapes go on the device, on
+// their group's stream (transfers: a stream of their own), the sim's through
+// the host's communicators, cuda's through NCCL: the world's buckets, the
+// group collectives and Send/Recv have GPU kernels, the compressed and
+// low-rank collectives do not.
 // Every other node goes on the device when the device has a
 // kernel for it: on the sim, a CPU kernel (the sim runs CPU kernels on its
 // memory); on cuda, a kernel registered for the GPU (ops/kernel.h). A node
@@ -72,11 +73,14 @@ absl::StatusOr<Target> ParseTarget(const std::string& device) {
 }
 
 // Data feeding, and communication: collectives go on the device with
-// comm=device (on their group's stream); Send/Recv and the coded ends stay
-// on the host (a Recv's dims may come with its message, and device outputs
-// are allocated before their node runs).
+// comm=device (on their group's stream), and so do Send/Recv whose shape the
+// plan knows whole (ops/collective_schedule.h: IsDeviceTransfer). A Send/Recv
+// whose dims come with its message (a batch's activations) and the coded
+// ends stay on the host: a device output is allocated before its node runs.
 bool MustStayOnHost(const Node& node, bool comm_on_device) {
-  return node.op() == "Input" || (Communicates(node) && !(comm_on_device && IsCollective(node)));
+  if (node.op() == "Input") return true;
+  if (!Communicates(node)) return false;
+  return !(comm_on_device && (IsCollective(node) || IsPlannedTransfer(node)));
 }
 
 bool HasDeviceKernel(const Node& node, const Target& target) {

@@ -303,7 +303,10 @@ absl::Status CheckPartsAcrossRanks(const std::vector<std::unique_ptr<Graph>>& pa
   // Every group's members issue the same collectives in the same order.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> groups, DeclaredGroups(*parts[0]));
   for (const GroupDecl& g : groups) RETURN_IF_ERROR(CheckGroupCollectivesAgree(parts, g));
-  return absl::OkStatus();
+  // Transfers placed on a device are issued in each rank's order.
+  std::vector<const Graph*> graphs;
+  for (const auto& part : parts) graphs.push_back(part.get());
+  return CheckDeviceTransferOrder(graphs);
 }
 
 }  // namespace nereid

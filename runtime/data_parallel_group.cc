@@ -1,6 +1,7 @@
 #include "runtime/data_parallel_group.h"
 
 #include <cstring>
+#include <numeric>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -36,8 +37,9 @@ absl::StatusOr<CollectivesOnGpu> PlacedCollectives(const Graph& graph) {
   CollectivesOnGpu placed;
   absl::flat_hash_map<std::string, const Node*> on_host, on_gpu;  // by group: one of each, for messages
   for (const Node* n : graph.nodes()) {
-    if (!IsCollective(*n)) continue;
-    const std::string group = CollectiveGroup(*n);
+    const bool transfer = IsDeviceTransfer(*n);
+    if (!transfer && !IsCollective(*n)) continue;
+    const std::string group = transfer ? std::string(kTransferGroup) : CollectiveGroup(*n);
     const std::string& device = n->def().device();
     if (!absl::StartsWith(device, "cuda:")) {
       on_host.emplace(group, n);
@@ -125,6 +127,23 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
     g.steps = std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_step, 1), options.timeout);
     g.evaluation =
         std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_evaluation, 1), options.timeout);
+    group->groups_.push_back(std::move(g));
+  }
+  // Transfers placed on a device: a world-sized communicator of their own
+  // (NCCL on cuda), issuing in channel order (ops/collective_schedule.h).
+  // Every rank of a plan that places its transfers on a device has some.
+  const TransferBuckets transfers = DeviceTransferBuckets(graph, options.rank);
+  if (transfers.per_step > 0) {
+    ProcessGroup g;
+    g.name = kTransferGroup;
+    g.group_rank = options.rank;
+    std::vector<int> everyone(options.world);
+    std::iota(everyone.begin(), everyone.end(), 0);
+    ASSIGN_OR_RETURN(g.communicator, CreateGroupCommunicator(on_gpu.groups.contains(kTransferGroup) ? nccl : spec,
+                                                             kTransferGroup, everyone));
+    g.steps = std::make_unique<CollectiveEngine>(g.communicator.get(), transfers.per_step, options.timeout);
+    g.evaluation =
+        std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(transfers.per_evaluation, 1), options.timeout);
     group->groups_.push_back(std::move(g));
   }
   return group;

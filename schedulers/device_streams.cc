@@ -59,8 +59,9 @@ absl::StatusOr<std::unique_ptr<DeviceStreams>> DeviceStreams::Create(const Graph
       stream = s->copy_out_.get();
     } else if (s->OnDevice(*n) && Communicates(*n)) {
       // A group's collectives share its stream, which runs them in the order
-      // the group's queue issues them (stream_issued_queue.h).
-      const std::string group = CollectiveGroup(*n);
+      // the group's queue issues them (stream_issued_queue.h); the
+      // transfers have theirs.
+      const std::string group = IsDeviceTransfer(*n) ? std::string(kTransferGroup) : CollectiveGroup(*n);
       std::unique_ptr<Stream>& comm = s->comm_[group];
       if (comm == nullptr) {
         ASSIGN_OR_RETURN(comm, s->device_->CreateStream(group.empty() ? "comm" : absl::StrCat("comm/", group)));

@@ -286,7 +286,24 @@ absl::Status Executor::Init() {
       }
       parameter_values_[n->id()][0] = *std::move(value);
     }
-    if (IsCollective(*n)) {
+    if (IsDeviceTransfer(*n) && streams_ != nullptr && streams_->OnDevice(*n)) {
+      // Issued at its place in the rank's transfer order, through the
+      // transfer group's engines.
+      auto step = options_.group_collectives.find(kTransferGroup);
+      auto eval = options_.group_eval_collectives.find(kTransferGroup);
+      auto rank = options_.group_ranks.find(kTransferGroup);
+      if (step == options_.group_collectives.end() || eval == options_.group_eval_collectives.end() ||
+          rank == options_.group_ranks.end()) {
+        return NodeError(*graph_, *n, "placed on a device with a peer, but this run has no engine for the "
+                                      "transfers placed on devices");
+      }
+      if (!transfer_buckets_.has_value()) transfer_buckets_ = DeviceTransferBuckets(*graph_, rank->second);
+      const TransferBucket bucket = transfer_buckets_->of_node.at(n->id());
+      transfer_queues_.push_back(std::make_unique<TransferQueue>(step->second, bucket.step, n->name()));
+      step_queue_[n->id()] = transfer_queues_.back().get();
+      transfer_queues_.push_back(std::make_unique<TransferQueue>(eval->second, bucket.evaluation, n->name()));
+      eval_queue_[n->id()] = transfer_queues_.back().get();
+    } else if (IsCollective(*n)) {
       const std::string group = CollectiveGroup(*n);
       if (group.empty()) {
         step_queue_[n->id()] = options_.collectives;

@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,13 @@
 #include "core/tensor.h"
 #include "core/trace.h"
 #include "graph/ir.h"
+#include "ops/collective_schedule.h"
 #include "ops/kernel.h"
 #include "schedulers/collective_engine.h"
 #include "schedulers/device_streams.h"
 #include "schedulers/progress_tracker.h"
 #include "schedulers/stream_issued_queue.h"
+#include "schedulers/transfer_queue.h"
 
 namespace nereid {
 
@@ -247,6 +250,10 @@ class Executor {
   // by id: the collective queue a node's kernel gets in training and in
   // evaluation (null: none).
   std::vector<CollectiveQueue*> step_queue_, eval_queue_;
+  // The transfers placed on a device: their places in the rank's order,
+  // and each one's queues (transfer_queue.h).
+  std::optional<TransferBuckets> transfer_buckets_;
+  std::vector<std::unique_ptr<TransferQueue>> transfer_queues_;
   std::unique_ptr<ProgressTracker> tracker_;
 
   struct ShapeCache {

@@ -21,7 +21,7 @@
 #include "coded/linear_code.h"
 #include "core/status_macros.h"
 #include "ops/coded_round_stats.h"
-#include "ops/cpu/point_to_point_tag.h"
+#include "ops/point_to_point_tag.h"
 #include "ops/kernel.h"
 
 namespace nereid {

@@ -5,6 +5,12 @@
 // a value whose shape the plan knows whole (the parameter server's chunks)
 // goes without the header.
 // Tags keep transfers apart (point_to_point_tag.h).
+//
+// A transfer placed on a device (place(comm=device); on the sim, which runs
+// these kernels on its memory) is given a collective queue by the executor:
+// it is then issued in the rank's channel order (ops/collective_schedule.h:
+// IsDeviceTransfer) onto the transfers' stream, one message of the planned
+// shape into the preset output, as the GPU kernels issue theirs to NCCL.
 
 #include <algorithm>
 #include <memory>
@@ -15,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
-#include "ops/cpu/point_to_point_tag.h"
+#include "ops/point_to_point_tag.h"
 #include "ops/kernel.h"
 
 namespace nereid {
@@ -74,6 +80,21 @@ class PointToPointKernel : public AsyncOpKernel {
     head.abort = body.abort = channel.abort_signal();
     return {head, body};
   }
+  // A transfer placed on a device: `work` issued through `queue` in the
+  // rank's channel order, keyed by step (evaluation: batch).
+  void IssueInOrder(OpKernelContext* ctx, CollectiveQueue& queue, CollectiveQueue::Work work,
+                    std::function<void(absl::Status)> done, const char* direction) const {
+    const StepInfo& step = ctx->step();
+    queue.Submit(step.training ? step.step : step.step_in_epoch, static_cast<int>(channel_), std::move(work),
+                 Named(std::move(done), direction));
+  }
+  // The body's options for an ordered transfer: this pair's tag, the queue's bound.
+  CollectiveOptions OrderedOptions(const OpKernelContext* ctx, const CollectiveQueue& queue) const {
+    CollectiveOptions body;
+    body.tag = PointToPointTag(channel_, ctx->step(), false);
+    body.timeout = queue.timeout();
+    return body;
+  }
   // Wraps `done` so an error names the node's end of the transfer.
   std::function<void(absl::Status)> Named(std::function<void(absl::Status)> done, const char* direction) const {
     return [done = std::move(done), what = absl::StrCat(direction, " rank ", peer_)](absl::Status s) {
@@ -101,6 +122,19 @@ class SendKernel : public PointToPointKernel {
     const Tensor& x = ctx->input(0);
     absl::Status set = ctx->SetOutput(0, x);
     if (!set.ok() || peer_ < 0) return done(set);
+    if (CollectiveQueue* queue = ctx->collectives(); queue != nullptr) {
+      if (!planned_.has_value() || x.dims() != *planned_) {
+        return done(absl::InternalError(absl::StrCat("a transfer placed on a device needs its planned shape; the "
+                                                     "value has ", x.DebugString())));
+      }
+      auto value = std::make_shared<Tensor>(x);
+      return IssueInOrder(
+          ctx, *queue,
+          [value, peer = static_cast<int>(peer_), body = OrderedOptions(ctx, *queue)](Communicator& comm) {
+            return comm.Send(absl::MakeConstSpan(value->data<float>(), value->num_elements()), peer, body);
+          },
+          std::move(done), "sending to");
+    }
     absl::StatusOr<PointToPointChannel*> channel = ChannelOf(ctx);
     if (!channel.ok()) return done(channel.status());
     const std::pair<CollectiveOptions, CollectiveOptions> options = TransferOptions(ctx, **channel);
@@ -149,6 +183,21 @@ class RecvKernel : public PointToPointKernel {
 
   void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
     if (peer_ < 0) return done(ctx->SetOutput(0, ctx->input(0)));
+    if (CollectiveQueue* queue = ctx->collectives(); queue != nullptr) {
+      absl::StatusOr<Tensor*> out = ctx->AllocateOutput(0);
+      if (!out.ok()) return done(out.status());
+      if (!planned_ || (*out)->dims() != declared_) {
+        return done(absl::InternalError(absl::StrCat("a transfer placed on a device needs its planned shape; the "
+                                                     "output is ", (*out)->DebugString())));
+      }
+      auto received = std::make_shared<Tensor>(**out);
+      return IssueInOrder(
+          ctx, *queue,
+          [received, peer = static_cast<int>(peer_), body = OrderedOptions(ctx, *queue)](Communicator& comm) {
+            return comm.Recv(absl::MakeSpan(received->data<float>(), received->num_elements()), peer, body);
+          },
+          std::move(done), "receiving from");
+    }
     absl::StatusOr<PointToPointChannel*> channel = ChannelOf(ctx);
     if (!channel.ok()) return done(channel.status());
     const std::pair<CollectiveOptions, CollectiveOptions> options = TransferOptions(ctx, **channel);

@@ -4,7 +4,9 @@
 # place(device=sim, 3 compute streams, random launch delays) appended ends
 # with the same parameters (fingerprint) and the same loss at every step as
 # the plan without it, and so does the plan with comm=device, where the
-# collectives, sends and receives run on the sim's streams too. The sim runs
+# collectives and the sends and receives of planned shapes (the parameter
+# server's chunks) run on the sim's streams too, the transfers issued in the
+# rank's channel order as NCCL needs them. The sim runs
 # the CPU's kernels on its own memory, so any difference is a scheduling bug
 # (a missing wait, a block reused early).
 set -uo pipefail
@@ -51,6 +53,7 @@ check pipe_sgd "autodiff,pipeline(width=2),sgd(lr=0.05)" $mlp --workers 2
 check qsgd "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp --workers 2
 check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --workers 2
 check sgp "autodiff,sgd(lr=0.05,momentum=0.9),gossip" $mlp --workers 3
+check sgp_bf16 "autodiff,sgd(lr=0.05,momentum=0.9),gossip,compress(method=bf16)" $mlp --workers 3
 check parameter_server "autodiff,sgd(lr=0.05),parameter_server(servers=1)" $logreg --workers 2 --servers 1
 check coded "autodiff,sgd(lr=0.05),coded(scheme=rlnc,k=2,degree=2)" $logreg --workers 3
 check colocated_collective "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,exchange=collective,chunk_kb=64)" \

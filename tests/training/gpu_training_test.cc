@@ -167,6 +167,25 @@ TEST(GpuKernelCoverage, TheGroupCollectivesHaveGpuKernelsWithCommDevice) {
   }
 }
 
+// place(device=cuda, comm=device) on the parameter server's plan: its
+// chunks' Send/Recv (shapes the plan knows whole) are GPU kernels too (NCCL
+// on the transfers' stream), each with its place in its rank's issue order,
+// pushes before pulls.
+TEST(GpuKernelCoverage, TheParameterServersTransfersHaveGpuKernelsWithCommDevice) {
+  auto graph = testing::PlanModel(
+      "logreg_fashion", "autodiff,sgd(lr=0.05),parameter_server(servers=1),place(device=cuda,comm=device)", 3);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int transfers = 0;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() != "Send" && n->op() != "Recv") continue;
+    ++transfers;
+    EXPECT_EQ(n->def().device(), "cuda:0") << n->name();
+    auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+    EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+  }
+  EXPECT_GT(transfers, 1);
+}
+
 // A 16-bit wire (compress(method=fp16|bf16)) on the GPU: the buckets'
 // allreduces and gossip's pushes keep their wire and their kernels take it
 // (NCCL's 16-bit allreduce; the pushes coded around a float32 transfer).

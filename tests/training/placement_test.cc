@@ -16,6 +16,7 @@
 #include "graph/import_export.h"
 #include "graph/placement.h"
 #include "gtest/gtest.h"
+#include "ops/collective_schedule.h"
 #include "ops/model_loader.h"
 #include "plan/split_by_rank.h"
 #include "plan/plan_file.h"
@@ -213,6 +214,76 @@ TEST(PlacementTest, TheParameterServerUpdatesEachChunkOnItsOwn) {
   EXPECT_EQ(second_push->control_inputs()[0]->src->name(), "ps/linear/weight/chunk0/push");
   EXPECT_TRUE(g.FindNode("ps/linear/weight/chunk0/push")->control_inputs().empty());
   EXPECT_TRUE(SplitPlanAcrossRanks(g, 3).ok());
+}
+
+// Shapes the plan knows whole (a batch of 8): with place(comm=device) every
+// transfer goes on the device, issued in each rank's order of device
+// transfers, which the plan check plays out before anything runs.
+constexpr char kRoundTrip[] = R"pb(
+  version: 1
+  records { workers: 2 }
+  attr { key: "loss" value { s: "loss" } }
+  attr { key: "logits" value { s: "y/recv" } }
+  node { name: "x" op: "Input" attr { key: "shape" value { shape { dim: 8 dim: 4 } } } attr { key: "feed" value { s: "x" } } }
+  node { name: "labels" op: "Input" attr { key: "shape" value { shape { dim: 8 } } } attr { key: "dtype" value { type: DT_INT32 } } attr { key: "feed" value { s: "labels" } } }
+  node { name: "w0" op: "Parameter" worker: 0 attr { key: "shape" value { shape { dim: 4 dim: 3 } } } }
+  node { name: "h" op: "MatMul" input: "x" input: "w0" worker: 0 }
+  node { name: "h/send" op: "Send" input: "h" worker: 0 }
+  node { name: "h/recv" op: "Recv" input: "h/send" worker: 1 }
+  node { name: "w1" op: "Parameter" worker: 1 attr { key: "shape" value { shape { dim: 3 dim: 2 } } } }
+  node { name: "y" op: "MatMul" input: "h/recv" input: "w1" worker: 1 }
+  node { name: "y/send" op: "Send" input: "y" worker: 1 }
+  node { name: "y/recv" op: "Recv" input: "y/send" worker: 0 }
+  node { name: "loss" op: "SoftmaxCrossEntropy" input: "y/recv" input: "labels" worker: 0 }
+)pb";
+
+absl::StatusOr<std::unique_ptr<Graph>> RoundTripOnTheSim() {
+  auto graph = Load(kRoundTrip);
+  if (!graph.ok()) return graph.status();
+  auto pipeline = ParsePipeline("autodiff,sgd(lr=0.1),place(device=sim,comm=device)");
+  if (!pipeline.ok()) return pipeline.status();
+  if (auto reports = RunPipeline(**graph, *pipeline); !reports.ok()) return reports.status();
+  return graph;
+}
+
+TEST(PlacementTest, DeviceTransfersAreIssuedInAnOrderBothEndsAgreeOn) {
+  auto graph = RoundTripOnTheSim();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  int on_device = 0;
+  for (const Node* n : (*graph)->nodes()) {
+    on_device += (n->op() == "Send" || n->op() == "Recv") && n->def().device() == "sim:0" ? 1 : 0;
+  }
+  EXPECT_EQ(on_device, 8);  // h and y forward, and their gradients back
+  auto parts = SplitPlanAcrossRanks(**graph, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  const TransferBuckets rank0 = DeviceTransferBuckets(*(*parts)[0], 0), rank1 = DeviceTransferBuckets(*(*parts)[1], 1);
+  EXPECT_EQ(rank0.per_step, 4);  // one end of each pair on each rank
+  EXPECT_EQ(rank1.per_step, 4);
+  EXPECT_EQ(rank0.per_evaluation, 2);  // evaluation runs h and y forward only
+  EXPECT_EQ(rank1.per_evaluation, 2);
+}
+
+TEST(PlacementTest, DeviceTransfersInAnOrderTheDataFlowBreaksAreRefused) {
+  auto graph = RoundTripOnTheSim();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  // h's pair numbered after y's, which needs h: rank 1 would send y first.
+  for (const char* end : {"h/send", "h/recv"}) {
+    (*(*graph)->FindNode(end)->mutable_def()->mutable_attr())["channel"].set_i(900);
+  }
+  absl::Status refused = SplitPlanAcrossRanks(**graph, 2).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("rank 1: the device transfer 'y/send'"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("before a transfer its value depends on"));
+}
+
+TEST(PlacementTest, DeviceTransfersWhoseEndsDisagreeOnTheirPlaceAreRefused) {
+  auto graph = RoundTripOnTheSim();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  // Only the Send of h is put in a later phase: the ends no longer meet.
+  (*(*graph)->FindNode("h/send")->mutable_def()->mutable_attr())["phase"].set_i(1);
+  absl::Status refused = SplitPlanAcrossRanks(**graph, 2).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("the device transfers would wait for ever"));
 }
 
 // Left to the pass, chunks are 256 KiB, larger where the model would need

@@ -1,5 +1,5 @@
-#ifndef NEREID_OPS_CPU_POINT_TO_POINT_TAG_H_
-#define NEREID_OPS_CPU_POINT_TO_POINT_TAG_H_
+#ifndef NEREID_OPS_POINT_TO_POINT_TAG_H_
+#define NEREID_OPS_POINT_TO_POINT_TAG_H_
 
 // The tag of a point-to-point transfer (Send/Recv, CodedSend/CodedGather):
 // evaluation or training, header or body, the pair's channel (10 bits) and
@@ -22,4 +22,4 @@ inline uint32_t PointToPointTag(int64_t channel, const StepInfo& step, bool head
 
 }  // namespace nereid
 
-#endif  // NEREID_OPS_CPU_POINT_TO_POINT_TAG_H_
+#endif  // NEREID_OPS_POINT_TO_POINT_TAG_H_

@@ -1,0 +1,104 @@
+// Send and Recv on the GPU (place(device=cuda, comm=device), for transfers
+// whose shape the plan knows whole: the parameter server's chunks, ...).
+// The executor gives such a transfer the rank's transfer queue, which issues
+// it in channel order (ops/collective_schedule.h: NCCL matches transfers by
+// issue order, not by tag); when issued, ncclSend or ncclRecv is enqueued on
+// the transfers' communication stream through their NCCL communicator,
+// reading the input or writing the preset output in place. A Send's output
+// is its input (a copy on the stream), as on the host. No host thread waits
+// for the data. Without a peer both are that copy.
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "ops/point_to_point_tag.h"
+#include "ops/cuda/gpu_launch.h"
+
+namespace nereid {
+namespace {
+
+class PointToPointGpuKernel : public AsyncOpKernel {
+ public:
+  absl::Status Init(const Node& node, const AttrMap& attrs) override {
+    name_ = cuda::Prefix(node);
+    channel_ = attrs.at("channel")->i();
+    peer_ = attrs.at("peer")->i();
+    send_ = node.op() == "Send";
+    if (peer_ >= 0 && node.outputs()[0].shape.HasUnknownDim()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, "a transfer on the GPU needs the shape its value will have (its dims cannot come with the "
+                 "message into memory allocated before it runs); the plan has ",
+          node.outputs()[0].shape.ToString()));
+    }
+    return absl::OkStatus();
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
+    absl::Status status = Start(*ctx, done);
+    if (!status.ok()) done(std::move(status));
+  }
+
+ private:
+  // Hands the transfer to the queue; an error before the hand-over is
+  // returned (`done` not called).
+  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) {
+    ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
+    ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0));
+    const Tensor& x = ctx.input(0);
+    if (send_ || peer_ < 0) {  // the value passes through
+      RETURN_IF_ERROR(cuda::CopyOnStream(y->raw(), x.raw(), x.num_bytes(), stream, name_ + "passing the value"));
+    }
+    if (peer_ < 0) {
+      done(absl::OkStatus());
+      return absl::OkStatus();
+    }
+    CollectiveQueue* queue = ctx.collectives();
+    if (queue == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(name_, "to rank ", peer_, ", but this worker runs alone"));
+    }
+    CollectiveOptions options;
+    options.tag = PointToPointTag(channel_, ctx.step(), false);
+    options.timeout = queue->timeout();
+    const StepInfo& step = ctx.step();
+    // The node is not done before its transfer is issued, so its input and
+    // output live until then; the stream's order keeps them for the transfer.
+    queue->Submit(
+        step.training ? step.step : step.step_in_epoch, static_cast<int>(channel_),
+        [this, input = Tensor::ViewOf(x), output = Tensor::ViewOf(*y), options, stream](Communicator& comm) mutable
+        -> absl::Status {
+          StreamCollectives* on_stream = comm.stream_collectives();
+          if (on_stream == nullptr) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                name_, "the transfers' communicator (", comm.backend(),
+                ") cannot enqueue on a GPU stream: transfers placed on cuda need NCCL"));
+          }
+          const int peer = static_cast<int>(peer_);
+          if (send_) {
+            return on_stream->EnqueueSend(absl::MakeConstSpan(input.data<float>(), input.num_elements()), peer,
+                                          options, stream);
+          }
+          return on_stream->EnqueueRecv(absl::MakeSpan(output.data<float>(), output.num_elements()), peer, options,
+                                        stream);
+        },
+        [name = name_, what = absl::StrCat(send_ ? "sending to rank " : "receiving from rank ", peer_),
+         done = std::move(done)](absl::Status s) {
+          if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat(name, what, ": ", s.message())));
+          done(absl::OkStatus());
+        });
+    return absl::OkStatus();
+  }
+
+  std::string name_;
+  int64_t channel_ = -1;
+  int64_t peer_ = -1;
+  bool send_ = false;
+};
+
+}  // namespace
+
+NEREID_REGISTER_KERNEL("Send", kGpu, DT_FLOAT, PointToPointGpuKernel);
+NEREID_REGISTER_KERNEL("Recv", kGpu, DT_FLOAT, PointToPointGpuKernel);
+
+}  // namespace nereid
