@@ -110,8 +110,11 @@ absl::StatusOr<std::vector<TransferKey>> OrderOfRank(const Graph& graph, int ran
       auto it = latest.find(e->src);
       if (it != latest.end()) before = std::max(before, it->second);
     };
-    for (int i = 0; i < n->num_inputs(); ++i) absorb(n->input_edge(i));
-    for (const Edge* e : n->control_inputs()) absorb(e);
+    // A Parameter's inputs are its next step's value: its own is the last step's.
+    if (n->op() != "Parameter") {
+      for (int i = 0; i < n->num_inputs(); ++i) absorb(n->input_edge(i));
+      for (const Edge* e : n->control_inputs()) absorb(e);
+    }
     auto bucket = buckets.of_node.find(n->id());
     if (bucket != buckets.of_node.end()) {
       const int b = bucket->second.step;

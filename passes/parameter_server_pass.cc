@@ -403,10 +403,12 @@ absl::Status FlattenValues(Graph& graph, const ServerPlan& plan, ParameterChain&
 // second phase of the ranks' issue order (ops/collective_schedule.h).
 std::vector<std::pair<std::string, AttrValue>> EndAttrs(const ServerPlan& plan, const ChunkSite& chunk, int64_t peer,
                                                         bool pull = false) {
-  return {{"peer", IntAttr(peer)},
-          {"channel", IntAttr(chunk.channel + (pull ? plan.channels_per_chunk - 1 : 0))},
-          {"eval", BoolAttr(false)},
-          {"phase", IntAttr(pull ? 1 : 0)}};
+  std::vector<std::pair<std::string, AttrValue>> attrs = {
+      {"peer", IntAttr(peer)},
+      {"channel", IntAttr(chunk.channel + (pull ? plan.channels_per_chunk - 1 : 0))},
+      {"eval", BoolAttr(false)}};
+  if (pull) attrs.emplace_back("phase", IntAttr(1));
+  return attrs;
 }
 
 // A chunk's Recv from `peer`: its end's attributes and the chunk's shape.

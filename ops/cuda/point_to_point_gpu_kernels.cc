@@ -75,6 +75,12 @@ class PointToPointGpuKernel : public AsyncOpKernel {
                 ") cannot enqueue on a GPU stream: transfers placed on cuda need NCCL"));
           }
           const int peer = static_cast<int>(peer_);
+          if (peer == comm.rank()) {
+            // NCCL meets a rank's send to itself only inside one group call with its receive.
+            return absl::UnimplementedError(absl::StrCat(
+                name_, "a transfer to its own rank on the GPU is not built; the colocated servers exchange through "
+                       "collectives instead (parameter_server(colocated=true,exchange=collective))"));
+          }
           if (send_) {
             return on_stream->EnqueueSend(absl::MakeConstSpan(input.data<float>(), input.num_elements()), peer,
                                           options, stream);
