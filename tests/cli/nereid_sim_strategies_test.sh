@@ -58,6 +58,9 @@ check parameter_server "autodiff,sgd(lr=0.05),parameter_server(servers=1)" $logr
 check coded "autodiff,sgd(lr=0.05),coded(scheme=rlnc,k=2,degree=2)" $logreg --workers 3
 check colocated_collective "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,exchange=collective,chunk_kb=64)" \
   $mlp --workers 2
+# Its transfers, some to the rank itself, in each rank's transfer order.
+check colocated_p2p "autodiff,sgd(lr=0.05,momentum=0.9),parameter_server(colocated=true,exchange=p2p,chunk_kb=64)" \
+  $mlp --workers 2
 
 # Checkpoints are portable: two epochs on one side and the third on the
 # other end where three on the host do, both ways.
