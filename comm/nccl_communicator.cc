@@ -120,34 +120,6 @@ ncclResult_t WaitWhileInProgress(ncclComm_t comm, absl::Duration timeout) {
 
 ncclRedOp_t NcclOp(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclSum; }
 
-// An allreduce of float32 `data` with 16-bit values on the wire: encoded
-// into stream-ordered scratch, summed by NCCL in that type (each hop adds in
-// float and rounds its partial sum to 16 bits, as the host's ring does; this
-// rank's own value is rounded before the first addition), decoded back and,
-// for kAvg, scaled by 1/world in float32 as the host's communicators do.
-std::function<ncclResult_t(ncclComm_t, cudaStream_t)> AllReduce16(absl::Span<float> data, ReduceOp op, bool bfloat16,
-                                                                  int world) {
-  return [data, op, bfloat16, world](ncclComm_t comm, cudaStream_t stream) -> ncclResult_t {
-    const int64_t n = static_cast<int64_t>(data.size());
-    void* codes = nullptr;
-    if (cudaMallocAsync(&codes, static_cast<size_t>(n) * sizeof(uint16_t), stream) != cudaSuccess) {
-      return ncclUnhandledCudaError;
-    }
-    auto* wire = static_cast<uint16_t*>(codes);
-    const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world) : 1.0f;
-    ncclResult_t result = wire_gpu::Encode(bfloat16, data.data(), wire, n, stream) == 0 ? ncclSuccess
-                                                                                        : ncclUnhandledCudaError;
-    if (result == ncclSuccess) {
-      result = ncclAllReduce(wire, wire, data.size(), bfloat16 ? ncclBfloat16 : ncclFloat16, ncclSum, comm, stream);
-    }
-    if (result == ncclSuccess && wire_gpu::Decode(bfloat16, wire, data.data(), scale, n, stream) != 0) {
-      result = ncclUnhandledCudaError;
-    }
-    // Stream-ordered: freed once the work above has used it, whatever it returned.
-    if (cudaFreeAsync(codes, stream) != cudaSuccess && result == ncclSuccess) result = ncclUnhandledCudaError;
-    return result;
-  };
-}
 
 std::string FormatMillis(absl::Duration d) { return absl::StrCat(absl::ToInt64Milliseconds(d), "ms"); }
 
@@ -274,13 +246,26 @@ absl::Status NcclCommunicator::Abort(absl::Status status) {
 }
 
 absl::Status NcclCommunicator::Execute(const std::string& where, const CollectiveOptions& options,
-                                       const Enqueue& enqueue) {
+                                       const Enqueue& enqueue, const Around& around) {
   absl::MutexLock lock(&mu_);
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
   const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
   absl::Time deadline;
-  RETURN_IF_ERROR(EnqueueLocked(where, options, [&](ncclComm_t comm) { return enqueue(comm, stream_); }, &deadline));
+  if (around.before) RETURN_IF_ERROR(around.before(stream_));
+  absl::Status enqueued =
+      EnqueueLocked(where, options, [&](ncclComm_t comm) { return enqueue(comm, stream_); }, &deadline);
+  if (around.after) {
+    // Behind NCCL's call only once NCCL has it in (a non-blocking
+    // communicator takes no other stream work before).
+    if (enqueued.ok() && WaitWhileInProgress(comm_, deadline - absl::Now()) != ncclSuccess) {
+      (void)around.after(stream_, false);
+      return Abort(NcclError(where, "completing the enqueue", ncclInProgress, comm_));
+    }
+    absl::Status after = around.after(stream_, enqueued.ok());
+    if (enqueued.ok()) enqueued = after;
+  }
+  RETURN_IF_ERROR(enqueued);
 
   // Done when NCCL has finished enqueueing (state ncclSuccess, not
   // ncclInProgress) and the stream has run the work.
@@ -337,7 +322,7 @@ absl::Status NcclCommunicator::EnqueueFailed(const std::string& where, ncclResul
 }
 
 absl::Status NcclCommunicator::EnqueueWatched(const std::string& where, const CollectiveOptions& options,
-                                              const Enqueue& enqueue, cudaStream_t on) {
+                                              const Enqueue& enqueue, const Around& around, cudaStream_t on) {
   absl::MutexLock lock(&mu_);
   DeviceScope scope;
   RETURN_IF_ERROR(scope.Enter(where, device_));
@@ -351,17 +336,32 @@ absl::Status NcclCommunicator::EnqueueWatched(const std::string& where, const Co
     return Abort(CudaError(where, "recording the call's start", error));
   }
   absl::Time deadline;
+  if (around.before) {
+    if (absl::Status before = around.before(on); !before.ok()) {
+      DestroyEvents(watched);
+      return before;
+    }
+  }
   absl::Status enqueued =
       EnqueueLocked(where, options, [&](ncclComm_t comm) { return enqueue(comm, on); }, &deadline);
   if (!enqueued.ok()) {
+    if (around.after) (void)around.after(on, false);
     DestroyEvents(watched);
     return enqueued;
   }
   // A non-blocking communicator takes no further call until this one is in.
   const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now());
   if (state != ncclSuccess) {
+    if (around.after) (void)around.after(on, false);
     DestroyEvents(watched);
     return Abort(NcclError(where, "completing the enqueue", state, comm_));
+  }
+  if (around.after) {
+    // A CUDA failure here fails the step; the communicator is fine.
+    if (absl::Status after = around.after(on, true); !after.ok()) {
+      DestroyEvents(watched);
+      return after;
+    }
   }
   error = cudaEventCreateWithFlags(&watched.done, cudaEventDisableTiming);
   if (error == cudaSuccess) error = cudaEventRecord(watched.done, on);
@@ -382,9 +382,9 @@ absl::Status NcclCommunicator::Dispatch(absl::StatusOr<Call> call, const Collect
     return absl::OkStatus();
   }
   if (on == nullptr) {
-    RETURN_IF_ERROR(Execute(call->where, options, call->enqueue));
+    RETURN_IF_ERROR(Execute(call->where, options, call->enqueue, Around{call->before, call->after}));
   } else {
-    RETURN_IF_ERROR(EnqueueWatched(call->where, options, call->enqueue, on));
+    RETURN_IF_ERROR(EnqueueWatched(call->where, options, call->enqueue, Around{call->before, call->after}, on));
   }
   meter_.RecordCall(call->traffic);
   return absl::OkStatus();
@@ -393,6 +393,41 @@ absl::Status NcclCommunicator::Dispatch(absl::StatusOr<Call> call, const Collect
 std::string NcclCommunicator::WhereOn(const char* op, uint32_t tag, std::string peers, cudaStream_t on) const {
   if (on != nullptr) peers = peers.empty() ? "on the caller's stream" : absl::StrCat(peers, ", on the caller's stream");
   return Where(op, tag, peers);
+}
+
+void NcclCommunicator::WireCoding(Call& call, absl::Span<float> data, ReduceOp op, bool bfloat16) const {
+  // The codes: stream-ordered memory, freed behind the decode (or behind the
+  // encode when NCCL refused the call).
+  struct Codes {
+    uint16_t* codes = nullptr;
+  };
+  auto codes = std::make_shared<Codes>();
+  const int64_t n = static_cast<int64_t>(data.size());
+  const std::string where = call.where;
+  call.before = [codes, data, n, bfloat16, where](cudaStream_t on) -> absl::Status {
+    void* p = nullptr;
+    cudaError_t error = cudaMallocAsync(&p, static_cast<size_t>(n) * sizeof(uint16_t), on);
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      return CudaError(where, "cudaMallocAsync (the 16-bit codes)", error);
+    }
+    codes->codes = static_cast<uint16_t*>(p);
+    error = static_cast<cudaError_t>(wire_gpu::Encode(bfloat16, data.data(), codes->codes, n, on));
+    return error == cudaSuccess ? absl::OkStatus() : CudaError(where, "encoding the 16-bit wire", error);
+  };
+  call.enqueue = [codes, n, bfloat16](ncclComm_t comm, cudaStream_t on) {
+    return ncclAllReduce(codes->codes, codes->codes, static_cast<size_t>(n), bfloat16 ? ncclBfloat16 : ncclFloat16,
+                         ncclSum, comm, on);
+  };
+  const float scale = op == ReduceOp::kAvg ? 1.0f / static_cast<float>(world_) : 1.0f;
+  call.after = [codes, data, n, bfloat16, scale, where](cudaStream_t on, bool enqueued) -> absl::Status {
+    cudaError_t error = cudaSuccess;
+    if (enqueued) error = static_cast<cudaError_t>(wire_gpu::Decode(bfloat16, codes->codes, data.data(), scale, n, on));
+    const cudaError_t freed = codes->codes == nullptr ? cudaSuccess : cudaFreeAsync(codes->codes, on);
+    codes->codes = nullptr;
+    if (error != cudaSuccess) return CudaError(where, "decoding the 16-bit wire", error);
+    return freed == cudaSuccess ? absl::OkStatus() : CudaError(where, "cudaFreeAsync (the 16-bit codes)", freed);
+  };
 }
 
 absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::AllReduceCall(absl::Span<float> data, ReduceOp op,
@@ -405,7 +440,7 @@ absl::StatusOr<NcclCommunicator::Call> NcclCommunicator::AllReduceCall(absl::Spa
   call.traffic =
       RingAllReduceTraffic(world_, static_cast<int64_t>(data.size()) * WireBytesPerElement(options.wire));
   if (options.wire != WireType::kFloat32) {
-    call.enqueue = AllReduce16(data, op, options.wire == WireType::kBFloat16, world_);
+    WireCoding(call, data, op, options.wire == WireType::kBFloat16);
     return call;
   }
   call.enqueue = [data, op](ncclComm_t comm, cudaStream_t stream) {

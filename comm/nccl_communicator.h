@@ -8,14 +8,19 @@
 // the span's size is the element count. Host pointers are rejected with
 // InvalidArgument (checked with cudaPointerGetAttributes), never dereferenced.
 //
-// Operations (one NCCL call each, on the communicator's own CUDA stream):
+// Operations (one NCCL call each, on the communicator's own CUDA stream,
+// except the 16-bit allreduce's coding around its call):
 //   AllReduce      ncclAllReduce, ncclSum; kAvg = ncclAvg. With a 16-bit
 //                  wire (CollectiveOptions::wire) the values are encoded on
-//                  the stream (wire_format_gpu.h), summed by NCCL in that
-//                  type (each hop rounds its partial sum to 16 bits, as the
-//                  host's ring; this rank's own value is rounded first),
-//                  decoded, and for kAvg scaled by 1/world in float32.
-//                  The other operations move float32 whatever the wire.
+//                  the stream (wire_format_gpu.h) into stream-ordered
+//                  scratch, summed by NCCL in that type, decoded, and for
+//                  kAvg scaled by 1/world in float32: three kernels and the
+//                  NCCL call. Close to the host's 16-bit ring, not bit for
+//                  bit: here every rank's own value is rounded to 16 bits
+//                  before the first addition (a world of one too, where the
+//                  host returns the value untouched), and NCCL picks its own
+//                  summation order. The other operations move float32
+//                  whatever the wire.
 //   ReduceScatter  ncclReduceScatter (kAvg = ncclAvg).
 //   AllGather      ncclAllGather.
 //   Broadcast      ncclBroadcast, in place.
@@ -172,11 +177,26 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   using Enqueue = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
   // One checked operation: what it is called in messages, its NCCL call
   // (null: nothing to move, on every rank alike) and its traffic.
+  // CUDA work around the NCCL call on the same stream (the 16-bit wire's
+  // coding): `before` first; `after` once NCCL has the call in (enqueued:
+  // true), or to release what `before` took when it did not (false). Their
+  // CUDA failures fail the call without aborting the communicator.
+  using Before = std::function<absl::Status(cudaStream_t)>;
+  using After = std::function<absl::Status(cudaStream_t, bool enqueued)>;
+  struct Around {
+    Before before;
+    After after;
+  };
   struct Call {
     std::string where;
     Enqueue enqueue;
     TrafficBytes traffic;
+    Before before;
+    After after;
   };
+  // Sets `call`'s work for an allreduce of `data` with a 16-bit wire (see
+  // the file comment).
+  void WireCoding(Call& call, absl::Span<float> data, ReduceOp op, bool bfloat16) const;
   // The operations' checks (Begin, sizes, peers, device buffers) and calls;
   // `on` (null: the communicator's own stream) only names the stream.
   absl::StatusOr<Call> AllReduceCall(absl::Span<float> data, ReduceOp op, const CollectiveOptions& options,
@@ -202,10 +222,11 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   // Enqueues the work on stream_ and waits for it until the timeout; aborts
   // the communicator on timeout or on an asynchronous NCCL / CUDA error
   // (see the file comment).
-  absl::Status Execute(const std::string& where, const CollectiveOptions& options, const Enqueue& enqueue);
+  absl::Status Execute(const std::string& where, const CollectiveOptions& options, const Enqueue& enqueue,
+                       const Around& around = {});
   // Enqueues the work on `on` between two events the watchdog follows.
   absl::Status EnqueueWatched(const std::string& where, const CollectiveOptions& options, const Enqueue& enqueue,
-                              cudaStream_t on);
+                              const Around& around, cudaStream_t on);
   // Under mu_, the device current: refuses an aborted communicator, sets
   // `deadline` from options.timeout and enqueues the work.
   absl::Status EnqueueLocked(const std::string& where, const CollectiveOptions& options,

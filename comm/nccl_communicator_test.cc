@@ -233,9 +233,11 @@ TEST(NcclCommunicatorTest, CollectivesEnqueuedOnTheCallersStreamEndThereWithThei
 }
 
 // A 16-bit wire in a world of one: the sum over one rank is this rank's
-// value rounded to the wire's type, as the host rounds it; blocking and on
-// the caller's stream; kAvg scales by 1/world (1 here) in float32.
-TEST(NcclCommunicatorTest, SixteenBitAllReduceRoundsAsTheHost) {
+// value rounded to the wire's type (the host's backends return it untouched
+// there; here it goes through NCCL's 16-bit call), coded exactly as the
+// host's conversions code it; blocking and on the caller's stream; kAvg
+// scales by 1/world (1 here) in float32.
+TEST(NcclCommunicatorTest, SixteenBitAllReduceRoundsEachValueToTheWire) {
   SKIP_UNLESS_GPUS(1);
   absl::StatusOr<std::unique_ptr<Communicator>> c =
       ConnectNccl(LocalFileSpec("nccl-wire"), 0, 1, 0, WorkerIdentity{"test", "plan", 1}, kConnectTimeout);

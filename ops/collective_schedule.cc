@@ -61,18 +61,19 @@ bool IsDeviceTransfer(const Node& node) {
 }
 
 TransferBuckets DeviceTransferBuckets(const Graph& graph, int rank) {
-  // (phase, channel, sender, receiver), evaluation runs it, node id.
-  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int>> order;
+  // (phase, channel, sender, receiver), then a transfer to the rank itself
+  // sends before it receives; evaluation runs it; node id.
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int>> order;
   for (const Node* n : graph.nodes()) {
     if (!IsDeviceTransfer(*n)) continue;
     const int64_t peer = NodeAttrInt(*n, "peer", -1);
     const bool send = n->op() == "Send";
     order.emplace_back(NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
-                       send ? peer : rank, NodeAttrBool(*n, "eval", false), n->id());
+                       send ? peer : rank, !send, NodeAttrBool(*n, "eval", false), n->id());
   }
   std::sort(order.begin(), order.end());
   TransferBuckets buckets;
-  for (const auto& [phase, channel, sender, receiver, evaluated, id] : order) {
+  for (const auto& [phase, channel, sender, receiver, receives, evaluated, id] : order) {
     TransferBucket& b = buckets.of_node[id];
     b.step = buckets.per_step++;
     if (evaluated) b.evaluation = buckets.per_evaluation++;
@@ -85,14 +86,16 @@ namespace {
 // A device transfer as both its ends name it.
 struct TransferKey {
   int64_t phase, channel, sender, receiver;
+  bool evaluated;  // evaluation runs it: both ends must agree, or evaluation waits
   bool operator==(const TransferKey& o) const {
-    return phase == o.phase && channel == o.channel && sender == o.sender && receiver == o.receiver;
+    return phase == o.phase && channel == o.channel && sender == o.sender && receiver == o.receiver &&
+           evaluated == o.evaluated;
   }
 };
 
 std::string Describe(const TransferKey& k) {
   return absl::StrCat("rank ", k.sender, " -> rank ", k.receiver, " on channel ", k.channel, " (phase ", k.phase,
-                      ")");
+                      k.evaluated ? ", evaluated" : "", ")");
 }
 
 // Rank `rank`'s device transfers in its issue order; an error names one that
@@ -121,7 +124,13 @@ absl::StatusOr<std::vector<TransferKey>> OrderOfRank(const Graph& graph, int ran
       const int64_t peer = NodeAttrInt(*n, "peer", -1);
       const bool send = n->op() == "Send";
       order[b] = {NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
-                  send ? peer : rank};
+                  send ? peer : rank, NodeAttrBool(*n, "eval", false)};
+      if (peer == rank && absl::StartsWith(n->def().device(), "cuda:")) {
+        return absl::UnimplementedError(absl::StrCat(
+            "rank ", rank, ": '", n->name(), "' is a transfer to the rank itself placed on cuda, which is not built "
+            "(NCCL meets it only inside one group call with its receive); the colocated servers exchange through "
+            "collectives instead (parameter_server(colocated=true,exchange=collective))"));
+      }
       if (before >= b) {
         return absl::FailedPreconditionError(absl::StrCat(
             "rank ", rank, ": the device transfer '", n->name(), "' (", Describe(order[b]),
@@ -142,6 +151,17 @@ absl::Status CheckDeviceTransferOrder(const std::vector<const Graph*>& parts) {
   for (int r = 0; r < world; ++r) {
     ASSIGN_OR_RETURN(std::vector<TransferKey> order, OrderOfRank(*parts[r], r));
     orders.push_back(std::move(order));
+  }
+  // Their communicator spans the world, and joining it is a rendezvous of
+  // every rank: each must have some.
+  for (int r = 0; r < world; ++r) {
+    if (!orders[r].empty()) continue;
+    for (int q = 0; q < world; ++q) {
+      if (orders[q].empty()) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", q, " has transfers placed on a device and rank ", r, " has none: the device transfers' "
+          "communicator spans every rank (a server without parameters? use fewer servers, or place(comm=host))"));
+    }
   }
   // Played out: a transfer goes when it heads both its ends' orders (a
   // transfer to the rank itself: its two ends head that order together).

@@ -38,9 +38,10 @@ bool Communicates(const Node& node);
 // computes alike: by (phase, channel, sending rank, receiving rank). Channels
 // follow the plan's topological order, and a pass that numbers its own puts
 // a transfer that waits on others of its step in a later phase (the
-// parameter server's pulls), so the ranks' orders are parts of one order the
-// data flow agrees with, and a transfer at the head of one rank's order is at
-// the head of its peer's. They run on a communication stream of their own,
+// parameter server's pulls). The ranks' orders are then parts of one order;
+// where the data flow agrees with it, the earliest transfer not done has
+// what it needs and heads both its ends' orders, so none waits for ever.
+// They run on a communication stream of their own,
 // through a world-sized communicator kept for them, as the collectives of a
 // group named kTransferGroup (a name no declared group can take).
 inline constexpr char kTransferGroup[] = "-transfers";
@@ -61,10 +62,13 @@ struct TransferBuckets {
 TransferBuckets DeviceTransferBuckets(const Graph& graph, int rank);
 // Checks every rank's order of device transfers (parts[r]: rank r's graph)
 // before anything runs: on each rank a transfer comes after the transfers
-// its value depends on, and the ranks' orders let every transfer meet its
-// other end (played out: the transfer at the head of both ends' orders goes,
-// until none is left). An error names the ranks and transfers that would
-// wait on each other for ever.
+// its value depends on (within the rank: dependencies through the host's
+// transfers or collectives are the plan's channel numbering's to keep),
+// every rank has some if any has (their communicator spans the world), a
+// transfer to the rank itself is not on cuda, and the two ends of every
+// transfer agree on its place (played out: the transfer at the head of both
+// ends' orders goes, until none is left). Errors name the ranks and
+// transfers.
 absl::Status CheckDeviceTransferOrder(const std::vector<const Graph*>& parts);
 
 // Numbers the collectives of every named group (see above). Idempotent.

@@ -131,7 +131,8 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   }
   // Transfers placed on a device: a world-sized communicator of their own
   // (NCCL on cuda), issuing in channel order (ops/collective_schedule.h).
-  // Every rank of a plan that places its transfers on a device has some.
+  // The plan check (CheckDeviceTransferOrder) refuses a plan where some
+  // ranks have none, since joining it is a rendezvous of every rank.
   const TransferBuckets transfers = DeviceTransferBuckets(graph, options.rank);
   if (transfers.per_step > 0) {
     ProcessGroup g;

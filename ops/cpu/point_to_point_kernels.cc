@@ -8,7 +8,8 @@
 //
 // A transfer placed on a device (place(comm=device); on the sim, which runs
 // these kernels on its memory) is given a collective queue by the executor:
-// it is then issued in the rank's channel order (ops/collective_schedule.h:
+// it is then issued at its place in the rank's order of device transfers
+// (phase, channel, sender, receiver; ops/collective_schedule.h:
 // IsDeviceTransfer) onto the transfers' stream, one message of the planned
 // shape into the preset output, as the GPU kernels issue theirs to NCCL.
 

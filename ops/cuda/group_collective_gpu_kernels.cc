@@ -154,14 +154,15 @@ class GroupSendRecvGpuKernel : public GroupCollectiveGpuKernel {
                        Tensor& scratch, const CollectiveOptions& options, int64_t step, void* stream) override {
     const int64_t n = comm.world();
     const int64_t offset = ((offsets_[static_cast<size_t>(step) % offsets_.size()] % n) + n) % n;
-    if (offset == 0) {  // to itself: NCCL does not send to its own rank
+    if (offset == 0 && wire() == WireType::kFloat32) {  // to itself: NCCL does not send to its own rank
       return cuda::CopyOnStream(y.raw(), x.raw(), x.num_bytes(), static_cast<cudaStream_t>(stream),
                                 "GroupSendRecv: a shift of 0");
     }
     const int to = static_cast<int>((comm.rank() + offset) % n);
     const int from = static_cast<int>((comm.rank() - offset + n) % n);
     if (wire() == WireType::kFloat32) return on_stream.EnqueueSendRecv(In(x), to, Out(y), from, options, stream);
-    return SendRecvRounded(on_stream, x, to, y, from, scratch, options, static_cast<cudaStream_t>(stream));
+    return SendRecvRounded(on_stream, x, to, y, from, scratch, options, static_cast<cudaStream_t>(stream),
+                           /*to_itself=*/offset == 0);
   }
 
   // Two float slots of codes per pair of values: what goes and what comes.
@@ -174,7 +175,8 @@ class GroupSendRecvGpuKernel : public GroupCollectiveGpuKernel {
   // y = decoded arrival + (x - decoded x), so what rounding took off x stays
   // with its sender and every member's x is counted once in the sum.
   absl::Status SendRecvRounded(StreamCollectives& on_stream, const Tensor& x, int to, Tensor& y, int from,
-                               Tensor& scratch, const CollectiveOptions& options, cudaStream_t stream) {
+                               Tensor& scratch, const CollectiveOptions& options, cudaStream_t stream,
+                               bool to_itself) {
     const int64_t n = x.num_elements(), slots = Slots(x);
     if (n == 0) return absl::OkStatus();
     const bool bf16 = wire() == WireType::kBFloat16;
@@ -183,17 +185,21 @@ class GroupSendRecvGpuKernel : public GroupCollectiveGpuKernel {
     auto* going_codes = reinterpret_cast<uint16_t*>(going);
     if (n % 2 == 1) {  // the last slot's unused half goes as zeros, not as whatever was there
       RETURN_IF_ERROR(cuda::CudaStatus(cudaMemsetAsync(going + slots - 1, 0, sizeof(float), stream),
-                                  "GroupSendRecv: clearing the last slot"));
+                                       "GroupSendRecv: clearing the last slot"));
     }
     RETURN_IF_ERROR(Launched(wire_gpu::Encode(bf16, x.data<float>(), going_codes, n, stream),
-                                      "GroupSendRecv: encoding the push"));
-    RETURN_IF_ERROR(on_stream.EnqueueSendRecv(absl::MakeConstSpan(going, slots), to, absl::MakeSpan(coming, slots),
-                                              from, options, stream));
+                             "GroupSendRecv: encoding the push"));
+    if (to_itself) {  // a shift of 0: its own codes come back, as through the CPU's self-delivery
+      coming = going;
+    } else {
+      RETURN_IF_ERROR(on_stream.EnqueueSendRecv(absl::MakeConstSpan(going, slots), to,
+                                                absl::MakeSpan(coming, slots), from, options, stream));
+    }
     RETURN_IF_ERROR(Launched(
         wire_gpu::Decode(bf16, reinterpret_cast<const uint16_t*>(coming), y.data<float>(), 1.0f, n, stream),
         "GroupSendRecv: decoding the arrival"));
     return Launched(wire_gpu::AddRoundingResidual(bf16, x.data<float>(), y.data<float>(), n, stream),
-                             "GroupSendRecv: keeping the rounding residual");
+                    "GroupSendRecv: keeping the rounding residual");
   }
 
   std::vector<int64_t> offsets_;

@@ -1,7 +1,8 @@
 // Send and Recv on the GPU (place(device=cuda, comm=device), for transfers
 // whose shape the plan knows whole: the parameter server's chunks, ...).
 // The executor gives such a transfer the rank's transfer queue, which issues
-// it in channel order (ops/collective_schedule.h: NCCL matches transfers by
+// it at its place in the rank's order of device transfers
+// (ops/collective_schedule.h: NCCL matches transfers by
 // issue order, not by tag); when issued, ncclSend or ncclRecv is enqueued on
 // the transfers' communication stream through their NCCL communicator,
 // reading the input or writing the preset output in place. A Send's output
@@ -46,9 +47,16 @@ class PointToPointGpuKernel : public AsyncOpKernel {
   absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0));
-    const Tensor& x = ctx.input(0);
+    // A Recv with a peer has no input (its Send is on the peer's part).
+    Tensor input;
     if (send_ || peer_ < 0) {  // the value passes through
+      const Tensor& x = ctx.input(0);
+      if (peer_ >= 0 && x.dims() != y->dims()) {
+        return absl::InternalError(absl::StrCat(name_, "the value has shape ", x.DebugString(), ", not the planned ",
+                                                y->DebugString()));
+      }
       RETURN_IF_ERROR(cuda::CopyOnStream(y->raw(), x.raw(), x.num_bytes(), stream, name_ + "passing the value"));
+      input = Tensor::ViewOf(x);
     }
     if (peer_ < 0) {
       done(absl::OkStatus());
@@ -66,7 +74,7 @@ class PointToPointGpuKernel : public AsyncOpKernel {
     // output live until then; the stream's order keeps them for the transfer.
     queue->Submit(
         step.training ? step.step : step.step_in_epoch, static_cast<int>(channel_),
-        [this, input = Tensor::ViewOf(x), output = Tensor::ViewOf(*y), options, stream](Communicator& comm) mutable
+        [this, input = std::move(input), output = Tensor::ViewOf(*y), options, stream](Communicator& comm) mutable
         -> absl::Status {
           StreamCollectives* on_stream = comm.stream_collectives();
           if (on_stream == nullptr) {

@@ -6,7 +6,7 @@
 # the plan without it, and so does the plan with comm=device, where the
 # collectives and the sends and receives of planned shapes (the parameter
 # server's chunks) run on the sim's streams too, the transfers issued in the
-# rank's channel order as NCCL needs them. The sim runs
+# rank's order of device transfers, as NCCL needs them. The sim runs
 # the CPU's kernels on its own memory, so any difference is a scheduling bug
 # (a missing wait, a block reused early).
 set -uo pipefail

@@ -18,7 +18,9 @@
 #include "comm/nccl_communicator.h"
 #include "comm/rendezvous_spec.h"
 #include "gtest/gtest.h"
+#include "ops/collective_schedule.h"
 #include "ops/kernel.h"
+#include "plan/split_by_rank.h"
 #include "schedulers/collective_engine.h"
 #include "tests/gpu_gate.h"
 #include "tests/training/plan_util.h"
@@ -169,21 +171,37 @@ TEST(GpuKernelCoverage, TheGroupCollectivesHaveGpuKernelsWithCommDevice) {
 
 // place(device=cuda, comm=device) on the parameter server's plan: its
 // chunks' Send/Recv (shapes the plan knows whole) are GPU kernels too (NCCL
-// on the transfers' stream), each with its place in its rank's issue order,
-// pushes before pulls.
+// on the transfers' stream), on each rank's part as it runs them (the ends
+// cut, with their peers). The colocated servers' exchange by transfers,
+// some to the rank itself, is refused on cuda before anything runs.
 TEST(GpuKernelCoverage, TheParameterServersTransfersHaveGpuKernelsWithCommDevice) {
   auto graph = testing::PlanModel(
       "logreg_fashion", "autodiff,sgd(lr=0.05),parameter_server(servers=1),place(device=cuda,comm=device)", 3);
   ASSERT_TRUE(graph.ok()) << graph.status();
-  int transfers = 0;
-  for (const Node* n : (*graph)->nodes()) {
-    if (n->op() != "Send" && n->op() != "Recv") continue;
-    ++transfers;
-    EXPECT_EQ(n->def().device(), "cuda:0") << n->name();
-    auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
-    EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+  auto parts = SplitPlanAcrossRanks(**graph, 3);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  for (int rank = 0; rank < 3; ++rank) {
+    SCOPED_TRACE(absl::StrCat("rank ", rank));
+    const Graph& part = *(*parts)[rank];
+    int transfers = 0;
+    for (const Node* n : part.nodes()) {
+      if (n->op() != "Send" && n->op() != "Recv") continue;
+      ++transfers;
+      EXPECT_EQ(n->def().device(), "cuda:0") << n->name();
+      EXPECT_TRUE(IsDeviceTransfer(*n)) << n->name();
+      auto kernel = KernelRegistry::Global().Create(part, *n, kGpu);
+      EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+    }
+    EXPECT_GT(transfers, 1);
   }
-  EXPECT_GT(transfers, 1);
+  auto colocated = testing::PlanModel(
+      "mlp_fashion",
+      "autodiff,sgd(lr=0.05),parameter_server(colocated=true,exchange=p2p,chunk_kb=64),place(device=cuda,comm=device)",
+      2);
+  ASSERT_TRUE(colocated.ok()) << colocated.status();
+  absl::Status refused = SplitPlanAcrossRanks(**colocated, 2).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnimplemented) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "a transfer to the rank itself placed on cuda")) << refused;
 }
 
 // A 16-bit wire (compress(method=fp16|bf16)) on the GPU: the buckets'

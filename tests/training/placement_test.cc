@@ -256,11 +256,43 @@ TEST(PlacementTest, DeviceTransfersAreIssuedInAnOrderBothEndsAgreeOn) {
   EXPECT_EQ(on_device, 8);  // h and y forward, and their gradients back
   auto parts = SplitPlanAcrossRanks(**graph, 2);
   ASSERT_TRUE(parts.ok()) << parts.status();
-  const TransferBuckets rank0 = DeviceTransferBuckets(*(*parts)[0], 0), rank1 = DeviceTransferBuckets(*(*parts)[1], 1);
-  EXPECT_EQ(rank0.per_step, 4);  // one end of each pair on each rank
-  EXPECT_EQ(rank1.per_step, 4);
-  EXPECT_EQ(rank0.per_evaluation, 2);  // evaluation runs h and y forward only
-  EXPECT_EQ(rank1.per_evaluation, 2);
+  // Each rank's transfers by their place in its order, as (phase, channel,
+  // sender, receiver): both ranks hold one end of each, in the same order.
+  std::vector<std::vector<std::vector<int64_t>>> orders(2);
+  for (int rank : {0, 1}) {
+    const Graph& part = *(*parts)[rank];
+    const TransferBuckets buckets = DeviceTransferBuckets(part, rank);
+    EXPECT_EQ(buckets.per_step, 4);        // h and y forward, their gradients back
+    EXPECT_EQ(buckets.per_evaluation, 2);  // evaluation runs the forward ones only
+    orders[rank].resize(buckets.per_step);
+    for (const Node* n : part.nodes()) {
+      auto found = buckets.of_node.find(n->id());
+      if (found == buckets.of_node.end()) continue;
+      const TransferBucket& bucket = found->second;
+      const int64_t peer = NodeAttrInt(*n, "peer", -1);
+      const bool send = n->op() == "Send";
+      orders[rank][bucket.step] = {NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
+                                   send ? peer : rank};
+    }
+  }
+  EXPECT_EQ(orders[0], orders[1]);
+  // h goes to rank 1 before y comes back; the gradients after both.
+  EXPECT_EQ(orders[0][0][2], 0);
+  EXPECT_EQ(orders[0][1][2], 1);
+}
+
+// A third rank with no transfers (a per-rank plan file's own graph): the
+// device transfers' communicator spans every rank, so the parts are refused.
+TEST(PlacementTest, DeviceTransfersOnSomeRanksOnlyAreRefused) {
+  auto graph = RoundTripOnTheSim();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  auto parts = SplitPlanAcrossRanks(**graph, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  auto alone = LoadModel("models/mlp_fashion.pbtxt");
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  absl::Status refused = CheckDeviceTransferOrder({(*parts)[0].get(), (*parts)[1].get(), alone->get()});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("has transfers placed on a device and rank 2 has none"));
 }
 
 TEST(PlacementTest, DeviceTransfersInAnOrderTheDataFlowBreaksAreRefused) {
