@@ -19,7 +19,7 @@
 namespace nereid {
 namespace {
 
-class AllReduceGpuKernel : public AsyncOpKernel {
+class AllReduceGpuKernel : public cuda::IssuingKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     bucket_ = static_cast<int>(attrs.at("bucket")->i());
@@ -28,15 +28,10 @@ class AllReduceGpuKernel : public AsyncOpKernel {
     return absl::OkStatus();
   }
 
-  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
-    absl::Status status = Start(*ctx, done);
-    if (!status.ok()) done(std::move(status));
-  }
-
  private:
   // Enqueues the fusing copies and hands the bucket to the queue; an error
   // before the hand-over is returned (`done` not called).
-  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) {
+  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
     const std::string name = cuda::Prefix(ctx.node());
     std::vector<Tensor*> outputs;

@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -56,6 +57,21 @@ absl::StatusOr<Locked<cudnnHandle_t>> LockedCudnn(cudaStream_t stream);
 // allocator: free to reuse by the stream's later work, so keep the Tensor
 // only until Compute returns).
 absl::StatusOr<Tensor> Scratch(OpKernelContext& ctx, size_t bytes);
+
+// A kernel that hands work to a collective queue (the collectives and the
+// transfers on the GPU): Start enqueues what it can and hands the rest to
+// the queue, which calls `done`; an error before the hand-over is returned
+// instead, and ComputeAsync passes it to `done`.
+class IssuingKernel : public AsyncOpKernel {
+ public:
+  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) final {
+    absl::Status status = Start(*ctx, done);
+    if (!status.ok()) done(std::move(status));
+  }
+
+ protected:
+  virtual absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) = 0;
+};
 
 // dst <- src on the stream (device to device), `bytes` of them.
 absl::Status CopyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, absl::string_view what);

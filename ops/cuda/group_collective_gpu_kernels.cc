@@ -24,7 +24,7 @@
 namespace nereid {
 namespace {
 
-class GroupCollectiveGpuKernel : public AsyncOpKernel {
+class GroupCollectiveGpuKernel : public cuda::IssuingKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     RETURN_IF_ERROR(call_.Init(node, attrs));
@@ -33,11 +33,6 @@ class GroupCollectiveGpuKernel : public AsyncOpKernel {
       ASSIGN_OR_RETURN(wire_, ParseWireType(wire->second->s()));
     }
     return absl::OkStatus();
-  }
-
-  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
-    absl::Status status = Start(*ctx, done);
-    if (!status.ok()) done(std::move(status));
   }
 
  protected:
@@ -55,7 +50,7 @@ class GroupCollectiveGpuKernel : public AsyncOpKernel {
  private:
   // Hands the launch to the queue; an error before the hand-over is
   // returned (`done` not called).
-  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) {
+  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0));
     const Tensor& x = ctx.input(0);

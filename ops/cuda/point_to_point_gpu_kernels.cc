@@ -20,7 +20,7 @@
 namespace nereid {
 namespace {
 
-class PointToPointGpuKernel : public AsyncOpKernel {
+class PointToPointGpuKernel : public cuda::IssuingKernel {
  public:
   absl::Status Init(const Node& node, const AttrMap& attrs) override {
     name_ = cuda::Prefix(node);
@@ -36,15 +36,10 @@ class PointToPointGpuKernel : public AsyncOpKernel {
     return absl::OkStatus();
   }
 
-  void ComputeAsync(OpKernelContext* ctx, std::function<void(absl::Status)> done) override {
-    absl::Status status = Start(*ctx, done);
-    if (!status.ok()) done(std::move(status));
-  }
-
  private:
   // Hands the transfer to the queue; an error before the hand-over is
   // returned (`done` not called).
-  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) {
+  absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
     ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0));
     // A Recv with a peer has no input (its Send is on the peer's part).
