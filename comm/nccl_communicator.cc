@@ -252,18 +252,30 @@ absl::Status NcclCommunicator::Execute(const std::string& where, const Collectiv
   RETURN_IF_ERROR(scope.Enter(where, device_));
   const absl::Duration timeout = std::min(options.timeout, kMaxTimeout);
   absl::Time deadline;
-  if (around.before) RETURN_IF_ERROR(around.before(stream_));
+  if (around.before) {
+    if (absl::Status before = around.before(stream_); !before.ok()) {
+      if (around.after) (void)around.after(stream_, false);  // releases what `before` took
+      return before;
+    }
+  }
   absl::Status enqueued =
       EnqueueLocked(where, options, [&](ncclComm_t comm) { return enqueue(comm, stream_); }, &deadline);
+  // A failure of the work after NCCL's call: reported once the stream is done.
+  absl::Status after_failed;
   if (around.after) {
-    // Behind NCCL's call only once NCCL has it in (a non-blocking
-    // communicator takes no other stream work before).
-    if (enqueued.ok() && WaitWhileInProgress(comm_, deadline - absl::Now()) != ncclSuccess) {
+    if (!enqueued.ok()) {
       (void)around.after(stream_, false);
-      return Abort(NcclError(where, "completing the enqueue", ncclInProgress, comm_));
+      return enqueued;
     }
-    absl::Status after = around.after(stream_, enqueued.ok());
-    if (enqueued.ok()) enqueued = after;
+    // Behind NCCL's call only once NCCL has it in (a non-blocking
+    // communicator takes no other stream work before); an abort first stops
+    // what NCCL may have put on the stream, then the release goes behind it.
+    if (const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now()); state != ncclSuccess) {
+      absl::Status failed = Abort(NcclError(where, "completing the enqueue", state, comm_));
+      (void)around.after(stream_, false);
+      return failed;
+    }
+    after_failed = around.after(stream_, true);
   }
   RETURN_IF_ERROR(enqueued);
 
@@ -279,7 +291,7 @@ absl::Status NcclCommunicator::Execute(const std::string& where, const Collectiv
     }
     if (state == ncclSuccess) {
       const cudaError_t error = cudaStreamQuery(stream_);
-      if (error == cudaSuccess) return absl::OkStatus();
+      if (error == cudaSuccess) return after_failed;
       if (error != cudaErrorNotReady) return Abort(CudaError(where, "cudaStreamQuery", error));
     }
     if (absl::Now() >= deadline) {
@@ -338,6 +350,7 @@ absl::Status NcclCommunicator::EnqueueWatched(const std::string& where, const Co
   absl::Time deadline;
   if (around.before) {
     if (absl::Status before = around.before(on); !before.ok()) {
+      if (around.after) (void)around.after(on, false);  // releases what `before` took
       DestroyEvents(watched);
       return before;
     }
@@ -352,17 +365,17 @@ absl::Status NcclCommunicator::EnqueueWatched(const std::string& where, const Co
   // A non-blocking communicator takes no further call until this one is in.
   const ncclResult_t state = WaitWhileInProgress(comm_, deadline - absl::Now());
   if (state != ncclSuccess) {
+    // The abort first stops what NCCL may have put on the stream; the
+    // release goes behind it.
+    absl::Status failed = Abort(NcclError(where, "completing the enqueue", state, comm_));
     if (around.after) (void)around.after(on, false);
     DestroyEvents(watched);
-    return Abort(NcclError(where, "completing the enqueue", state, comm_));
+    return failed;
   }
-  if (around.after) {
-    // A CUDA failure here fails the step; the communicator is fine.
-    if (absl::Status after = around.after(on, true); !after.ok()) {
-      DestroyEvents(watched);
-      return after;
-    }
-  }
+  // A CUDA failure of the work after NCCL's call fails the step (the
+  // communicator is fine); the call is watched all the same, since it is on
+  // the stream.
+  const absl::Status after_failed = around.after ? around.after(on, true) : absl::OkStatus();
   error = cudaEventCreateWithFlags(&watched.done, cudaEventDisableTiming);
   if (error == cudaSuccess) error = cudaEventRecord(watched.done, on);
   if (error != cudaSuccess) {
@@ -371,7 +384,7 @@ absl::Status NcclCommunicator::EnqueueWatched(const std::string& where, const Co
   }
   watched_.push_back(std::move(watched));
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { Watchdog(); });
-  return absl::OkStatus();
+  return after_failed;
 }
 
 absl::Status NcclCommunicator::Dispatch(absl::StatusOr<Call> call, const CollectiveOptions& options,

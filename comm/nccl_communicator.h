@@ -179,8 +179,11 @@ class NcclCommunicator final : public Communicator, private StreamCollectives {
   // (null: nothing to move, on every rank alike) and its traffic.
   // CUDA work around the NCCL call on the same stream (the 16-bit wire's
   // coding): `before` first; `after` once NCCL has the call in (enqueued:
-  // true), or to release what `before` took when it did not (false). Their
-  // CUDA failures fail the call without aborting the communicator.
+  // true), or to release what `before` took when `before` failed or NCCL
+  // did not take the call (false; after an abort, if one was needed). Their
+  // CUDA failures fail the call without aborting the communicator; a call on
+  // the stream is waited for (Execute) or watched (EnqueueWatched) all the
+  // same. When `before` is set, so is `after`.
   using Before = std::function<absl::Status(cudaStream_t)>;
   using After = std::function<absl::Status(cudaStream_t, bool enqueued)>;
   struct Around {

@@ -11,8 +11,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "ops/point_to_point_tag.h"
 #include "ops/cuda/gpu_launch.h"
@@ -33,6 +35,7 @@ class PointToPointGpuKernel : public cuda::IssuingKernel {
                  "message into memory allocated before it runs); the plan has ",
           node.outputs()[0].shape.ToString()));
     }
+    planned_ = node.outputs()[0].shape.dims();
     return absl::OkStatus();
   }
 
@@ -46,9 +49,9 @@ class PointToPointGpuKernel : public cuda::IssuingKernel {
     Tensor input;
     if (send_ || peer_ < 0) {  // the value passes through
       const Tensor& x = ctx.input(0);
-      if (peer_ >= 0 && x.dims() != y->dims()) {
-        return absl::InternalError(absl::StrCat(name_, "the value has shape ", x.DebugString(), ", not the planned ",
-                                                y->DebugString()));
+      if (peer_ >= 0 && x.dims() != planned_) {  // the peer's Recv takes the planned shape's count
+        return absl::InternalError(absl::StrCat(name_, "the value has shape ", x.DebugString(), ", not the planned [",
+                                                absl::StrJoin(planned_, ","), "]"));
       }
       RETURN_IF_ERROR(cuda::CopyOnStream(y->raw(), x.raw(), x.num_bytes(), stream, name_ + "passing the value"));
       input = Tensor::ViewOf(x);
@@ -103,6 +106,7 @@ class PointToPointGpuKernel : public cuda::IssuingKernel {
   int64_t channel_ = -1;
   int64_t peer_ = -1;
   bool send_ = false;
+  std::vector<int64_t> planned_;  // the value's shape, for a transfer with a peer
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 // plans that would deadlock or mismatch are refused naming ranks and nodes.
 // The same plans across real processes: tests/distributed/stage_split_test.cc.
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -279,6 +281,40 @@ TEST(PlacementTest, DeviceTransfersAreIssuedInAnOrderBothEndsAgreeOn) {
   // h goes to rank 1 before y comes back; the gradients after both.
   EXPECT_EQ(orders[0][0][2], 0);
   EXPECT_EQ(orders[0][1][2], 1);
+}
+
+// The colocated servers' point-to-point exchange sends some chunks to the
+// rank itself: on the sim each such Send is issued before its Recv (the
+// host's self-delivery would wait for ever the other way round).
+TEST(PlacementTest, ATransferToTheRankItselfSendsBeforeItReceives) {
+  auto graph = LoadModel("models/mlp_fashion.pbtxt");
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  (*graph)->mutable_header()->mutable_records()->set_workers(2);
+  auto pipeline = ParsePipeline(
+      "autodiff,sgd(lr=0.05),parameter_server(colocated=true,exchange=p2p,chunk_kb=64),place(device=sim,comm=device)");
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  ASSERT_TRUE(RunPipeline(**graph, *pipeline).ok());
+  auto parts = SplitPlanAcrossRanks(**graph, 2);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  int to_itself = 0;
+  for (int rank : {0, 1}) {
+    const Graph& part = *(*parts)[rank];
+    const TransferBuckets buckets = DeviceTransferBuckets(part, rank);
+    std::map<std::pair<int64_t, int64_t>, int> send_bucket;  // (phase, channel) of a Send to itself
+    for (const Node* n : part.nodes()) {
+      if (n->op() == "Send" && IsDeviceTransfer(*n) && NodeAttrInt(*n, "peer", -1) == rank) {
+        send_bucket[{NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1)}] = buckets.of_node.at(n->id()).step;
+      }
+    }
+    for (const Node* n : part.nodes()) {
+      if (n->op() != "Recv" || !IsDeviceTransfer(*n) || NodeAttrInt(*n, "peer", -1) != rank) continue;
+      auto send = send_bucket.find({NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1)});
+      ASSERT_NE(send, send_bucket.end()) << n->name();
+      EXPECT_EQ(send->second + 1, buckets.of_node.at(n->id()).step) << n->name();
+      ++to_itself;
+    }
+  }
+  EXPECT_GT(to_itself, 1);
 }
 
 // A third rank with no transfers (a per-rank plan file's own graph): the
