@@ -87,7 +87,7 @@ class StreamCollectives {
                                        const CollectiveOptions& options, void* stream) = 0;
   // NCCL matches these by issue order, not by tag: issue a rank's
   // transfers in one order every rank's agrees with (the executor issues
-  // them in channel order, ops/collective_schedule.h).
+  // them in the rank's order of device transfers, ops/collective_schedule.h).
   virtual absl::Status EnqueueSend(absl::Span<const float> data, int peer, const CollectiveOptions& options,
                                    void* stream) = 0;
   virtual absl::Status EnqueueRecv(absl::Span<float> data, int peer, const CollectiveOptions& options,

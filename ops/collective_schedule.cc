@@ -60,16 +60,35 @@ bool IsDeviceTransfer(const Node& node) {
          !absl::StartsWith(device, "cpu:");
 }
 
+namespace {
+
+// A device transfer as both its ends name it; the rank's order sorts by it.
+struct TransferKey {
+  int64_t phase, channel, sender, receiver;
+  bool evaluated;  // evaluation runs it: both ends must agree, or evaluation waits
+  bool operator==(const TransferKey& o) const {
+    return phase == o.phase && channel == o.channel && sender == o.sender && receiver == o.receiver &&
+           evaluated == o.evaluated;
+  }
+};
+
+TransferKey KeyOf(const Node& n, int rank) {
+  const int64_t peer = NodeAttrInt(n, "peer", -1);
+  const bool send = n.op() == "Send";
+  return {NodeAttrInt(n, "phase", 0), NodeAttrInt(n, "channel", -1), send ? rank : peer, send ? peer : rank,
+          NodeAttrBool(n, "eval", false)};
+}
+
+}  // namespace
+
 TransferBuckets DeviceTransferBuckets(const Graph& graph, int rank) {
-  // (phase, channel, sender, receiver), then a transfer to the rank itself
-  // sends before it receives; evaluation runs it; node id.
+  // By key, then a transfer to the rank itself sends before it receives;
+  // node id.
   std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int>> order;
   for (const Node* n : graph.nodes()) {
     if (!IsDeviceTransfer(*n)) continue;
-    const int64_t peer = NodeAttrInt(*n, "peer", -1);
-    const bool send = n->op() == "Send";
-    order.emplace_back(NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
-                       send ? peer : rank, !send, NodeAttrBool(*n, "eval", false), n->id());
+    const TransferKey k = KeyOf(*n, rank);
+    order.emplace_back(k.phase, k.channel, k.sender, k.receiver, n->op() != "Send", k.evaluated, n->id());
   }
   std::sort(order.begin(), order.end());
   TransferBuckets buckets;
@@ -82,16 +101,6 @@ TransferBuckets DeviceTransferBuckets(const Graph& graph, int rank) {
 }
 
 namespace {
-
-// A device transfer as both its ends name it.
-struct TransferKey {
-  int64_t phase, channel, sender, receiver;
-  bool evaluated;  // evaluation runs it: both ends must agree, or evaluation waits
-  bool operator==(const TransferKey& o) const {
-    return phase == o.phase && channel == o.channel && sender == o.sender && receiver == o.receiver &&
-           evaluated == o.evaluated;
-  }
-};
 
 std::string Describe(const TransferKey& k) {
   return absl::StrCat("rank ", k.sender, " -> rank ", k.receiver, " on channel ", k.channel, " (phase ", k.phase,
@@ -121,11 +130,8 @@ absl::StatusOr<std::vector<TransferKey>> OrderOfRank(const Graph& graph, int ran
     auto bucket = buckets.of_node.find(n->id());
     if (bucket != buckets.of_node.end()) {
       const int b = bucket->second.step;
-      const int64_t peer = NodeAttrInt(*n, "peer", -1);
-      const bool send = n->op() == "Send";
-      order[b] = {NodeAttrInt(*n, "phase", 0), NodeAttrInt(*n, "channel", -1), send ? rank : peer,
-                  send ? peer : rank, NodeAttrBool(*n, "eval", false)};
-      if (peer == rank && absl::StartsWith(n->def().device(), "cuda:")) {
+      order[b] = KeyOf(*n, rank);
+      if (order[b].sender == order[b].receiver && absl::StartsWith(n->def().device(), "cuda:")) {
         return absl::UnimplementedError(absl::StrCat(
             "rank ", rank, ": '", n->name(), "' is a transfer to the rank itself placed on cuda, which is not built "
             "(NCCL meets it only inside one group call with its receive); the colocated servers exchange through "

@@ -33,7 +33,7 @@ absl::StatusOr<GroupCollectiveCall::Issue> GroupCollectiveCall::IssueOf(const Op
   issue.options.tag =
       training ? static_cast<uint32_t>(issue.bucket) : kEvalTagBase + static_cast<uint32_t>(issue.bucket);
   issue.options.timeout = queue.timeout();
-  issue.key = training ? ctx.step().step : ctx.step().step_in_epoch;
+  issue.key = ctx.step().issue_key();
   issue.step = ctx.step().step;
   return issue;
 }

@@ -52,6 +52,9 @@ struct StepInfo {
   int64_t steps_per_epoch = 1;
   int64_t total_epochs = 1;
   bool training = true;         // false for evaluation: dropout off, batch norm uses running statistics
+  // The key communication is ordered and tagged by: the step in training,
+  // the batch in evaluation.
+  int64_t issue_key() const { return training ? step : step_in_epoch; }
 };
 
 class OpKernelContext {

@@ -15,7 +15,7 @@ namespace nereid {
 inline constexpr int64_t kMaxPointToPointChannels = 1 << 10;
 
 inline uint32_t PointToPointTag(int64_t channel, const StepInfo& step, bool header) {
-  const int64_t key = step.training ? step.step : step.step_in_epoch;
+  const int64_t key = step.issue_key();
   return (step.training ? 0u : 1u << 31) | (header ? 1u << 30 : 0u) | static_cast<uint32_t>(channel) << 20 |
          static_cast<uint32_t>(key & 0xFFFFF);
 }

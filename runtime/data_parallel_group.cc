@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -114,37 +116,36 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   group->point_to_point_ = std::make_unique<PointToPointEngine>(group->communicator_.get(), options.timeout);
   // The plan's process groups, in declaration order on every rank.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
+  std::vector<std::pair<GroupMembership, CollectiveCounts>> joining;
   for (const GroupDecl& decl : declared) {
     absl::StatusOr<GroupMembership> membership = MembershipOf(decl, options.rank, options.world);
     if (absl::IsNotFound(membership.status())) continue;  // a role this rank does not play
     ASSIGN_OR_RETURN(GroupMembership m, std::move(membership));
+    joining.emplace_back(std::move(m), counts[decl.name]);
+  }
+  // Transfers placed on a device: a world-sized group of their own (NCCL on
+  // cuda), issued in the rank's order of device transfers
+  // (ops/collective_schedule.h). The plan check (CheckDeviceTransferOrder)
+  // refuses a plan where some ranks have none, since joining it is a
+  // rendezvous of every rank.
+  const TransferBuckets transfers = DeviceTransferBuckets(graph, options.rank);
+  if (transfers.per_step > 0) {
+    GroupMembership m;
+    m.name = m.instance = kTransferGroup;
+    m.members.resize(options.world);
+    std::iota(m.members.begin(), m.members.end(), 0);
+    m.group_rank = options.rank;
+    joining.emplace_back(std::move(m), CollectiveCounts{transfers.per_step, transfers.per_evaluation});
+  }
+  for (const auto& [m, c] : joining) {
     ProcessGroup g;
-    g.name = decl.name;
+    g.name = m.name;
     g.group_rank = m.group_rank;
-    ASSIGN_OR_RETURN(g.communicator, CreateGroupCommunicator(on_gpu.groups.contains(decl.name) ? nccl : spec,
-                                                             m.instance, m.members));
-    const CollectiveCounts& c = counts[decl.name];
+    ASSIGN_OR_RETURN(g.communicator,
+                     CreateGroupCommunicator(on_gpu.groups.contains(m.name) ? nccl : spec, m.instance, m.members));
     g.steps = std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_step, 1), options.timeout);
     g.evaluation =
         std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(c.per_evaluation, 1), options.timeout);
-    group->groups_.push_back(std::move(g));
-  }
-  // Transfers placed on a device: a world-sized communicator of their own
-  // (NCCL on cuda), issuing in channel order (ops/collective_schedule.h).
-  // The plan check (CheckDeviceTransferOrder) refuses a plan where some
-  // ranks have none, since joining it is a rendezvous of every rank.
-  const TransferBuckets transfers = DeviceTransferBuckets(graph, options.rank);
-  if (transfers.per_step > 0) {
-    ProcessGroup g;
-    g.name = kTransferGroup;
-    g.group_rank = options.rank;
-    std::vector<int> everyone(options.world);
-    std::iota(everyone.begin(), everyone.end(), 0);
-    ASSIGN_OR_RETURN(g.communicator, CreateGroupCommunicator(on_gpu.groups.contains(kTransferGroup) ? nccl : spec,
-                                                             kTransferGroup, everyone));
-    g.steps = std::make_unique<CollectiveEngine>(g.communicator.get(), transfers.per_step, options.timeout);
-    g.evaluation =
-        std::make_unique<CollectiveEngine>(g.communicator.get(), std::max(transfers.per_evaluation, 1), options.timeout);
     group->groups_.push_back(std::move(g));
   }
   return group;

@@ -81,12 +81,11 @@ class PointToPointKernel : public AsyncOpKernel {
     head.abort = body.abort = channel.abort_signal();
     return {head, body};
   }
-  // A transfer placed on a device: `work` issued through `queue` in the
-  // rank's channel order, keyed by step (evaluation: batch).
+  // A transfer placed on a device: `work` issued through `queue` at the
+  // transfer's place in the rank's order (the queue knows it).
   void IssueInOrder(OpKernelContext* ctx, CollectiveQueue& queue, CollectiveQueue::Work work,
                     std::function<void(absl::Status)> done, const char* direction) const {
-    const StepInfo& step = ctx->step();
-    queue.Submit(step.training ? step.step : step.step_in_epoch, static_cast<int>(channel_), std::move(work),
+    queue.Submit(ctx->step().issue_key(), static_cast<int>(channel_), std::move(work),
                  Named(std::move(done), direction));
   }
   // The body's options for an ordered transfer: this pair's tag, the queue's bound.

@@ -67,11 +67,10 @@ class PointToPointGpuKernel : public cuda::IssuingKernel {
     CollectiveOptions options;
     options.tag = PointToPointTag(channel_, ctx.step(), false);
     options.timeout = queue->timeout();
-    const StepInfo& step = ctx.step();
     // The node is not done before its transfer is issued, so its input and
     // output live until then; the stream's order keeps them for the transfer.
     queue->Submit(
-        step.training ? step.step : step.step_in_epoch, static_cast<int>(channel_),
+        ctx.step().issue_key(), static_cast<int>(channel_),
         [this, input = std::move(input), output = Tensor::ViewOf(*y), options, stream](Communicator& comm) mutable
         -> absl::Status {
           StreamCollectives* on_stream = comm.stream_collectives();
