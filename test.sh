@@ -79,10 +79,10 @@ if [ "$suites" -eq 1 ]; then
   if [ -x /usr/local/cuda/bin/nvcc ]; then
     # The conformance suite's host backends ran above; here its NCCL cases
     # (skipped without a GPU per rank) and NCCL's own tests.
-    run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*:*WireFormatGpu*' \
+    run_pass "CUDA targets" --config=cuda --test_arg=--gtest_filter='*nccl*:*Nccl*:*Coverage*:*Cuda*:*Kernel*:*WireFormatGpu*:*CodecGpu*' \
       //ops/cuda/... //device:cuda_device_test //comm:nccl_communicator_test //comm:wire_format_gpu_test \
       //comm:communicator_conformance_test \
-      //tests:gpu_training_test //tests:gpu_kernels_test
+      //tests:gpu_training_test //tests:gpu_kernels_test //tests:codec_gpu_test
   else
     echo "== CUDA targets: skipped (no /usr/local/cuda/bin/nvcc on this machine)"
   fi

@@ -168,45 +168,11 @@ void GatherCodec::Absorb(const CodecStep&, int round, int world, absl::Span<cons
 }
 
 absl::Status BucketedGatherCodec::Init(const std::vector<int64_t>& dims, const CodecOptions& o) {
-  elements_ = ElementCount(dims);
+  layout_.elements = ElementCount(dims);
   absl::StatusOr<int64_t> bucket = o.Integer("bucket", 512, 1, int64_t{1} << 24);
   if (!bucket.ok()) return bucket.status();
-  bucket_ = *bucket;
+  layout_.bucket = *bucket;
   return absl::OkStatus();
-}
-
-int64_t BucketedGatherCodec::PayloadFloats() const {
-  int64_t full = elements_ / bucket_, rest = elements_ % bucket_;
-  return full * (head_ + PackedWords(bucket_, bits_)) + (rest > 0 ? head_ + PackedWords(rest, bits_) : 0);
-}
-
-void AddResidual(absl::Span<const float> gradient, absl::Span<const float> residual, std::vector<float>& scratch) {
-  scratch.resize(gradient.size());
-  for (size_t i = 0; i < gradient.size(); ++i) scratch[i] = gradient[i] + residual[i];
-}
-
-void KeepResidual(const GatherCodec& codec, absl::Span<const float> x, absl::Span<const float> code,
-                  absl::Span<float> residual) {
-  std::fill(residual.begin(), residual.end(), 0.0f);
-  codec.DecodeAdd(code, residual);  // residual = decode(code)
-  for (size_t i = 0; i < x.size(); ++i) residual[i] = x[i] - residual[i];
-}
-
-int64_t PackedWords(int64_t values, int bits) {
-  const int64_t per_word = 32 / bits;
-  return (values + per_word - 1) / per_word;
-}
-
-void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> words) {
-  const int per_word = 32 / bits;
-  for (size_t w = 0; w < words.size(); ++w) {
-    uint32_t word = 0;
-    for (int j = 0; j < per_word; ++j) {
-      size_t i = w * per_word + j;
-      if (i < values.size()) word |= values[i] << (j * bits);
-    }
-    std::memcpy(&words[w], &word, sizeof(word));  // bits, not a number: never summed
-  }
 }
 
 CodecRegistry& CodecRegistry::Global() {

@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -42,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "compress/bucket_codes.h"
 #include "core/registration.h"
 
 namespace nereid {
@@ -110,13 +112,7 @@ enum class CodecCollective { kAllReduce, kAllGather };
 class UniformSource {
  public:
   explicit UniformSource(uint64_t seed) : state_(seed) {}
-  float Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
-  }
+  float Next() { return codes::MixToUniform(state_ += codes::kUniformStride); }
 
  private:
   uint64_t state_;
@@ -130,7 +126,9 @@ struct CodecStep {
   // A generator seeded by (seed, step, rank, layer): the same on a rerun.
   std::mt19937_64 Random(int rank) const;
   // The same seeding for stochastic rounding.
-  UniformSource Uniform(int rank) const { return UniformSource(Random(rank)()); }
+  UniformSource Uniform(int rank) const { return UniformSource(UniformSeed(rank)); }
+  // Its seed: draw k is codes::UniformAt(UniformSeed(rank), k).
+  uint64_t UniformSeed(int rank) const { return Random(rank)(); }
 };
 
 class GradientCodec {
@@ -154,6 +152,10 @@ class GradientCodec {
   // Whether codes vary in length with the gradient (entropy-coded QSGD); the
   // byte accounting then marks PayloadFloats() as a bound.
   virtual bool variable_length() const { return false; }
+  // The layout of a bucketed code (compress/bucket_codes.h) written by the
+  // coder in <method>_buckets.h, whose GPU kernels run it; nullopt where the
+  // code is not bucketed (top-k, QSGD's Elias coding, the summable codecs).
+  virtual std::optional<codes::BucketLayout> bucket_layout() const { return std::nullopt; }
 
   // A step runs in rounds (PowerSGD: 2, the others: 1). In round r each rank
   // writes RoundFloats(r) floats with Contribute; they go through the codec's
@@ -223,48 +225,23 @@ class GatherCodec : public GradientCodec {
   int64_t used_ = 0, longest_ = 0;
 };
 
-// Error feedback (1-bit SGD, EF-SGD): x = gradient + residual is encoded and
-// the residual becomes x - decode(code), so what one step leaves out is sent
-// later instead of lost. `scratch` holds x on return.
-void AddResidual(absl::Span<const float> gradient, absl::Span<const float> residual, std::vector<float>& scratch);
-void KeepResidual(const GatherCodec& codec, absl::Span<const float> x, absl::Span<const float> code,
-                  absl::Span<float> residual);
-
-// Bit packing for the codes: `bits` (1..8) per value, 32/bits values per
-// float-sized word.
-int64_t PackedWords(int64_t values, int bits);
-void PackBits(absl::Span<const uint32_t> values, int bits, absl::Span<float> words);
-// Calls fn(i, value) for the first `count` values packed in `words`, in order,
-// a word at a time (no division per value).
-template <typename Fn>
-void ForEachPacked(absl::Span<const float> words, int bits, int64_t count, Fn fn) {
-  const int per_word = 32 / bits;
-  const uint32_t mask = bits == 32 ? ~0u : (1u << bits) - 1;
-  int64_t i = 0;
-  for (size_t w = 0; w < words.size() && i < count; ++w) {
-    uint32_t word;
-    std::memcpy(&word, &words[w], sizeof(word));
-    for (int j = 0; j < per_word && i < count; ++j, ++i, word >>= bits) fn(i, word & mask);
-  }
-}
-
 // Base for gather codecs that send their tensor in buckets of `bucket` values
 // (the "bucket" option, 512 unless given), each bucket as `head` float32
-// values then `bits` bits per value (PackBits): 1-bit SGD, TernGrad.
+// values then `bits` bits per value (compress/bucket_codes.h): 1-bit SGD,
+// TernGrad.
 class BucketedGatherCodec : public GatherCodec {
  public:
-  BucketedGatherCodec(int head, int bits) : head_(head), bits_(bits) {}
+  BucketedGatherCodec(int head, int bits) { layout_.head = head, layout_.bits = bits; }
   absl::Status Init(const std::vector<int64_t>& dims, const CodecOptions& o) override;
-  int64_t PayloadFloats() const override;
+  int64_t PayloadFloats() const override { return layout_.Floats(); }
+  std::optional<codes::BucketLayout> bucket_layout() const override { return layout_; }
 
  protected:
-  int64_t elements() const { return elements_; }
-  int64_t bucket() const { return bucket_; }
+  int64_t elements() const { return layout_.elements; }
+  const codes::BucketLayout& layout() const { return layout_; }
 
  private:
-  const int head_, bits_;
-  int64_t elements_ = 0;
-  int64_t bucket_ = 512;
+  codes::BucketLayout layout_;
 };
 
 class CodecRegistry {

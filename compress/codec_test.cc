@@ -6,6 +6,7 @@
 #include <map>
 
 #include "compress/bit_stream.h"
+#include "compress/bucket_codes.h"
 #include "compress/codec_test_util.h"
 
 namespace nereid {
@@ -159,15 +160,27 @@ TEST(BitPackingTest, RoundTrips) {
   for (int bits : {1, 2, 3, 4, 8}) {
     std::vector<uint32_t> values(101);
     for (size_t i = 0; i < values.size(); ++i) values[i] = (i * 7 + 3) % (1u << bits);
-    std::vector<float> words(PackedWords(values.size(), bits));
-    PackBits(values, bits, absl::MakeSpan(words));
+    const codes::BucketLayout layout{101, 101, 1, bits};
+    std::vector<float> code(layout.Floats(), 0.0f);
+    codes::PackFields(layout, 101, code.data(), [&](int64_t i) { return values[i]; });
     std::vector<uint32_t> back;
-    ForEachPacked(words, bits, static_cast<int64_t>(values.size()), [&](int64_t i, uint32_t v) {
-      EXPECT_EQ(i, static_cast<int64_t>(back.size()));
-      back.push_back(v);
-    });
+    for (int64_t i = 0; i < 101; ++i) back.push_back(layout.Field(code.data(), i));
     ASSERT_EQ(back, values) << bits;
+    EXPECT_EQ(code[0], 0.0f) << "the head is left alone";
   }
+}
+
+TEST(BitPackingTest, LayoutCountsEveryBucket) {
+  const codes::BucketLayout layout{1030, 512, 2, 1};  // two full buckets and one of 6
+  EXPECT_EQ(layout.Buckets(), 3);
+  EXPECT_EQ(layout.Values(2), 6);
+  EXPECT_EQ(layout.Offset(2), 2 * (2 + 16));
+  EXPECT_EQ(layout.Floats(), 2 * (2 + 16) + 2 + 1);
+}
+
+TEST(UniformTest, DrawKIsTheKthOfTheSequence) {
+  UniformSource in_order(12345);
+  for (uint64_t k = 0; k < 100; ++k) ASSERT_EQ(in_order.Next(), codes::UniformAt(12345, k)) << k;
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, EveryCodec, ::testing::ValuesIn(CodecRegistry::Global().Names()),

@@ -11,59 +11,27 @@
 // into the next step instead of lost. Codes carry per-bucket means, so they
 // are all-gathered, not summed.
 
-#include <algorithm>
-
 #include "compress/codec.h"
+#include "compress/onebit_buckets.h"
 
 namespace nereid {
 namespace {
 
 class OneBitCodec : public BucketedGatherCodec {
  public:
-  OneBitCodec() : BucketedGatherCodec(/*head=*/2, /*bits=*/1) {}
+  OneBitCodec() : BucketedGatherCodec(codes::OneBitBuckets::kHead, codes::OneBitBuckets::kBits) {}
 
   std::vector<CodecStateSpec> State() const override { return {{"residual", {elements()}, true}}; }
 
   void Encode(const CodecStep&, int, absl::Span<const float> g, std::vector<absl::Span<float>> state,
               absl::Span<float> code) override {
-    std::vector<float> x;
-    AddResidual(g, state[0], x);
-    std::vector<uint32_t> negative;
-    float* out = code.data();
-    for (int64_t begin = 0; begin < elements(); begin += bucket()) {
-      const int64_t n = std::min(bucket(), elements() - begin);
-      negative.assign(n, 0);
-      double sum[2] = {0, 0};  // [non-negative, negative]; double: a bucket may be long
-      int64_t count[2] = {0, 0};
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = x[begin + i];
-        negative[i] = v < 0 ? 1 : 0;  // -0 and NaN count as non-negative
-        sum[negative[i]] += v;
-        ++count[negative[i]];
-      }
-      for (int s = 0; s < 2; ++s) *out++ = count[s] > 0 ? static_cast<float>(sum[s] / count[s]) : 0.0f;
-      const int64_t words = PackedWords(n, 1);
-      PackBits(negative, 1, absl::MakeSpan(out, words));
-      out += words;
-    }
-    KeepResidual(*this, x, code, state[0]);
+    codes::EncodeBuckets(codes::OneBitBuckets{layout()}, g.data(), state[0].data(), 0, code.data());
   }
 
   void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const override {
-    const float* in = code.data();
-    for (int64_t begin = 0; begin < elements(); begin += bucket()) {
-      const int64_t n = std::min(bucket(), elements() - begin);
-      const float mean[2] = {in[0], in[1]};
-      in += 2;
-      const int64_t words = PackedWords(n, 1);
-      absl::Span<const float> packed(in, words);
-      float* o = &out[begin];
-      ForEachPacked(packed, 1, n, [&](int64_t i, uint32_t bit) { o[i] += mean[bit]; });
-      in += words;
-    }
+    codes::DecodeAddBuckets(codes::OneBitBuckets{layout()}, code.data(), out.data());
   }
 };
-
 NEREID_REGISTER_CODEC({"onebit",
                        "1-bit SGD with error feedback: one sign bit per value, decoded to the mean of the "
                        "bucket's non-negative or negative values (two float32 per bucket); all-gathered",

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "compress/bit_stream.h"
 #include "compress/codec.h"
+#include "compress/qsgd_buckets.h"
 
 namespace nereid {
 namespace {
@@ -43,6 +44,10 @@ class QsgdCodec : public GatherCodec {
   }
 
   bool variable_length() const override { return elias_; }
+  std::optional<codes::BucketLayout> bucket_layout() const override {
+    if (elias_) return std::nullopt;
+    return fixed();
+  }
 
   // elias: the length word, the norms, then the stream; the bound is every
   // value at the top level.
@@ -51,8 +56,7 @@ class QsgdCodec : public GatherCodec {
       const int64_t most_bits = 2 + BitWriter::GammaCount(levels_);
       return 1 + buckets_ + (elements_ * most_bits + 31) / 32;
     }
-    int64_t full = elements_ / bucket_, rest = elements_ % bucket_;
-    return full * (1 + PackedWords(bucket_, bits_)) + (rest > 0 ? 1 + PackedWords(rest, bits_) : 0);
+    return fixed().Floats();
   }
 
   int64_t UsedFloats(absl::Span<const float> code) const override {
@@ -64,52 +68,36 @@ class QsgdCodec : public GatherCodec {
 
   void Encode(const CodecStep& step, int rank, absl::Span<const float> x, std::vector<absl::Span<float>>,
               absl::Span<float> code) override {
+    if (!elias_) {
+      codes::EncodeBuckets(codes::QsgdBuckets{fixed()}, x.data(), nullptr, step.UniformSeed(rank), code.data());
+      return;
+    }
     UniformSource uniform = step.Uniform(rank);
     std::vector<uint32_t> levels;
-    float* out = code.data();
     float* norms = code.data() + 1;
     BitWriter stream(code.subspan(std::min<size_t>(code.size(), 1 + buckets_)));
+    const codes::QsgdBuckets coder{fixed()};
+    const uint32_t sign = coder.sign();
     for (int64_t begin = 0, b = 0; begin < elements_; begin += bucket_, ++b) {
       const int64_t n = std::min(bucket_, elements_ - begin);
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[begin + i]) * x[begin + i];
-      const float norm = static_cast<float>(std::sqrt(sum));
-      levels.assign(n, 0);
-      const float to_levels = norm > 0 ? static_cast<float>(levels_) / norm : 0.0f;
+      // The fixed coding's fields, then the stream's code for each.
+      const float norm = norms[b] = codes::QsgdBuckets::Norm(&x[begin], n), to_levels = coder.ToLevels(norm);
+      levels.resize(n);
       for (int64_t i = 0; i < n; ++i) {
-        const float v = x[begin + i];
-        uint32_t level = 0;
-        if (norm > 0) {
-          const float r = std::min(std::fabs(v) * to_levels, static_cast<float>(levels_));
-          const float floor = std::floor(r);
-          level = static_cast<uint32_t>(floor) + (uniform.Next() < r - floor ? 1 : 0);
-          level = std::min<uint32_t>(level, levels_);
-        }
-        levels[i] = level | (std::signbit(v) ? 1u << (bits_ - 1) : 0u);
+        levels[i] = coder.Field(x[begin + i], norm, to_levels, [&] { return uniform.Next(); });
       }
-      if (elias_) {
-        norms[b] = norm;
-        const uint32_t sign = 1u << (bits_ - 1);
-        for (int64_t i = 0; i < n; ++i) {
-          const uint32_t level = levels[i] & (sign - 1);
-          if (level == 0) {
-            stream.Put(0, 1);
-          } else {  // "1", the sign, gamma(level): one Put
-            stream.Put(1 | ((levels[i] & sign) != 0 ? 2u : 0u) | (BitWriter::GammaBits(level) << 2),
-                       2 + BitWriter::GammaCount(level));
-          }
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t level = levels[i] & (sign - 1);
+        if (level == 0) {
+          stream.Put(0, 1);
+        } else {  // "1", the sign, gamma(level): one Put
+          stream.Put(1 | ((levels[i] & sign) != 0 ? 2u : 0u) | (BitWriter::GammaBits(level) << 2),
+                     2 + BitWriter::GammaCount(level));
         }
-        continue;
       }
-      *out++ = norm;
-      const int64_t words = PackedWords(n, bits_);
-      PackBits(levels, bits_, absl::MakeSpan(out, words));
-      out += words;
     }
-    if (elias_) {
-      const uint32_t used = static_cast<uint32_t>(1 + buckets_ + stream.Finish());
-      std::memcpy(&code[0], &used, sizeof(used));
-    }
+    const uint32_t used = static_cast<uint32_t>(1 + buckets_ + stream.Finish());
+    std::memcpy(&code[0], &used, sizeof(used));
   }
 
   void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const override {
@@ -117,23 +105,12 @@ class QsgdCodec : public GatherCodec {
       DecodeAddElias(code, out);
       return;
     }
-    const float* in = code.data();
-    const uint32_t sign = 1u << (bits_ - 1);
-    for (int64_t begin = 0; begin < elements_; begin += bucket_) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
-      const float scale = *in++ / static_cast<float>(levels_);
-      const int64_t words = PackedWords(n, bits_);
-      absl::Span<const float> packed(in, words);
-      float* o = &out[begin];
-      ForEachPacked(packed, bits_, n, [&](int64_t i, uint32_t c) {
-        const float magnitude = scale * static_cast<float>(c & (sign - 1));
-        o[i] += (c & sign) ? -magnitude : magnitude;
-      });
-      in += words;
-    }
+    codes::DecodeAddBuckets(codes::QsgdBuckets{fixed()}, code.data(), out.data());
   }
 
  private:
+  codes::BucketLayout fixed() const { return {elements_, bucket_, 1, bits_}; }
+
   void DecodeAddElias(absl::Span<const float> code, absl::Span<float> out) const {
     const float* norms = code.data() + 1;
     BitReader stream(code.subspan(std::min<size_t>(code.size(), 1 + buckets_)));

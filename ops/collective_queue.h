@@ -30,6 +30,8 @@ class CollectiveQueue {
   virtual void Submit(int64_t step, int bucket, Work work, Done done) = 0;
   // The bound each collective's options should carry (a dead or stopped peer).
   virtual absl::Duration timeout() const = 0;
+  // The ranks its collectives span.
+  virtual int world() const = 0;
   // Of the time spent inside collectives, the part a compressing kernel spent
   // encoding and decoding (reported from inside its work).
   virtual void AddCodecTime(absl::Duration d) = 0;

@@ -71,18 +71,28 @@ KernelRegistry& KernelRegistry::Global() {
   return *registry;
 }
 
-absl::Status KernelRegistry::Register(std::string op, std::string device, DataType dtype, KernelFactory factory) {
+absl::Status KernelRegistry::Register(std::string op, std::string device, DataType dtype, KernelFactory factory,
+                                      KernelCovers covers) {
   std::string key = KeyOf(op, device, dtype);
   if (factories_.contains(key)) {
     return absl::AlreadyExistsError(
         absl::StrCat("a ", device, " kernel for ", op, " (", DataTypeName(dtype), ") is already registered"));
   }
-  factories_[key] = std::move(factory);
+  factories_[key] = Entry{std::move(factory), std::move(covers)};
   return absl::OkStatus();
 }
 
 bool KernelRegistry::Has(absl::string_view op, absl::string_view device, DataType dtype) const {
   return factories_.contains(KeyOf(op, device, dtype));
+}
+
+absl::Status KernelRegistry::Covers(const Node& node, absl::string_view device) const {
+  auto it = factories_.find(KeyOf(node.op(), device, KernelDtype(node)));
+  if (it == factories_.end()) return absl::NotFoundError(absl::StrCat("no ", device, " kernel for ", node.op()));
+  if (!it->second.covers) return absl::OkStatus();
+  const OpDef* def = OpRegistry::Global().Find(node.op());
+  if (def == nullptr) return absl::NotFoundError(absl::StrCat("unknown op ", node.op()));
+  return it->second.covers(node, AttrsWithDefaults(node, *def));
 }
 
 bool KernelRegistry::HasAny(absl::string_view device) const {
@@ -114,8 +124,14 @@ absl::StatusOr<std::unique_ptr<OpKernel>> KernelRegistry::Create(const Graph& gr
   }
   const OpDef* def = OpRegistry::Global().Find(node.op());
   if (def == nullptr) return NodeError(graph, node, "unknown op");
-  std::unique_ptr<OpKernel> kernel = it->second();
-  absl::Status init = kernel->Init(node, AttrsWithDefaults(node, *def));
+  const AttrMap attrs = AttrsWithDefaults(node, *def);
+  if (it->second.covers) {
+    if (absl::Status covered = it->second.covers(node, attrs); !covered.ok()) {
+      return NodeError(graph, node, absl::StrCat("no ", device, " kernel for this node: ", covered.message()));
+    }
+  }
+  std::unique_ptr<OpKernel> kernel = it->second.factory();
+  absl::Status init = kernel->Init(node, attrs);
   if (!init.ok()) return NodeError(graph, node, init.message());
   return kernel;
 }

@@ -160,13 +160,22 @@ class AsyncOpKernel : public OpKernel {
 };
 
 using KernelFactory = std::function<std::unique_ptr<OpKernel>()>;
+// Whether a kernel runs this node, for a kernel that runs only some of its
+// op's nodes (CompressedAllReduce on the GPU: only the codecs with GPU
+// kernels); OK or the reason, which names what it lacks. Checked by `place`
+// before it puts a node on the device, and by Create.
+using KernelCovers = std::function<absl::Status(const Node&, const AttrMap&)>;
 
 class KernelRegistry {
  public:
   static KernelRegistry& Global();
 
-  absl::Status Register(std::string op, std::string device, DataType dtype, KernelFactory factory);
+  absl::Status Register(std::string op, std::string device, DataType dtype, KernelFactory factory,
+                        KernelCovers covers = nullptr);
   bool Has(absl::string_view op, absl::string_view device, DataType dtype) const;
+  // Whether `device` has a kernel that runs `node`: NotFound without one for
+  // its op and dtype, else the kernel's KernelCovers verdict.
+  absl::Status Covers(const Node& node, absl::string_view device) const;
   // Whether any op has a kernel on `device` (a binary built without CUDA has
   // no kGpu kernel).
   bool HasAny(absl::string_view device) const;
@@ -180,7 +189,11 @@ class KernelRegistry {
                                                    absl::string_view device) const;
 
  private:
-  absl::flat_hash_map<std::string, KernelFactory> factories_;  // "op|device|dtype"
+  struct Entry {
+    KernelFactory factory;
+    KernelCovers covers;  // null: every node of the op
+  };
+  absl::flat_hash_map<std::string, Entry> factories_;  // "op|device|dtype"
 };
 
 // The dtype a node's kernel is chosen by.
@@ -192,5 +205,11 @@ DataType KernelDtype(const Node& node);
   NEREID_REGISTER(::nereid::KernelRegistry, op, std::string(device), dtype, [] { \
     return std::unique_ptr<::nereid::OpKernel>(new KernelClass());               \
   })
+
+// A kernel for some of its op's nodes: `covers` (a KernelCovers) says which.
+#define NEREID_REGISTER_KERNEL_COVERING(op, device, dtype, KernelClass, covers)                        \
+  NEREID_REGISTER(                                                                                      \
+      ::nereid::KernelRegistry, op, std::string(device), dtype,                                         \
+      [] { return std::unique_ptr<::nereid::OpKernel>(new KernelClass()); }, ::nereid::KernelCovers(covers))
 
 #endif  // NEREID_OPS_KERNEL_H_

@@ -83,11 +83,12 @@ bool MustStayOnHost(const Node& node, bool comm_on_device) {
   return !(comm_on_device && (IsCollective(node) || IsPlannedTransfer(node)));
 }
 
-bool HasDeviceKernel(const Node& node, const Target& target) {
+// OK, or why the device cannot run the node (NotFound: no kernel for its op).
+absl::Status DeviceKernelFor(const Node& node, const Target& target) {
   // The executor hands these values on itself (a Parameter's value, a
   // Feedback's next value), on either side.
-  if (node.op() == "Parameter" || node.op() == "Feedback") return true;
-  return KernelRegistry::Global().Has(node.op(), target.kernel_device, KernelDtype(node));
+  if (node.op() == "Parameter" || node.op() == "Feedback") return absl::OkStatus();
+  return KernelRegistry::Global().Covers(node, target.kernel_device);
 }
 
 // Union-find over node ids: the nodes that must share a side.
@@ -129,13 +130,27 @@ struct Sides {
   int fallback_host_nodes = 0;
 };
 
+// A node the device has no kernel for, and why where its op has one (the
+// kernel runs only some of the op's nodes).
+struct Lacking {
+  const Node* node;
+  absl::Status why;
+};
+
 // "place: 31 nodes have no cuda kernel: ApplySgd x6, MatMul x3 (first: ...)".
-absl::Status LackingKernels(const std::vector<const Node*>& lacking, const Target& target) {
+absl::Status LackingKernels(const std::vector<Lacking>& lacking, const Target& target) {
   std::map<std::string, int> by_op;
-  for (const Node* n : lacking) ++by_op[n->op()];
+  std::map<std::string, std::string> reason;  // by op: the first node's, where its op has a kernel
+  for (const Lacking& l : lacking) {
+    ++by_op[l.node->op()];
+    if (!absl::IsNotFound(l.why)) reason.try_emplace(l.node->op(), l.why.message());
+  }
   std::vector<std::string> ops, first;
-  for (const auto& [op, count] : by_op) ops.push_back(absl::StrCat(op, " x", count));
-  for (size_t i = 0; i < lacking.size() && i < 5; ++i) first.push_back(lacking[i]->name());
+  for (const auto& [op, count] : by_op) {
+    auto why = reason.find(op);
+    ops.push_back(absl::StrCat(op, " x", count, why == reason.end() ? "" : absl::StrCat(" (", why->second, ")")));
+  }
+  for (size_t i = 0; i < lacking.size() && i < 5; ++i) first.push_back(lacking[i].node->name());
   return absl::FailedPreconditionError(absl::StrCat(
       "place: ", lacking.size(), " node", lacking.size() == 1 ? " has" : "s have", " no ", target.kind, " kernel: ",
       absl::StrJoin(ops, ", "), " (first: ", absl::StrJoin(first, ", "), lacking.size() > first.size() ? ", ..." : "",
@@ -148,11 +163,11 @@ absl::Status LackingKernels(const std::vector<const Node*>& lacking, const Targe
 
 absl::StatusOr<Sides> ChooseSides(const Graph& graph, const Target& target, bool fallback_host, bool comm_on_device) {
   Sides sides;
-  std::vector<const Node*> lacking;
+  std::vector<Lacking> lacking;
   for (const Node* n : graph.nodes()) {
     bool device = !target.kernel_device.empty() && !MustStayOnHost(*n, comm_on_device);
-    if (device && !HasDeviceKernel(*n, target)) {
-      lacking.push_back(n);
+    if (absl::Status kernel = device ? DeviceKernelFor(*n, target) : absl::OkStatus(); !kernel.ok()) {
+      lacking.push_back({n, std::move(kernel)});
       device = false;
     }
     sides.on_device[n] = device;

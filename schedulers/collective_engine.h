@@ -56,6 +56,7 @@ class CollectiveEngine : public CollectiveQueue {
   Communicator& communicator() { return *communicator_; }
   int buckets_per_step() const { return buckets_per_step_; }
   absl::Duration timeout() const override { return timeout_; }
+  int world() const override { return communicator_->world(); }
   // Time the engine spent inside collectives, and waiting for the next key to
   // be submitted while later keys were queued (the cost of the fixed order).
   absl::Duration busy_time() const;

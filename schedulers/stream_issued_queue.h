@@ -66,6 +66,7 @@ class StreamIssuedQueue final : public CollectiveQueue {
         [issued = issued_](absl::Status status) { issued(std::move(status)); });
   }
   absl::Duration timeout() const override { return queue_->timeout(); }
+  int world() const override { return queue_->world(); }
   void AddCodecTime(absl::Duration d) override { queue_->AddCodecTime(d); }
 
   // Whether the kernel handed its collective over (a kernel alone in its

@@ -34,6 +34,7 @@ class TransferQueue final : public CollectiveQueue {
     engine_->Submit(step, bucket_, std::move(work), std::move(done));
   }
   absl::Duration timeout() const override { return engine_->timeout(); }
+  int world() const override { return engine_->world(); }
   void AddCodecTime(absl::Duration d) override { engine_->AddCodecTime(d); }
 
  private:

@@ -18,7 +18,7 @@
 set -euo pipefail
 
 TESTS=(//ops/cuda:elementwise_kernels_test //device:cuda_device_test //comm:nccl_communicator_test
-       //comm:wire_format_gpu_test
+       //comm:wire_format_gpu_test //tests:codec_gpu_test
        //tests:gpu_kernels_test //tests:gpu_training_test //bench/gpu:gpu_bench)
 
 bundle() {

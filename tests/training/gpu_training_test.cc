@@ -240,6 +240,42 @@ TEST(GpuKernelCoverage, SixteenBitWiresHaveGpuKernelsWithCommDevice) {
   EXPECT_EQ(coded_ops, (std::set<std::string>{"AllReduce", "GroupAllReduce", "GroupSendRecv"}));
 }
 
+// The bucketed gather codecs on the GPU (ops/cuda/codec_gpu.h): the
+// compressed node and the dense bucket beside it are GPU kernels, so the
+// world's collectives stay on one communicator (NCCL). A codec without GPU
+// kernels is named, with why, by `place`.
+TEST(GpuKernelCoverage, TheBucketedCodecsHaveGpuKernelsWithCommDevice) {
+  for (const std::string codec : {"terngrad", "onebit", "qsgd,coding=fixed,bits=3"}) {
+    SCOPED_TRACE(codec);
+    auto graph = testing::PlanModel(
+        "lenet_fashion",
+        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device)"),
+        2);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    std::set<std::string> ops;
+    for (const Node* n : (*graph)->nodes()) {
+      if (!IsCollective(*n)) continue;
+      ops.insert(n->op());
+      EXPECT_EQ(n->def().device(), "cuda:0") << n->name() << " (" << n->op() << ")";
+      auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+      EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+    }
+    EXPECT_EQ(ops, (std::set<std::string>{"AllReduce", "CompressedAllReduce"}));
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"topk", "CompressedAllReduce x1 (the topk codec has no GPU kernels; the GPU runs the bucketed codes of "
+               "onebit, qsgd, terngrad (qsgd with coding=fixed))"},
+      {"qsgd", "CompressedAllReduce x1 (the qsgd codec with these options has no GPU kernels"},
+  };
+  for (const auto& [codec, why] : refused) {
+    auto graph = testing::PlanModel(
+        "lenet_fashion",
+        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device)"),
+        2);
+    EXPECT_TRUE(absl::StrContains(graph.status().message(), why)) << graph.status();
+  }
+}
+
 // The buckets through NCCL on the GPU's communication stream, issued by the
 // collective engine in the ranks' order, in a world of one (NCCL takes a GPU
 // per rank, and the GPU script's machine has one): the host's losses, and

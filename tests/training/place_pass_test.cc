@@ -44,14 +44,21 @@ class UnusedGpuKernel : public OpKernel {
 };
 // Registers the stand-ins once (after static initialisation, so the real
 // kernels, if linked, are registered already); false under --config=cuda.
+// The Relu stand-in runs only some of its op's nodes (KernelCovers).
 bool StandInsRegistered() {
   static const bool registered = [] {
     if (KernelRegistry::Global().Has("ApplySgd", kGpu, DT_FLOAT)) return false;
+    auto make = [] { return std::unique_ptr<OpKernel>(new UnusedGpuKernel()); };
     for (const char* op : {"MatMul", "Parameter"}) {
-      KernelRegistry::Global()
-          .Register(op, std::string(kGpu), DT_FLOAT, [] { return std::unique_ptr<OpKernel>(new UnusedGpuKernel()); })
-          .IgnoreError();
+      KernelRegistry::Global().Register(op, std::string(kGpu), DT_FLOAT, make).IgnoreError();
     }
+    KernelRegistry::Global()
+        .Register("Relu", std::string(kGpu), DT_FLOAT, make,
+                  [](const Node& node, const AttrMap&) {
+                    return node.name() == "fc1/relu" ? absl::OkStatus()
+                                                     : absl::UnimplementedError("a stand-in that runs fc1/relu only");
+                  })
+        .IgnoreError();
     return true;
   }();
   return registered;
@@ -203,6 +210,8 @@ TEST(PlacePassTest, CudaWithoutKernelsIsRefusedOrFallsBackToTheHost) {
   EXPECT_THAT(error, AllOf(HasSubstr("failed after place: place:"), HasSubstr("have no cuda kernel: "),
                            HasSubstr("ApplySgd x6"), HasSubstr("BiasAdd x3"), HasSubstr("(first: flatten"),
                            HasSubstr("fallback=host")));
+  // A kernel for some of its op's nodes: the others are named with its reason.
+  EXPECT_THAT(error, HasSubstr("Relu x1 (a stand-in that runs fc1/relu only)"));
   EXPECT_THAT(error, ::testing::Not(HasSubstr("MatMul"))) << "MatMul has a cuda kernel";
   EXPECT_THAT(error, ::testing::Not(HasSubstr("Input x"))) << "Inputs stay on the host whatever the device";
 
@@ -211,8 +220,8 @@ TEST(PlacePassTest, CudaWithoutKernelsIsRefusedOrFallsBackToTheHost) {
   int matmuls = 0, lacking = 0;
   for (const Node* n : (*graph)->nodes()) {
     SCOPED_TRACE(n->name());
-    if (n->op() == "MatMul") {
-      ++matmuls;
+    if (n->op() == "MatMul" || n->name() == "fc1/relu") {
+      matmuls += n->op() == "MatMul";
       EXPECT_EQ(n->def().device(), "cuda:0");
     } else if (n->op() == "Feedback") {
       // Needs no kernel (the executor hands its value on) and shares a side
@@ -226,6 +235,11 @@ TEST(PlacePassTest, CudaWithoutKernelsIsRefusedOrFallsBackToTheHost) {
     }
   }
   EXPECT_EQ(matmuls, 8);
+  const Node* uncovered = (*graph)->FindNode("fc2/relu");
+  ASSERT_NE(uncovered, nullptr);
+  EXPECT_TRUE(OnHost(*uncovered));
+  EXPECT_THAT(std::string(KernelRegistry::Global().Create(**graph, *uncovered, kGpu).status().message()),
+              HasSubstr("no GPU kernel for this node: a stand-in that runs fc1/relu only"));
   ASSERT_NE((*graph)->FindNode("flatten/to_cuda"), nullptr);
   ASSERT_NE((*graph)->FindNode("fc1/matmul/to_host"), nullptr);
   ExpectCopiesExactlyWhereValuesCross(**graph, "cuda:0");

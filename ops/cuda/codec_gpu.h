@@ -1,0 +1,39 @@
+#ifndef NEREID_OPS_CUDA_CODEC_GPU_H_
+#define NEREID_OPS_CUDA_CODEC_GPU_H_
+
+// The GPU kernels of the bucketed gather codes (compress/bucket_codes.h):
+// TernGrad, 1-bit SGD and QSGD's fixed coding, through the same per-bucket
+// functions as the host codecs, so they write the same bits and the same
+// averages. Plain C++ at this boundary, as gpu_math.h: each launcher
+// enqueues on `stream` (a cudaStream_t) and returns a cudaError_t as an int.
+//
+// Encode: one thread per bucket computes its head and counts its draws; a
+// scan (CUB) numbers the draws; one thread per bucket packs its values.
+// DecodeAverage: one thread per value sums its decodes over the ranks, in
+// rank order, and scales by 1/world, as the host's GatherCodec::Absorb.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "compress/bucket_codes.h"
+
+namespace nereid::cuda::codecs {
+
+enum class Coder { kTernGrad, kOneBit, kQsgd };
+
+// The device scratch Encode needs for a code of `layout` (bytes).
+size_t EncodeScratchBytes(Coder coder, const codes::BucketLayout& layout);
+
+// code <- encode(g) for one rank; `residual` (1-bit SGD's, null for the
+// others) is updated in place; draw k is codes::UniformAt(seed, k).
+int Encode(Coder coder, const codes::BucketLayout& layout, const float* g, float* residual, uint64_t seed,
+           void* scratch, size_t scratch_bytes, float* code, void* stream);
+
+// average <- (decode(rank 0's code) + ... + decode(rank world-1's)) * (1 /
+// world), rank r's code at codes + r * stride.
+int DecodeAverage(Coder coder, const codes::BucketLayout& layout, const float* codes, int64_t stride, int world,
+                  float* average, void* stream);
+
+}  // namespace nereid::cuda::codecs
+
+#endif  // NEREID_OPS_CUDA_CODEC_GPU_H_
