@@ -55,9 +55,7 @@ bool IsPlannedTransfer(const Node& node) {
 }
 
 bool IsDeviceTransfer(const Node& node) {
-  const std::string& device = node.def().device();
-  return IsPlannedTransfer(node) && NodeAttrInt(node, "peer", -1) >= 0 && !device.empty() &&
-         !absl::StartsWith(device, "cpu:");
+  return IsPlannedTransfer(node) && NodeAttrInt(node, "peer", -1) >= 0 && OnDevice(node);
 }
 
 namespace {
@@ -303,6 +301,46 @@ absl::flat_hash_map<std::string, CollectiveCounts> CollectivesByGroup(const Grap
     if (NodeAttrInt(*n, "eval_bucket", -1) >= 0) ++c.per_evaluation;
   }
   return counts;
+}
+
+std::string HostShare(const std::string& group) { return absl::StrCat("-host", group.empty() ? "" : "/", group); }
+
+bool OnDevice(const Node& node) {
+  const std::string& device = node.def().device();
+  return !device.empty() && !absl::StartsWith(device, "cpu:");
+}
+
+SplitGroups SplitAcrossSides(const Graph& graph) {
+  absl::flat_hash_map<std::string, std::pair<bool, bool>> sides;  // by group: (some on a device, some on the host)
+  for (const Node* n : graph.nodes()) {
+    if (!IsCollective(*n)) continue;
+    auto& [gpu, host] = sides[CollectiveGroup(*n)];
+    (OnDevice(*n) ? gpu : host) = true;
+  }
+  SplitGroups split;
+  for (const auto& [group, on] : sides) {
+    if (on.first && on.second) split.groups.insert(group);
+  }
+  if (split.groups.empty()) return split;
+  // By share: (bucket, eval_bucket, node id) of its collectives.
+  std::map<std::string, std::vector<std::tuple<int64_t, int64_t, int>>> shares;
+  for (const Node* n : graph.nodes()) {
+    if (!IsCollective(*n) || !split.groups.contains(CollectiveGroup(*n))) continue;
+    const std::string share = OnDevice(*n) ? CollectiveGroup(*n) : HostShare(CollectiveGroup(*n));
+    shares[share].emplace_back(NodeAttrInt(*n, "bucket", 0), NodeAttrInt(*n, "eval_bucket", -1), n->id());
+  }
+  for (auto& [share, members] : shares) {
+    CollectiveCounts& counts = split.counts[share];
+    std::sort(members.begin(), members.end());
+    for (const auto& [bucket, eval_bucket, id] : members) split.of_node[id].step = counts.per_step++;
+    std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<1>(a), std::get<2>(a)) < std::tie(std::get<1>(b), std::get<2>(b));
+    });
+    for (const auto& [bucket, eval_bucket, id] : members) {
+      if (eval_bucket >= 0) split.of_node[id].evaluation = counts.per_evaluation++;
+    }
+  }
+  return split;
 }
 
 }  // namespace nereid

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "graph/ir.h"
 
@@ -88,6 +89,25 @@ struct CollectiveCounts {
 };
 // By group name ("" is the world).
 absl::flat_hash_map<std::string, CollectiveCounts> CollectivesByGroup(const Graph& graph);
+
+// Groups ("" for the world) with collectives on a device and on the host
+// (place(comm=device) with fallback=host or host_ops: a codec without GPU
+// kernels beside the GPU's dense buckets). On cuda NCCL runs the device's
+// share and the host's communicator the rest; the sim splits alike, so the
+// split runs where no GPU is. Each share is issued by engines of its own in
+// the group's order: a share's collectives are numbered again, by `bucket`,
+// and by `eval_bucket` for those evaluation runs. The host's share of group
+// g runs as a group of its own named HostShare(g), a name no declared group
+// can take.
+std::string HostShare(const std::string& group);
+// Whether the node is placed on a device (not the host).
+bool OnDevice(const Node& node);
+struct SplitGroups {
+  absl::flat_hash_set<std::string> groups;           // the groups split so
+  absl::flat_hash_map<int, TransferBucket> of_node;  // by node id: its place in its share's order
+  absl::flat_hash_map<std::string, CollectiveCounts> counts;  // by share: g (the device's), HostShare(g)
+};
+SplitGroups SplitAcrossSides(const Graph& graph);
 
 }  // namespace nereid
 

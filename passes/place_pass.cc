@@ -38,8 +38,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/status_macros.h"
 #include "ops/collective_schedule.h"
 #include "ops/gradient_builder.h"
@@ -161,11 +163,13 @@ absl::Status LackingKernels(const std::vector<Lacking>& lacking, const Target& t
       ", or keep them on the host with place(device=", target.kind, ", fallback=host)"));
 }
 
-absl::StatusOr<Sides> ChooseSides(const Graph& graph, const Target& target, bool fallback_host, bool comm_on_device) {
+absl::StatusOr<Sides> ChooseSides(const Graph& graph, const Target& target, bool fallback_host, bool comm_on_device,
+                                  const absl::flat_hash_set<std::string>& host_ops) {
   Sides sides;
   std::vector<Lacking> lacking;
   for (const Node* n : graph.nodes()) {
-    bool device = !target.kernel_device.empty() && !MustStayOnHost(*n, comm_on_device);
+    bool device =
+        !target.kernel_device.empty() && !MustStayOnHost(*n, comm_on_device) && !host_ops.contains(n->op());
     if (absl::Status kernel = device ? DeviceKernelFor(*n, target) : absl::OkStatus(); !kernel.ok()) {
       lacking.push_back({n, std::move(kernel)});
       device = false;
@@ -242,7 +246,16 @@ class PlacePass : public Pass {
           absl::StrCat("place: comm=device runs communication on a device's streams (sim or cuda), not on ",
                        target.kind));
     }
-    ASSIGN_OR_RETURN(Sides sides, ChooseSides(graph, target, fallback == "host", comm == "device"));
+    // Ops the user keeps on the host (a GPU kernel slower than the host's;
+    // a codec beside device collectives, which then run split).
+    absl::flat_hash_set<std::string> host_ops;
+    for (absl::string_view op : absl::StrSplit(context.options.GetString("host_ops"), '+', absl::SkipWhitespace())) {
+      if (OpRegistry::Global().Find(op) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("place: host_ops names '", op, "', which is not an op"));
+      }
+      host_ops.insert(std::string(op));
+    }
+    ASSIGN_OR_RETURN(Sides sides, ChooseSides(graph, target, fallback == "host", comm == "device", host_ops));
     ASSIGN_OR_RETURN(const Copies copies, InsertCopies(graph, target, sides));
 
     const int64_t streams = context.options.GetInt("streams");
@@ -302,8 +315,12 @@ PassInfo PlaceInfo() {
                   "a node without a kernel on the device: error, or host (it stays on the host)"},
                  {"streams", OptionType::kInt, "1", "compute streams the device nodes are spread over"},
                  {"comm", OptionType::kString, "host",
-                  "where collectives run: host (between copies), or device (sim only: on one stream per "
-                  "collective group, reading and writing device memory; Send/Recv stay on the host)"},
+                  "where collectives run: host (between copies), or device (sim or cuda: on one stream per "
+                  "collective group, reading and writing device memory, and so do Send/Recv of planned shapes; a "
+                  "group with some collectives left on the host runs that share through the host's "
+                  "communicator)"},
+                 {"host_ops", OptionType::kString, "",
+                  "ops kept on the host whatever the device, '+' between them (CompressedAllReduce+LowRankPush)"},
                  {"sim_delay_us", OptionType::kInt, "0",
                   "sim: a random delay of up to this many microseconds before each launch and copy, so that a "
                   "missing wait between streams shows as a wrong result"},

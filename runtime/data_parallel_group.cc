@@ -26,10 +26,9 @@ namespace {
 
 // Which collectives are placed on a GPU (place(device=cuda, comm=device)):
 // the GPU, and the groups ("" for the world) whose collectives run through
-// NCCL there. A group's collectives run on one communicator, so they are all
-// on that GPU or all on the host: a group with one left on the host (no GPU
-// kernel, fallback=host) and another on the GPU is refused, as is a
-// collective on a second GPU.
+// NCCL there. A group with some collectives left on the host (no GPU kernel,
+// fallback=host) is split (SplitAcrossSides): the host's communicator runs
+// that share. Collectives on a second GPU are refused.
 struct CollectivesOnGpu {
   int gpu = -1;
   absl::flat_hash_set<std::string> groups;
@@ -37,33 +36,18 @@ struct CollectivesOnGpu {
 
 absl::StatusOr<CollectivesOnGpu> PlacedCollectives(const Graph& graph) {
   CollectivesOnGpu placed;
-  absl::flat_hash_map<std::string, const Node*> on_host, on_gpu;  // by group: one of each, for messages
   for (const Node* n : graph.nodes()) {
     const bool transfer = IsDeviceTransfer(*n);
     if (!transfer && !IsCollective(*n)) continue;
-    const std::string group = transfer ? std::string(kTransferGroup) : CollectiveGroup(*n);
     const std::string& device = n->def().device();
-    if (!absl::StartsWith(device, "cuda:")) {
-      on_host.emplace(group, n);
-      continue;
-    }
+    if (!absl::StartsWith(device, "cuda:")) continue;
     int ordinal = -1;
     if (!absl::SimpleAtoi(device.substr(5), &ordinal) || (placed.gpu >= 0 && ordinal != placed.gpu)) {
       return absl::InvalidArgumentError(absl::StrCat("'", n->name(), "' is placed on '", device,
                                                      "', another collective on cuda:", placed.gpu));
     }
     placed.gpu = ordinal;
-    on_gpu.emplace(group, n);
-    placed.groups.insert(group);
-  }
-  for (const auto& [group, gpu_node] : on_gpu) {
-    auto host = on_host.find(group);
-    if (host == on_host.end()) continue;
-    return absl::UnimplementedError(absl::StrCat(
-        "'", host->second->name(), "' (", host->second->op(), ") stays on the host while '", gpu_node->name(),
-        "' is on cuda: ", group.empty() ? "the world's" : absl::StrCat("group '", group, "''s"),
-        " collectives run on one communicator (NCCL on the GPU); give the op a GPU kernel or plan with "
-        "place(device=cuda) to keep every collective on the host"));
+    placed.groups.insert(transfer ? std::string(kTransferGroup) : CollectiveGroup(*n));
   }
   return placed;
 }
@@ -72,8 +56,11 @@ absl::StatusOr<CollectivesOnGpu> PlacedCollectives(const Graph& graph) {
 
 absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const Graph& graph,
                                                                            const GroupOptions& options) {
-  // Collectives per step and per evaluation batch, by group ("": the world).
+  // Collectives per step and per evaluation batch, by group ("": the world),
+  // and by share where a group is split across a GPU and the host.
   absl::flat_hash_map<std::string, CollectiveCounts> counts = CollectivesByGroup(graph);
+  const SplitGroups split = SplitAcrossSides(graph);
+  for (const auto& [share, c] : split.counts) counts[share] = c;
   std::unique_ptr<DataParallelGroup> group(new DataParallelGroup());
   group->timeout_ = options.timeout;
   CommunicatorSpec spec;
@@ -117,11 +104,29 @@ absl::StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::Join(const
   // The plan's process groups, in declaration order on every rank.
   ASSIGN_OR_RETURN(std::vector<GroupDecl> declared, DeclaredGroups(graph));
   std::vector<std::pair<GroupMembership, CollectiveCounts>> joining;
+  auto join = [&](GroupMembership m) {
+    if (split.groups.contains(m.name)) {  // the host's share: a group of its own
+      GroupMembership host = m;
+      host.name = HostShare(m.name);
+      host.instance = HostShare(m.instance);
+      joining.emplace_back(host, counts[host.name]);
+    }
+    const CollectiveCounts c = counts[m.name];
+    joining.emplace_back(std::move(m), c);
+  };
   for (const GroupDecl& decl : declared) {
     absl::StatusOr<GroupMembership> membership = MembershipOf(decl, options.rank, options.world);
     if (absl::IsNotFound(membership.status())) continue;  // a role this rank does not play
     ASSIGN_OR_RETURN(GroupMembership m, std::move(membership));
-    joining.emplace_back(std::move(m), counts[decl.name]);
+    join(std::move(m));
+  }
+  if (split.groups.contains("")) {  // the world's host share
+    GroupMembership m;
+    m.name = m.instance = HostShare("");
+    m.members.resize(options.world);
+    std::iota(m.members.begin(), m.members.end(), 0);
+    m.group_rank = options.rank;
+    joining.emplace_back(std::move(m), counts[HostShare("")]);
   }
   // Transfers placed on a device: a world-sized group of their own (NCCL on
   // cuda), issued in the rank's order of device transfers
@@ -155,6 +160,22 @@ DataParallelGroup::~DataParallelGroup() {
   groups_.clear();
   point_to_point_.reset();
   engine_.reset();
+}
+
+absl::Duration DataParallelGroup::world_busy_time() const {
+  absl::Duration total = engine_->busy_time();
+  for (const ProcessGroup& g : groups_) {
+    if (g.name == HostShare("")) total += g.steps->busy_time();
+  }
+  return total;
+}
+
+absl::Duration DataParallelGroup::world_codec_time() const {
+  absl::Duration total = engine_->codec_time();
+  for (const ProcessGroup& g : groups_) {
+    if (g.name == HostShare("")) total += g.steps->codec_time();
+  }
+  return total;
 }
 
 TrafficCounters DataParallelGroup::traffic() const {

@@ -68,6 +68,11 @@ class DataParallelGroup {
   int rank() const { return communicator_->rank(); }
   int world() const { return communicator_->world(); }
   CollectiveEngine* engine() { return engine_.get(); }
+  // The time the world's collectives spent, and the part of it codecs spent
+  // encoding and decoding: the world engine's, and its host share's where
+  // the world is split across a device and the host.
+  absl::Duration world_busy_time() const;
+  absl::Duration world_codec_time() const;
   Communicator& communicator() { return *communicator_; }
   // Bytes this rank moved on the world communicator and every group's.
   TrafficCounters traffic() const;

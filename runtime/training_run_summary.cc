@@ -84,8 +84,8 @@ absl::StatusOr<TrainResult> TrainingRun::Summarize() {
   if (group_ != nullptr) {
     std::vector<double> sums = {static_cast<double>(traffic_in_steps_.bytes_sent),
                                 static_cast<double>(traffic_in_steps_.bytes_received),
-                                absl::ToDoubleSeconds(group_->engine()->busy_time()),
-                                absl::ToDoubleSeconds(group_->engine()->codec_time())};
+                                absl::ToDoubleSeconds(group_->world_busy_time()),
+                                absl::ToDoubleSeconds(group_->world_codec_time())};
     RETURN_IF_ERROR(group_->SumAcrossRanks(sums));
     if (result_.steps > 0) {
       const double per_step = 1.0 / options_.workers / result_.steps;

@@ -234,6 +234,14 @@ absl::StatusOr<Tensor> Executor::InitialValue(const Node& parameter, const Tenso
   return SliceAlongAxis(*full, axis, rank->second, count);
 }
 
+void Executor::IssueAtFixedPlaces(const Node& n, CollectiveQueue* step, CollectiveQueue* eval, TransferBucket place) {
+  fixed_queues_.push_back(std::make_unique<FixedBucketQueue>(step, place.step, n.name()));
+  step_queue_[n.id()] = fixed_queues_.back().get();
+  if (eval == nullptr) return;
+  fixed_queues_.push_back(std::make_unique<FixedBucketQueue>(eval, place.evaluation, n.name()));
+  eval_queue_[n.id()] = fixed_queues_.back().get();
+}
+
 absl::Status Executor::Init() {
   int max_id = 0;
   for (Node* n : graph_->nodes()) max_id = std::max(max_id, n->id() + 1);
@@ -263,6 +271,7 @@ absl::Status Executor::Init() {
   // the host's). place names every op without one when it plans; a plan
   // made by a binary with more GPU kernels fails here, naming the node.
   const bool gpu_kernels = streams_ != nullptr && streams_->kernel_style() == KernelStyle::kEnqueued;
+  const SplitGroups split = SplitAcrossSides(*graph_);
   for (Node* n : graph_->nodes()) {
     nodes_[n->id()] = n;
     const bool gpu = gpu_kernels && LaunchesOnDevice(*n) && n->op() != "CopyToDevice";
@@ -298,11 +307,23 @@ absl::Status Executor::Init() {
                                       "transfers placed on devices");
       }
       if (!transfer_buckets_.has_value()) transfer_buckets_ = DeviceTransferBuckets(*graph_, rank->second);
-      const TransferBucket bucket = transfer_buckets_->of_node.at(n->id());
-      transfer_queues_.push_back(std::make_unique<TransferQueue>(step->second, bucket.step, n->name()));
-      step_queue_[n->id()] = transfer_queues_.back().get();
-      transfer_queues_.push_back(std::make_unique<TransferQueue>(eval->second, bucket.evaluation, n->name()));
-      eval_queue_[n->id()] = transfer_queues_.back().get();
+      IssueAtFixedPlaces(*n, step->second, eval->second, transfer_buckets_->of_node.at(n->id()));
+    } else if (IsCollective(*n) && split.groups.contains(CollectiveGroup(*n)) && options_.collectives != nullptr) {
+      // Its share's engines: the group's own for the device's share (the
+      // world's is the worker's engine; NCCL's on cuda), the host's for the
+      // rest.
+      const std::string share = OnDevice(*n) ? CollectiveGroup(*n) : HostShare(CollectiveGroup(*n));
+      auto step = options_.group_collectives.find(share);
+      auto eval = options_.group_eval_collectives.find(share);
+      CollectiveQueue* step_engine = share.empty() ? options_.collectives
+                                     : step == options_.group_collectives.end() ? nullptr
+                                                                                : step->second;
+      if (step_engine == nullptr) {
+        return NodeError(*graph_, *n, absl::StrCat("its group is split across a device and the host, but this run has "
+                                                   "no engine for the share '", share, "'"));
+      }
+      IssueAtFixedPlaces(*n, step_engine, eval == options_.group_eval_collectives.end() ? nullptr : eval->second,
+                         split.of_node.at(n->id()));
     } else if (IsCollective(*n)) {
       const std::string group = CollectiveGroup(*n);
       if (group.empty()) {

@@ -55,7 +55,7 @@
 #include "schedulers/device_streams.h"
 #include "schedulers/progress_tracker.h"
 #include "schedulers/stream_issued_queue.h"
-#include "schedulers/transfer_queue.h"
+#include "schedulers/fixed_bucket_queue.h"
 
 namespace nereid {
 
@@ -250,10 +250,14 @@ class Executor {
   // by id: the collective queue a node's kernel gets in training and in
   // evaluation (null: none).
   std::vector<CollectiveQueue*> step_queue_, eval_queue_;
-  // The transfers placed on a device: their places in the rank's order,
-  // and each one's queues (transfer_queue.h).
+  // The transfers placed on a device: their places in the rank's order;
+  // and the queues of the nodes issued at a place of their own (the
+  // transfers, the collectives of groups split across a GPU and the host).
   std::optional<TransferBuckets> transfer_buckets_;
-  std::vector<std::unique_ptr<TransferQueue>> transfer_queues_;
+  std::vector<std::unique_ptr<FixedBucketQueue>> fixed_queues_;
+  // Gives node n queues issuing it into `step` and `eval` (null: none in
+  // evaluation) at `place`.
+  void IssueAtFixedPlaces(const Node& n, CollectiveQueue* step, CollectiveQueue* eval, TransferBucket place);
   std::unique_ptr<ProgressTracker> tracker_;
 
   struct ShapeCache {

@@ -8,7 +8,8 @@
 # server's chunks) run on the sim's streams too, the transfers issued in the
 # rank's order of device transfers, as NCCL needs them. The sim runs
 # the CPU's kernels on its own memory, so any difference is a scheduling bug
-# (a missing wait, a block reused early).
+# (a missing wait, a block reused early). A case with `place_also` adds those
+# options to the comm=device placement.
 set -uo pipefail
 nereid="$1"
 source tests/cli/expect.sh || exit 1  # the test runs in the workspace root
@@ -35,7 +36,7 @@ check() {  # name, passes, args...
   host=$(run "$tmp/$name.host.json" "$@" --passes "$passes")
   sim=$(run "$tmp/$name.sim.json" "$@" --passes "$passes,place(device=sim,streams=3,sim_delay_us=100,sim_seed=${#name})")
   comm=$(run "$tmp/$name.comm.json" "$@" \
-    --passes "$passes,place(device=sim,streams=3,sim_delay_us=100,sim_seed=${#name},comm=device)")
+    --passes "$passes,place(device=sim,streams=3,sim_delay_us=100,sim_seed=${#name},comm=device${place_also:-})")
   if [[ "$host" == FAILED* ]]; then
     fail "$name on the host: $host"
     return
@@ -51,6 +52,11 @@ logreg=models/logreg_fashion.pbtxt
 check data_parallel "autodiff,sgd(lr=0.05,momentum=0.9)" $mlp --workers 2
 check pipe_sgd "autodiff,pipeline(width=2),sgd(lr=0.05)" $mlp --workers 2
 check qsgd "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp --workers 2
+# The compressed bucket kept on the host beside the dense one on the sim's
+# stream: the world's collectives split in two shares, each issued by engines
+# of its own (as a codec without GPU kernels runs on cuda).
+place_also=",host_ops=CompressedAllReduce" check qsgd_split "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp \
+  --workers 2
 check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --workers 2
 check sgp "autodiff,sgd(lr=0.05,momentum=0.9),gossip" $mlp --workers 3
 check sgp_bf16 "autodiff,sgd(lr=0.05,momentum=0.9),gossip,compress(method=bf16)" $mlp --workers 3

@@ -268,11 +268,20 @@ TEST(GpuKernelCoverage, TheBucketedCodecsHaveGpuKernelsWithCommDevice) {
       {"qsgd", "CompressedAllReduce x1 (the qsgd codec with these options has no GPU kernels"},
   };
   for (const auto& [codec, why] : refused) {
-    auto graph = testing::PlanModel(
-        "lenet_fashion",
-        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device)"),
-        2);
+    const std::string passes =
+        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device");
+    auto graph = testing::PlanModel("lenet_fashion", passes + ")", 2);
     EXPECT_TRUE(absl::StrContains(graph.status().message(), why)) << graph.status();
+    // With fallback=host the codec stays on the host and the world's
+    // collectives run split: the dense bucket through NCCL, the compressed
+    // one through the host's communicator.
+    auto split = testing::PlanModel("lenet_fashion", passes + ",fallback=host)", 2);
+    ASSERT_TRUE(split.ok()) << split.status();
+    for (const Node* n : (*split)->nodes()) {
+      if (!IsCollective(*n)) continue;
+      EXPECT_EQ(OnDevice(*n), n->op() == "AllReduce") << n->name();
+    }
+    EXPECT_EQ(SplitAcrossSides(**split).groups, (absl::flat_hash_set<std::string>{""})) << codec;
   }
 }
 

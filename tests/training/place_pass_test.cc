@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ops/collective_schedule.h"
 #include "ops/kernel.h"
 #include "ops/model_loader.h"
 #include "passes/pass_manager.h"
@@ -265,6 +266,8 @@ TEST(PlacePassTest, RefusesWhatItCannotDo) {
               HasSubstr("place: unknown device 'tpu'; the devices are sim, cuda and cpu"));
   EXPECT_THAT(PlanError("autodiff,sgd(lr=0.1),place(device=sim,fallback=later)"),
               HasSubstr("fallback=later is not a fallback; use error or host"));
+  EXPECT_THAT(PlanError("autodiff,sgd(lr=0.1),place(device=sim,host_ops=MatMul+Matmul)"),
+              HasSubstr("place: host_ops names 'Matmul', which is not an op"));
   // Before the optimizer, named by the pipeline's order or, without one, by the graph.
   EXPECT_THAT(PlanError("autodiff,place(device=sim),sgd(lr=0.1)"),
               HasSubstr("place must come after sgd in the pass list (place needs optimizer"));
@@ -274,6 +277,47 @@ TEST(PlacePassTest, RefusesWhatItCannotDo) {
               HasSubstr("place must be the last pass in the pass list (data_parallel follows it)"));
   EXPECT_THAT(PlanError("autodiff,sgd(lr=0.1),place(device=sim),place(device=sim)"),
               HasSubstr("place must be the last pass in the pass list (place follows it)"));
+}
+
+// host_ops keeps ops on the host; with comm=device a collective kept so
+// splits its group (the world here) into a device share and a host share,
+// each numbered again in the group's order (ops/collective_schedule.h).
+TEST(PlacePassTest, HostOpsStayOnTheHostAndSplitTheirGroup) {
+  auto graph = testing::PlanModel(
+      "lenet_fashion",
+      "autodiff,data_parallel(bucket_kb=16),compress(method=qsgd),sgd(lr=0.1),"
+      "place(device=sim,comm=device,host_ops=CompressedAllReduce+Flatten)",
+      2);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  std::vector<const Node*> device_buckets, host_buckets;
+  for (const Node* n : (*graph)->nodes()) {
+    if (n->op() == "Flatten") {
+      EXPECT_TRUE(OnHost(*n)) << n->name();
+    }
+    if (!IsCollective(*n)) continue;
+    const bool host = n->op() == "CompressedAllReduce";
+    EXPECT_EQ(OnHost(*n), host) << n->name();
+    (host ? host_buckets : device_buckets).push_back(n);
+  }
+  ASSERT_GE(device_buckets.size(), 2u) << "bucket_kb=16 makes several dense buckets";
+  ASSERT_GE(host_buckets.size(), 2u) << "and several compressed ones";
+  const SplitGroups split = SplitAcrossSides(**graph);
+  EXPECT_EQ(split.groups, (absl::flat_hash_set<std::string>{""}));
+  EXPECT_EQ(HostShare(""), "-host");
+  EXPECT_EQ(split.counts.at("").per_step, static_cast<int>(device_buckets.size()));
+  EXPECT_EQ(split.counts.at("-host").per_step, static_cast<int>(host_buckets.size()));
+  // Each share's places are 0..n-1 in bucket order.
+  for (const auto* share : {&device_buckets, &host_buckets}) {
+    std::map<int64_t, int> places;  // bucket -> place
+    for (const Node* n : *share) places[NodeAttrInt(*n, "bucket", -1)] = split.of_node.at(n->id()).step;
+    int expected = 0;
+    for (const auto& [bucket, place] : places) EXPECT_EQ(place, expected++) << "bucket " << bucket;
+  }
+  // Without host_ops nothing is split.
+  auto whole = testing::PlanModel(
+      "lenet_fashion", "autodiff,data_parallel,compress(method=qsgd),sgd(lr=0.1),place(device=sim,comm=device)", 2);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(SplitAcrossSides(**whole).groups.empty());
 }
 
 TEST(PlacePassTest, APlacedGraphIsNotPlacedAgain) {
