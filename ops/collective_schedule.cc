@@ -303,7 +303,8 @@ absl::flat_hash_map<std::string, CollectiveCounts> CollectivesByGroup(const Grap
   return counts;
 }
 
-std::string HostShare(const std::string& group) { return absl::StrCat("-host", group.empty() ? "" : "/", group); }
+// Group names take letters, digits, '_', '.' and '-' (the rendezvous keys).
+std::string HostShare(const std::string& group) { return absl::StrCat("-host", group.empty() ? "" : "-", group); }
 
 bool OnDevice(const Node& node) {
   const std::string& device = node.def().device();

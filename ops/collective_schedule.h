@@ -97,8 +97,8 @@ absl::flat_hash_map<std::string, CollectiveCounts> CollectivesByGroup(const Grap
 // split runs where no GPU is. Each share is issued by engines of its own in
 // the group's order: a share's collectives are numbered again, by `bucket`,
 // and by `eval_bucket` for those evaluation runs. The host's share of group
-// g runs as a group of its own named HostShare(g), a name no declared group
-// can take.
+// g runs as a group of its own named HostShare(g) ("-host" for the world,
+// "-host-g" for g), a name no declared group can take.
 std::string HostShare(const std::string& group);
 // Whether the node is placed on a device (not the host).
 bool OnDevice(const Node& node);

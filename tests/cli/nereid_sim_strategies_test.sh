@@ -58,6 +58,10 @@ check qsgd "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp --workers 2
 place_also=",host_ops=CompressedAllReduce" check qsgd_split "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp \
   --workers 2
 check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --workers 2
+# A declared group split: its reduce-scatters on the host, its all-gathers
+# (evaluated too) on the sim.
+place_also=",host_ops=GroupReduceScatter" check hybrid_split "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" \
+  $mlp --workers 2
 check sgp "autodiff,sgd(lr=0.05,momentum=0.9),gossip" $mlp --workers 3
 check sgp_bf16 "autodiff,sgd(lr=0.05,momentum=0.9),gossip,compress(method=bf16)" $mlp --workers 3
 check parameter_server "autodiff,sgd(lr=0.05),parameter_server(servers=1)" $logreg --workers 2 --servers 1
