@@ -38,7 +38,10 @@ struct QsgdBuckets {
     if (norm > 0) {
       const float r = MinOf(fabsf(v) * to_levels, static_cast<float>(levels()));
       const float floor = floorf(r);
-      level = static_cast<uint32_t>(floor) + (draw() < r - floor ? 1 : 0);
+      // A NaN r (an infinite value: inf * 0) is level 0, not a cast's
+      // undefined value (the draw is still taken, as the count says).
+      level = r != r ? 0u : static_cast<uint32_t>(floor);
+      level += draw() < r - floor ? 1 : 0;
       if (level > static_cast<uint32_t>(levels())) level = levels();
     }
     return level | (SignBit(v) ? sign() : 0u);

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compress/codec.h"
+#include "compress/topk_select.h"
 
 namespace nereid {
 namespace {
@@ -62,26 +63,14 @@ class TopKCodec : public GatherCodec {
   void Encode(const CodecStep&, int, absl::Span<const float> g, std::vector<absl::Span<float>> state,
               absl::Span<float> code) override {
     absl::Span<float> v = state.back();
-    if (momentum_ > 0) {
-      absl::Span<float> u = state[0];
-      for (int64_t i = 0; i < elements_; ++i) {
-        u[i] = momentum_ * u[i] + g[i];
-        v[i] += u[i];
-      }
-    } else {
-      for (int64_t i = 0; i < elements_; ++i) v[i] += g[i];
+    float* u = momentum_ > 0 ? state[0].data() : nullptr;
+    for (int64_t i = 0; i < elements_; ++i) {
+      codes::TopKAccumulate(momentum_, g[i], u == nullptr ? nullptr : u + i, &v[i]);
     }
 
-    // A total order, so the selection is the same on every run: larger |v|
-    // first, ties to the lower index; NaN counts as largest so it is sent
-    // (and shows in the average) instead of staying in the residual.
-    auto magnitude = [&](uint32_t i) {
-      return std::isnan(v[i]) ? std::numeric_limits<float>::infinity() : std::fabs(v[i]);
-    };
-    auto before = [&](uint32_t a, uint32_t b) {
-      const float ma = magnitude(a), mb = magnitude(b);
-      return ma > mb || (ma == mb && a < b);
-    };
+    // A total order (codes::TopKKey), so the selection is the same on every
+    // run and on the GPU.
+    auto before = [&](uint32_t a, uint32_t b) { return codes::TopKKey(v[a], a) < codes::TopKKey(v[b], b); };
     std::vector<uint32_t> index(elements_);
     std::iota(index.begin(), index.end(), 0u);
     if (k_ < elements_) std::nth_element(index.begin(), index.begin() + k_, index.end(), before);

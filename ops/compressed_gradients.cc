@@ -28,6 +28,7 @@ absl::StatusOr<CompressedGradients> CompressedGradients::Make(const Node& node, 
     slot.step.layer = attrs.at("layer")->i() + g;
     slot.step.seed = attrs.at("seed")->i();
     slot.states = static_cast<int>(codec->State().size());
+    slot.elements = ElementCount(shape.dims());
     state_inputs += slot.states;
     slot.codec = std::move(codec);
     made.gradients.push_back(std::move(slot));

@@ -20,6 +20,7 @@ struct CompressedGradient {
   std::unique_ptr<GradientCodec> codec;
   CodecStep step;  // layer and seed; the step is set per run
   int states = 0;
+  int64_t elements = 0;  // the gradient's values
 };
 
 struct CompressedGradients {

@@ -149,8 +149,11 @@ absl::StatusOr<std::unique_ptr<Graph>> ProjectForRank(const Graph& graph, int ra
 namespace {
 
 // What a collective moves, to compare members: op and input shape.
+// A collective's side counts: a group split across a device and the host
+// (SplitAcrossSides) must split alike on every member.
 std::string CollectiveSignature(const Node& n) {
-  return absl::StrCat(n.op(), " of ", n.num_inputs() > 0 ? n.input_edge(0)->src->outputs()[0].shape.ToString() : "");
+  return absl::StrCat(n.op(), " of ", n.num_inputs() > 0 ? n.input_edge(0)->src->outputs()[0].shape.ToString() : "",
+                      OnDevice(n) ? " on the device" : "");
 }
 
 // The ranks agree on the plan's records, loss and logits, and on its world.

@@ -322,8 +322,11 @@ absl::Status Executor::Init() {
         return NodeError(*graph_, *n, absl::StrCat("its group is split across a device and the host, but this run has "
                                                    "no engine for the share '", share, "'"));
       }
-      IssueAtFixedPlaces(*n, step_engine, eval == options_.group_eval_collectives.end() ? nullptr : eval->second,
-                         split.of_node.at(n->id()));
+      // The world's collectives do not run in evaluation (as unsplit).
+      CollectiveQueue* eval_engine = CollectiveGroup(*n).empty() || eval == options_.group_eval_collectives.end()
+                                         ? nullptr
+                                         : eval->second;
+      IssueAtFixedPlaces(*n, step_engine, eval_engine, split.of_node.at(n->id()));
     } else if (IsCollective(*n)) {
       const std::string group = CollectiveGroup(*n);
       if (group.empty()) {

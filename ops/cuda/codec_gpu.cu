@@ -6,11 +6,14 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
 #include "compress/onebit_buckets.h"
 #include "compress/qsgd_buckets.h"
 #include "compress/terngrad_buckets.h"
+#include "compress/topk_select.h"
 
 namespace nereid::cuda::codecs {
 namespace {
@@ -73,9 +76,11 @@ size_t ScratchBytes(const codes::BucketLayout& layout) {
 template <typename C>
 int EncodeWith(const codes::BucketLayout& layout, const float* g, float* residual, uint64_t seed, void* scratch,
                size_t scratch_bytes, float* code, cudaStream_t stream) {
+  (void)cudaGetLastError();  // an earlier call's error is not this launch's (CUB peeks at it)
   const C coder{layout};
   const int64_t buckets = layout.Buckets();
   if (buckets == 0) return cudaSuccess;
+  if (buckets > INT_MAX) return cudaErrorInvalidValue;  // CUB's item count
   uint64_t* draws = nullptr;
   uint64_t* first = nullptr;
   if (kDraws<C>) {
@@ -97,6 +102,7 @@ int EncodeWith(const codes::BucketLayout& layout, const float* g, float* residua
 template <typename C>
 int DecodeAverageWith(const codes::BucketLayout& layout, const float* codes, int64_t stride, int world,
                       float* average, cudaStream_t stream) {
+  (void)cudaGetLastError();
   if (layout.elements == 0) return cudaSuccess;
   const float inv = 1.0f / static_cast<float>(world);
   DecodeAverageValues<<<Blocks(layout.elements), kThreads, 0, stream>>>(C{layout}, codes, stride, world, inv, average);
@@ -117,7 +123,98 @@ auto WithCoder(Coder coder, Fn fn) {
   return fn(codes::QsgdBuckets{});
 }
 
+__global__ void TopKAccumulateKeys(int64_t n, float momentum, const float* g, float* u, float* v, uint64_t* keys) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  codes::TopKAccumulate(momentum, g[i], u == nullptr ? nullptr : u + i, v + i);
+  keys[i] = codes::TopKKey(v[i], static_cast<uint32_t>(i));
+}
+
+__global__ void TopKIndices(int64_t k, const uint64_t* keys, uint32_t* index) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j < k) index[j] = static_cast<uint32_t>(keys[j]);  // the low 32 bits
+}
+
+__global__ void TopKWrite(int64_t k, const uint32_t* index, float* u, float* v, float* code) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= k) return;
+  const uint32_t i = index[j];
+  code[2 * j] = codes::BitsFloat(i);  // bits, not a number: never summed
+  code[2 * j + 1] = v[i];
+  v[i] = 0.0f;
+  if (u != nullptr) u[i] = 0.0f;
+}
+
+// One rank's pairs: its indices are distinct, so no two threads add to one value.
+__global__ void TopKScatterAdd(int64_t n, int64_t k, const float* code, float* out) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= k) return;
+  const uint32_t i = codes::FloatBits(code[2 * j]);
+  if (i < n) out[i] += code[2 * j + 1];  // a corrupt index must not write out of bounds
+}
+
+__global__ void ScaleValues(int64_t n, float scale, float* x) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] *= scale;
+}
+
+// Scratch: the keys twice, the k indices twice, then CUB's.
+struct TopKScratch {
+  size_t keys, indices, sort;
+  static TopKScratch Of(int64_t n, int64_t k) {
+    TopKScratch s{2 * sizeof(uint64_t) * static_cast<size_t>(n), 2 * sizeof(uint32_t) * static_cast<size_t>(k), 0};
+    size_t by_key = 0, by_index = 0;
+    cub::DeviceRadixSort::SortKeys(nullptr, by_key, static_cast<const uint64_t*>(nullptr),
+                                   static_cast<uint64_t*>(nullptr), static_cast<int>(n));
+    cub::DeviceRadixSort::SortKeys(nullptr, by_index, static_cast<const uint32_t*>(nullptr),
+                                   static_cast<uint32_t*>(nullptr), static_cast<int>(k));
+    s.sort = by_key > by_index ? by_key : by_index;
+    return s;
+  }
+  size_t total() const { return keys + indices + sort; }
+};
+
 }  // namespace
+
+size_t TopKScratchBytes(int64_t n, int64_t k) {
+  if (n <= 0 || n > INT_MAX || k <= 0 || k > n) return 0;
+  return TopKScratch::Of(n, k).total();
+}
+
+int TopKEncode(int64_t n, int64_t k, float momentum, const float* g, float* u, float* v, void* scratch,
+               size_t scratch_bytes, float* code, void* stream) {
+  (void)cudaGetLastError();
+  if (n <= 0 || n > INT_MAX || k <= 0 || k > n) return cudaErrorInvalidValue;
+  const TopKScratch layout = TopKScratch::Of(n, k);
+  if (scratch_bytes < layout.total()) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  uint64_t* keys = static_cast<uint64_t*>(scratch);
+  uint64_t* sorted = keys + n;
+  uint32_t* index = reinterpret_cast<uint32_t*>(static_cast<char*>(scratch) + layout.keys);
+  uint32_t* ordered = index + k;
+  void* temp = static_cast<char*>(scratch) + layout.keys + layout.indices;
+  TopKAccumulateKeys<<<Blocks(n), kThreads, 0, s>>>(n, momentum, g, u, v, keys);
+  size_t bytes = layout.sort;
+  cudaError_t e = cub::DeviceRadixSort::SortKeys(temp, bytes, keys, sorted, static_cast<int>(n), 0, 64, s);
+  if (e != cudaSuccess) return e;
+  TopKIndices<<<Blocks(k), kThreads, 0, s>>>(k, sorted, index);
+  bytes = layout.sort;
+  e = cub::DeviceRadixSort::SortKeys(temp, bytes, index, ordered, static_cast<int>(k), 0, 32, s);
+  if (e != cudaSuccess) return e;
+  TopKWrite<<<Blocks(k), kThreads, 0, s>>>(k, ordered, u, v, code);
+  return cudaGetLastError();
+}
+
+int TopKDecodeAverage(int64_t n, int64_t k, const float* codes, int64_t stride, int world, float* average,
+                      void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaMemsetAsync(average, 0, static_cast<size_t>(n) * sizeof(float), s);
+  if (e != cudaSuccess) return e;
+  for (int r = 0; r < world; ++r) TopKScatterAdd<<<Blocks(k), kThreads, 0, s>>>(n, k, codes + r * stride, average);
+  ScaleValues<<<Blocks(n), kThreads, 0, s>>>(n, 1.0f / static_cast<float>(world), average);
+  return cudaGetLastError();
+}
 
 size_t EncodeScratchBytes(Coder coder, const codes::BucketLayout& layout) {
   return WithCoder(coder, [&](auto c) { return ScratchBytes<decltype(c)>(layout); });

@@ -1,10 +1,10 @@
 #ifndef NEREID_OPS_CUDA_CODEC_GPU_H_
 #define NEREID_OPS_CUDA_CODEC_GPU_H_
 
-// The GPU kernels of the bucketed gather codes (compress/bucket_codes.h):
-// TernGrad, 1-bit SGD and QSGD's fixed coding, through the same per-bucket
-// functions as the host codecs, so they write the same bits and the same
-// averages. Plain C++ at this boundary, as gpu_math.h: each launcher
+// The GPU kernels of the gather codecs: the bucketed codes
+// (compress/bucket_codes.h: TernGrad, 1-bit SGD and QSGD's fixed coding)
+// and top-k, through the same functions as the host codecs, so they write
+// the same bits and the same averages. Plain C++ at this boundary, as gpu_math.h: each launcher
 // enqueues on `stream` (a cudaStream_t) and returns a cudaError_t as an int.
 //
 // Encode: one thread per bucket computes its head and counts its draws; a
@@ -33,6 +33,19 @@ int Encode(Coder coder, const codes::BucketLayout& layout, const float* g, float
 // world), rank r's code at codes + r * stride.
 int DecodeAverage(Coder coder, const codes::BucketLayout& layout, const float* codes, int64_t stride, int world,
                   float* average, void* stream);
+
+// Top-k with DGC's momentum correction (compress/topk_codec.cc) over n
+// values, k sent: v (and u, null without momentum) accumulate g, the k
+// values first in codes::TopKKey's order are written as (index, value) pairs
+// in index order, and zeroed in v and u. A radix sort (CUB) of the keys
+// selects them.
+size_t TopKScratchBytes(int64_t n, int64_t k);
+int TopKEncode(int64_t n, int64_t k, float momentum, const float* g, float* u, float* v, void* scratch,
+               size_t scratch_bytes, float* code, void* stream);
+// average <- (decode(rank 0's pairs) + ... ) * (1 / world): each rank's
+// pairs added in rank order, as the host does.
+int TopKDecodeAverage(int64_t n, int64_t k, const float* codes, int64_t stride, int world, float* average,
+                      void* stream);
 
 }  // namespace nereid::cuda::codecs
 

@@ -1,15 +1,16 @@
 // CompressedAllReduce on the GPU (place(device=cuda, comm=device)) for the
-// bucketed gather codecs: TernGrad, 1-bit SGD and QSGD's fixed coding
-// (ops/cuda/codec_gpu.h). When the worker's collective queue issues the
+// gather codecs with GPU kernels: TernGrad, 1-bit SGD, QSGD's fixed coding
+// and top-k (ops/cuda/gpu_codecs.h). When the worker's collective queue issues the
 // node, in its (step, bucket) turn as on the host, each gradient is encoded
 // into one fused device buffer on the node's stream (the world's
 // communication stream), NCCL all-gathers the buffers, and each gradient's
 // average is decoded from every rank's code, in rank order: the same bits
 // as the CPU kernel's AverageFused. No host thread waits for the data.
 //
-// The other codecs (top-k, QSGD's Elias coding, PowerSGD, GradiVeQ) have no
-// GPU kernels: `place` names them (KernelCovers), and keeps them on the
-// host with fallback=host.
+// The other codecs (QSGD's Elias coding, PowerSGD, GradiVeQ) have no GPU
+// kernels: `place` names them (KernelCovers), and keeps them on the host
+// with fallback=host, where the world's collectives then run split
+// (ops/collective_schedule.h: SplitAcrossSides).
 
 #include <map>
 #include <memory>
@@ -21,39 +22,17 @@
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "ops/compressed_gradients.h"
-#include "ops/cuda/codec_gpu.h"
+#include "ops/cuda/gpu_codecs.h"
 #include "ops/cuda/gpu_launch.h"
 
 namespace nereid {
 namespace {
 
-using cuda::codecs::Coder;
-
-const std::map<std::string, Coder>& GpuCoders() {
-  static const auto* coders =
-      new std::map<std::string, Coder>{{"onebit", Coder::kOneBit}, {"qsgd", Coder::kQsgd}, {"terngrad", Coder::kTernGrad}};
-  return *coders;
-}
-
-// The coder and layout of a gradient's codec, or why it has no GPU kernels.
-absl::StatusOr<std::pair<Coder, codes::BucketLayout>> GpuCoderOf(const std::string& method,
-                                                                 const GradientCodec& codec) {
-  auto coder = GpuCoders().find(method);
-  const std::optional<codes::BucketLayout> layout = codec.bucket_layout();
-  if (coder == GpuCoders().end() || !layout.has_value()) {
-    std::vector<std::string> names;
-    for (const auto& [name, c] : GpuCoders()) names.push_back(name);
-    return absl::UnimplementedError(absl::StrCat(
-        "the ", method, " codec", coder == GpuCoders().end() ? "" : " with these options",
-        " has no GPU kernels; the GPU runs the bucketed codes of ", absl::StrJoin(names, ", "),
-        " (qsgd with coding=fixed)"));
-  }
-  return std::make_pair(coder->second, *layout);
-}
-
 absl::Status CoversCodecs(const Node& node, const AttrMap& attrs) {
   ASSIGN_OR_RETURN(CompressedGradients codecs, CompressedGradients::Make(node, attrs));
-  for (const CompressedGradient& g : codecs.gradients) RETURN_IF_ERROR(GpuCoderOf(codecs.method, *g.codec).status());
+  for (const CompressedGradient& g : codecs.gradients) {
+    RETURN_IF_ERROR(cuda::MakeGpuCodec(codecs.method, *g.codec, g.elements).status());
+  }
   return absl::OkStatus();
 }
 
@@ -63,21 +42,18 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     ASSIGN_OR_RETURN(node_, CompressedGradients::Make(node, attrs));
     name_ = cuda::Prefix(node);
     for (const CompressedGradient& g : node_.gradients) {
-      ASSIGN_OR_RETURN(auto coder, GpuCoderOf(node_.method, *g.codec));
-      Slot slot{coder.first, coder.second, offset_, g.states > 0};
-      offset_ += coder.second.Floats();
-      encode_scratch_ = std::max(encode_scratch_, cuda::codecs::EncodeScratchBytes(slot.coder, slot.layout));
-      slots_.push_back(slot);
+      ASSIGN_OR_RETURN(std::unique_ptr<cuda::GpuCodec> codec, cuda::MakeGpuCodec(node_.method, *g.codec, g.elements));
+      encode_scratch_ = std::max(encode_scratch_, codec->scratch_bytes());
+      slots_.push_back(Slot{std::move(codec), offset_});
+      offset_ += slots_.back().codec->floats();
     }
     return absl::OkStatus();
   }
 
  private:
   struct Slot {
-    Coder coder;
-    codes::BucketLayout layout;
-    int64_t offset;     // of its code in the fused buffer
-    bool has_residual;  // 1-bit SGD's state
+    std::unique_ptr<cuda::GpuCodec> codec;
+    int64_t offset;  // of its code in the fused buffer
   };
 
   absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) override {
@@ -85,20 +61,23 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     // Outputs: the averages, then each gradient's next state (a copy of its
     // input, updated in place by the encode).
     const int gradients = static_cast<int>(slots_.size());
-    auto work = std::make_shared<std::vector<std::pair<const float*, float*>>>();  // (gradient, average)
-    auto residuals = std::make_shared<std::vector<float*>>();
+    struct Gradient {
+      const float* g;
+      float* average;
+      std::vector<float*> state;
+    };
+    auto work = std::make_shared<std::vector<Gradient>>();
     int next_state = gradients;
     for (int g = 0; g < gradients; ++g) {
       ASSIGN_OR_RETURN(Tensor * average, ctx.AllocateOutput(g));
-      work->emplace_back(ctx.input(g).data<float>(), average->data<float>());
-      float* residual = nullptr;
+      Gradient gradient{ctx.input(g).data<float>(), average->data<float>(), {}};
       for (int k = 0; k < node_.gradients[g].states; ++k, ++next_state) {
         ASSIGN_OR_RETURN(Tensor * next, ctx.AllocateOutput(next_state));
         RETURN_IF_ERROR(cuda::CopyOnStream(next->raw(), ctx.input(next_state).raw(), next->num_bytes(), stream,
                                            name_ + "copying the codec's state"));
-        if (k == 0) residual = next->data<float>();
+        gradient.state.push_back(next->data<float>());
       }
-      residuals->push_back(residual);
+      work->push_back(std::move(gradient));
     }
     CollectiveQueue* queue = ctx.collectives();
     const int world = queue == nullptr ? 1 : queue->world();
@@ -117,15 +96,18 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     }
     // Encodes this rank's codes, then (`gather`, a world of more than one)
     // all-gathers them, then decodes every gradient's average.
-    auto run = [this, work, residuals, buffer, encode, steps, stream, world](
+    auto run = [this, work, buffer, encode, steps, stream, world](
                    int rank, const std::function<absl::Status(float* mine, float* all)>& gather) -> absl::Status {
+      // The queue's thread launches here: the stream's GPU must be current.
+      int device = 0;
+      RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamGetDevice(stream, &device), name_ + "cudaStreamGetDevice"));
+      RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(device), name_ + "cudaSetDevice"));
       float* mine = buffer->data<float>();
       for (size_t g = 0; g < slots_.size(); ++g) {
         const Slot& s = slots_[g];
         RETURN_IF_ERROR(cuda::CudaStatus(
-            static_cast<cudaError_t>(cuda::codecs::Encode(s.coder, s.layout, (*work)[g].first, (*residuals)[g],
-                                                          steps[g].UniformSeed(rank), encode->raw(),
-                                                          encode->num_bytes(), mine + s.offset, stream)),
+            static_cast<cudaError_t>(s.codec->Encode((*work)[g].g, (*work)[g].state, steps[g].UniformSeed(rank),
+                                                     encode->raw(), mine + s.offset, stream)),
             name_ + "encoding"));
       }
       float* all = mine;
@@ -136,8 +118,7 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
       for (size_t g = 0; g < slots_.size(); ++g) {
         const Slot& s = slots_[g];
         RETURN_IF_ERROR(cuda::CudaStatus(
-            static_cast<cudaError_t>(cuda::codecs::DecodeAverage(s.coder, s.layout, all + s.offset, offset_, world,
-                                                                 (*work)[g].second, stream)),
+            static_cast<cudaError_t>(s.codec->DecodeAverage(all + s.offset, offset_, world, (*work)[g].average, stream)),
             name_ + "decoding"));
       }
       return absl::OkStatus();

@@ -240,12 +240,12 @@ TEST(GpuKernelCoverage, SixteenBitWiresHaveGpuKernelsWithCommDevice) {
   EXPECT_EQ(coded_ops, (std::set<std::string>{"AllReduce", "GroupAllReduce", "GroupSendRecv"}));
 }
 
-// The bucketed gather codecs on the GPU (ops/cuda/codec_gpu.h): the
+// The gather codecs on the GPU (ops/cuda/gpu_codecs.h): the
 // compressed node and the dense bucket beside it are GPU kernels, so the
 // world's collectives stay on one communicator (NCCL). A codec without GPU
 // kernels is named, with why, by `place`.
-TEST(GpuKernelCoverage, TheBucketedCodecsHaveGpuKernelsWithCommDevice) {
-  for (const std::string codec : {"terngrad", "onebit", "qsgd,coding=fixed,bits=3"}) {
+TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
+  for (const std::string codec : {"terngrad", "onebit", "qsgd,coding=fixed,bits=3", "topk,ratio=0.05"}) {
     SCOPED_TRACE(codec);
     auto graph = testing::PlanModel(
         "lenet_fashion",
@@ -263,8 +263,8 @@ TEST(GpuKernelCoverage, TheBucketedCodecsHaveGpuKernelsWithCommDevice) {
     EXPECT_EQ(ops, (std::set<std::string>{"AllReduce", "CompressedAllReduce"}));
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"topk", "CompressedAllReduce x1 (the topk codec has no GPU kernels; the GPU runs the bucketed codes of "
-               "onebit, qsgd, terngrad (qsgd with coding=fixed))"},
+      {"powersgd", "(the powersgd codec has no GPU kernels; the GPU runs onebit, qsgd, terngrad, topk (qsgd with "
+                   "coding=fixed))"},
       {"qsgd", "CompressedAllReduce x1 (the qsgd codec with these options has no GPU kernels"},
   };
   for (const auto& [codec, why] : refused) {
