@@ -29,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "compress/codec.h"
 #include "compress/orthonormalise.h"
+#include "compress/powersgd_steps.h"
 
 namespace nereid {
 namespace {
@@ -79,7 +80,8 @@ class PowerSgdCodec : public GradientCodec {
       // becomes M - average at the end of round 1.
       for (int64_t i = 0; i < n * m; ++i) mat[i] += gradient[i];
       SeedZeroColumns(step, q);
-      // P = M Q: rows of M against rows of Q, both contiguous.
+      // P = M Q: rows of M against rows of Q, both contiguous; each sum in
+      // the order of codes::PowerSgdP, which the GPU computes.
       std::vector<double> acc(r);
       for (int64_t i = 0; i < n; ++i) {
         std::fill(acc.begin(), acc.end(), 0.0);
@@ -94,7 +96,7 @@ class PowerSgdCodec : public GradientCodec {
       return;
     }
     // Q = M^T P with the averaged, orthonormal P of round 0, accumulated row
-    // by row of M.
+    // by row of M: each sum in the order of codes::PowerSgdQ.
     std::vector<double> qacc(m * r, 0.0);
     for (int64_t i = 0; i < n; ++i) {
       const float* row = &mat[i * m];
@@ -127,12 +129,8 @@ class PowerSgdCodec : public GradientCodec {
 
     // average = P Q^T; residual = M - average.
     for (int64_t i = 0; i < n; ++i) {
-      const float* pi = &p_[i * r];
       for (int64_t k = 0; k < m; ++k) {
-        const float* qk = &q[k * r];
-        double v = 0;
-        for (int64_t j = 0; j < r; ++j) v += static_cast<double>(pi[j]) * qk[j];
-        const float a = static_cast<float>(v);
+        const float a = codes::PowerSgdApproximation(p_.data(), q.data(), r, i, k);
         average[i * m + k] = a;
         mat[i * m + k] -= a;
       }

@@ -11,6 +11,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "compress/onebit_buckets.h"
+#include "compress/powersgd_steps.h"
 #include "compress/qsgd_buckets.h"
 #include "compress/terngrad_buckets.h"
 #include "compress/topk_select.h"
@@ -174,7 +175,91 @@ struct TopKScratch {
   size_t total() const { return keys + indices + sort; }
 };
 
+__global__ void PowerSgdAccumulate(int64_t count, const float* g, float* mat) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) mat[i] += g[i];
+}
+
+// zero[j]: Q's column j is all zeros (a fresh Q, or M had no part along it).
+__global__ void PowerSgdZeroColumns(int64_t m, int64_t r, const float* q, unsigned char* zero) {
+  const int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (j >= r) return;
+  bool all = true;
+  for (int64_t k = 0; k < m && all; ++k) all = q[k * r + j] == 0.0f;
+  zero[j] = all ? 1 : 0;
+}
+
+__global__ void PowerSgdSeed(int64_t m, int64_t r, const unsigned char* zero, const float* normals, float* q) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e < m * r && zero[e % r]) q[e] = normals[e];
+}
+
+__global__ void PowerSgdP(int64_t n, int64_t m, int64_t r, const float* mat, const float* q, float* p) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e < n * r) p[e] = codes::PowerSgdP(mat, q, m, r, e / r, e % r);
+}
+
+__global__ void PowerSgdQ(int64_t n, int64_t m, int64_t r, const float* mat, const float* p, float* q) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e < m * r) q[e] = codes::PowerSgdQ(mat, p, n, m, r, e / r, e % r);
+}
+
+__global__ void ScaleInto(int64_t count, const float* in, float scale, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = in[i] * scale;
+}
+
+// One thread: the host's column order and sums.
+__global__ void PowerSgdOrthonormalise(int64_t n, int64_t r, float* p, double* col, double* basis) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) codes::OrthonormaliseColumns(p, n, r, col, basis);
+}
+
+__global__ void PowerSgdApproximate(int64_t n, int64_t m, int64_t r, const float* p, const float* q, float* mat,
+                                    float* average) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= n * m) return;
+  const float a = codes::PowerSgdApproximation(p, q, r, e / m, e % m);
+  average[e] = a;
+  mat[e] -= a;
+}
+
 }  // namespace
+
+int PowerSgdContributeP(int64_t n, int64_t m, int64_t r, const float* g, float* mat, float* q, const float* normals,
+                        unsigned char* zero, float* p_out, void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  PowerSgdAccumulate<<<Blocks(n * m), kThreads, 0, s>>>(n * m, g, mat);
+  PowerSgdZeroColumns<<<Blocks(r), kThreads, 0, s>>>(m, r, q, zero);
+  PowerSgdSeed<<<Blocks(m * r), kThreads, 0, s>>>(m, r, zero, normals, q);
+  PowerSgdP<<<Blocks(n * r), kThreads, 0, s>>>(n, m, r, mat, q, p_out);
+  return cudaGetLastError();
+}
+
+int PowerSgdAbsorbP(int64_t n, int64_t r, const float* in, int world, float* p, double* col, double* basis,
+                    void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  ScaleInto<<<Blocks(n * r), kThreads, 0, s>>>(n * r, in, 1.0f / static_cast<float>(world), p);
+  PowerSgdOrthonormalise<<<1, 1, 0, s>>>(n, r, p, col, basis);
+  return cudaGetLastError();
+}
+
+int PowerSgdContributeQ(int64_t n, int64_t m, int64_t r, const float* mat, const float* p, float* q_out,
+                        void* stream) {
+  (void)cudaGetLastError();
+  PowerSgdQ<<<Blocks(m * r), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, m, r, mat, p, q_out);
+  return cudaGetLastError();
+}
+
+int PowerSgdAbsorbQ(int64_t n, int64_t m, int64_t r, const float* in, int world, const float* p, float* q, float* mat,
+                    float* average, void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  ScaleInto<<<Blocks(m * r), kThreads, 0, s>>>(m * r, in, 1.0f / static_cast<float>(world), q);
+  PowerSgdApproximate<<<Blocks(n * m), kThreads, 0, s>>>(n, m, r, p, q, mat, average);
+  return cudaGetLastError();
+}
 
 size_t TopKScratchBytes(int64_t n, int64_t k) {
   if (n <= 0 || n > INT_MAX || k <= 0 || k > n) return 0;

@@ -1,10 +1,10 @@
 #ifndef NEREID_OPS_CUDA_CODEC_GPU_H_
 #define NEREID_OPS_CUDA_CODEC_GPU_H_
 
-// The GPU kernels of the gather codecs: the bucketed codes
-// (compress/bucket_codes.h: TernGrad, 1-bit SGD and QSGD's fixed coding)
-// and top-k, through the same functions as the host codecs, so they write
-// the same bits and the same averages. Plain C++ at this boundary, as gpu_math.h: each launcher
+// The GPU kernels of the codecs: the bucketed codes (compress/bucket_codes.h:
+// TernGrad, 1-bit SGD and QSGD's fixed coding), top-k and PowerSGD,
+// through the same functions as the host codecs, so they write the same
+// bits and the same averages. Plain C++ at this boundary, as gpu_math.h: each launcher
 // enqueues on `stream` (a cudaStream_t) and returns a cudaError_t as an int.
 //
 // Encode: one thread per bucket computes its head and counts its draws; a
@@ -46,6 +46,21 @@ int TopKEncode(int64_t n, int64_t k, float momentum, const float* g, float* u, f
 // pairs added in rank order, as the host does.
 int TopKDecodeAverage(int64_t n, int64_t k, const float* codes, int64_t stride, int world, float* average,
                       void* stream);
+
+// PowerSGD (compress/powersgd_codec.cc) on a gradient M of n rows and m
+// columns at rank r, its outputs computed as compress/powersgd_steps.h's:
+// round 0, mat += g, Q's zero columns take `normals` (m x r, drawn by the
+// host as its codec draws them), p_out = M Q; round 0's absorb, p = in / world
+// orthonormalised (one thread: the host's order); round 1, q_out = M^T P;
+// round 1's absorb, q = in / world, average = P Q^T, mat -= average.
+// `zero`: r bytes of scratch; `col`, `basis`: n and n * r doubles.
+int PowerSgdContributeP(int64_t n, int64_t m, int64_t r, const float* g, float* mat, float* q, const float* normals,
+                        unsigned char* zero, float* p_out, void* stream);
+int PowerSgdAbsorbP(int64_t n, int64_t r, const float* in, int world, float* p, double* col, double* basis,
+                    void* stream);
+int PowerSgdContributeQ(int64_t n, int64_t m, int64_t r, const float* mat, const float* p, float* q_out, void* stream);
+int PowerSgdAbsorbQ(int64_t n, int64_t m, int64_t r, const float* in, int world, const float* p, float* q, float* mat,
+                    float* average, void* stream);
 
 }  // namespace nereid::cuda::codecs
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,14 +13,37 @@
 namespace nereid::cuda {
 namespace {
 
+// A gather codec: one round, every rank's code all-gathered and decoded.
+class GatherGpuCodec : public GpuCodec {
+ public:
+  int64_t round_floats(int) const override { return floats(); }
+  int Contribute(int, const CodecStep& step, int rank, const float* g, const std::vector<float*>& state,
+                 void* scratch, float* out, cudaStream_t stream) const override {
+    return Encode(g, state, step.UniformSeed(rank), scratch, out, stream);
+  }
+  int Absorb(int, const float* in, int64_t stride, int world, const std::vector<float*>&, void*, float* average,
+             cudaStream_t stream) const override {
+    return DecodeAverage(in, stride, world, average, stream);
+  }
+
+ protected:
+  virtual int64_t floats() const = 0;
+  virtual int Encode(const float* g, const std::vector<float*>& state, uint64_t seed, void* scratch, float* code,
+                     cudaStream_t stream) const = 0;
+  virtual int DecodeAverage(const float* codes, int64_t stride, int world, float* average,
+                            cudaStream_t stream) const = 0;
+};
+
 // A bucketed code (compress/bucket_codes.h); 1-bit SGD's residual is its
 // one state tensor.
-class BucketedGpuCodec : public GpuCodec {
+class BucketedGpuCodec : public GatherGpuCodec {
  public:
   BucketedGpuCodec(codecs::Coder coder, codes::BucketLayout layout)
       : coder_(coder), layout_(layout), scratch_(codecs::EncodeScratchBytes(coder, layout)) {}
-  int64_t floats() const override { return layout_.Floats(); }
   size_t scratch_bytes() const override { return scratch_; }
+
+ private:
+  int64_t floats() const override { return layout_.Floats(); }
   int Encode(const float* g, const std::vector<float*>& state, uint64_t seed, void* scratch, float* code,
              cudaStream_t stream) const override {
     return codecs::Encode(coder_, layout_, g, state.empty() ? nullptr : state[0], seed, scratch, scratch_, code,
@@ -30,19 +54,20 @@ class BucketedGpuCodec : public GpuCodec {
     return codecs::DecodeAverage(coder_, layout_, codes, stride, world, average, stream);
   }
 
- private:
   codecs::Coder coder_;
   codes::BucketLayout layout_;
   size_t scratch_;
 };
 
 // Top-k with momentum correction: state [u, v] with momentum, [v] without.
-class TopKGpuCodec : public GpuCodec {
+class TopKGpuCodec : public GatherGpuCodec {
  public:
   TopKGpuCodec(int64_t n, int64_t k, float momentum)
       : n_(n), k_(k), momentum_(momentum), scratch_(codecs::TopKScratchBytes(n, k)) {}
-  int64_t floats() const override { return 2 * k_; }
   size_t scratch_bytes() const override { return scratch_; }
+
+ private:
+  int64_t floats() const override { return 2 * k_; }
   int Encode(const float* g, const std::vector<float*>& state, uint64_t, void* scratch, float* code,
              cudaStream_t stream) const override {
     if (state.empty()) return cudaErrorInvalidValue;
@@ -54,10 +79,61 @@ class TopKGpuCodec : public GpuCodec {
     return codecs::TopKDecodeAverage(n_, k_, codes, stride, world, average, stream);
   }
 
- private:
   int64_t n_, k_;
   float momentum_;
   size_t scratch_;
+};
+
+// PowerSGD, M of n x m at rank r; state [residual (n x m), Q (m x r)].
+// Scratch, kept through the step's two rounds: P (n x r floats), the
+// orthonormalisation's doubles, Q's zero-column flags and the host's normal
+// draws for them.
+class PowerSgdGpuCodec : public GpuCodec {
+ public:
+  PowerSgdGpuCodec(int64_t n, int64_t m, int64_t r) : n_(n), m_(m), r_(r) {}
+  bool summed() const override { return true; }
+  int rounds() const override { return 2; }
+  int64_t round_floats(int round) const override { return (round == 0 ? n_ : m_) * r_; }
+  size_t scratch_bytes() const override { return normals_at() + sizeof(float) * m_ * r_; }
+
+  int Contribute(int round, const CodecStep& step, int, const float* g, const std::vector<float*>& state,
+                 void* scratch, float* out, cudaStream_t stream) const override {
+    if (state.size() != 2) return cudaErrorInvalidValue;
+    if (round == 1) return codecs::PowerSgdContributeQ(n_, m_, r_, state[0], P(scratch), out, stream);
+    // Q's zero columns take N(0, 1) draws made as the host codec makes them
+    // (every entry, a fixed sequence); whether a column is zero is known on
+    // the device only, so they are drawn and sent every step.
+    std::vector<float> normals(m_ * r_);
+    std::mt19937_64 random = step.Random(0);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : normals) v = normal(random);
+    float* device_normals = reinterpret_cast<float*>(static_cast<char*>(scratch) + normals_at());
+    // From pageable memory: returns once `normals` is staged.
+    const cudaError_t copied = cudaMemcpyAsync(device_normals, normals.data(), normals.size() * sizeof(float),
+                                               cudaMemcpyHostToDevice, stream);
+    if (copied != cudaSuccess) return copied;
+    return codecs::PowerSgdContributeP(n_, m_, r_, g, state[0], state[1], device_normals,
+                                       static_cast<unsigned char*>(scratch) + flags_at(), out, stream);
+  }
+
+  int Absorb(int round, const float* in, int64_t, int world, const std::vector<float*>& state, void* scratch,
+             float* average, cudaStream_t stream) const override {
+    if (state.size() != 2) return cudaErrorInvalidValue;
+    if (round == 0) {
+      double* col = static_cast<double*>(scratch);
+      return codecs::PowerSgdAbsorbP(n_, r_, in, world, P(scratch), col, col + n_, stream);
+    }
+    return codecs::PowerSgdAbsorbQ(n_, m_, r_, in, world, P(scratch), state[1], state[0], average, stream);
+  }
+
+ private:
+  // [col: n doubles][basis: n*r doubles][P: n*r floats][flags: r bytes][normals: m*r floats]
+  size_t p_at() const { return sizeof(double) * (n_ + n_ * r_); }
+  size_t flags_at() const { return p_at() + sizeof(float) * n_ * r_; }
+  size_t normals_at() const { return (flags_at() + r_ + 15) / 16 * 16; }
+  float* P(void* scratch) const { return reinterpret_cast<float*>(static_cast<char*>(scratch) + p_at()); }
+
+  int64_t n_, m_, r_;
 };
 
 using Maker = std::function<std::unique_ptr<GpuCodec>(const GradientCodec&, int64_t elements)>;
@@ -71,6 +147,12 @@ std::unique_ptr<GpuCodec> Bucketed(codecs::Coder coder, const GradientCodec& hos
 const std::map<std::string, Maker>& Makers() {
   static const auto* makers = new std::map<std::string, Maker>{
       {"onebit", [](const GradientCodec& host, int64_t) { return Bucketed(codecs::Coder::kOneBit, host); }},
+      {"powersgd",
+       [](const GradientCodec& host, int64_t) -> std::unique_ptr<GpuCodec> {
+         const std::vector<CodecStateSpec> state = host.State();  // residual (n x m), Q (m x r)
+         if (state.size() != 2 || state[0].dims.size() != 2 || state[1].dims.size() != 2) return nullptr;
+         return std::make_unique<PowerSgdGpuCodec>(state[0].dims[0], state[0].dims[1], state[1].dims[1]);
+       }},
       {"qsgd", [](const GradientCodec& host, int64_t) { return Bucketed(codecs::Coder::kQsgd, host); }},
       {"terngrad", [](const GradientCodec& host, int64_t) { return Bucketed(codecs::Coder::kTernGrad, host); }},
       {"topk",
@@ -89,7 +171,12 @@ absl::StatusOr<std::unique_ptr<GpuCodec>> MakeGpuCodec(const std::string& method
                                                        int64_t elements) {
   auto maker = Makers().find(method);
   std::unique_ptr<GpuCodec> codec = maker == Makers().end() ? nullptr : maker->second(host, elements);
-  if (codec != nullptr && codec->floats() == host.PayloadFloats()) return codec;
+  if (codec != nullptr && codec->rounds() == host.Rounds() &&
+      codec->summed() == (host.collective() == CodecCollective::kAllReduce)) {
+    int64_t floats = 0;
+    for (int round = 0; round < codec->rounds(); ++round) floats += codec->round_floats(round);
+    if (floats == host.PayloadFloats()) return codec;
+  }
   std::vector<std::string> names;
   for (const auto& [name, m] : Makers()) names.push_back(name);
   return absl::UnimplementedError(absl::StrCat("the ", method, " codec",

@@ -1,11 +1,12 @@
 #ifndef NEREID_OPS_CUDA_GPU_CODECS_H_
 #define NEREID_OPS_CUDA_GPU_CODECS_H_
 
-// The gather codecs the GPU runs (ops/cuda/codec_gpu.h), one per gradient,
-// made from the host codec the node's kernel made for it, so their sizes,
-// state and options are the host's: the bucketed codes (TernGrad, 1-bit SGD,
-// QSGD's fixed coding) and top-k. Adding one: its launchers in
-// codec_gpu.cu, a class here and a line in gpu_codecs.cc's table.
+// The codecs the GPU runs (ops/cuda/codec_gpu.h), one per gradient, made
+// from the host codec the node's kernel made for it, so their sizes, state,
+// rounds and options are the host's: the bucketed codes (TernGrad, 1-bit
+// SGD, QSGD's fixed coding) and top-k, all-gathered in one round, and
+// PowerSGD, summed in two. Adding one: its launchers in codec_gpu.cu, a
+// class in gpu_codecs.cc and a line in its table.
 
 #include <cuda_runtime_api.h>
 
@@ -22,18 +23,22 @@ namespace nereid::cuda {
 class GpuCodec {
  public:
   virtual ~GpuCodec() = default;
-  // One rank's code, in floats (the host codec's PayloadFloats()).
-  virtual int64_t floats() const = 0;
-  // The device scratch an Encode needs.
+  // How a round's codes are combined: summed by allreduce, or all-gathered.
+  virtual bool summed() const { return false; }
+  virtual int rounds() const { return 1; }
+  // One rank's floats in round `round` (the host codec's RoundFloats).
+  virtual int64_t round_floats(int round) const = 0;
+  // The device scratch the gradient keeps through a step's rounds.
   virtual size_t scratch_bytes() const = 0;
-  // code <- encode(g); `state` (the host codec's State(), in order) is
-  // updated in place. Enqueued on `stream`; a cudaError_t as an int.
-  virtual int Encode(const float* g, const std::vector<float*>& state, uint64_t seed, void* scratch,
-                     float* code, cudaStream_t stream) const = 0;
-  // average <- the average of every rank's decoded code, in rank order
-  // (rank r's code at codes + r * stride).
-  virtual int DecodeAverage(const float* codes, int64_t stride, int world, float* average,
-                            cudaStream_t stream) const = 0;
+  // This rank's part of round `round` into `out`; `state` (the host codec's
+  // State(), in order) is read and updated in place. Enqueued on `stream`;
+  // a cudaError_t as an int.
+  virtual int Contribute(int round, const CodecStep& step, int rank, const float* g, const std::vector<float*>& state,
+                         void* scratch, float* out, cudaStream_t stream) const = 0;
+  // Round `round`'s combined parts: summed, at `in`; gathered, rank r's at
+  // in + r * stride. After the last round `average` holds the average.
+  virtual int Absorb(int round, const float* in, int64_t stride, int world, const std::vector<float*>& state,
+                     void* scratch, float* average, cudaStream_t stream) const = 0;
 };
 
 // The GPU codec of `method` for a gradient of `elements` values whose host

@@ -245,7 +245,7 @@ TEST(GpuKernelCoverage, SixteenBitWiresHaveGpuKernelsWithCommDevice) {
 // world's collectives stay on one communicator (NCCL). A codec without GPU
 // kernels is named, with why, by `place`.
 TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
-  for (const std::string codec : {"terngrad", "onebit", "qsgd,coding=fixed,bits=3", "topk,ratio=0.05"}) {
+  for (const std::string codec : {"terngrad", "onebit", "qsgd,coding=fixed,bits=3", "topk,ratio=0.05", "powersgd"}) {
     SCOPED_TRACE(codec);
     auto graph = testing::PlanModel(
         "lenet_fashion",
@@ -263,8 +263,8 @@ TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
     EXPECT_EQ(ops, (std::set<std::string>{"AllReduce", "CompressedAllReduce"}));
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"powersgd", "(the powersgd codec has no GPU kernels; the GPU runs onebit, qsgd, terngrad, topk (qsgd with "
-                   "coding=fixed))"},
+      {"gradiveq", "(the gradiveq codec has no GPU kernels; the GPU runs onebit, powersgd, qsgd, terngrad, topk "
+                   "(qsgd with coding=fixed))"},
       {"qsgd", "CompressedAllReduce x1 (the qsgd codec with these options has no GPU kernels"},
   };
   for (const auto& [codec, why] : refused) {
