@@ -131,6 +131,11 @@ struct CodecStep {
   uint64_t UniformSeed(int rank) const { return Random(rank)(); }
 };
 
+// PowerSGD's draws for Q's zero columns: N(0, 1) values for every entry of
+// an m x r matrix, from a generator seeded alike on every rank, in one
+// fixed sequence (the host codec and its GPU kernels take the same).
+std::vector<float> PowerSgdSeedDraws(const CodecStep& step, int64_t m, int64_t r);
+
 class GradientCodec {
  public:
   virtual ~GradientCodec() = default;

@@ -153,12 +153,10 @@ class PowerSgdCodec : public GradientCodec {
     bool any = false;
     for (bool z : zero) any = any || z;
     if (!any) return;
-    std::mt19937_64 random = step.Random(0);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const std::vector<float> draws = PowerSgdSeedDraws(step, m, r);
     for (int64_t k = 0; k < m; ++k) {
       for (int64_t j = 0; j < r; ++j) {
-        const float v = normal(random);  // drawn for every entry: a fixed sequence
-        if (zero[j]) q[k * r + j] = v;
+        if (zero[j]) q[k * r + j] = draws[k * r + j];
       }
     }
   }
@@ -178,4 +176,13 @@ NEREID_REGISTER_CODEC({"powersgd",
                        [] { return std::make_unique<PowerSgdCodec>(); }});
 
 }  // namespace
+
+std::vector<float> PowerSgdSeedDraws(const CodecStep& step, int64_t m, int64_t r) {
+  std::mt19937_64 random = step.Random(0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> draws(m * r);
+  for (float& v : draws) v = normal(random);  // every entry: a fixed sequence
+  return draws;
+}
+
 }  // namespace nereid

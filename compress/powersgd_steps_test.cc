@@ -2,8 +2,11 @@
 // (compress/powersgd_steps.h) where the host codec accumulates row by row
 // for speed: the two must give the same bits. Played here on the host over
 // two steps in a world of one, rank 1 to 3, with the host codec's own parts
-// as the reference.
+// as the reference; the second step's values make P's first sum show its
+// order. (The approximation's check is the host's own function: it guards
+// the residual's update.)
 
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,6 +29,18 @@ TEST(PowerSgdStepsTest, OneOutputAtATimeGivesTheHostCodecsBits) {
     std::vector<float> residual(rows * cols, 0.0f), q(cols * rank, 0.0f), gradient(rows * cols);
     for (int64_t step = 0; step < 2; ++step) {
       for (int64_t i = 0; i < rows * cols; ++i) gradient[i] = static_cast<float>((i * 37 + step * 11) % 23) / 7.0f - 1.5f;
+      if (step == 1) {
+        // A sum whose order shows: with Q's first column all ones and no
+        // residual in row 0, P[0][0] adds 2^-20, 2^40 and -2^40 first (in
+        // order: 0; in another: 2^-20). And a zero second column: seeded
+        // again while the first is kept.
+        for (int64_t k = 0; k < cols; ++k) {
+          q[k * rank] = 1.0f;
+          if (rank > 1) q[k * rank + 1] = 0.0f;
+        }
+        for (int64_t k = 0; k < cols; ++k) residual[k] = 0.0f;
+        gradient[0] = std::ldexp(1.0f, -20), gradient[1] = std::ldexp(1.0f, 40), gradient[2] = -std::ldexp(1.0f, 40);
+      }
       CodecStep cs;
       cs.step = step;
       std::vector<absl::Span<float>> state = {absl::MakeSpan(residual), absl::MakeSpan(q)};

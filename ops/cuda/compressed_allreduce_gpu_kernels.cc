@@ -43,8 +43,14 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     name_ = cuda::Prefix(node);
     for (const CompressedGradient& g : node_.gradients) {
       ASSIGN_OR_RETURN(std::unique_ptr<cuda::GpuCodec> codec, cuda::MakeGpuCodec(node_.method, *g.codec, g.elements));
-      slots_.push_back(Slot{std::move(codec), scratch_bytes_});
-      scratch_bytes_ += (slots_.back().codec->scratch_bytes() + 255) / 256 * 256;  // aligned for the next
+      const size_t bytes = (codec->scratch_bytes() + 255) / 256 * 256;  // aligned for the next
+      if (codec->rounds() == 1) {  // used within its round only: one region serves every gradient in turn
+        slots_.push_back(Slot{std::move(codec), 0});
+        scratch_bytes_ = std::max(scratch_bytes_, bytes);
+      } else {  // kept between the rounds (PowerSGD's P): a region each
+        slots_.push_back(Slot{std::move(codec), scratch_bytes_});
+        scratch_bytes_ += bytes;
+      }
     }
     // One method, so one kind of combining and one count of rounds.
     summed_ = slots_.front().codec->summed();

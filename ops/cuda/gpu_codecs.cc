@@ -4,7 +4,6 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -103,10 +102,7 @@ class PowerSgdGpuCodec : public GpuCodec {
     // Q's zero columns take N(0, 1) draws made as the host codec makes them
     // (every entry, a fixed sequence); whether a column is zero is known on
     // the device only, so they are drawn and sent every step.
-    std::vector<float> normals(m_ * r_);
-    std::mt19937_64 random = step.Random(0);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (float& v : normals) v = normal(random);
+    const std::vector<float> normals = PowerSgdSeedDraws(step, m_, r_);
     float* device_normals = reinterpret_cast<float*>(static_cast<char*>(scratch) + normals_at());
     // From pageable memory: returns once `normals` is staged.
     const cudaError_t copied = cudaMemcpyAsync(device_normals, normals.data(), normals.size() * sizeof(float),

@@ -111,6 +111,26 @@ void Compare(const Case& c) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (int64_t step = 0; step < 2; ++step) {
+    if (step == 1 && c.method == "powersgd") {
+      // PowerSGD's second step: Q's first column all ones and its second
+      // zero (seeded again, the first kept), and a row 0 whose P[0][0] sum
+      // shows its order (2^-20, 2^40, -2^40 first: 0 in order, 2^-20 not).
+      const int64_t m = c.dims[1] * (c.dims.size() > 2 ? c.dims[2] * c.dims[3] : 1);
+      for (Rank& k : ranks) {
+        std::vector<float>& q = k.state[1];
+        const int64_t r = static_cast<int64_t>(q.size()) / m;
+        for (int64_t e = 0; e < m; ++e) {
+          q[e * r] = 1.0f;
+          if (r > 1) q[e * r + 1] = 0.0f;
+        }
+        for (int64_t e = 0; e < m; ++e) k.state[0][e] = 0.0f;
+        k.gradient[0] = std::ldexp(1.0f, -20), k.gradient[1] = std::ldexp(1.0f, 40);
+        k.gradient[2] = -std::ldexp(1.0f, 40);
+        Upload(k.state_on_device[0], k.state[0]);
+        Upload(k.state_on_device[1], q);
+        Upload(k.g->f(), k.gradient);
+      }
+    }
     CodecStep cs;
     cs.step = step, cs.seed = 5, cs.layer = 1;
     std::vector<std::vector<float>> host_average(kWorld, std::vector<float>(elements));
