@@ -4,8 +4,11 @@
 // decoded on its own from every rank's code in a fused buffer. It must give
 // the host codec's bits: its code, its residual and its average (GatherCodec
 // through AverageFused), for each coder, with a short last bucket, zeros,
-// a NaN-free and a NaN-carrying gradient.
+// a NaN-free and a NaN-carrying gradient. QSGD's Elias coding likewise:
+// buckets placed by scans and written at once, read from starts found by
+// walking each rank's stream, each rank's code padded to the longest.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -17,6 +20,7 @@
 #include "compress/codec_test_util.h"
 #include "compress/onebit_buckets.h"
 #include "compress/qsgd_buckets.h"
+#include "compress/qsgd_elias_buckets.h"
 #include "compress/terngrad_buckets.h"
 #include "gtest/gtest.h"
 
@@ -133,10 +137,125 @@ TEST(BucketCodesTest, OnlyBucketedCodesHaveALayout) {
     auto codec = CodecRegistry::Global().Create(method);
     ASSERT_TRUE(codec.ok());
     if (!(*codec)->Init({64, 9}, CodecOptions()).ok()) continue;
-    const bool bucketed = method == "terngrad" || method == "onebit";
-    EXPECT_EQ((*codec)->bucket_layout().has_value(), bucketed) << method;  // QSGD's default coding is Elias
+    const bool bucketed = method == "terngrad" || method == "onebit" || method == "qsgd";
+    EXPECT_EQ((*codec)->bucket_layout().has_value(), bucketed) << method;
+    // QSGD's default coding is Elias: its fields' layout, in words of
+    // variable length.
+    EXPECT_EQ((*codec)->variable_length(), method == "qsgd") << method;
   }
 }
+
+// QSGD's Elias coding in the GPU's order (ops/cuda/codec_gpu.cu): every
+// bucket's norm and draw count, a scan, every bucket's fields and bit count,
+// a scan, each bucket's words ORed in (buckets last first throughout).
+std::vector<float> EncodeEliasAsTheGpu(const codes::QsgdElias& coder, const float* g, uint64_t seed) {
+  const codes::BucketLayout& layout = coder.fixed.layout;
+  const int64_t buckets = coder.Buckets();
+  std::vector<float> code(coder.BoundFloats(), 0.0f);
+  std::vector<uint64_t> draws(buckets), first_draw(buckets), bits(buckets), first_bit(buckets);
+  std::vector<uint8_t> fields(layout.elements);
+  for (int64_t b = buckets - 1; b >= 0; --b) {
+    draws[b] = coder.fixed.Prepare(g + b * layout.bucket, nullptr, layout.Values(b), &code[1 + b]);
+  }
+  for (int64_t b = 0, sum = 0; b < buckets; ++b) first_draw[b] = sum, sum += draws[b];
+  for (int64_t b = buckets - 1; b >= 0; --b) {
+    const int64_t begin = b * layout.bucket;
+    bits[b] = coder.Fields(g + begin, layout.Values(b), code[1 + b], seed, first_draw[b], &fields[begin]);
+  }
+  for (int64_t b = 0, sum = 0; b < buckets; ++b) first_bit[b] = sum, sum += bits[b];
+  float* stream = code.data() + coder.StreamAt();
+  for (int64_t b = buckets - 1; b >= 0; --b) {
+    coder.Write(&fields[b * layout.bucket], layout.Values(b), first_bit[b], [&](uint64_t k, uint32_t word) {
+      stream[k] = codes::BitsFloat(codes::FloatBits(stream[k]) | word);
+    });
+  }
+  const uint64_t total = first_bit[buckets - 1] + bits[buckets - 1];
+  code[0] = codes::BitsFloat(static_cast<uint32_t>(coder.StreamAt() + static_cast<int64_t>((total + 31) / 32)));
+  return code;
+}
+
+// Decoding in the GPU's order: each rank's buckets' first bits found by
+// walking its stream, then each bucket (last first) decoded from every
+// rank's code, in rank order, and scaled.
+std::vector<float> DecodeEliasAverageAsTheGpu(const codes::QsgdElias& coder, const float* codes, int64_t stride,
+                                              int64_t floats, int world) {
+  const codes::BucketLayout& layout = coder.fixed.layout;
+  const int64_t buckets = coder.Buckets(), words = floats - coder.StreamAt();
+  std::vector<uint64_t> starts(world * buckets);
+  for (int r = world - 1; r >= 0; --r) {
+    uint64_t at = 0;
+    for (int64_t b = 0; b < buckets; ++b) {
+      starts[r * buckets + b] = at;
+      at = coder.Skip(codes + r * stride + coder.StreamAt(), words, at, layout.Values(b));
+    }
+  }
+  std::vector<float> average(layout.elements, 0.0f);
+  const float inv = 1.0f / static_cast<float>(world);
+  for (int64_t b = buckets - 1; b >= 0; --b) {
+    float* out = &average[b * layout.bucket];
+    for (int r = 0; r < world; ++r) {
+      const float* code = codes + r * stride;
+      coder.DecodeAdd(code + coder.StreamAt(), words, starts[r * buckets + b], layout.Values(b), code[1 + b], out);
+    }
+    for (int64_t i = 0; i < layout.Values(b); ++i) out[i] *= inv;
+  }
+  return average;
+}
+
+class EliasCodesTest : public ::testing::TestWithParam<std::map<std::string, std::string>> {};
+
+TEST_P(EliasCodesTest, TheGpusOrderGivesTheHostsBits) {
+  constexpr int kWorld = 3;
+  for (int64_t elements : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{2053}}) {
+    for (bool with_nan : {false, true}) {
+      SCOPED_TRACE(CodecOptions(GetParam()).ToString() + " over " + std::to_string(elements) +
+                   (with_nan ? " with a NaN" : ""));
+      testing_codec::SimulatedRanks host("qsgd", {elements}, kWorld, GetParam());
+      const std::optional<codes::BucketLayout> layout = host.codec(0).bucket_layout();
+      ASSERT_TRUE(layout.has_value());
+      const codes::QsgdElias coder{codes::QsgdBuckets{*layout}};
+      ASSERT_EQ(coder.BoundFloats(), host.codec(0).PayloadFloats());
+      std::vector<std::vector<float>> gradient(kWorld);
+      for (int r = 0; r < kWorld; ++r) {
+        gradient[r] = testing_codec::RandomGradient(elements, 200 + r);
+        if (elements > 4) gradient[r][1] = 0.0f, gradient[r][2] = -0.0f, gradient[r][3] = 8.0f;  // a top level
+        if (with_nan && r == 1) gradient[r][elements / 2] = std::nanf("");
+      }
+      for (int64_t step = 0; step < 2; ++step) {
+        CodecStep cs;  // SimulatedRanks's
+        cs.step = step, cs.seed = 7, cs.layer = 0;
+        const std::vector<std::vector<float>> host_average = host.Step(gradient);
+        // Each rank's code as the host codec writes it, and as the GPU does.
+        std::vector<std::vector<float>> codes(kWorld);
+        int64_t longest = 0;
+        for (int r = 0; r < kWorld; ++r) {
+          auto& gather = static_cast<GatherCodec&>(host.codec(r));
+          std::vector<float> expected(gather.PayloadFloats(), -1.0f);
+          gather.Encode(cs, r, gradient[r], {}, absl::MakeSpan(expected));
+          codes[r] = EncodeEliasAsTheGpu(coder, gradient[r].data(), cs.UniformSeed(r));
+          ASSERT_EQ(Bits(codes[r]), Bits(expected)) << "rank " << r << ", step " << step;
+          longest = std::max(longest, gather.UsedFloats(codes[r]));
+        }
+        // Padded to the longest, at an offset and two codes' worth apart.
+        const int64_t offset = 5, stride = 2 * longest + offset;
+        std::vector<float> fused(stride * kWorld, -1.0f);
+        for (int r = 0; r < kWorld; ++r) {
+          const int64_t used = codes::FloatBits(codes[r][0]);
+          for (int64_t i = 0; i < longest; ++i) fused[r * stride + offset + i] = i < used ? codes[r][i] : 0.0f;
+        }
+        const std::vector<float> average =
+            DecodeEliasAverageAsTheGpu(coder, fused.data() + offset, stride, longest, kWorld);
+        ASSERT_EQ(Bits(average), Bits(host_average[0])) << "step " << step;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Options, EliasCodesTest,
+                         ::testing::Values(std::map<std::string, std::string>{},
+                                           std::map<std::string, std::string>{{"bits", "2"}, {"bucket", "7"}},
+                                           std::map<std::string, std::string>{{"bits", "8"}, {"bucket", "100"}},
+                                           std::map<std::string, std::string>{{"bits", "3"}, {"bucket", "1"}}));
 
 }  // namespace
 }  // namespace nereid

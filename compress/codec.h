@@ -158,8 +158,10 @@ class GradientCodec {
   // byte accounting then marks PayloadFloats() as a bound.
   virtual bool variable_length() const { return false; }
   // The layout of a bucketed code (compress/bucket_codes.h) written by the
-  // coder in <method>_buckets.h, whose GPU kernels run it; nullopt where the
-  // code is not bucketed (top-k, QSGD's Elias coding, the summable codecs).
+  // coder in <method>_buckets.h, whose GPU kernels run it; for a code of
+  // variable length, the layout whose fields it codes in words of variable
+  // length (QSGD's Elias coding: qsgd_elias_buckets.h); nullopt where the
+  // code is not bucketed (top-k, the summable codecs).
   virtual std::optional<codes::BucketLayout> bucket_layout() const { return std::nullopt; }
 
   // A step runs in rounds (PowerSGD: 2, the others: 1). In round r each rank

@@ -37,15 +37,21 @@ void SeedZeroColumns(uint64_t seed, int64_t cols, int64_t rank, float* q) {
     if (q[k] != 0.0f) zero[k % rank] = false;
   }
   if (std::none_of(zero.begin(), zero.end(), [](bool z) { return z; })) return;
-  std::mt19937_64 random(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::vector<float> normals = LowRankPush::SeedDraws(seed, cols, rank);
   for (int64_t k = 0; k < cols * rank; ++k) {
-    const float v = normal(random);  // drawn for every entry: a fixed sequence
-    if (zero[k % rank]) q[k] = v;
+    if (zero[k % rank]) q[k] = normals[k];
   }
 }
 
 }  // namespace
+
+std::vector<float> LowRankPush::SeedDraws(uint64_t seed, int64_t cols, int64_t rank) {
+  std::mt19937_64 random(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> normals(cols * rank);
+  for (float& v : normals) v = normal(random);  // drawn for every entry: a fixed sequence
+  return normals;
+}
 
 absl::StatusOr<LowRankPush> LowRankPush::Create(std::vector<PushSegment> segments) {
   if (segments.empty()) return absl::InvalidArgumentError("a low-rank push needs at least one segment");

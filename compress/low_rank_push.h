@@ -54,6 +54,12 @@ class LowRankPush {
   // Receiver: the edge's `reference` becomes the decoded value.
   void Decode(absl::Span<const float> message, bool started, absl::Span<float> reference) const;
 
+  // The N(0, 1) values a warm start's zero columns take: one per entry of a
+  // cols x rank matrix, from a generator seeded with `seed`, in one fixed
+  // sequence (segment s of a push is seeded with seed + s). The GPU's
+  // pushes take the same.
+  static std::vector<float> SeedDraws(uint64_t seed, int64_t cols, int64_t rank);
+
  private:
   explicit LowRankPush(std::vector<PushSegment> segments);
 

@@ -1,14 +1,18 @@
 // Low-rank pushes (compress/low_rank_push.h): both ends of an edge decode
 // the same value bit for bit, an edge's first push is exact, a difference of
 // rank r arrives exactly in one push, a fixed difference shrinks push after
-// push, and push-sum's mass (the ranks' sum) is kept on a ring.
+// push, and push-sum's mass (the ranks' sum) is kept on a ring; the GPU's
+// per-output steps give the host's bits.
 
 #include "compress/low_rank_push.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "compress/powersgd_steps.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -138,6 +142,81 @@ TEST(LowRankPushTest, TheRanksSumIsKeptOnARing) {
       for (int i = 0; i < 99; ++i) after[i] += x[r][i];
     }
     for (int i = 0; i < 99; ++i) ASSERT_NEAR(after[i], before[i], 1e-4) << "step " << step << " value " << i;
+  }
+}
+
+}  // namespace
+}  // namespace nereid
+
+namespace nereid {
+namespace {
+
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits(v.size());
+  std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+  return bits;
+}
+
+// The GPU's way through a low-rank segment (ops/cuda/codec_gpu.cu:
+// LowRankPushEncode), played on the host: PowerSGD's one-output functions
+// (compress/powersgd_steps.h), each output on its own and in reverse order.
+void EncodeSegmentAsTheGpu(int64_t n, int64_t m, int64_t r, const float* x, uint64_t seed, float* reference, float* q,
+                           float* p_out, float* q_out) {
+  std::vector<float> d(n * m);
+  for (int64_t i = n * m - 1; i >= 0; --i) d[i] = x[i] - reference[i];
+  const std::vector<float> normals = LowRankPush::SeedDraws(seed, m, r);
+  for (int64_t j = r - 1; j >= 0; --j) {
+    bool zero = true;
+    for (int64_t k = 0; k < m; ++k) zero = zero && q[k * r + j] == 0.0f;
+    for (int64_t k = 0; zero && k < m; ++k) q[k * r + j] = normals[k * r + j];
+  }
+  for (int64_t e = n * r - 1; e >= 0; --e) p_out[e] = codes::PowerSgdP(d.data(), q, m, r, e / r, e % r);
+  std::vector<double> col(n), basis(n * r);
+  codes::OrthonormaliseColumns(p_out, n, r, col.data(), basis.data());
+  for (int64_t e = m * r - 1; e >= 0; --e) q[e] = q_out[e] = codes::PowerSgdQ(d.data(), p_out, n, m, r, e / r, e % r);
+  for (int64_t e = n * m - 1; e >= 0; --e) reference[e] += codes::PowerSgdApproximation(p_out, q_out, r, e / m, e % m);
+}
+
+TEST(LowRankPushTest, TheGpusStepsGiveTheHostsBits) {
+  // Segments of rank 1 to 3 beside an exact one; a warm start with one
+  // column zeroed between pushes (seeded again, the other kept).
+  const std::vector<PushSegment> segments = {{6, 25, 2}, {7, 1, 0}, {30, 40, 3}, {5, 5, 1}};
+  absl::StatusOr<LowRankPush> push = LowRankPush::Create(segments);
+  ASSERT_TRUE(push.ok());
+  std::vector<float> reference(push->elements()), basis(push->basis_floats());
+  std::vector<float> x = Random(push->elements(), 3);
+  std::vector<float> message(push->MessageFloats(false));
+  push->Encode(x, false, 1, absl::MakeSpan(reference), absl::MakeSpan(basis), absl::MakeSpan(message));
+  std::vector<float> gpu_reference = reference, gpu_basis = basis;
+  for (int step = 1; step < 4; ++step) {
+    SCOPED_TRACE("push " + std::to_string(step));
+    const std::vector<float> drift = Random(push->elements(), 50 + step);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += 0.1f * drift[i];
+    if (step == 2) {
+      for (int64_t k = 0; k < 25; ++k) basis[k * 2 + 1] = gpu_basis[k * 2 + 1] = 0.0f;
+    }
+    const uint64_t seed = 1000 + step;
+    message.assign(push->MessageFloats(true), 0.0f);
+    push->Encode(x, true, seed, absl::MakeSpan(reference), absl::MakeSpan(basis), absl::MakeSpan(message));
+    std::vector<float> gpu_message(message.size());
+    int64_t at = 0, sent = 0, warm = 0;
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const auto [n, m, r] = segments[s];
+      if (r == 0) {
+        std::copy_n(&x[at], n * m, &gpu_message[sent]);
+        std::copy_n(&x[at], n * m, &gpu_reference[at]);
+        sent += n * m;
+      } else {
+        EncodeSegmentAsTheGpu(n, m, r, &x[at], seed + s, &gpu_reference[at], &gpu_basis[warm], &gpu_message[sent],
+                              &gpu_message[sent + n * r]);
+        sent += (n + m) * r;
+        warm += m * r;
+      }
+      at += n * m;
+    }
+    ASSERT_EQ(Bits(gpu_message), Bits(message));
+    ASSERT_EQ(Bits(gpu_reference), Bits(reference));
+    ASSERT_EQ(Bits(gpu_basis), Bits(basis));
   }
 }
 

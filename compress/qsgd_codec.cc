@@ -15,12 +15,13 @@
 //    this averages well under `bits` per value; the code's length varies, and
 //    GatherCodec exchanges lengths first.
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "compress/bit_stream.h"
 #include "compress/codec.h"
 #include "compress/qsgd_buckets.h"
+#include "compress/qsgd_elias_buckets.h"
 
 namespace nereid {
 namespace {
@@ -36,7 +37,6 @@ class QsgdCodec : public GatherCodec {
     absl::StatusOr<std::string> coding = o.Choice("coding", "elias", {"elias", "fixed"});
     if (!coding.ok()) return coding.status();
     bits_ = static_cast<int>(*bits);
-    levels_ = (1 << (bits_ - 1)) - 1;
     bucket_ = *bucket;
     elias_ = *coding == "elias";
     buckets_ = (elements_ + bucket_ - 1) / bucket_;
@@ -44,26 +44,19 @@ class QsgdCodec : public GatherCodec {
   }
 
   bool variable_length() const override { return elias_; }
-  std::optional<codes::BucketLayout> bucket_layout() const override {
-    if (elias_) return std::nullopt;
-    return fixed();
-  }
+  // Elias: the fixed coding's layout, whose fields it codes.
+  std::optional<codes::BucketLayout> bucket_layout() const override { return fixed(); }
 
   // elias: the length word, the norms, then the stream; the bound is every
   // value at the top level.
   int64_t PayloadFloats() const override {
-    if (elias_) {
-      const int64_t most_bits = 2 + BitWriter::GammaCount(levels_);
-      return 1 + buckets_ + (elements_ * most_bits + 31) / 32;
-    }
+    if (elias_) return elias().BoundFloats();
     return fixed().Floats();
   }
 
   int64_t UsedFloats(absl::Span<const float> code) const override {
     if (!elias_) return static_cast<int64_t>(code.size());
-    uint32_t used;
-    std::memcpy(&used, &code[0], sizeof(used));
-    return used;
+    return codes::FloatBits(code[0]);
   }
 
   void Encode(const CodecStep& step, int rank, absl::Span<const float> x, std::vector<absl::Span<float>>,
@@ -72,32 +65,27 @@ class QsgdCodec : public GatherCodec {
       codes::EncodeBuckets(codes::QsgdBuckets{fixed()}, x.data(), nullptr, step.UniformSeed(rank), code.data());
       return;
     }
-    UniformSource uniform = step.Uniform(rank);
-    std::vector<uint32_t> levels;
+    // Bucket after bucket: the norm (and the draws it calls for), the
+    // fields, then their words at the stream's end.
+    const codes::QsgdElias coder = elias();
+    const uint64_t seed = step.UniformSeed(rank);
     float* norms = code.data() + 1;
-    BitWriter stream(code.subspan(std::min<size_t>(code.size(), 1 + buckets_)));
-    const codes::QsgdBuckets coder{fixed()};
-    const uint32_t sign = coder.sign();
-    for (int64_t begin = 0, b = 0; begin < elements_; begin += bucket_, ++b) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
-      // The fixed coding's fields, then the stream's code for each.
-      const float norm = norms[b] = codes::QsgdBuckets::Norm(&x[begin], n), to_levels = coder.ToLevels(norm);
-      levels.resize(n);
-      for (int64_t i = 0; i < n; ++i) {
-        levels[i] = coder.Field(x[begin + i], norm, to_levels, [&] { return uniform.Next(); });
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t level = levels[i] & (sign - 1);
-        if (level == 0) {
-          stream.Put(0, 1);
-        } else {  // "1", the sign, gamma(level): one Put
-          stream.Put(1 | ((levels[i] & sign) != 0 ? 2u : 0u) | (BitWriter::GammaBits(level) << 2),
-                     2 + BitWriter::GammaCount(level));
-        }
-      }
+    float* stream = code.data() + coder.StreamAt();
+    std::fill(code.begin() + coder.StreamAt(), code.end(), 0.0f);
+    std::vector<uint8_t> fields(std::min(bucket_, elements_));
+    uint64_t draw = 0, at = 0;
+    for (int64_t b = 0; b < buckets_; ++b) {
+      const int64_t begin = b * bucket_, n = std::min(bucket_, elements_ - begin);
+      const uint64_t draws = coder.fixed.Prepare(&x[begin], nullptr, n, &norms[b]);
+      const uint64_t bits = coder.Fields(&x[begin], n, norms[b], seed, draw, fields.data());
+      coder.Write(fields.data(), n, at, [&](uint64_t k, uint32_t word) {
+        stream[k] = codes::BitsFloat(codes::FloatBits(stream[k]) | word);
+      });
+      draw += draws;
+      at += bits;
     }
-    const uint32_t used = static_cast<uint32_t>(1 + buckets_ + stream.Finish());
-    std::memcpy(&code[0], &used, sizeof(used));
+    const uint32_t used = static_cast<uint32_t>(coder.StreamAt() + (at + 31) / 32);
+    code[0] = codes::BitsFloat(used);
   }
 
   void DecodeAdd(absl::Span<const float> code, absl::Span<float> out) const override {
@@ -111,19 +99,18 @@ class QsgdCodec : public GatherCodec {
  private:
   codes::BucketLayout fixed() const { return {elements_, bucket_, 1, bits_}; }
 
+  codes::QsgdElias elias() const { return {codes::QsgdBuckets{fixed()}}; }
+
   void DecodeAddElias(absl::Span<const float> code, absl::Span<float> out) const {
-    const float* norms = code.data() + 1;
-    BitReader stream(code.subspan(std::min<size_t>(code.size(), 1 + buckets_)));
-    for (int64_t begin = 0, b = 0; begin < elements_; begin += bucket_, ++b) {
-      const int64_t n = std::min(bucket_, elements_ - begin);
-      const float scale = norms[b] / static_cast<float>(levels_);
-      float* o = &out[begin];
-      for (int64_t i = 0; i < n; ++i) {
-        if (stream.Get(1) == 0) continue;
-        const bool negative = stream.Get(1) != 0;
-        const float magnitude = scale * static_cast<float>(stream.GetGamma());
-        o[i] += negative ? -magnitude : magnitude;
-      }
+    const codes::QsgdElias coder = elias();
+    const int64_t words = std::max<int64_t>(0, static_cast<int64_t>(code.size()) - coder.StreamAt());
+    const float* stream = code.data() + coder.StreamAt();
+    uint64_t at = 0;
+    for (int64_t b = 0; b < buckets_; ++b) {
+      const int64_t begin = b * bucket_, n = std::min(bucket_, elements_ - begin);
+      // A short (bad) length word cuts the code: what is past it reads as 0.
+      const float norm = 1 + b < static_cast<int64_t>(code.size()) ? code[1 + b] : 0.0f;
+      at = coder.DecodeAdd(stream, words, at, n, norm, &out[begin]);
     }
   }
 
@@ -131,7 +118,6 @@ class QsgdCodec : public GatherCodec {
   int64_t buckets_ = 0;
   int64_t elements_ = 0;
   int bits_ = 4;
-  int levels_ = 7;
   int64_t bucket_ = 512;
 };
 

@@ -13,6 +13,7 @@
 #include "compress/onebit_buckets.h"
 #include "compress/powersgd_steps.h"
 #include "compress/qsgd_buckets.h"
+#include "compress/qsgd_elias_buckets.h"
 #include "compress/terngrad_buckets.h"
 #include "compress/topk_select.h"
 
@@ -223,7 +224,210 @@ __global__ void PowerSgdApproximate(int64_t n, int64_t m, int64_t r, const float
   mat[e] -= a;
 }
 
+// QSGD's Elias coding: a bucket per thread (codes::QsgdElias).
+__global__ void EliasNorms(codes::QsgdElias coder, const float* g, float* code, uint64_t* draws) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (b >= coder.Buckets()) return;
+  const int64_t begin = b * coder.fixed.layout.bucket;
+  draws[b] = coder.fixed.Prepare(g + begin, nullptr, coder.fixed.layout.Values(b), code + 1 + b);
+}
+
+__global__ void EliasFields(codes::QsgdElias coder, const float* g, uint64_t seed, const float* code,
+                            const uint64_t* first_draw, uint8_t* fields, uint64_t* bits) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (b >= coder.Buckets()) return;
+  const int64_t begin = b * coder.fixed.layout.bucket;
+  bits[b] = coder.Fields(g + begin, coder.fixed.layout.Values(b), code[1 + b], seed, first_draw[b], fields + begin);
+}
+
+__global__ void EliasWrite(codes::QsgdElias coder, const uint8_t* fields, const uint64_t* first_bit, float* code) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (b >= coder.Buckets()) return;
+  const int64_t begin = b * coder.fixed.layout.bucket;
+  unsigned int* stream = reinterpret_cast<unsigned int*>(code + coder.StreamAt());
+  // A bucket's first and last words may be its neighbours' too.
+  coder.Write(fields + begin, coder.fixed.layout.Values(b), first_bit[b], [&](uint64_t k, uint32_t word) {
+    if (word != 0) atomicOr(stream + k, word);
+  });
+}
+
+__global__ void EliasUsed(codes::QsgdElias coder, const uint64_t* first_bit, const uint64_t* bits, float* code) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const int64_t last = coder.Buckets() - 1;
+  const uint64_t total = first_bit[last] + bits[last];
+  code[0] = codes::BitsFloat(static_cast<uint32_t>(coder.StreamAt() + static_cast<int64_t>((total + 31) / 32)));
+}
+
+__global__ void EliasPadded(const float* code, int64_t floats, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < floats) out[i] = i < static_cast<int64_t>(codes::FloatBits(code[0])) ? code[i] : 0.0f;
+}
+
+// Rank r's stream: its words within the `floats` it was sent in.
+struct EliasStream {
+  const float* code;
+  int64_t floats;
+  __device__ EliasStream(const float* codes, int64_t stride, int64_t floats_in, int r)
+      : code(codes + r * stride), floats(floats_in) {}
+  __device__ int64_t words(const codes::QsgdElias& coder) const {
+    return floats > coder.StreamAt() ? floats - coder.StreamAt() : 0;
+  }
+  __device__ float norm(int64_t b) const { return 1 + b < floats ? code[1 + b] : 0.0f; }
+};
+
+// One thread per rank: each bucket's first bit in its stream.
+__global__ void EliasStarts(codes::QsgdElias coder, const float* codes, int64_t stride, int64_t floats, int world,
+                            uint64_t* starts) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= world) return;
+  const EliasStream s(codes, stride, floats, r);
+  const float* stream = s.code + coder.StreamAt();
+  uint64_t at = 0;
+  for (int64_t b = 0; b < coder.Buckets(); ++b) {
+    starts[r * coder.Buckets() + b] = at;
+    at = coder.Skip(stream, s.words(coder), at, coder.fixed.layout.Values(b));
+  }
+}
+
+__global__ void EliasDecodeBuckets(codes::QsgdElias coder, const float* codes, int64_t stride, int64_t floats,
+                                   int world, const uint64_t* starts, float inv, float* average) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (b >= coder.Buckets()) return;
+  const int64_t n = coder.fixed.layout.Values(b);
+  float* out = average + b * coder.fixed.layout.bucket;
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.0f;
+  for (int r = 0; r < world; ++r) {
+    const EliasStream s(codes, stride, floats, r);
+    coder.DecodeAdd(s.code + coder.StreamAt(), s.words(coder), starts[r * coder.Buckets() + b], n, s.norm(b), out);
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+}
+
+// Encode's scratch: four counts per bucket (draws, first draws, bits,
+// first bits), the fields (a byte per value), then CUB's.
+struct EliasScratch {
+  size_t counts, fields, scan;
+  static EliasScratch Of(const codes::QsgdElias& coder) {
+    const int64_t buckets = coder.Buckets();
+    EliasScratch s{4 * sizeof(uint64_t) * static_cast<size_t>(buckets),
+                   (static_cast<size_t>(coder.fixed.layout.elements) + 7) / 8 * 8, 0};
+    cub::DeviceScan::ExclusiveSum(nullptr, s.scan, static_cast<const uint64_t*>(nullptr),
+                                  static_cast<uint64_t*>(nullptr), static_cast<int>(buckets));
+    return s;
+  }
+  size_t total() const { return counts + fields + scan; }
+};
+
+__global__ void Difference(int64_t count, const float* x, const float* y, float* out) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) out[i] = x[i] - y[i];
+}
+
+// reference += P Q^T, an element per thread (the push's decode).
+__global__ void AddApproximation(int64_t n, int64_t m, int64_t r, const float* p, const float* q, float* reference) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e < n * m) reference[e] += codes::PowerSgdApproximation(p, q, r, e / m, e % m);
+}
+
+__global__ void Mix(int64_t count, const float* x, const float* received, const float* sent, float consensus,
+                    float* y) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) y[i] = x[i] + consensus * (received[i] - sent[i]);
+}
+
 }  // namespace
+
+int LowRankPushEncode(int64_t n, int64_t m, int64_t r, const float* x, float* reference, float* q,
+                      const float* normals, float* d, unsigned char* zero, double* col, double* basis, float* p_out,
+                      float* q_out, void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  Difference<<<Blocks(n * m), kThreads, 0, s>>>(n * m, x, reference, d);
+  PowerSgdZeroColumns<<<Blocks(r), kThreads, 0, s>>>(m, r, q, zero);
+  PowerSgdSeed<<<Blocks(m * r), kThreads, 0, s>>>(m, r, zero, normals, q);
+  PowerSgdP<<<Blocks(n * r), kThreads, 0, s>>>(n, m, r, d, q, p_out);
+  PowerSgdOrthonormalise<<<1, 1, 0, s>>>(n, r, p_out, col, basis);
+  PowerSgdQ<<<Blocks(m * r), kThreads, 0, s>>>(n, m, r, d, p_out, q_out);
+  const cudaError_t copied =
+      cudaMemcpyAsync(q, q_out, static_cast<size_t>(m * r) * sizeof(float), cudaMemcpyDeviceToDevice, s);
+  if (copied != cudaSuccess) return copied;
+  AddApproximation<<<Blocks(n * m), kThreads, 0, s>>>(n, m, r, p_out, q_out, reference);
+  return cudaGetLastError();
+}
+
+int LowRankPushAddProduct(int64_t n, int64_t m, int64_t r, const float* p, const float* q, float* reference,
+                          void* stream) {
+  (void)cudaGetLastError();
+  AddApproximation<<<Blocks(n * m), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, m, r, p, q, reference);
+  return cudaGetLastError();
+}
+
+int LowRankPushMix(int64_t count, const float* x, const float* received, const float* sent, float consensus,
+                   float* y, void* stream) {
+  (void)cudaGetLastError();
+  if (count <= 0) return cudaSuccess;
+  Mix<<<Blocks(count), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(count, x, received, sent, consensus, y);
+  return cudaGetLastError();
+}
+
+size_t EliasEncodeScratchBytes(const codes::QsgdElias& coder) {
+  if (coder.Buckets() <= 0 || coder.Buckets() > INT_MAX) return 0;
+  return EliasScratch::Of(coder).total();
+}
+
+size_t EliasDecodeScratchBytes(const codes::QsgdElias& coder, int world) {
+  return sizeof(uint64_t) * static_cast<size_t>(coder.Buckets()) * static_cast<size_t>(world);
+}
+
+int EliasEncode(const codes::QsgdElias& coder, const float* g, uint64_t seed, void* scratch, size_t scratch_bytes,
+                float* code, void* stream) {
+  (void)cudaGetLastError();
+  const int64_t buckets = coder.Buckets();
+  if (buckets <= 0 || buckets > INT_MAX) return cudaErrorInvalidValue;
+  const EliasScratch layout = EliasScratch::Of(coder);
+  if (scratch_bytes < layout.total()) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  uint64_t* draws = static_cast<uint64_t*>(scratch);
+  uint64_t* first_draw = draws + buckets;
+  uint64_t* bits = first_draw + buckets;
+  uint64_t* first_bit = bits + buckets;
+  uint8_t* fields = static_cast<uint8_t*>(scratch) + layout.counts;
+  void* temp = static_cast<char*>(scratch) + layout.counts + layout.fields;
+  // The stream is ORed into: zero first.
+  cudaError_t e = cudaMemsetAsync(code, 0, static_cast<size_t>(coder.BoundFloats()) * sizeof(float), s);
+  if (e != cudaSuccess) return e;
+  EliasNorms<<<Blocks(buckets), kThreads, 0, s>>>(coder, g, code, draws);
+  size_t bytes = layout.scan;
+  e = cub::DeviceScan::ExclusiveSum(temp, bytes, draws, first_draw, static_cast<int>(buckets), s);
+  if (e != cudaSuccess) return e;
+  EliasFields<<<Blocks(buckets), kThreads, 0, s>>>(coder, g, seed, code, first_draw, fields, bits);
+  bytes = layout.scan;
+  e = cub::DeviceScan::ExclusiveSum(temp, bytes, bits, first_bit, static_cast<int>(buckets), s);
+  if (e != cudaSuccess) return e;
+  EliasWrite<<<Blocks(buckets), kThreads, 0, s>>>(coder, fields, first_bit, code);
+  EliasUsed<<<1, 1, 0, s>>>(coder, first_bit, bits, code);
+  return cudaGetLastError();
+}
+
+int EliasPad(const float* code, int64_t floats, float* out, void* stream) {
+  (void)cudaGetLastError();
+  if (floats <= 0) return cudaSuccess;
+  EliasPadded<<<Blocks(floats), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(code, floats, out);
+  return cudaGetLastError();
+}
+
+int EliasDecodeAverage(const codes::QsgdElias& coder, const float* codes, int64_t stride, int64_t floats, int world,
+                       void* scratch, size_t scratch_bytes, float* average, void* stream) {
+  (void)cudaGetLastError();
+  if (coder.Buckets() <= 0) return cudaSuccess;
+  if (world < 1 || scratch_bytes < EliasDecodeScratchBytes(coder, world)) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  uint64_t* starts = static_cast<uint64_t*>(scratch);
+  EliasStarts<<<Blocks(world), kThreads, 0, s>>>(coder, codes, stride, floats, world, starts);
+  EliasDecodeBuckets<<<Blocks(coder.Buckets()), kThreads, 0, s>>>(coder, codes, stride, floats, world, starts,
+                                                                   1.0f / static_cast<float>(world), average);
+  return cudaGetLastError();
+}
 
 int PowerSgdContributeP(int64_t n, int64_t m, int64_t r, const float* g, float* mat, float* q, const float* normals,
                         unsigned char* zero, float* p_out, void* stream) {

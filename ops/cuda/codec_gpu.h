@@ -2,10 +2,10 @@
 #define NEREID_OPS_CUDA_CODEC_GPU_H_
 
 // The GPU kernels of the codecs: the bucketed codes (compress/bucket_codes.h:
-// TernGrad, 1-bit SGD and QSGD's fixed coding), top-k and PowerSGD,
-// through the same functions as the host codecs, so they write the same
-// bits and the same averages. Plain C++ at this boundary, as gpu_math.h: each launcher
-// enqueues on `stream` (a cudaStream_t) and returns a cudaError_t as an int.
+// TernGrad, 1-bit SGD and QSGD's fixed coding), QSGD's Elias coding, top-k
+// and PowerSGD, through the same functions as the host codecs, so they
+// write the same bits and the same averages. Plain C++ at this boundary, as
+// gpu_math.h: each launcher enqueues on `stream` (a cudaStream_t) and returns a cudaError_t as an int.
 //
 // Encode: one thread per bucket computes its head and counts its draws; a
 // scan (CUB) numbers the draws; one thread per bucket packs its values.
@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "compress/bucket_codes.h"
+#include "compress/qsgd_elias_buckets.h"
 
 namespace nereid::cuda::codecs {
 
@@ -33,6 +34,27 @@ int Encode(Coder coder, const codes::BucketLayout& layout, const float* g, float
 // world), rank r's code at codes + r * stride.
 int DecodeAverage(Coder coder, const codes::BucketLayout& layout, const float* codes, int64_t stride, int world,
                   float* average, void* stream);
+
+// QSGD's Elias coding (compress/qsgd_elias_buckets.h) of `coder`'s layout.
+// Encode: the code (coder.BoundFloats() floats) of g for one rank, its
+// first word the floats it uses. A thread per bucket takes its norm and
+// counts its draws, a scan numbers the draws, a thread per bucket makes
+// its fields and counts their bits, a scan places each bucket in the
+// stream, a thread per bucket writes its words (an atomic OR where two
+// buckets share a word).
+// DecodeAverage: rank r's code at codes + r * stride, `floats` long; a
+// thread per rank walks its stream to find each bucket's first bit, then a
+// thread per bucket decodes every rank's bucket in rank order and scales by
+// 1/world, as the host.
+size_t EliasEncodeScratchBytes(const codes::QsgdElias& coder);
+size_t EliasDecodeScratchBytes(const codes::QsgdElias& coder, int world);
+int EliasEncode(const codes::QsgdElias& coder, const float* g, uint64_t seed, void* scratch, size_t scratch_bytes,
+                float* code, void* stream);
+// out <- the first `floats` floats of `code`, those past its used ones zero
+// (GatherCodec's padding to the longest rank's code).
+int EliasPad(const float* code, int64_t floats, float* out, void* stream);
+int EliasDecodeAverage(const codes::QsgdElias& coder, const float* codes, int64_t stride, int64_t floats, int world,
+                       void* scratch, size_t scratch_bytes, float* average, void* stream);
 
 // Top-k with DGC's momentum correction (compress/topk_codec.cc) over n
 // values, k sent: v (and u, null without momentum) accumulate g, the k
@@ -61,6 +83,23 @@ int PowerSgdAbsorbP(int64_t n, int64_t r, const float* in, int world, float* p, 
 int PowerSgdContributeQ(int64_t n, int64_t m, int64_t r, const float* mat, const float* p, float* q_out, void* stream);
 int PowerSgdAbsorbQ(int64_t n, int64_t m, int64_t r, const float* in, int world, const float* p, float* q, float* mat,
                     float* average, void* stream);
+
+// A low-rank push's segment (compress/low_rank_push.h), n rows by m
+// columns at rank r, against its edge's `reference` and warm start `q`
+// (m x r), as LowRankPush::Encode: d = x - reference; q's zero columns take
+// `normals` (LowRankPush::SeedDraws); p_out = D q, orthonormalised;
+// q_out = D^T p_out, copied to q; reference += p_out q_out^T. Scratch: `d`
+// (n * m floats), `zero` (r bytes), `col` and `basis` (n and n * r
+// doubles).
+int LowRankPushEncode(int64_t n, int64_t m, int64_t r, const float* x, float* reference, float* q,
+                      const float* normals, float* d, unsigned char* zero, double* col, double* basis, float* p_out,
+                      float* q_out, void* stream);
+// reference += P Q^T: the receiver's decode of a segment.
+int LowRankPushAddProduct(int64_t n, int64_t m, int64_t r, const float* p, const float* q, float* reference,
+                          void* stream);
+// y = x + consensus * (received - sent), the push's step.
+int LowRankPushMix(int64_t count, const float* x, const float* received, const float* sent, float consensus,
+                   float* y, void* stream);
 
 }  // namespace nereid::cuda::codecs
 

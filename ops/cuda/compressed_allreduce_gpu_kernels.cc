@@ -1,20 +1,23 @@
 // CompressedAllReduce on the GPU (place(device=cuda, comm=device)) for the
 // codecs with GPU kernels (ops/cuda/gpu_codecs.h): TernGrad, 1-bit SGD,
-// QSGD's fixed coding and top-k, all-gathered; PowerSGD, summed. When the
+// QSGD (both codings) and top-k, all-gathered; PowerSGD, summed. When the
 // worker's collective queue issues the node, in its (step, bucket) turn as
 // on the host, each round puts every gradient's part into one fused device
 // buffer on the node's stream (the world's communication stream), NCCL
 // sums or all-gathers it, and every gradient absorbs the result, as the CPU
 // kernel's AverageFused does: the same bits, but for NCCL's own order of
 // summing a summed codec's parts across more than two ranks. No host thread
-// waits for the data.
+// waits for the data, except where codes vary in length (QSGD's Elias
+// coding): their lengths, all-gathered in the first round, are read back
+// to size the second.
 //
-// The other codecs (QSGD's Elias coding, GradiVeQ) have no GPU kernels:
-// `place` names them (KernelCovers), and keeps them on the host with
-// fallback=host, where the world's collectives then run split
-// (ops/collective_schedule.h: SplitAcrossSides).
+// GradiVeQ has no GPU kernels: `place` names it (KernelCovers), and keeps it
+// on the host with fallback=host, where the world's collectives then run
+// split (ops/collective_schedule.h: SplitAcrossSides).
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,45 +46,81 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     name_ = cuda::Prefix(node);
     for (const CompressedGradient& g : node_.gradients) {
       ASSIGN_OR_RETURN(std::unique_ptr<cuda::GpuCodec> codec, cuda::MakeGpuCodec(node_.method, *g.codec, g.elements));
-      const size_t bytes = (codec->scratch_bytes() + 255) / 256 * 256;  // aligned for the next
-      if (codec->rounds() == 1) {  // used within its round only: one region serves every gradient in turn
-        slots_.push_back(Slot{std::move(codec), 0});
-        scratch_bytes_ = std::max(scratch_bytes_, bytes);
-      } else {  // kept between the rounds (PowerSGD's P): a region each
-        slots_.push_back(Slot{std::move(codec), scratch_bytes_});
-        scratch_bytes_ += bytes;
-      }
+      codecs_.push_back(std::move(codec));
     }
     // One method, so one kind of combining and one count of rounds.
-    summed_ = slots_.front().codec->summed();
-    for (int round = 0; round < slots_.front().codec->rounds(); ++round) {
-      std::vector<int64_t> offsets;
-      int64_t floats = 0;
-      for (const Slot& s : slots_) {
-        offsets.push_back(floats);
-        floats += s.codec->round_floats(round);
+    summed_ = codecs_.front()->summed();
+    for (int round = 0; round < codecs_.front()->rounds(); ++round) {
+      Round r;
+      for (const auto& codec : codecs_) {
+        r.offsets.push_back(r.floats);
+        r.floats_of.push_back(codec->round_floats(round));
+        r.floats += r.floats_of.back();
       }
-      rounds_.push_back(Round{std::move(offsets), floats});
-      most_floats_ = std::max(most_floats_, floats);
+      most_floats_ = std::max(most_floats_, r.floats);
+      rounds_.push_back(std::move(r));
     }
     return absl::OkStatus();
   }
 
  private:
-  struct Slot {
-    std::unique_ptr<cuda::GpuCodec> codec;
-    size_t scratch_at;  // of its scratch, kept through the step's rounds
-  };
   struct Round {
-    std::vector<int64_t> offsets;  // of each gradient's part in the fused buffer
-    int64_t floats;                // one rank's
+    std::vector<int64_t> offsets;    // of each gradient's part in the fused buffer
+    std::vector<int64_t> floats_of;  // each gradient's part
+    int64_t floats = 0;              // one rank's
   };
+
+  // Where each gradient's scratch starts and the bytes of all. A two-round
+  // codec keeps its region through the step (PowerSGD's P, the Elias code);
+  // a one-round codec's is used within its round only, so one region after
+  // the kept ones serves every such gradient in turn.
+  std::pair<std::vector<size_t>, size_t> ScratchLayout(int world) const {
+    std::vector<size_t> at(codecs_.size(), 0);
+    size_t kept = 0, shared = 0;
+    for (size_t g = 0; g < codecs_.size(); ++g) {
+      const size_t bytes = (codecs_[g]->scratch_bytes(world) + 255) / 256 * 256;  // aligned for the next
+      if (codecs_[g]->rounds() == 1) {
+        shared = std::max(shared, bytes);
+      } else {
+        at[g] = kept;
+        kept += bytes;
+      }
+    }
+    for (size_t g = 0; g < codecs_.size(); ++g) {
+      if (codecs_[g]->rounds() == 1) at[g] = kept;
+    }
+    return {std::move(at), kept + shared};
+  }
+
+  // Round `round` of a node whose codes vary in length, sized from the
+  // length words every rank sent in the round before (`words`, a rank's
+  // `previous.floats` apart): each such gradient's part is the longest
+  // code, at most its bound, as the host's GatherCodec.
+  Round SizedByLengths(int round, const Round& previous, const std::vector<float>& words, int world) const {
+    Round r;
+    for (size_t g = 0; g < codecs_.size(); ++g) {
+      int64_t floats = codecs_[g]->round_floats(round);
+      if (codecs_[g]->variable_length()) {
+        int64_t longest = 0;
+        for (int k = 0; k < world; ++k) {
+          uint32_t length;
+          std::memcpy(&length, &words[k * previous.floats + previous.offsets[g]], sizeof(length));
+          longest = std::max<int64_t>(longest, length);
+        }
+        floats = std::min(longest, floats);  // a bad length word must not grow the round
+      }
+      r.offsets.push_back(r.floats);
+      r.floats_of.push_back(floats);
+      r.floats += floats;
+    }
+    return r;
+  }
 
   absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) override {
     ASSIGN_OR_RETURN(cudaStream_t stream, cuda::StreamOf(ctx));
     // Outputs: the averages, then each gradient's next state (a copy of its
     // input, updated in place by the rounds).
-    const int gradients = static_cast<int>(slots_.size());
+    const int gradients = static_cast<int>(codecs_.size());
     struct Gradient {
       const float* g;
       float* average;
@@ -109,29 +148,44 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     const int64_t fused_floats = most_floats_ * (summed_ || world == 1 ? 1 : world + 1);
     ASSIGN_OR_RETURN(Tensor fused, cuda::Scratch(ctx, static_cast<size_t>(fused_floats) * sizeof(float)));
     auto buffer = std::make_shared<Tensor>(std::move(fused));
+    auto [scratch_at, scratch_bytes] = ScratchLayout(world);
     auto scratch = std::make_shared<Tensor>();
-    if (scratch_bytes_ > 0) {
-      ASSIGN_OR_RETURN(*scratch, cuda::Scratch(ctx, scratch_bytes_));
+    if (scratch_bytes > 0) {
+      ASSIGN_OR_RETURN(*scratch, cuda::Scratch(ctx, scratch_bytes));
     }
     // Each round: every gradient's part into the fused buffer, then
     // (`combine`, a world of more than one) summed or all-gathered, then
     // absorbed by every gradient.
     using Combine = std::function<absl::Status(float* mine, int64_t floats, float* all)>;
-    auto run = [this, work, buffer, scratch, stream, world](int rank, const Combine& combine) -> absl::Status {
+    auto run = [this, work, buffer, scratch, scratch_at = std::move(scratch_at), stream, world](
+                   int rank, const Combine& combine) -> absl::Status {
       // The queue's thread launches here: the stream's GPU must be current.
       int device = 0;
       RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamGetDevice(stream, &device), name_ + "cudaStreamGetDevice"));
       RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(device), name_ + "cudaSetDevice"));
       float* mine = buffer->data<float>();
       char* own = static_cast<char*>(scratch->raw());
+      Round r;
       for (int round = 0; round < static_cast<int>(rounds_.size()); ++round) {
-        const Round& r = rounds_[round];
-        for (size_t g = 0; g < slots_.size(); ++g) {
+        std::vector<float> lengths;
+        if (round > 0 && variable_length()) {
+          // The round's size is the longest code: its length words are read
+          // back, the one wait on the GPU inside the node's step.
+          lengths.resize(static_cast<size_t>(r.floats) * (summed_ ? 1 : world));
+          const float* words = summed_ || world == 1 ? mine : mine + r.floats;
+          RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(lengths.data(), words, lengths.size() * sizeof(float),
+                                                           cudaMemcpyDeviceToHost, stream),
+                                           name_ + "reading the codes' lengths"));
+          RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), name_ + "waiting for the codes' lengths"));
+          r = SizedByLengths(round, r, lengths, world);
+        } else {
+          r = rounds_[round];
+        }
+        for (size_t g = 0; g < codecs_.size(); ++g) {
           const Gradient& w = (*work)[g];
           RETURN_IF_ERROR(cuda::CudaStatus(
-              static_cast<cudaError_t>(slots_[g].codec->Contribute(round, w.step, rank, w.g, w.state,
-                                                                   own + slots_[g].scratch_at, mine + r.offsets[g],
-                                                                   stream)),
+              static_cast<cudaError_t>(codecs_[g]->Contribute(round, w.step, rank, w.g, w.state, own + scratch_at[g],
+                                                              r.floats_of[g], mine + r.offsets[g], stream)),
               absl::StrCat(name_, "round ", round, " of gradient ", g)));
         }
         float* all = mine;
@@ -139,11 +193,11 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
           if (!summed_) all = mine + r.floats;
           RETURN_IF_ERROR(combine(mine, r.floats, all));
         }
-        for (size_t g = 0; g < slots_.size(); ++g) {
+        for (size_t g = 0; g < codecs_.size(); ++g) {
           const Gradient& w = (*work)[g];
           RETURN_IF_ERROR(cuda::CudaStatus(
-              static_cast<cudaError_t>(slots_[g].codec->Absorb(round, all + r.offsets[g], r.floats, world, w.state,
-                                                               own + slots_[g].scratch_at, w.average, stream)),
+              static_cast<cudaError_t>(codecs_[g]->Absorb(round, all + r.offsets[g], r.floats, r.floats_of[g], world,
+                                                          w.state, own + scratch_at[g], w.average, stream)),
               absl::StrCat(name_, "absorbing round ", round, " of gradient ", g)));
         }
       }
@@ -179,13 +233,16 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     return absl::OkStatus();
   }
 
+  bool variable_length() const {
+    return std::any_of(codecs_.begin(), codecs_.end(), [](const auto& c) { return c->variable_length(); });
+  }
+
   CompressedGradients node_;
   std::string name_;
-  std::vector<Slot> slots_;
-  std::vector<Round> rounds_;
+  std::vector<std::unique_ptr<cuda::GpuCodec>> codecs_;  // one per gradient
+  std::vector<Round> rounds_;  // sized by round_floats (a bound where the length varies)
   bool summed_ = false;
-  int64_t most_floats_ = 0;   // one rank's fused parts in its largest round
-  size_t scratch_bytes_ = 0;  // every gradient's own scratch
+  int64_t most_floats_ = 0;  // one rank's fused parts in its largest round
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "ops/cuda/gpu_codecs.h"
 
+#include <algorithm>
 #include <climits>
 #include <functional>
 #include <map>
@@ -16,17 +17,19 @@ namespace {
 class GatherGpuCodec : public GpuCodec {
  public:
   int64_t round_floats(int) const override { return floats(); }
+  size_t scratch_bytes(int) const override { return encode_scratch_bytes(); }
   int Contribute(int, const CodecStep& step, int rank, const float* g, const std::vector<float*>& state,
-                 void* scratch, float* out, cudaStream_t stream) const override {
+                 void* scratch, int64_t, float* out, cudaStream_t stream) const override {
     return Encode(g, state, step.UniformSeed(rank), scratch, out, stream);
   }
-  int Absorb(int, const float* in, int64_t stride, int world, const std::vector<float*>&, void*, float* average,
-             cudaStream_t stream) const override {
+  int Absorb(int, const float* in, int64_t stride, int64_t, int world, const std::vector<float*>&, void*,
+             float* average, cudaStream_t stream) const override {
     return DecodeAverage(in, stride, world, average, stream);
   }
 
  protected:
   virtual int64_t floats() const = 0;
+  virtual size_t encode_scratch_bytes() const = 0;
   virtual int Encode(const float* g, const std::vector<float*>& state, uint64_t seed, void* scratch, float* code,
                      cudaStream_t stream) const = 0;
   virtual int DecodeAverage(const float* codes, int64_t stride, int world, float* average,
@@ -39,9 +42,9 @@ class BucketedGpuCodec : public GatherGpuCodec {
  public:
   BucketedGpuCodec(codecs::Coder coder, codes::BucketLayout layout)
       : coder_(coder), layout_(layout), scratch_(codecs::EncodeScratchBytes(coder, layout)) {}
-  size_t scratch_bytes() const override { return scratch_; }
 
  private:
+  size_t encode_scratch_bytes() const override { return scratch_; }
   int64_t floats() const override { return layout_.Floats(); }
   int Encode(const float* g, const std::vector<float*>& state, uint64_t seed, void* scratch, float* code,
              cudaStream_t stream) const override {
@@ -58,14 +61,54 @@ class BucketedGpuCodec : public GatherGpuCodec {
   size_t scratch_;
 };
 
+// QSGD's Elias coding: round 0 encodes into the scratch and sends the
+// code's length; round 1 sends the code padded to the longest rank's, and
+// decodes every rank's. Scratch: the code, then the encode's or the
+// decode's own.
+class EliasGpuCodec : public GpuCodec {
+ public:
+  explicit EliasGpuCodec(codes::QsgdElias coder)
+      : coder_(coder), encode_scratch_(codecs::EliasEncodeScratchBytes(coder)) {}
+  int rounds() const override { return 2; }
+  bool variable_length() const override { return true; }
+  int64_t round_floats(int round) const override { return round == 0 ? 1 : coder_.BoundFloats(); }
+  size_t scratch_bytes(int world) const override {
+    return work_at() + std::max(encode_scratch_, codecs::EliasDecodeScratchBytes(coder_, world));
+  }
+
+  int Contribute(int round, const CodecStep& step, int rank, const float* g, const std::vector<float*>&,
+                 void* scratch, int64_t floats, float* out, cudaStream_t stream) const override {
+    float* code = static_cast<float*>(scratch);
+    if (round == 1) return codecs::EliasPad(code, floats, out, stream);
+    const int encoded = codecs::EliasEncode(coder_, g, step.UniformSeed(rank), work(scratch), encode_scratch_, code,
+                                            stream);
+    if (encoded != cudaSuccess) return encoded;
+    return cudaMemcpyAsync(out, code, sizeof(float), cudaMemcpyDeviceToDevice, stream);  // the length word
+  }
+
+  int Absorb(int round, const float* in, int64_t stride, int64_t floats, int world, const std::vector<float*>&,
+             void* scratch, float* average, cudaStream_t stream) const override {
+    if (round == 0) return cudaSuccess;  // the lengths: the kernel reads them
+    return codecs::EliasDecodeAverage(coder_, in, stride, floats, world, work(scratch),
+                                      codecs::EliasDecodeScratchBytes(coder_, world), average, stream);
+  }
+
+ private:
+  size_t work_at() const { return (sizeof(float) * static_cast<size_t>(coder_.BoundFloats()) + 255) / 256 * 256; }
+  void* work(void* scratch) const { return static_cast<char*>(scratch) + work_at(); }
+
+  codes::QsgdElias coder_;
+  size_t encode_scratch_;
+};
+
 // Top-k with momentum correction: state [u, v] with momentum, [v] without.
 class TopKGpuCodec : public GatherGpuCodec {
  public:
   TopKGpuCodec(int64_t n, int64_t k, float momentum)
       : n_(n), k_(k), momentum_(momentum), scratch_(codecs::TopKScratchBytes(n, k)) {}
-  size_t scratch_bytes() const override { return scratch_; }
 
  private:
+  size_t encode_scratch_bytes() const override { return scratch_; }
   int64_t floats() const override { return 2 * k_; }
   int Encode(const float* g, const std::vector<float*>& state, uint64_t, void* scratch, float* code,
              cudaStream_t stream) const override {
@@ -93,10 +136,10 @@ class PowerSgdGpuCodec : public GpuCodec {
   bool summed() const override { return true; }
   int rounds() const override { return 2; }
   int64_t round_floats(int round) const override { return (round == 0 ? n_ : m_) * r_; }
-  size_t scratch_bytes() const override { return normals_at() + sizeof(float) * m_ * r_; }
+  size_t scratch_bytes(int) const override { return normals_at() + sizeof(float) * m_ * r_; }
 
   int Contribute(int round, const CodecStep& step, int, const float* g, const std::vector<float*>& state,
-                 void* scratch, float* out, cudaStream_t stream) const override {
+                 void* scratch, int64_t, float* out, cudaStream_t stream) const override {
     if (state.size() != 2) return cudaErrorInvalidValue;
     if (round == 1) return codecs::PowerSgdContributeQ(n_, m_, r_, state[0], P(scratch), out, stream);
     // Q's zero columns take N(0, 1) draws made as the host codec makes them
@@ -112,8 +155,8 @@ class PowerSgdGpuCodec : public GpuCodec {
                                        static_cast<unsigned char*>(scratch) + flags_at(), out, stream);
   }
 
-  int Absorb(int round, const float* in, int64_t, int world, const std::vector<float*>& state, void* scratch,
-             float* average, cudaStream_t stream) const override {
+  int Absorb(int round, const float* in, int64_t, int64_t, int world, const std::vector<float*>& state,
+             void* scratch, float* average, cudaStream_t stream) const override {
     if (state.size() != 2) return cudaErrorInvalidValue;
     if (round == 0) {
       double* col = static_cast<double*>(scratch);
@@ -149,7 +192,16 @@ const std::map<std::string, Maker>& Makers() {
          if (state.size() != 2 || state[0].dims.size() != 2 || state[1].dims.size() != 2) return nullptr;
          return std::make_unique<PowerSgdGpuCodec>(state[0].dims[0], state[0].dims[1], state[1].dims[1]);
        }},
-      {"qsgd", [](const GradientCodec& host, int64_t) { return Bucketed(codecs::Coder::kQsgd, host); }},
+      {"qsgd",
+       [](const GradientCodec& host, int64_t) -> std::unique_ptr<GpuCodec> {
+         if (!host.variable_length()) return Bucketed(codecs::Coder::kQsgd, host);
+         // Elias coding: the words of the fixed coding's fields.
+         const std::optional<codes::BucketLayout> layout = host.bucket_layout();
+         if (!layout.has_value()) return nullptr;
+         const codes::QsgdElias coder{codes::QsgdBuckets{*layout}};
+         if (codecs::EliasEncodeScratchBytes(coder) == 0) return nullptr;  // past a scan's int count
+         return std::make_unique<EliasGpuCodec>(coder);
+       }},
       {"terngrad", [](const GradientCodec& host, int64_t) { return Bucketed(codecs::Coder::kTernGrad, host); }},
       {"topk",
        [](const GradientCodec& host, int64_t elements) -> std::unique_ptr<GpuCodec> {
@@ -169,16 +221,19 @@ absl::StatusOr<std::unique_ptr<GpuCodec>> MakeGpuCodec(const std::string& method
   std::unique_ptr<GpuCodec> codec = maker == Makers().end() ? nullptr : maker->second(host, elements);
   if (codec != nullptr && codec->rounds() == host.Rounds() &&
       codec->summed() == (host.collective() == CodecCollective::kAllReduce)) {
+    // The payload: every round's floats, or a variable length's bound.
     int64_t floats = 0;
     for (int round = 0; round < codec->rounds(); ++round) floats += codec->round_floats(round);
-    if (floats == host.PayloadFloats()) return codec;
+    if (codec->variable_length() == host.variable_length() &&
+        (codec->variable_length() ? codec->round_floats(codec->rounds() - 1) : floats) == host.PayloadFloats()) {
+      return codec;
+    }
   }
   std::vector<std::string> names;
   for (const auto& [name, m] : Makers()) names.push_back(name);
   return absl::UnimplementedError(absl::StrCat("the ", method, " codec",
                                                maker == Makers().end() ? "" : " with these options",
-                                               " has no GPU kernels; the GPU runs ", absl::StrJoin(names, ", "),
-                                               " (qsgd with coding=fixed)"));
+                                               " has no GPU kernels; the GPU runs ", absl::StrJoin(names, ", ")));
 }
 
 }  // namespace nereid::cuda

@@ -59,6 +59,15 @@ struct Times {
   template <typename T>
   __device__ T operator()(T a, T b) const { return a * b; }
 };
+struct Minus {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a - b; }
+};
+// IEEE division, as the host's (nvcc's default -prec-div=true).
+struct Divides {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a / b; }
+};
 struct Min {
   template <typename T>
   __device__ T operator()(T a, T b) const { return b < a ? b : a; }
@@ -862,10 +871,22 @@ int Adam(const float* p, const float* g, const float* lr, const float* m, const 
 int BroadcastBinary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, const Broadcast& shape,
                     void* stream) {
   ClearLastError();
-  if (op == BinaryOp::kMul) {
-    BroadcastBinaryKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(Times(), a, b, y, n, shape);
-  } else {
-    BroadcastBinaryKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(Plus(), a, b, y, n, shape);
+  const auto launch = [&](auto f) {
+    BroadcastBinaryKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(f, a, b, y, n, shape);
+  };
+  switch (op) {
+    case BinaryOp::kAdd:
+      launch(Plus());
+      break;
+    case BinaryOp::kSub:
+      launch(Minus());
+      break;
+    case BinaryOp::kMul:
+      launch(Times());
+      break;
+    case BinaryOp::kDiv:
+      launch(Divides());
+      break;
   }
   return Launched();
 }

@@ -79,8 +79,9 @@ struct Broadcast {
   int64_t out[kMaxRank] = {};
   int64_t in[2][kMaxRank] = {};
 };
-// y = a + b or a * b (a's dims in[0], b's in[1]); n: y's elements.
-enum class BinaryOp { kAdd, kMul };
+// y = a + b, a - b, a * b or a / b (a's dims in[0], b's in[1]); n: y's
+// elements.
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 int BroadcastBinary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, const Broadcast& shape,
                     void* stream);
 // dx = dy (dims out) summed down to dims in[0]; n: dx's elements. Each

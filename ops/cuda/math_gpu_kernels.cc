@@ -291,7 +291,7 @@ class SoftmaxGradGpuKernel : public SoftmaxGpuKernel {
   SoftmaxGradGpuKernel() : SoftmaxGpuKernel(/*backward=*/true) {}
 };
 
-// y = a + b or a * b with NumPy broadcasting; operands of y's dims are
+// y = a + b, a - b, a * b or a / b with NumPy broadcasting; operands of y's dims are
 // combined as one flat vector (no index arithmetic per dim).
 template <cuda::math::BinaryOp kOp>
 class BinaryGpuKernel : public OpKernel {
@@ -359,7 +359,9 @@ class ReduceToShapeOfGpuKernel : public OpKernel {
 };
 
 using AddGpuKernel = BinaryGpuKernel<cuda::math::BinaryOp::kAdd>;
+using SubGpuKernel = BinaryGpuKernel<cuda::math::BinaryOp::kSub>;
 using MulGpuKernel = BinaryGpuKernel<cuda::math::BinaryOp::kMul>;
+using DivGpuKernel = BinaryGpuKernel<cuda::math::BinaryOp::kDiv>;
 
 NEREID_REGISTER_KERNEL("MatMul", kGpu, DT_FLOAT, BatchMatMulGpuKernel);
 NEREID_REGISTER_KERNEL("BatchMatMul", kGpu, DT_FLOAT, BatchMatMulGpuKernel);
@@ -372,7 +374,9 @@ NEREID_REGISTER_KERNEL("GeluGrad", kGpu, DT_FLOAT, GeluGradGpuKernel);
 NEREID_REGISTER_KERNEL("Softmax", kGpu, DT_FLOAT, SoftmaxGpuKernel);
 NEREID_REGISTER_KERNEL("SoftmaxGrad", kGpu, DT_FLOAT, SoftmaxGradGpuKernel);
 NEREID_REGISTER_KERNEL("Add", kGpu, DT_FLOAT, AddGpuKernel);
+NEREID_REGISTER_KERNEL("Sub", kGpu, DT_FLOAT, SubGpuKernel);
 NEREID_REGISTER_KERNEL("Mul", kGpu, DT_FLOAT, MulGpuKernel);
+NEREID_REGISTER_KERNEL("Div", kGpu, DT_FLOAT, DivGpuKernel);
 NEREID_REGISTER_KERNEL("AddN", kGpu, DT_FLOAT, AddNGpuKernel);
 NEREID_REGISTER_KERNEL("ReduceToShapeOf", kGpu, DT_FLOAT, ReduceToShapeOfGpuKernel);
 

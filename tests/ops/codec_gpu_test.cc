@@ -8,10 +8,12 @@
 // (1-bit SGD's residual, top-k's momentum and residual, PowerSGD's residual
 // and Q) and the averages must be the host's bits (the same functions, no
 // fused multiply-adds), over two steps, with a short last bucket, zeros,
-// ties and a NaN.
+// ties and a NaN. QSGD's Elias coding sizes its second round from the
+// first's lengths as the kernel does. Gossip's low-rank pushes likewise.
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -21,7 +23,9 @@
 #include <vector>
 
 #include "compress/codec.h"
+#include "compress/low_rank_push.h"
 #include "gtest/gtest.h"
+#include "ops/cuda/codec_gpu.h"
 #include "ops/cuda/gpu_codecs.h"
 #include "tests/gpu_gate.h"
 
@@ -100,7 +104,7 @@ void Compare(const Case& c) {
     }
     k.g = std::make_unique<DeviceBuffer>(elements * sizeof(float));
     k.device_state = std::make_unique<DeviceBuffer>(state_floats * sizeof(float));
-    k.scratch = std::make_unique<DeviceBuffer>(gpu->scratch_bytes());
+    k.scratch = std::make_unique<DeviceBuffer>(gpu->scratch_bytes(kWorld));
     k.part = std::make_unique<DeviceBuffer>(most * sizeof(float) * kWorld);
     k.average = std::make_unique<DeviceBuffer>(elements * sizeof(float));
     Upload(k.g->f(), k.gradient);
@@ -134,17 +138,25 @@ void Compare(const Case& c) {
     CodecStep cs;
     cs.step = step, cs.seed = 5, cs.layer = 1;
     std::vector<std::vector<float>> host_average(kWorld, std::vector<float>(elements));
+    std::vector<float> combined;
     for (int round = 0; round < gpu->rounds(); ++round) {
-      const int64_t floats = gpu->round_floats(round);
+      int64_t floats = gpu->round_floats(round);
+      if (round > 0 && gpu->variable_length()) {  // the kernel's way: the longest length word, within the bound
+        int64_t longest = 0;
+        for (int r = 0; r < kWorld; ++r) longest = std::max<int64_t>(longest, Bits({combined[r]})[0]);
+        floats = std::min(longest, floats);
+      }
       ASSERT_EQ(floats, ranks[0].host->RoundFloats(cs, round, {}));
-      std::vector<float> combined(gpu->summed() ? floats : floats * kWorld, 0.0f);
+      combined.assign(gpu->summed() ? floats : floats * kWorld, 0.0f);
       for (int r = 0; r < kWorld; ++r) {
         Rank& k = ranks[r];
         std::vector<absl::Span<float>> spans;
         for (auto& s : k.state) spans.push_back(absl::MakeSpan(s));
         std::vector<float> part(floats, 0.0f);
         k.host->Contribute(cs, round, r, k.gradient, spans, absl::MakeSpan(part));
-        ASSERT_EQ(gpu->Contribute(round, cs, r, k.g->f(), k.state_on_device, k.scratch->ptr, k.part->f(), stream), 0);
+        ASSERT_EQ(gpu->Contribute(round, cs, r, k.g->f(), k.state_on_device, k.scratch->ptr, floats, k.part->f(),
+                                  stream),
+                  0);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         EXPECT_EQ(Bits(Download(k.part->f(), floats)), Bits(part)) << "round " << round << ", rank " << r;
         for (int64_t i = 0; i < floats; ++i) {
@@ -161,8 +173,8 @@ void Compare(const Case& c) {
         for (auto& s : k.state) spans.push_back(absl::MakeSpan(s));
         k.host->Absorb(cs, round, kWorld, k.gradient, spans, combined, absl::MakeSpan(host_average[r]));
         Upload(k.part->f(), combined);
-        ASSERT_EQ(gpu->Absorb(round, k.part->f(), floats, kWorld, k.state_on_device, k.scratch->ptr, k.average->f(),
-                              stream),
+        ASSERT_EQ(gpu->Absorb(round, k.part->f(), floats, floats, kWorld, k.state_on_device, k.scratch->ptr,
+                              k.average->f(), stream),
                   0);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       }
@@ -189,6 +201,9 @@ TEST(CodecGpuTest, TheGpuComputesTheHostsBits) {
         {"onebit", {{"bucket", "77"}}, dims},
         {"qsgd", {{"coding", "fixed"}}, dims},
         {"qsgd", {{"coding", "fixed"}, {"bits", "3"}, {"bucket", "50"}}, dims},
+        {"qsgd", {}, dims},
+        {"qsgd", {{"bits", "2"}, {"bucket", "7"}}, dims},
+        {"qsgd", {{"bits", "8"}, {"bucket", "100"}}, dims},
         {"topk", {}, dims},
         {"topk", {{"ratio", "0.3"}, {"momentum", "0"}}, dims},
     };
@@ -201,6 +216,87 @@ TEST(CodecGpuTest, TheGpuComputesTheHostsBits) {
                                          {"powersgd", {{"rank", "4"}}, {10, 84}}}) {
     Compare(c);
   }
+}
+
+// Gossip's low-rank pushes (codec_gpu.h: LowRankPushEncode, AddProduct and
+// Mix, segment by segment as the LowRankPush GPU kernel runs them) against
+// LowRankPush::Encode and Decode: segments of rank 1 to 3 beside an exact
+// one, three pushes after an edge's exact first, a warm start's column
+// zeroed before the second (seeded again from the host's draws).
+TEST(CodecGpuTest, LowRankPushesAreTheHostsBits) {
+  if (!testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<PushSegment> segments = {{6, 25, 2}, {7, 1, 0}, {30, 40, 3}, {5, 5, 1}};
+  absl::StatusOr<LowRankPush> push = LowRankPush::Create(segments);
+  ASSERT_TRUE(push.ok());
+  const int64_t size = push->elements();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size), reference(size), received(size), basis(push->basis_floats(), 0.0f);
+  for (float& v : x) v = normal(rng);
+  std::vector<float> message(push->MessageFloats(false));
+  push->Encode(x, false, 1, absl::MakeSpan(reference), absl::MakeSpan(basis), absl::MakeSpan(message));
+  push->Decode(message, false, absl::MakeSpan(received));
+  DeviceBuffer d_x(size * sizeof(float)), d_reference(size * sizeof(float)), d_received(size * sizeof(float)),
+      d_basis(basis.size() * sizeof(float)), d_message(size * sizeof(float)), d_y(size * sizeof(float));
+  // The largest segment's work space: D, the normal draws, the doubles, the flags.
+  DeviceBuffer d(30 * 40 * sizeof(float)), normals(40 * 3 * sizeof(float)), doubles((30 + 30 * 3) * sizeof(double)),
+      zero(3);
+  Upload(d_reference.f(), reference);
+  Upload(d_received.f(), received);
+  Upload(d_basis.f(), basis);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (int step = 1; step < 4; ++step) {
+    SCOPED_TRACE("push " + std::to_string(step));
+    for (float& v : x) v += 0.1f * normal(rng);
+    if (step == 2) {
+      for (int64_t k = 0; k < 25; ++k) basis[k * 2 + 1] = 0.0f;
+      Upload(d_basis.f(), basis);
+    }
+    Upload(d_x.f(), x);
+    const uint64_t seed = 1000 + step;
+    message.assign(push->MessageFloats(true), 0.0f);
+    push->Encode(x, true, seed, absl::MakeSpan(reference), absl::MakeSpan(basis), absl::MakeSpan(message));
+    push->Decode(message, true, absl::MakeSpan(received));
+    int64_t at = 0, sent = 0, warm = 0;
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const auto [n, m, r] = segments[s];
+      if (r == 0) {
+        ASSERT_EQ(cudaMemcpy(d_message.f() + sent, d_x.f() + at, n * m * sizeof(float), cudaMemcpyDeviceToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_reference.f() + at, d_x.f() + at, n * m * sizeof(float), cudaMemcpyDeviceToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_received.f() + at, d_message.f() + sent, n * m * sizeof(float),
+                             cudaMemcpyDeviceToDevice),
+                  cudaSuccess);
+        sent += n * m;
+      } else {
+        Upload(normals.f(), LowRankPush::SeedDraws(seed + s, m, r));
+        double* col = static_cast<double*>(doubles.ptr);
+        float* p = d_message.f() + sent;
+        ASSERT_EQ(cuda::codecs::LowRankPushEncode(n, m, r, d_x.f() + at, d_reference.f() + at, d_basis.f() + warm,
+                                                  normals.f(), d.f(), static_cast<unsigned char*>(zero.ptr), col,
+                                                  col + n, p, p + n * r, stream),
+                  0);
+        ASSERT_EQ(cuda::codecs::LowRankPushAddProduct(n, m, r, p, p + n * r, d_received.f() + at, stream), 0);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        sent += (n + m) * r;
+        warm += m * r;
+      }
+      at += n * m;
+    }
+    EXPECT_EQ(Bits(Download(d_message.f(), message.size())), Bits(message));
+    EXPECT_EQ(Bits(Download(d_reference.f(), size)), Bits(reference));
+    EXPECT_EQ(Bits(Download(d_basis.f(), basis.size())), Bits(basis));
+    EXPECT_EQ(Bits(Download(d_received.f(), size)), Bits(received));
+    // y = x + consensus * (received - sent), as the CPU kernel.
+    std::vector<float> y(size);
+    for (int64_t i = 0; i < size; ++i) y[i] = x[i] + 0.3f * (received[i] - reference[i]);
+    ASSERT_EQ(cuda::codecs::LowRankPushMix(size, d_x.f(), d_received.f(), d_reference.f(), 0.3f, d_y.f(), stream), 0);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(Bits(Download(d_y.f(), size)), Bits(y));
+  }
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace

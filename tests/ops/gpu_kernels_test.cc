@@ -312,7 +312,8 @@ OpCase WithOutputs(std::string name, const std::string& graph, int outputs, std:
   return c;
 }
 
-// Add with broadcasting, AddN, ReduceToShapeOf: the host's sums exactly.
+// Add, Sub, Mul and Div with broadcasting, AddN, ReduceToShapeOf: the host's
+// results exactly.
 std::vector<OpCase> SumCases() {
   std::vector<OpCase> cases;
   struct Pair {
@@ -324,7 +325,7 @@ std::vector<OpCase> SumCases() {
                                          {"scalar", {}, {2, 3}},
                                          {"both_broadcast", {3, 1, 5}, {4, 1}},
                                          {"channel", {2, 3, 4, 5}, {1, 3, 1, 1}}}) {
-    for (const std::string op : {"Add", "Mul"}) {
+    for (const std::string op : {"Add", "Sub", "Mul", "Div"}) {
       cases.push_back({absl::AsciiStrToLower(op) + "_" + p.name,
                        InputNode("a", p.a) + InputNode("b", p.b) + OpNode("y", op, {"a", "b"}),
                        {"y"},

@@ -169,6 +169,29 @@ TEST(GpuKernelCoverage, TheGroupCollectivesHaveGpuKernelsWithCommDevice) {
   }
 }
 
+// Gossip's low-rank pushes (gossip, then compress(method=powersgd)) on the
+// GPU: each LowRankPush is a GPU kernel (its codes made on the GPU, sent
+// through NCCL), and no collective of the plan stays on the host.
+TEST(GpuKernelCoverage, TheLowRankPushesHaveGpuKernelsWithCommDevice) {
+  for (const std::string model : {"mlp_fashion", "lenet_fashion"}) {
+    SCOPED_TRACE(model);
+    auto graph = testing::PlanModel(
+        model, "autodiff,sgd(lr=0.02,momentum=0.9),gossip(overlap=1),compress(method=powersgd),"
+               "place(device=cuda,comm=device)",
+        4);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    int pushes = 0;
+    for (const Node* n : (*graph)->nodes()) {
+      if (!IsCollective(*n)) continue;
+      pushes += n->op() == "LowRankPush" ? 1 : 0;
+      EXPECT_EQ(n->def().device(), "cuda:0") << n->name() << " (" << n->op() << ")";
+      auto kernel = KernelRegistry::Global().Create(**graph, *n, kGpu);
+      EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
+    }
+    EXPECT_GT(pushes, 0);
+  }
+}
+
 // place(device=cuda, comm=device) on the parameter server's plan: its
 // chunks' Send/Recv (shapes the plan knows whole) are GPU kernels too (NCCL
 // on the transfers' stream), on each rank's part as it runs them (the ends
@@ -245,7 +268,9 @@ TEST(GpuKernelCoverage, SixteenBitWiresHaveGpuKernelsWithCommDevice) {
 // world's collectives stay on one communicator (NCCL). A codec without GPU
 // kernels is named, with why, by `place`.
 TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
-  for (const std::string codec : {"terngrad", "onebit", "qsgd,coding=fixed,bits=3", "topk,ratio=0.05", "powersgd"}) {
+  for (const std::string codec :
+       {"terngrad", "onebit", "qsgd,coding=fixed,bits=3", "qsgd", "qsgd,bits=8,bucket=100", "topk,ratio=0.05",
+        "powersgd"}) {
     SCOPED_TRACE(codec);
     auto graph = testing::PlanModel(
         "lenet_fashion",
@@ -263,9 +288,7 @@ TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
     EXPECT_EQ(ops, (std::set<std::string>{"AllReduce", "CompressedAllReduce"}));
   }
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"gradiveq", "(the gradiveq codec has no GPU kernels; the GPU runs onebit, powersgd, qsgd, terngrad, topk "
-                   "(qsgd with coding=fixed))"},
-      {"qsgd", "CompressedAllReduce x1 (the qsgd codec with these options has no GPU kernels"},
+      {"gradiveq", "(the gradiveq codec has no GPU kernels; the GPU runs onebit, powersgd, qsgd, terngrad, topk)"},
   };
   for (const auto& [codec, why] : refused) {
     const std::string passes =
