@@ -13,9 +13,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "compress/bit_stream.h"
 #include "compress/codec.h"
 #include "compress/codec_test_util.h"
 #include "compress/onebit_buckets.h"
@@ -160,7 +162,8 @@ std::vector<float> EncodeEliasAsTheGpu(const codes::QsgdElias& coder, const floa
   for (int64_t b = 0, sum = 0; b < buckets; ++b) first_draw[b] = sum, sum += draws[b];
   for (int64_t b = buckets - 1; b >= 0; --b) {
     const int64_t begin = b * layout.bucket;
-    bits[b] = coder.Fields(g + begin, layout.Values(b), code[1 + b], seed, first_draw[b], &fields[begin]);
+    coder.Fields(g + begin, layout.Values(b), code[1 + b], seed, first_draw[b], &fields[begin]);
+    bits[b] = coder.Bits(&fields[begin], layout.Values(b));
   }
   for (int64_t b = 0, sum = 0; b < buckets; ++b) first_bit[b] = sum, sum += bits[b];
   float* stream = code.data() + coder.StreamAt();
@@ -247,6 +250,36 @@ TEST_P(EliasCodesTest, TheGpusOrderGivesTheHostsBits) {
             DecodeEliasAverageAsTheGpu(coder, fused.data() + offset, stride, longest, kWorld);
         ASSERT_EQ(Bits(average), Bits(host_average[0])) << "step " << step;
       }
+    }
+  }
+}
+
+// On any stream, valid or not (long zero runs, gamma codes of up to 31
+// zeros, a stream that ends), the Elias reader reads what the host's bit
+// reader (compress/bit_stream.h) reads.
+TEST(EliasCodesTest, AnyStreamReadsAsTheBitReader) {
+  std::mt19937_64 random(5);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> words(40);
+    for (float& w : words) {
+      uint32_t bits = static_cast<uint32_t>(random());
+      if (random() % 3 == 0) bits &= static_cast<uint32_t>(random()) & static_cast<uint32_t>(random());  // sparse
+      if (random() % 5 == 0) bits = 0;
+      w = codes::BitsFloat(bits);
+    }
+    BitReader reader(words);
+    uint64_t at = 0;
+    for (int i = 0; i < 600; ++i) {
+      bool negative = false;
+      const uint32_t level = codes::QsgdElias::Read(words.data(), static_cast<int64_t>(words.size()), at, negative);
+      uint32_t expected = 0;
+      bool expected_negative = false;
+      if (reader.Get(1) != 0) {
+        expected_negative = reader.Get(1) != 0;
+        expected = reader.GetGamma();
+      }
+      ASSERT_EQ(level, expected) << "trial " << trial << ", word " << i;
+      ASSERT_EQ(negative, expected_negative) << "trial " << trial << ", word " << i;
     }
   }
 }

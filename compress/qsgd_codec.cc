@@ -77,12 +77,11 @@ class QsgdCodec : public GatherCodec {
     for (int64_t b = 0; b < buckets_; ++b) {
       const int64_t begin = b * bucket_, n = std::min(bucket_, elements_ - begin);
       const uint64_t draws = coder.fixed.Prepare(&x[begin], nullptr, n, &norms[b]);
-      const uint64_t bits = coder.Fields(&x[begin], n, norms[b], seed, draw, fields.data());
-      coder.Write(fields.data(), n, at, [&](uint64_t k, uint32_t word) {
+      coder.Fields(&x[begin], n, norms[b], seed, draw, fields.data());
+      at = coder.Write(fields.data(), n, at, [&](uint64_t k, uint32_t word) {
         stream[k] = codes::BitsFloat(codes::FloatBits(stream[k]) | word);
       });
       draw += draws;
-      at += bits;
     }
     const uint32_t used = static_cast<uint32_t>(coder.StreamAt() + (at + 31) / 32);
     code[0] = codes::BitsFloat(used);

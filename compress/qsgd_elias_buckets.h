@@ -17,6 +17,7 @@
 // needs its first bit, which only walking the stream before it gives (Skip).
 
 #include <cstdint>
+#include <cstring>
 
 #include "compress/bucket_codes.h"
 #include "compress/qsgd_buckets.h"
@@ -51,43 +52,52 @@ struct QsgdElias {
     return StreamAt() + (fixed.layout.elements * most_bits + 31) / 32;
   }
 
-  // A field's word, as (bits, count).
-  NEREID_HD int WordCount(uint32_t field) const {
+  // A field's word: its bits, and their count in `count`.
+  NEREID_HD uint64_t Word(uint32_t field, int& count) const {
     const uint32_t level = field & (fixed.sign() - 1);
-    return level == 0 ? 1 : 2 + GammaCount(level);
-  }
-  NEREID_HD uint64_t Word(uint32_t field) const {
-    const uint32_t level = field & (fixed.sign() - 1);
-    if (level == 0) return 0;
+    if (level == 0) {
+      count = 1;
+      return 0;
+    }
     const int n = Log2(level);
+    count = 2 + 2 * n + 1;
     const uint64_t gamma = (uint64_t{1} << n) | (static_cast<uint64_t>(level & ((1u << n) - 1)) << (n + 1));
     return 1 | ((field & fixed.sign()) != 0 ? 2u : 0u) | (gamma << 2);
   }
 
-  // The fields of a bucket of n values whose norm is `norm` (draws from
-  // `draw` on, as the fixed coding's Encode takes them); returns the
-  // bucket's stream bits.
-  NEREID_HD uint64_t Fields(const float* x, int64_t n, float norm, uint64_t seed, uint64_t draw,
-                            uint8_t* fields) const {
+  // The fields of a bucket of n values whose norm is `norm`, its draws from
+  // `draw` on (as the fixed coding's Encode takes them).
+  NEREID_HD void Fields(const float* x, int64_t n, float norm, uint64_t seed, uint64_t draw, uint8_t* fields) const {
     const float to_levels = fixed.ToLevels(norm);
+    for (int64_t i = 0; i < n; ++i) {
+      // bits <= 8: a field fits a byte
+      fields[i] = static_cast<uint8_t>(fixed.Field(x[i], norm, to_levels, [&] { return UniformAt(seed, draw++); }));
+    }
+  }
+
+  // The stream bits of n fields' words.
+  NEREID_HD uint64_t Bits(const uint8_t* fields, int64_t n) const {
     uint64_t bits = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const uint32_t f = fixed.Field(x[i], norm, to_levels, [&] { return UniformAt(seed, draw++); });
-      fields[i] = static_cast<uint8_t>(f);  // bits <= 8
-      bits += static_cast<uint64_t>(WordCount(f));
+      int count;
+      Word(fields[i], count);
+      bits += static_cast<uint64_t>(count);
     }
     return bits;
   }
 
-  // Writes a bucket's n words from stream bit `at`; or_word(k, bits) ORs
-  // into stream word k (zero before the first bucket's write).
+  // Writes n fields' words from stream bit `at`; or_word(k, bits) ORs into
+  // stream word k (zero before the first bucket's write). Returns the bit
+  // after them.
   template <typename OrWord>
-  NEREID_HD void Write(const uint8_t* fields, int64_t n, uint64_t at, OrWord or_word) const {
+  NEREID_HD uint64_t Write(const uint8_t* fields, int64_t n, uint64_t at, OrWord or_word) const {
     uint64_t word = at / 32, pending = 0;
     int filled = static_cast<int>(at % 32);
     for (int64_t i = 0; i < n; ++i) {
-      pending |= Word(fields[i]) << filled;
-      filled += WordCount(fields[i]);
+      int count;
+      pending |= Word(fields[i], count) << filled;
+      filled += count;
+      at += static_cast<uint64_t>(count);
       if (filled >= 32) {
         or_word(word++, static_cast<uint32_t>(pending));
         pending >>= 32;
@@ -95,11 +105,19 @@ struct QsgdElias {
       }
     }
     if (filled > 0) or_word(word, static_cast<uint32_t>(pending));
+    return at;
   }
 
   // 32 stream bits from bit `at`; words past `words` read as zeros.
   NEREID_HD static uint32_t Peek(const float* stream, int64_t words, uint64_t at) {
     const uint64_t k = at / 32;
+#ifndef __CUDA_ARCH__
+    if (k + 1 < static_cast<uint64_t>(words)) {  // both words in the stream: one load
+      uint64_t both;
+      std::memcpy(&both, stream + k, sizeof(both));
+      return static_cast<uint32_t>(both >> (at % 32));
+    }
+#endif
     const uint64_t low = k < static_cast<uint64_t>(words) ? FloatBits(stream[k]) : 0;
     const uint64_t high = k + 1 < static_cast<uint64_t>(words) ? FloatBits(stream[k + 1]) : 0;
     return static_cast<uint32_t>((low | (high << 32)) >> (at % 32));
@@ -116,6 +134,16 @@ struct QsgdElias {
       return 0;
     }
     negative = (head & 2) != 0;
+    // The gamma code within the 30 bits `head` still holds (any level below
+    // 2^15): the same reading as below, without a second Peek.
+    const uint32_t held = head >> 2;
+    if (held != 0) {
+      const int n = LowestOne(held);
+      if (2 * n + 1 <= 30) {
+        at += 2 + 2 * n + 1;
+        return (1u << n) | ((held >> (n + 1)) & ((1u << n) - 1));
+      }
+    }
     at += 2;
     const uint32_t gamma = Peek(stream, words, at);
     if (gamma == 0) {

@@ -237,7 +237,9 @@ __global__ void EliasFields(codes::QsgdElias coder, const float* g, uint64_t see
   const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (b >= coder.Buckets()) return;
   const int64_t begin = b * coder.fixed.layout.bucket;
-  bits[b] = coder.Fields(g + begin, coder.fixed.layout.Values(b), code[1 + b], seed, first_draw[b], fields + begin);
+  const int64_t n = coder.fixed.layout.Values(b);
+  coder.Fields(g + begin, n, code[1 + b], seed, first_draw[b], fields + begin);
+  bits[b] = coder.Bits(fields + begin, n);
 }
 
 __global__ void EliasWrite(codes::QsgdElias coder, const uint8_t* fields, const uint64_t* first_bit, float* code) {
