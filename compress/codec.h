@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compress/bucket_codes.h"
+#include "compress/gradiveq_steps.h"
 #include "core/registration.h"
 
 namespace nereid {
@@ -163,6 +164,9 @@ class GradientCodec {
   // length (QSGD's Elias coding: qsgd_elias_buckets.h); nullopt where the
   // code is not bucketed (top-k, the summable codecs).
   virtual std::optional<codes::BucketLayout> bucket_layout() const { return std::nullopt; }
+  // GradiVeQ's slices and schedule (compress/gradiveq_steps.h), whose GPU
+  // kernels run it; nullopt for the other codecs.
+  virtual std::optional<codes::GradiveqCode> gradiveq_code() const { return std::nullopt; }
 
   // A step runs in rounds (PowerSGD: 2, the others: 1). In round r each rank
   // writes RoundFloats(r) floats with Contribute; they go through the codec's

@@ -27,88 +27,22 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "compress/codec.h"
+#include "compress/gradiveq_steps.h"
 
 namespace nereid {
 namespace {
 
-bool AllZero(absl::Span<const float> values) {
-  return std::all_of(values.begin(), values.end(), [](float v) { return v == 0.0f; });
-}
+bool AllZero(absl::Span<const float> values) { return codes::AllZeroValues(values.data(), values.size()); }
 
-// The eigenvectors of the symmetric n x n `matrix` (row-major; its symmetric
-// part is used) for its k largest eigenvalues, as the columns of the
-// row-major n x k `out`, largest first. Cyclic Jacobi in double: a fixed
-// rotation order, so the result is a deterministic function of the input.
-// Each vector's largest-magnitude entry is made positive, fixing the sign.
+// The top k eigenvectors of `matrix` (compress/gradiveq_steps.h) into `out`.
 void SymmetricTopEigenvectors(absl::Span<const float> matrix, int64_t n, int64_t k, absl::Span<float> out) {
-  // `vt` holds the eigenvectors as rows, so a rotation updates two
-  // contiguous rows of it and of `a` (whose columns are then mirrored).
-  std::vector<double> a(n * n), vt(n * n, 0.0);
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    vt[i * n + i] = 1.0;
-    for (int64_t j = 0; j < n; ++j) {
-      a[i * n + j] = 0.5 * (double(matrix[i * n + j]) + matrix[j * n + i]);
-      total += a[i * n + j] * a[i * n + j];
-    }
-  }
-  constexpr int kMaxSweeps = 60;  // Jacobi converges quadratically; ~10 sweeps in practice
-  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
-    double off = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = i + 1; j < n; ++j) off += a[i * n + j] * a[i * n + j];
-    }
-    if (off <= 1e-28 * total) break;
-    for (int64_t p = 0; p < n; ++p) {
-      for (int64_t q = p + 1; q < n; ++q) {
-        double* ap = &a[p * n];
-        double* aq = &a[q * n];
-        const double apq = ap[q];
-        if (apq == 0) continue;
-        // The rotation J in the (p, q) plane that zeroes a[p][q]: A = J^T A J.
-        const double app = ap[p], aqq = aq[q];
-        const double theta = (aqq - app) / (2 * apq);
-        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1));
-        const double c = 1 / std::sqrt(t * t + 1), s = t * c;
-        for (int64_t r = 0; r < n; ++r) {
-          const double x = ap[r], y = aq[r];
-          ap[r] = c * x - s * y;
-          aq[r] = s * x + c * y;
-        }
-        ap[p] = app - t * apq;
-        aq[q] = aqq + t * apq;
-        ap[q] = aq[p] = 0.0;
-        for (int64_t r = 0; r < n; ++r) {
-          a[r * n + p] = ap[r];
-          a[r * n + q] = aq[r];
-        }
-        double* vp = &vt[p * n];
-        double* vq = &vt[q * n];
-        for (int64_t r = 0; r < n; ++r) {  // V = V J
-          const double x = vp[r], y = vq[r];
-          vp[r] = c * x - s * y;
-          vq[r] = s * x + c * y;
-        }
-      }
-    }
-  }
+  std::vector<double> a(n * n), vt(n * n);
   std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return a[x * n + x] > a[y * n + y]; });
-  for (int64_t j = 0; j < k; ++j) {
-    const double* v = &vt[order[j] * n];
-    int64_t big = 0;
-    for (int64_t i = 1; i < n; ++i) {
-      if (std::fabs(v[i]) > std::fabs(v[big])) big = i;
-    }
-    const double sign = v[big] < 0 ? -1.0 : 1.0;
-    for (int64_t i = 0; i < n; ++i) out[i * k + j] = static_cast<float>(sign * v[i]);
-  }
+  codes::SymmetricTopEigenvectors(matrix.data(), n, k, out.data(), a.data(), vt.data(), order.data());
 }
 
 class GradiVeqCodec : public GradientCodec {
@@ -132,13 +66,14 @@ class GradiVeqCodec : public GradientCodec {
     constexpr int64_t kMaxSteps = int64_t{1} << 40;
     absl::StatusOr<int64_t> refresh = o.Integer("refresh", 100, 1, kMaxSteps);
     if (!refresh.ok()) return refresh.status();
-    refresh_ = *refresh;
+    layout_.refresh = *refresh;
     absl::StatusOr<int64_t> warmup = o.Integer("warmup", 20, 1, kMaxSteps);
     if (!warmup.ok()) return warmup.status();
-    warmup_ = *warmup;
+    layout_.warmup = *warmup;
     absl::StatusOr<int64_t> feedback = o.Integer("error_feedback", 0, 0, 1);
     if (!feedback.ok()) return feedback.status();
-    error_feedback_ = *feedback == 1;
+    layout_.error_feedback = error_feedback_ = *feedback == 1;
+    layout_.slices = {elements_, slice_, k_};
     slices_ = (elements_ + slice_ - 1) / slice_;
     return absl::OkStatus();
   }
@@ -152,13 +87,15 @@ class GradiVeqCodec : public GradientCodec {
     return specs;
   }
 
+  std::optional<codes::GradiveqCode> gradiveq_code() const override { return layout_; }
+
   // The compressed payload. The warm-up steps and one step per refresh
   // period send the whole gradient; the plan accounts for the others.
   int64_t PayloadFloats() const override { return slices_ * k_; }
 
   // One round: the whole x on an exact step, the coefficients otherwise.
   int64_t RoundFloats(const CodecStep& step, int, const std::vector<absl::Span<float>>& state) const override {
-    return StepKind(step, state[kBasis]) == Kind::kCompressed ? slices_ * k_ : elements_;
+    return layout_.Floats(StepKind(step, state[kBasis]));
   }
 
   // Writes x = gradient + residual (exact) or c = U^T x per slice
@@ -174,23 +111,14 @@ class GradiVeqCodec : public GradientCodec {
       for (int64_t i = 0; i < elements_; ++i) residual[i] += gradient[i];
       x = residual;
     }
-    if (StepKind(step, basis) != Kind::kCompressed) {
+    if (StepKind(step, basis) != codes::GradiveqStep::kCompressed) {
       std::copy(x.begin(), x.end(), out.begin());
       if (error_feedback_) std::fill(state[kResidual].begin(), state[kResidual].end(), 0.0f);
       return;
     }
-    // c = U^T x per slice; U's rows are contiguous, so walk the slice.
-    std::vector<double> acc(k_);
-    for (int64_t s = 0; s < slices_; ++s) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      const int64_t begin = s * slice_, len = std::min(slice_, elements_ - begin);
-      for (int64_t i = 0; i < len; ++i) {
-        const double xi = x[begin + i];
-        const float* u = &basis[i * k_];
-        for (int64_t j = 0; j < k_; ++j) acc[j] += xi * u[j];
-      }
-      for (int64_t j = 0; j < k_; ++j) out[s * k_ + j] = static_cast<float>(acc[j]);
-    }
+    // c = U^T x per slice.
+    const codes::GradiveqSlices& slices = layout_.slices;
+    for (int64_t c = 0; c < slices_ * k_; ++c) out[c] = slices.Coefficient(x.data(), basis.data(), c / k_, c % k_);
     if (error_feedback_) {  // residual = x - U c, with this rank's own c
       Decode(basis, out, state[kResidual], /*subtract=*/true);
     }
@@ -203,11 +131,11 @@ class GradiVeqCodec : public GradientCodec {
               const std::vector<absl::Span<float>>& state, absl::Span<const float> in,
               absl::Span<float> average) override {
     absl::Span<float> covariance = state[kCovariance], basis = state[kBasis];
-    const Kind kind = StepKind(step, basis);  // before the basis is recomputed below
+    const codes::GradiveqStep kind = StepKind(step, basis);  // before the basis is recomputed below
     const float inv_world = 1.0f / static_cast<float>(world);
-    if (kind != Kind::kCompressed) {
+    if (kind != codes::GradiveqStep::kCompressed) {
       for (int64_t i = 0; i < elements_; ++i) average[i] = in[i] * inv_world;
-      const bool refreshing = kind == Kind::kRefreshing;
+      const bool refreshing = kind == codes::GradiveqStep::kRefreshing;
       // Older samples count half at each refresh: the basis follows the
       // gradients as training moves on.
       if (refreshing) {
@@ -215,9 +143,9 @@ class GradiVeqCodec : public GradientCodec {
       }
       // A strided sample of the slices, its phase moving with the step: enough
       // for a slice x slice covariance, at a bounded cost per step.
-      const int64_t stride = (slices_ + kCovarianceSlices - 1) / kCovarianceSlices;
+      const int64_t stride = layout_.CovarianceStride();
       AddSliceCovariance(average, step.step % stride, stride, covariance);
-      if ((refreshing || step.step + 1 >= warmup_) && !AllZero(covariance)) {
+      if (layout_.Recomputes(kind, step.step) && !AllZero(covariance)) {
         SymmetricTopEigenvectors(covariance, slice_, k_, basis);
       }
       return;
@@ -230,56 +158,33 @@ class GradiVeqCodec : public GradientCodec {
 
  private:
   static constexpr int kCovariance = 0, kBasis = 1, kResidual = 2;  // State()'s order
-  static constexpr int64_t kCovarianceSlices = 4096;                // the most slices a warm-up step adds
-
-  enum class Kind { kWarmingUp, kRefreshing, kCompressed };
-
-  // Exact steps: the warm-up, and one step every `refresh` steps after it,
-  // whose exact averages keep the basis following the gradients (the
-  // decoded averages lie in U's span and could only rotate U within it).
-  // The basis is shared, so every rank decides alike; RoundFloats, Contribute
-  // and Absorb all see the basis as it was at the start of the step.
-  Kind StepKind(const CodecStep& step, absl::Span<const float> basis) const {
-    if (step.step < warmup_ || AllZero(basis)) return Kind::kWarmingUp;
-    return step.step % refresh_ == 0 ? Kind::kRefreshing : Kind::kCompressed;
+  // The step's kind (gradiveq_steps.h), seen by RoundFloats, Contribute and
+  // Absorb alike: the basis as it was at the start of the step.
+  codes::GradiveqStep StepKind(const CodecStep& step, absl::Span<const float> basis) const {
+    return layout_.StepAt(step.step, AllZero(basis));
   }
 
   // out -= U c (subtract) or out += U c, slice by slice; the padding of the
   // last slice is dropped.
   void Decode(absl::Span<const float> basis, absl::Span<const float> code, absl::Span<float> out, bool subtract) const {
-    for (int64_t s = 0; s < slices_; ++s) {
-      const int64_t begin = s * slice_, len = std::min(slice_, elements_ - begin);
-      const float* c = &code[s * k_];
-      for (int64_t i = 0; i < len; ++i) {
-        const float* u = &basis[i * k_];
-        double v = 0;
-        for (int64_t j = 0; j < k_; ++j) v += double(u[j]) * c[j];
-        out[begin + i] = subtract ? out[begin + i] - static_cast<float>(v) : out[begin + i] + static_cast<float>(v);
-      }
+    const codes::GradiveqSlices& slices = layout_.slices;
+    for (int64_t e = 0; e < elements_; ++e) {
+      const float v = slices.Decoded(basis.data(), code.data(), e / slice_, e % slice_);
+      out[e] = subtract ? out[e] - v : out[e] + v;
     }
   }
 
   // covariance += sum of x x^T over slices first, first + stride, ... of
-  // `values`, the last one zero-padded. Upper triangle in double, then
+  // `values`, the last one zero-padded: the upper triangle in double,
   // mirrored.
   void AddSliceCovariance(absl::Span<const float> values, int64_t first, int64_t stride,
                           absl::Span<float> covariance) const {
-    const int64_t n = slice_;
-    std::vector<double> sum(n * n, 0.0);
-    for (int64_t s = first; s < slices_; s += stride) {
-      const int64_t begin = s * n, len = std::min(n, elements_ - begin);
-      const float* x = &values[begin];
-      for (int64_t i = 0; i < len; ++i) {
-        const double xi = x[i];
-        if (xi == 0) continue;
-        double* row = &sum[i * n];
-        for (int64_t j = i; j < len; ++j) row[j] += xi * x[j];
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = i; j < n; ++j) {
-        covariance[i * n + j] += static_cast<float>(sum[i * n + j]);
-        if (j != i) covariance[j * n + i] += static_cast<float>(sum[i * n + j]);
+    const codes::GradiveqSlices& slices = layout_.slices;
+    for (int64_t i = 0; i < slice_; ++i) {
+      for (int64_t j = i; j < slice_; ++j) {
+        const float sum = static_cast<float>(slices.CovarianceSum(values.data(), first, stride, i, j));
+        covariance[i * slice_ + j] += sum;
+        if (j != i) covariance[j * slice_ + i] += sum;
       }
     }
   }
@@ -287,8 +192,7 @@ class GradiVeqCodec : public GradientCodec {
   int64_t elements_ = 0;
   int64_t slice_ = 64;
   int64_t k_ = 8;
-  int64_t refresh_ = 100;
-  int64_t warmup_ = 100;
+  codes::GradiveqCode layout_;  // the slices and the schedule
   bool error_feedback_ = true;
   int64_t slices_ = 0;
   std::vector<float> code_;  // Absorb's averaged coefficients

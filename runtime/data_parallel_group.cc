@@ -26,9 +26,10 @@ namespace {
 
 // Which collectives are placed on a GPU (place(device=cuda, comm=device)):
 // the GPU, and the groups ("" for the world) whose collectives run through
-// NCCL there. A group with some collectives left on the host (no GPU kernel,
-// fallback=host) is split (SplitAcrossSides): the host's communicator runs
-// that share. Collectives on a second GPU are refused.
+// NCCL there. A group with some collectives left on the host (host_ops, or
+// fallback=host for a node without a GPU kernel) is split (SplitAcrossSides):
+// the host's communicator runs that share. Collectives on a second GPU are
+// refused.
 struct CollectivesOnGpu {
   int gpu = -1;
   absl::flat_hash_set<std::string> groups;

@@ -10,6 +10,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "compress/gradiveq_steps.h"
 #include "compress/onebit_buckets.h"
 #include "compress/powersgd_steps.h"
 #include "compress/qsgd_buckets.h"
@@ -337,7 +338,137 @@ __global__ void Mix(int64_t count, const float* x, const float* received, const 
   if (i < count) y[i] = x[i] + consensus * (received[i] - sent[i]);
 }
 
+// GradiVeQ (codes::GradiveqSlices), an output per thread.
+__global__ void NonZeroWord(int64_t n, const float* v, uint32_t* word) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n && v[i] != 0.0f) atomicOr(word, 1u);  // a NaN is not zero, as on the host
+}
+
+__global__ void AddInto(int64_t count, const float* g, float* x) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < count) x[i] += g[i];
+}
+
+__global__ void GradiveqCoefficients(codes::GradiveqSlices slices, const float* x, const float* basis, float* out) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c < slices.Slices() * slices.k) out[c] = slices.Coefficient(x, basis, c / slices.k, c % slices.k);
+}
+
+// out = base - U c (subtract) or base + U c, value by value.
+__global__ void GradiveqDecode(codes::GradiveqSlices slices, const float* basis, const float* code, float base,
+                               bool subtract, float* out) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (e >= slices.elements) return;
+  const float v = slices.Decoded(basis, code, e / slices.slice, e % slices.slice);
+  if (subtract) {
+    out[e] = out[e] - v;
+  } else {
+    out[e] = base + v;
+  }
+}
+
+// covariance += the sum of x x^T over the sampled slices: thread (i, j),
+// i <= j, adds its entry and its mirror.
+__global__ void GradiveqCovariance(codes::GradiveqSlices slices, const float* values, int64_t first, int64_t stride,
+                                   float* covariance) {
+  const int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t n = slices.slice;
+  if (e >= n * n) return;
+  const int64_t i = e / n, j = e % n;
+  if (j < i) return;
+  const float sum = static_cast<float>(slices.CovarianceSum(values, first, stride, i, j));
+  covariance[i * n + j] += sum;
+  if (j != i) covariance[j * n + i] += sum;
+}
+
+// One thread: the host's Jacobi solver, when the covariance is not all zero.
+__global__ void GradiveqBasis(int64_t n, int64_t k, const float* covariance, float* basis, double* a, double* vt,
+                              int64_t* order) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  if (codes::AllZeroValues(covariance, n * n)) return;
+  codes::SymmetricTopEigenvectors(covariance, n, k, basis, a, vt, order);
+}
+
+// Absorb's scratch: the solver's two matrices and order, then the averaged
+// coefficients.
+struct GradiveqScratch {
+  size_t matrices, order, coefficients;
+  static GradiveqScratch Of(const codes::GradiveqCode& code) {
+    const size_t n = static_cast<size_t>(code.slices.slice);
+    return {2 * n * n * sizeof(double), n * sizeof(int64_t),
+            static_cast<size_t>(code.slices.Slices() * code.slices.k) * sizeof(float)};
+  }
+  size_t total() const { return matrices + order + coefficients; }
+};
+
 }  // namespace
+
+size_t GradiveqScratchBytes(const codes::GradiveqCode& code) { return GradiveqScratch::Of(code).total(); }
+
+int GradiveqBasisWord(const codes::GradiveqCode& code, const float* basis, uint32_t* word, void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const cudaError_t e = cudaMemsetAsync(word, 0, sizeof(uint32_t), s);
+  if (e != cudaSuccess) return e;
+  const int64_t n = code.slices.slice * code.slices.k;
+  NonZeroWord<<<Blocks(n), kThreads, 0, s>>>(n, basis, word);
+  return cudaGetLastError();
+}
+
+int GradiveqContribute(const codes::GradiveqCode& code, codes::GradiveqStep kind, const float* g, const float* basis,
+                       float* residual, float* out, void* stream) {
+  (void)cudaGetLastError();
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int64_t n = code.slices.elements;
+  const float* x = g;
+  if (code.error_feedback) {  // x = residual + g, in the residual's place
+    AddInto<<<Blocks(n), kThreads, 0, s>>>(n, g, residual);
+    x = residual;
+  }
+  if (kind != codes::GradiveqStep::kCompressed) {
+    cudaError_t e = cudaMemcpyAsync(out, x, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    if (e == cudaSuccess && code.error_feedback) {
+      e = cudaMemsetAsync(residual, 0, static_cast<size_t>(n) * sizeof(float), s);
+    }
+    return e != cudaSuccess ? e : cudaGetLastError();
+  }
+  const int64_t coefficients = code.slices.Slices() * code.slices.k;
+  GradiveqCoefficients<<<Blocks(coefficients), kThreads, 0, s>>>(code.slices, x, basis, out);
+  if (code.error_feedback) {  // residual = x - U c, with this rank's own c
+    GradiveqDecode<<<Blocks(n), kThreads, 0, s>>>(code.slices, basis, out, 0.0f, /*subtract=*/true, residual);
+  }
+  return cudaGetLastError();
+}
+
+int GradiveqAbsorb(const codes::GradiveqCode& code, codes::GradiveqStep kind, int64_t step, const float* in, int world,
+                   float* covariance, float* basis, void* scratch, size_t scratch_bytes, float* average,
+                   void* stream) {
+  (void)cudaGetLastError();
+  const GradiveqScratch layout = GradiveqScratch::Of(code);
+  if (scratch_bytes < layout.total()) return cudaErrorInvalidValue;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const float inv_world = 1.0f / static_cast<float>(world);
+  const int64_t n = code.slices.slice;
+  if (kind != codes::GradiveqStep::kCompressed) {
+    ScaleInto<<<Blocks(code.slices.elements), kThreads, 0, s>>>(code.slices.elements, in, inv_world, average);
+    // Older samples count half at each refresh.
+    if (kind == codes::GradiveqStep::kRefreshing) ScaleValues<<<Blocks(n * n), kThreads, 0, s>>>(n * n, 0.5f, covariance);
+    const int64_t stride = code.CovarianceStride();
+    GradiveqCovariance<<<Blocks(n * n), kThreads, 0, s>>>(code.slices, average, step % stride, stride, covariance);
+    if (code.Recomputes(kind, step)) {
+      double* a = static_cast<double*>(scratch);
+      int64_t* order = reinterpret_cast<int64_t*>(static_cast<char*>(scratch) + layout.matrices);
+      GradiveqBasis<<<1, 1, 0, s>>>(n, code.slices.k, covariance, basis, a, a + n * n, order);
+    }
+    return cudaGetLastError();
+  }
+  float* coefficients = reinterpret_cast<float*>(static_cast<char*>(scratch) + layout.matrices + layout.order);
+  const int64_t count = code.slices.Slices() * code.slices.k;
+  ScaleInto<<<Blocks(count), kThreads, 0, s>>>(count, in, inv_world, coefficients);
+  GradiveqDecode<<<Blocks(code.slices.elements), kThreads, 0, s>>>(code.slices, basis, coefficients, 0.0f,
+                                                                   /*subtract=*/false, average);
+  return cudaGetLastError();
+}
 
 int LowRankPushEncode(int64_t n, int64_t m, int64_t r, const float* x, float* reference, float* q,
                       const float* normals, float* d, unsigned char* zero, double* col, double* basis, float* p_out,

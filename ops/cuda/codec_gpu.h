@@ -2,8 +2,8 @@
 #define NEREID_OPS_CUDA_CODEC_GPU_H_
 
 // The GPU kernels of the codecs: the bucketed codes (compress/bucket_codes.h:
-// TernGrad, 1-bit SGD and QSGD's fixed coding), QSGD's Elias coding, top-k
-// and PowerSGD, through the same functions as the host codecs, so they
+// TernGrad, 1-bit SGD and QSGD's fixed coding), QSGD's Elias coding, top-k,
+// PowerSGD and GradiVeQ, through the same functions as the host codecs, so they
 // write the same bits and the same averages. Plain C++ at this boundary, as
 // gpu_math.h: each launcher enqueues on `stream` (a cudaStream_t) and returns a cudaError_t as an int.
 //
@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "compress/bucket_codes.h"
+#include "compress/gradiveq_steps.h"
 #include "compress/qsgd_elias_buckets.h"
 
 namespace nereid::cuda::codecs {
@@ -83,6 +84,24 @@ int PowerSgdAbsorbP(int64_t n, int64_t r, const float* in, int world, float* p, 
 int PowerSgdContributeQ(int64_t n, int64_t m, int64_t r, const float* mat, const float* p, float* q_out, void* stream);
 int PowerSgdAbsorbQ(int64_t n, int64_t m, int64_t r, const float* in, int world, const float* p, float* q, float* mat,
                     float* average, void* stream);
+
+// GradiVeQ (compress/gradiveq_codec.cc) through compress/gradiveq_steps.h's
+// functions. BasisWord: `word` <- 1 if the basis holds a value other than
+// zero, else 0 (whether the step goes exact). Contribute: x = g, or with
+// error feedback residual += g and x = residual; an exact step sends x (the
+// residual becomes 0), a compressed one U^T x per slice, a thread per
+// coefficient (the residual becomes x - U c, a thread per value).
+// Absorb: an exact step's average is in / world, the covariance (halved on
+// a refresh) adds the sampled slices' x x^T (a thread per entry), and where
+// the step recomputes the basis one thread runs the host's Jacobi solver;
+// a compressed step's average is U (in / world), a thread per value.
+size_t GradiveqScratchBytes(const codes::GradiveqCode& code);
+int GradiveqBasisWord(const codes::GradiveqCode& code, const float* basis, uint32_t* word, void* stream);
+int GradiveqContribute(const codes::GradiveqCode& code, codes::GradiveqStep kind, const float* g, const float* basis,
+                       float* residual, float* out, void* stream);
+int GradiveqAbsorb(const codes::GradiveqCode& code, codes::GradiveqStep kind, int64_t step, const float* in, int world,
+                   float* covariance, float* basis, void* scratch, size_t scratch_bytes, float* average,
+                   void* stream);
 
 // A low-rank push's segment (compress/low_rank_push.h), n rows by m
 // columns at rank r, against its edge's `reference` and warm start `q`

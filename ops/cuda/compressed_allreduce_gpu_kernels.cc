@@ -1,25 +1,23 @@
-// CompressedAllReduce on the GPU (place(device=cuda, comm=device)) for the
-// codecs with GPU kernels (ops/cuda/gpu_codecs.h): TernGrad, 1-bit SGD,
-// QSGD (both codings) and top-k, all-gathered; PowerSGD, summed. When the
+// CompressedAllReduce on the GPU (place(device=cuda, comm=device)) for
+// every codec (ops/cuda/gpu_codecs.h): TernGrad, 1-bit SGD, QSGD (both
+// codings) and top-k, all-gathered; PowerSGD and GradiVeQ, summed. When the
 // worker's collective queue issues the node, in its (step, bucket) turn as
 // on the host, each round puts every gradient's part into one fused device
 // buffer on the node's stream (the world's communication stream), NCCL
 // sums or all-gathers it, and every gradient absorbs the result, as the CPU
 // kernel's AverageFused does: the same bits, but for NCCL's own order of
 // summing a summed codec's parts across more than two ranks. No host thread
-// waits for the data, except where codes vary in length (QSGD's Elias
-// coding): their lengths, all-gathered in the first round, are read back
-// to size the second.
-//
-// GradiVeQ has no GPU kernels: `place` names it (KernelCovers), and keeps it
-// on the host with fallback=host, where the world's collectives then run
-// split (ops/collective_schedule.h: SplitAcrossSides).
+// waits for the data, except where sizes depend on it: codes of variable
+// length (QSGD's Elias coding), whose lengths, all-gathered in the first
+// round, are read back to size the second; and codecs sized by their state
+// (GradiVeQ, exact while its basis is zero), whose state words are read
+// back before the first round.
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -64,32 +62,61 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
   }
 
  private:
+  // One gradient's device memory in a step.
+  struct Gradient {
+    const float* g;
+    float* average;
+    std::vector<float*> state;
+    CodecStep step;
+  };
   struct Round {
     std::vector<int64_t> offsets;    // of each gradient's part in the fused buffer
     std::vector<int64_t> floats_of;  // each gradient's part
     int64_t floats = 0;              // one rank's
   };
 
-  // Where each gradient's scratch starts and the bytes of all. A two-round
-  // codec keeps its region through the step (PowerSGD's P, the Elias code);
-  // a one-round codec's is used within its round only, so one region after
-  // the kept ones serves every such gradient in turn.
-  std::pair<std::vector<size_t>, size_t> ScratchLayout(int world) const {
-    std::vector<size_t> at(codecs_.size(), 0);
+  // Where each gradient's scratch starts, where the state words go, and the
+  // bytes of all. A two-round codec keeps its region through the step
+  // (PowerSGD's P, the Elias code); a one-round codec's is used within its
+  // round only, so one region after the kept ones serves every such
+  // gradient in turn; then a word per gradient for codecs sized by state.
+  struct ScratchLayout {
+    std::vector<size_t> at;
+    size_t words_at = 0;
+    size_t bytes = 0;
+  };
+  ScratchLayout LayOutScratch(int world) const {
+    ScratchLayout layout;
+    layout.at.assign(codecs_.size(), 0);
     size_t kept = 0, shared = 0;
     for (size_t g = 0; g < codecs_.size(); ++g) {
-      const size_t bytes = (codecs_[g]->scratch_bytes(world) + 255) / 256 * 256;  // aligned for the next
+      const size_t bytes = Aligned(codecs_[g]->scratch_bytes(world));
       if (codecs_[g]->rounds() == 1) {
         shared = std::max(shared, bytes);
       } else {
-        at[g] = kept;
+        layout.at[g] = kept;
         kept += bytes;
       }
     }
     for (size_t g = 0; g < codecs_.size(); ++g) {
-      if (codecs_[g]->rounds() == 1) at[g] = kept;
+      if (codecs_[g]->rounds() == 1) layout.at[g] = kept;
     }
-    return {std::move(at), kept + shared};
+    layout.words_at = kept + shared;
+    layout.bytes = layout.words_at + (sized_by_state() ? Aligned(sizeof(uint32_t) * codecs_.size()) : 0);
+    return layout;
+  }
+  static size_t Aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  // Round `round` of a step whose sizes depend on the codecs' state words.
+  Round SizedByState(int round, const std::vector<Gradient>& work, const std::vector<uint32_t>& words) const {
+    Round r;
+    for (size_t g = 0; g < codecs_.size(); ++g) {
+      const int64_t floats = codecs_[g]->StepRoundFloats(round, work[g].step, words[g]);
+      r.offsets.push_back(r.floats);
+      r.floats_of.push_back(floats);
+      r.floats += floats;
+    }
+    return r;
   }
 
   // Round `round` of a node whose codes vary in length, sized from the
@@ -121,12 +148,6 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     // Outputs: the averages, then each gradient's next state (a copy of its
     // input, updated in place by the rounds).
     const int gradients = static_cast<int>(codecs_.size());
-    struct Gradient {
-      const float* g;
-      float* average;
-      std::vector<float*> state;
-      CodecStep step;
-    };
     auto work = std::make_shared<std::vector<Gradient>>();
     int next_state = gradients;
     for (int g = 0; g < gradients; ++g) {
@@ -148,16 +169,16 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     const int64_t fused_floats = most_floats_ * (summed_ || world == 1 ? 1 : world + 1);
     ASSIGN_OR_RETURN(Tensor fused, cuda::Scratch(ctx, static_cast<size_t>(fused_floats) * sizeof(float)));
     auto buffer = std::make_shared<Tensor>(std::move(fused));
-    auto [scratch_at, scratch_bytes] = ScratchLayout(world);
+    ScratchLayout layout = LayOutScratch(world);
     auto scratch = std::make_shared<Tensor>();
-    if (scratch_bytes > 0) {
-      ASSIGN_OR_RETURN(*scratch, cuda::Scratch(ctx, scratch_bytes));
+    if (layout.bytes > 0) {
+      ASSIGN_OR_RETURN(*scratch, cuda::Scratch(ctx, layout.bytes));
     }
     // Each round: every gradient's part into the fused buffer, then
     // (`combine`, a world of more than one) summed or all-gathered, then
     // absorbed by every gradient.
     using Combine = std::function<absl::Status(float* mine, int64_t floats, float* all)>;
-    auto run = [this, work, buffer, scratch, scratch_at = std::move(scratch_at), stream, world](
+    auto run = [this, work, buffer, scratch, layout = std::move(layout), stream, world](
                    int rank, const Combine& combine) -> absl::Status {
       // The queue's thread launches here: the stream's GPU must be current.
       int device = 0;
@@ -165,27 +186,49 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
       RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(device), name_ + "cudaSetDevice"));
       float* mine = buffer->data<float>();
       char* own = static_cast<char*>(scratch->raw());
+      // The codecs' state words, where their sizes depend on them: read back
+      // before the step's first round, a wait on the GPU.
+      std::vector<uint32_t> words(codecs_.size(), 0);
+      if (sized_by_state()) {
+        uint32_t* on_device = reinterpret_cast<uint32_t*>(own + layout.words_at);
+        RETURN_IF_ERROR(cuda::CudaStatus(cudaMemsetAsync(on_device, 0, sizeof(uint32_t) * words.size(), stream),
+                                         name_ + "clearing the state words"));
+        for (size_t g = 0; g < codecs_.size(); ++g) {
+          if (!codecs_[g]->sized_by_state()) continue;
+          const Gradient& w = (*work)[g];
+          RETURN_IF_ERROR(cuda::CudaStatus(
+              static_cast<cudaError_t>(codecs_[g]->WriteStateWord(w.step, w.state, on_device + g, stream)),
+              absl::StrCat(name_, "the state word of gradient ", g)));
+        }
+        RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(words.data(), on_device, sizeof(uint32_t) * words.size(),
+                                                         cudaMemcpyDeviceToHost, stream),
+                                         name_ + "reading the state words"));
+        RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), name_ + "waiting for the state words"));
+      }
       Round r;
       for (int round = 0; round < static_cast<int>(rounds_.size()); ++round) {
         std::vector<float> lengths;
         if (round > 0 && variable_length()) {
           // The round's size is the longest code: its length words are read
-          // back, the one wait on the GPU inside the node's step.
+          // back, a wait on the GPU inside the node's step.
           lengths.resize(static_cast<size_t>(r.floats) * (summed_ ? 1 : world));
-          const float* words = summed_ || world == 1 ? mine : mine + r.floats;
-          RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(lengths.data(), words, lengths.size() * sizeof(float),
+          const float* all = summed_ || world == 1 ? mine : mine + r.floats;
+          RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(lengths.data(), all, lengths.size() * sizeof(float),
                                                            cudaMemcpyDeviceToHost, stream),
                                            name_ + "reading the codes' lengths"));
           RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), name_ + "waiting for the codes' lengths"));
           r = SizedByLengths(round, r, lengths, world);
+        } else if (sized_by_state()) {
+          r = SizedByState(round, *work, words);
         } else {
           r = rounds_[round];
         }
+        auto size_of = [&](size_t g) { return cuda::GpuRoundSize{r.floats_of[g], words[g]}; };
         for (size_t g = 0; g < codecs_.size(); ++g) {
           const Gradient& w = (*work)[g];
           RETURN_IF_ERROR(cuda::CudaStatus(
-              static_cast<cudaError_t>(codecs_[g]->Contribute(round, w.step, rank, w.g, w.state, own + scratch_at[g],
-                                                              r.floats_of[g], mine + r.offsets[g], stream)),
+              static_cast<cudaError_t>(codecs_[g]->Contribute(round, w.step, rank, w.g, w.state, own + layout.at[g],
+                                                              size_of(g), mine + r.offsets[g], stream)),
               absl::StrCat(name_, "round ", round, " of gradient ", g)));
         }
         float* all = mine;
@@ -196,8 +239,8 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
         for (size_t g = 0; g < codecs_.size(); ++g) {
           const Gradient& w = (*work)[g];
           RETURN_IF_ERROR(cuda::CudaStatus(
-              static_cast<cudaError_t>(codecs_[g]->Absorb(round, all + r.offsets[g], r.floats, r.floats_of[g], world,
-                                                          w.state, own + scratch_at[g], w.average, stream)),
+              static_cast<cudaError_t>(codecs_[g]->Absorb(round, w.step, all + r.offsets[g], r.floats, size_of(g),
+                                                          world, w.state, own + layout.at[g], w.average, stream)),
               absl::StrCat(name_, "absorbing round ", round, " of gradient ", g)));
         }
       }
@@ -236,11 +279,14 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
   bool variable_length() const {
     return std::any_of(codecs_.begin(), codecs_.end(), [](const auto& c) { return c->variable_length(); });
   }
+  bool sized_by_state() const {
+    return std::any_of(codecs_.begin(), codecs_.end(), [](const auto& c) { return c->sized_by_state(); });
+  }
 
   CompressedGradients node_;
   std::string name_;
   std::vector<std::unique_ptr<cuda::GpuCodec>> codecs_;  // one per gradient
-  std::vector<Round> rounds_;  // sized by round_floats (a bound where the length varies)
+  std::vector<Round> rounds_;  // sized by round_floats (a bound where the length or the state decides)
   bool summed_ = false;
   int64_t most_floats_ = 0;  // one rank's fused parts in its largest round
 };

@@ -19,11 +19,11 @@ class GatherGpuCodec : public GpuCodec {
   int64_t round_floats(int) const override { return floats(); }
   size_t scratch_bytes(int) const override { return encode_scratch_bytes(); }
   int Contribute(int, const CodecStep& step, int rank, const float* g, const std::vector<float*>& state,
-                 void* scratch, int64_t, float* out, cudaStream_t stream) const override {
+                 void* scratch, const GpuRoundSize&, float* out, cudaStream_t stream) const override {
     return Encode(g, state, step.UniformSeed(rank), scratch, out, stream);
   }
-  int Absorb(int, const float* in, int64_t stride, int64_t, int world, const std::vector<float*>&, void*,
-             float* average, cudaStream_t stream) const override {
+  int Absorb(int, const CodecStep&, const float* in, int64_t stride, const GpuRoundSize&, int world,
+             const std::vector<float*>&, void*, float* average, cudaStream_t stream) const override {
     return DecodeAverage(in, stride, world, average, stream);
   }
 
@@ -76,20 +76,22 @@ class EliasGpuCodec : public GpuCodec {
     return work_at() + std::max(encode_scratch_, codecs::EliasDecodeScratchBytes(coder_, world));
   }
 
+  int64_t payload_floats() const override { return round_floats(1); }
+
   int Contribute(int round, const CodecStep& step, int rank, const float* g, const std::vector<float*>&,
-                 void* scratch, int64_t floats, float* out, cudaStream_t stream) const override {
+                 void* scratch, const GpuRoundSize& size, float* out, cudaStream_t stream) const override {
     float* code = static_cast<float*>(scratch);
-    if (round == 1) return codecs::EliasPad(code, floats, out, stream);
+    if (round == 1) return codecs::EliasPad(code, size.floats, out, stream);
     const int encoded = codecs::EliasEncode(coder_, g, step.UniformSeed(rank), work(scratch), encode_scratch_, code,
                                             stream);
     if (encoded != cudaSuccess) return encoded;
     return cudaMemcpyAsync(out, code, sizeof(float), cudaMemcpyDeviceToDevice, stream);  // the length word
   }
 
-  int Absorb(int round, const float* in, int64_t stride, int64_t floats, int world, const std::vector<float*>&,
-             void* scratch, float* average, cudaStream_t stream) const override {
+  int Absorb(int round, const CodecStep&, const float* in, int64_t stride, const GpuRoundSize& size, int world,
+             const std::vector<float*>&, void* scratch, float* average, cudaStream_t stream) const override {
     if (round == 0) return cudaSuccess;  // the lengths: the kernel reads them
-    return codecs::EliasDecodeAverage(coder_, in, stride, floats, world, work(scratch),
+    return codecs::EliasDecodeAverage(coder_, in, stride, size.floats, world, work(scratch),
                                       codecs::EliasDecodeScratchBytes(coder_, world), average, stream);
   }
 
@@ -99,6 +101,51 @@ class EliasGpuCodec : public GpuCodec {
 
   codes::QsgdElias coder_;
   size_t encode_scratch_;
+};
+
+// GradiVeQ, summed in one round; state [covariance, basis, residual (with
+// error feedback)]. Whether a step goes exact depends on whether the basis
+// is all zero, a word the kernel reads back before the step.
+class GradiveqGpuCodec : public GpuCodec {
+ public:
+  explicit GradiveqGpuCodec(codes::GradiveqCode code) : code_(code) {}
+  bool summed() const override { return true; }
+  bool sized_by_state() const override { return true; }
+  int WriteStateWord(const CodecStep&, const std::vector<float*>& state, uint32_t* word,
+                     cudaStream_t stream) const override {
+    if (state.size() < 2) return cudaErrorInvalidValue;
+    return codecs::GradiveqBasisWord(code_, state[1], word, stream);
+  }
+  int64_t round_floats(int) const override {
+    return std::max(code_.Floats(codes::GradiveqStep::kWarmingUp), code_.Floats(codes::GradiveqStep::kCompressed));
+  }
+  int64_t StepRoundFloats(int, const CodecStep& step, uint32_t state_word) const override {
+    return code_.Floats(Kind(step, state_word));
+  }
+  int64_t payload_floats() const override { return code_.Floats(codes::GradiveqStep::kCompressed); }
+  size_t scratch_bytes(int) const override { return codecs::GradiveqScratchBytes(code_); }
+
+  int Contribute(int, const CodecStep& step, int, const float* g, const std::vector<float*>& state, void*,
+                 const GpuRoundSize& size, float* out, cudaStream_t stream) const override {
+    if (state.size() != (code_.error_feedback ? 3u : 2u)) return cudaErrorInvalidValue;
+    return codecs::GradiveqContribute(code_, Kind(step, size.state_word), g, state[1],
+                                      code_.error_feedback ? state[2] : nullptr, out, stream);
+  }
+
+  int Absorb(int, const CodecStep& step, const float* in, int64_t, const GpuRoundSize& size, int world,
+             const std::vector<float*>& state, void* scratch, float* average, cudaStream_t stream) const override {
+    if (state.size() < 2) return cudaErrorInvalidValue;
+    return codecs::GradiveqAbsorb(code_, Kind(step, size.state_word), step.step, in, world, state[0], state[1],
+                                  scratch, codecs::GradiveqScratchBytes(code_), average, stream);
+  }
+
+ private:
+  // The word says whether the basis holds a value other than zero.
+  codes::GradiveqStep Kind(const CodecStep& step, uint32_t state_word) const {
+    return code_.StepAt(step.step, /*basis_all_zero=*/state_word == 0);
+  }
+
+  codes::GradiveqCode code_;
 };
 
 // Top-k with momentum correction: state [u, v] with momentum, [v] without.
@@ -139,7 +186,7 @@ class PowerSgdGpuCodec : public GpuCodec {
   size_t scratch_bytes(int) const override { return normals_at() + sizeof(float) * m_ * r_; }
 
   int Contribute(int round, const CodecStep& step, int, const float* g, const std::vector<float*>& state,
-                 void* scratch, int64_t, float* out, cudaStream_t stream) const override {
+                 void* scratch, const GpuRoundSize&, float* out, cudaStream_t stream) const override {
     if (state.size() != 2) return cudaErrorInvalidValue;
     if (round == 1) return codecs::PowerSgdContributeQ(n_, m_, r_, state[0], P(scratch), out, stream);
     // Q's zero columns take N(0, 1) draws made as the host codec makes them
@@ -155,8 +202,8 @@ class PowerSgdGpuCodec : public GpuCodec {
                                        static_cast<unsigned char*>(scratch) + flags_at(), out, stream);
   }
 
-  int Absorb(int round, const float* in, int64_t, int64_t, int world, const std::vector<float*>& state,
-             void* scratch, float* average, cudaStream_t stream) const override {
+  int Absorb(int round, const CodecStep&, const float* in, int64_t, const GpuRoundSize&, int world,
+             const std::vector<float*>& state, void* scratch, float* average, cudaStream_t stream) const override {
     if (state.size() != 2) return cudaErrorInvalidValue;
     if (round == 0) {
       double* col = static_cast<double*>(scratch);
@@ -185,6 +232,12 @@ std::unique_ptr<GpuCodec> Bucketed(codecs::Coder coder, const GradientCodec& hos
 
 const std::map<std::string, Maker>& Makers() {
   static const auto* makers = new std::map<std::string, Maker>{
+      {"gradiveq",
+       [](const GradientCodec& host, int64_t) -> std::unique_ptr<GpuCodec> {
+         const std::optional<codes::GradiveqCode> code = host.gradiveq_code();
+         if (!code.has_value()) return nullptr;
+         return std::make_unique<GradiveqGpuCodec>(*code);
+       }},
       {"onebit", [](const GradientCodec& host, int64_t) { return Bucketed(codecs::Coder::kOneBit, host); }},
       {"powersgd",
        [](const GradientCodec& host, int64_t) -> std::unique_ptr<GpuCodec> {
@@ -215,17 +268,19 @@ const std::map<std::string, Maker>& Makers() {
 
 }  // namespace
 
+int64_t GpuCodec::payload_floats() const {
+  int64_t floats = 0;
+  for (int round = 0; round < rounds(); ++round) floats += round_floats(round);
+  return floats;
+}
+
 absl::StatusOr<std::unique_ptr<GpuCodec>> MakeGpuCodec(const std::string& method, const GradientCodec& host,
                                                        int64_t elements) {
   auto maker = Makers().find(method);
   std::unique_ptr<GpuCodec> codec = maker == Makers().end() ? nullptr : maker->second(host, elements);
   if (codec != nullptr && codec->rounds() == host.Rounds() &&
       codec->summed() == (host.collective() == CodecCollective::kAllReduce)) {
-    // The payload: every round's floats, or a variable length's bound.
-    int64_t floats = 0;
-    for (int round = 0; round < codec->rounds(); ++round) floats += codec->round_floats(round);
-    if (codec->variable_length() == host.variable_length() &&
-        (codec->variable_length() ? codec->round_floats(codec->rounds() - 1) : floats) == host.PayloadFloats()) {
+    if (codec->variable_length() == host.variable_length() && codec->payload_floats() == host.PayloadFloats()) {
       return codec;
     }
   }

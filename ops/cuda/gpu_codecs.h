@@ -6,7 +6,7 @@
 // rounds and options are the host's: the bucketed codes (TernGrad, 1-bit
 // SGD, QSGD's fixed coding) and top-k, all-gathered in one round; QSGD's
 // Elias coding, all-gathered in two (its length, then its code); PowerSGD,
-// summed in two. Adding one: its launchers in codec_gpu.cu, a
+// summed in two; GradiVeQ, summed in one. Adding one: its launchers in codec_gpu.cu, a
 // class in gpu_codecs.cc and a line in its table.
 
 #include <cuda_runtime_api.h>
@@ -21,6 +21,15 @@
 
 namespace nereid::cuda {
 
+// What the host knows of one round of a step when it runs it: the floats
+// of a rank's part (the round's; the longest code's, where the length
+// varies; the step's, where the state decides), and the word a codec sized
+// by its state wrote for the step (0 for the others).
+struct GpuRoundSize {
+  int64_t floats = 0;
+  uint32_t state_word = 0;
+};
+
 class GpuCodec {
  public:
   virtual ~GpuCodec() = default;
@@ -32,23 +41,38 @@ class GpuCodec {
   // any rank sent (at most round_floats(1)), which the kernel reads back to
   // the host to size the round.
   virtual bool variable_length() const { return false; }
-  // One rank's floats in round `round` (the host codec's RoundFloats; a
-  // bound where the length varies).
+  // A codec whose step's sizes depend on its device state (GradiVeQ: a
+  // step goes exact while its basis is all zero) writes one word of it with
+  // WriteStateWord before the step's first round; the kernel reads every
+  // such word back to the host (one wait on the GPU) and passes it on.
+  virtual bool sized_by_state() const { return false; }
+  virtual int WriteStateWord(const CodecStep& step, const std::vector<float*>& state, uint32_t* word,
+                             cudaStream_t stream) const {
+    return 0;
+  }
+  // One rank's floats in round `round`: the most any step sends (the host
+  // codec's RoundFloats; a bound where the length varies or the state
+  // decides), and this step's given its state word.
   virtual int64_t round_floats(int round) const = 0;
+  virtual int64_t StepRoundFloats(int round, const CodecStep& step, uint32_t state_word) const {
+    return round_floats(round);
+  }
+  // What the host codec's PayloadFloats says.
+  virtual int64_t payload_floats() const;
   // The device scratch the gradient keeps through a step's rounds in a world
   // of `world` ranks.
   virtual size_t scratch_bytes(int world) const = 0;
-  // This rank's part of round `round` into `out` (`floats` floats: the
-  // round's, or the longest code's); `state` (the host codec's State(), in
-  // order) is read and updated in place. Enqueued on `stream`; a
-  // cudaError_t as an int.
+  // This rank's part of round `round` into `out` (size.floats floats);
+  // `state` (the host codec's State(), in order) is read and updated in
+  // place. Enqueued on `stream`; a cudaError_t as an int.
   virtual int Contribute(int round, const CodecStep& step, int rank, const float* g, const std::vector<float*>& state,
-                         void* scratch, int64_t floats, float* out, cudaStream_t stream) const = 0;
-  // Round `round`'s combined parts, `floats` floats from each rank: summed,
-  // at `in`; gathered, rank r's at in + r * stride. After the last round
-  // `average` holds the average.
-  virtual int Absorb(int round, const float* in, int64_t stride, int64_t floats, int world,
-                     const std::vector<float*>& state, void* scratch, float* average, cudaStream_t stream) const = 0;
+                         void* scratch, const GpuRoundSize& size, float* out, cudaStream_t stream) const = 0;
+  // Round `round`'s combined parts, size.floats floats from each rank:
+  // summed, at `in`; gathered, rank r's at in + r * stride. After the last
+  // round `average` holds the average.
+  virtual int Absorb(int round, const CodecStep& step, const float* in, int64_t stride, const GpuRoundSize& size,
+                     int world, const std::vector<float*>& state, void* scratch, float* average,
+                     cudaStream_t stream) const = 0;
 };
 
 // The GPU codec of `method` for a gradient of `elements` values whose host

@@ -54,7 +54,7 @@ check pipe_sgd "autodiff,pipeline(width=2),sgd(lr=0.05)" $mlp --workers 2
 check qsgd "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp --workers 2
 # The compressed bucket kept on the host beside the dense one on the sim's
 # stream: the world's collectives split in two shares, each issued by engines
-# of its own (as a codec without GPU kernels runs on cuda).
+# of its own (as host_ops=CompressedAllReduce runs on cuda).
 place_also=",host_ops=CompressedAllReduce" check qsgd_split "autodiff,compress(method=qsgd),sgd(lr=0.05)" $mlp \
   --workers 2
 check hybrid "hybrid_partition(group_size=2),autodiff,sgd(lr=0.05)" $mlp --workers 2

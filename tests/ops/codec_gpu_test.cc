@@ -9,7 +9,9 @@
 // and Q) and the averages must be the host's bits (the same functions, no
 // fused multiply-adds), over two steps, with a short last bucket, zeros,
 // ties and a NaN. QSGD's Elias coding sizes its second round from the
-// first's lengths as the kernel does. Gossip's low-rank pushes likewise.
+// first's lengths as the kernel does; GradiVeQ its step from the basis's
+// state word (five steps: exact, a first basis, compressed, a refresh,
+// compressed). Gossip's low-rank pushes likewise.
 
 #include <cuda_runtime_api.h>
 
@@ -96,7 +98,8 @@ void Compare(const Case& c) {
     for (float& v : k.gradient) v = normal(rng);
     if (elements > 4) k.gradient[1] = 0.0f, k.gradient[2] = -0.0f;
     if (elements > 8) k.gradient[5] = k.gradient[6] = 3.5f;  // a tie for top-k
-    if (r == 1 && c.method != "powersgd") k.gradient[elements / 2] = std::nanf("");  // (a NaN spreads over P)
+    // (A NaN spreads over PowerSGD's P and GradiVeQ's covariance.)
+    if (r == 1 && c.method != "powersgd" && c.method != "gradiveq") k.gradient[elements / 2] = std::nanf("");
     int64_t state_floats = 0;
     for (const CodecStateSpec& spec : k.host->State()) {
       k.state.emplace_back(ElementCount(spec.dims), 0.0f);
@@ -114,7 +117,10 @@ void Compare(const Case& c) {
   }
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  for (int64_t step = 0; step < 2; ++step) {
+  // GradiVeQ's steps (warmup=2, refresh=3): exact, exact with a first
+  // basis, compressed, exact with a new basis, compressed.
+  const int64_t steps = c.method == "gradiveq" ? 5 : 2;
+  for (int64_t step = 0; step < steps; ++step) {
     if (step == 1 && c.method == "powersgd") {
       // PowerSGD's second step: Q's first column all ones and its second
       // zero (seeded again, the first kept), and a row 0 whose P[0][0] sum
@@ -138,15 +144,26 @@ void Compare(const Case& c) {
     CodecStep cs;
     cs.step = step, cs.seed = 5, cs.layer = 1;
     std::vector<std::vector<float>> host_average(kWorld, std::vector<float>(elements));
+    // The state words, read back as the kernel does.
+    std::vector<uint32_t> words(kWorld, 0);
+    for (int r = 0; r < kWorld && gpu->sized_by_state(); ++r) {
+      DeviceBuffer word(sizeof(uint32_t));
+      ASSERT_EQ(gpu->WriteStateWord(cs, ranks[r].state_on_device, static_cast<uint32_t*>(word.ptr), stream), 0);
+      ASSERT_EQ(cudaMemcpy(&words[r], word.ptr, sizeof(uint32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
     std::vector<float> combined;
     for (int round = 0; round < gpu->rounds(); ++round) {
-      int64_t floats = gpu->round_floats(round);
+      int64_t floats = gpu->StepRoundFloats(round, cs, words[0]);
       if (round > 0 && gpu->variable_length()) {  // the kernel's way: the longest length word, within the bound
         int64_t longest = 0;
         for (int r = 0; r < kWorld; ++r) longest = std::max<int64_t>(longest, Bits({combined[r]})[0]);
         floats = std::min(longest, floats);
       }
-      ASSERT_EQ(floats, ranks[0].host->RoundFloats(cs, round, {}));
+      {
+        std::vector<absl::Span<float>> spans;
+        for (auto& s : ranks[0].state) spans.push_back(absl::MakeSpan(s));
+        ASSERT_EQ(floats, ranks[0].host->RoundFloats(cs, round, spans));
+      }
       combined.assign(gpu->summed() ? floats : floats * kWorld, 0.0f);
       for (int r = 0; r < kWorld; ++r) {
         Rank& k = ranks[r];
@@ -154,8 +171,8 @@ void Compare(const Case& c) {
         for (auto& s : k.state) spans.push_back(absl::MakeSpan(s));
         std::vector<float> part(floats, 0.0f);
         k.host->Contribute(cs, round, r, k.gradient, spans, absl::MakeSpan(part));
-        ASSERT_EQ(gpu->Contribute(round, cs, r, k.g->f(), k.state_on_device, k.scratch->ptr, floats, k.part->f(),
-                                  stream),
+        ASSERT_EQ(gpu->Contribute(round, cs, r, k.g->f(), k.state_on_device, k.scratch->ptr, {floats, words[r]},
+                                  k.part->f(), stream),
                   0);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         EXPECT_EQ(Bits(Download(k.part->f(), floats)), Bits(part)) << "round " << round << ", rank " << r;
@@ -173,8 +190,8 @@ void Compare(const Case& c) {
         for (auto& s : k.state) spans.push_back(absl::MakeSpan(s));
         k.host->Absorb(cs, round, kWorld, k.gradient, spans, combined, absl::MakeSpan(host_average[r]));
         Upload(k.part->f(), combined);
-        ASSERT_EQ(gpu->Absorb(round, k.part->f(), floats, floats, kWorld, k.state_on_device, k.scratch->ptr,
-                              k.average->f(), stream),
+        ASSERT_EQ(gpu->Absorb(round, cs, k.part->f(), floats, {floats, words[r]}, kWorld, k.state_on_device,
+                              k.scratch->ptr, k.average->f(), stream),
                   0);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       }
@@ -214,6 +231,16 @@ TEST(CodecGpuTest, TheGpuComputesTheHostsBits) {
   for (const Case& c : std::vector<Case>{{"powersgd", {}, {6, 1, 5, 5}},
                                          {"powersgd", {{"rank", "1"}}, {120, 400}},
                                          {"powersgd", {{"rank", "4"}}, {10, 84}}}) {
+    Compare(c);
+  }
+  // GradiVeQ on conv filters, with and without error feedback, a short last
+  // slice and as many coefficients as values.
+  for (const Case& c : std::vector<Case>{
+           {"gradiveq", {{"warmup", "2"}, {"refresh", "3"}}, {16, 6, 5, 5}},
+           {"gradiveq", {{"warmup", "2"}, {"refresh", "3"}, {"error_feedback", "1"}, {"slice", "16"}}, {6, 1, 5, 5}},
+           {"gradiveq",
+            {{"warmup", "2"}, {"refresh", "3"}, {"error_feedback", "1"}, {"slice", "25"}, {"coefficients", "25"}},
+            {6, 1, 5, 5}}}) {
     Compare(c);
   }
 }

@@ -263,19 +263,18 @@ TEST(GpuKernelCoverage, SixteenBitWiresHaveGpuKernelsWithCommDevice) {
   EXPECT_EQ(coded_ops, (std::set<std::string>{"AllReduce", "GroupAllReduce", "GroupSendRecv"}));
 }
 
-// The gather codecs on the GPU (ops/cuda/gpu_codecs.h): the
-// compressed node and the dense bucket beside it are GPU kernels, so the
-// world's collectives stay on one communicator (NCCL). A codec without GPU
-// kernels is named, with why, by `place`.
-TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
+// The codecs on the GPU (ops/cuda/gpu_codecs.h): the compressed node and
+// the dense bucket beside it are GPU kernels, so the world's collectives stay
+// on one communicator (NCCL). Kept on the host (host_ops), the compressed
+// node runs through the host's communicator beside NCCL's dense bucket.
+TEST(GpuKernelCoverage, TheCodecsHaveGpuKernelsWithCommDevice) {
   for (const std::string codec :
        {"terngrad", "onebit", "qsgd,coding=fixed,bits=3", "qsgd", "qsgd,bits=8,bucket=100", "topk,ratio=0.05",
-        "powersgd"}) {
+        "powersgd", "gradiveq", "gradiveq,error_feedback=1,slice=25,coefficients=4"}) {
     SCOPED_TRACE(codec);
-    auto graph = testing::PlanModel(
-        "lenet_fashion",
-        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device)"),
-        2);
+    const std::string passes =
+        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device");
+    auto graph = testing::PlanModel("lenet_fashion", passes + ")", 2);
     ASSERT_TRUE(graph.ok()) << graph.status();
     std::set<std::string> ops;
     for (const Node* n : (*graph)->nodes()) {
@@ -286,25 +285,13 @@ TEST(GpuKernelCoverage, TheGatherCodecsHaveGpuKernelsWithCommDevice) {
       EXPECT_TRUE(kernel.ok()) << n->name() << " (" << n->op() << "): " << kernel.status();
     }
     EXPECT_EQ(ops, (std::set<std::string>{"AllReduce", "CompressedAllReduce"}));
-  }
-  const std::vector<std::pair<std::string, std::string>> refused = {
-      {"gradiveq", "(the gradiveq codec has no GPU kernels; the GPU runs onebit, powersgd, qsgd, terngrad, topk)"},
-  };
-  for (const auto& [codec, why] : refused) {
-    const std::string passes =
-        absl::StrCat("autodiff,data_parallel,compress(method=", codec, "),sgd(lr=0.1),place(device=cuda,comm=device");
-    auto graph = testing::PlanModel("lenet_fashion", passes + ")", 2);
-    EXPECT_TRUE(absl::StrContains(graph.status().message(), why)) << graph.status();
-    // With fallback=host the codec stays on the host and the world's
-    // collectives run split: the dense bucket through NCCL, the compressed
-    // one through the host's communicator.
-    auto split = testing::PlanModel("lenet_fashion", passes + ",fallback=host)", 2);
+    auto split = testing::PlanModel("lenet_fashion", passes + ",host_ops=CompressedAllReduce)", 2);
     ASSERT_TRUE(split.ok()) << split.status();
     for (const Node* n : (*split)->nodes()) {
       if (!IsCollective(*n)) continue;
       EXPECT_EQ(OnDevice(*n), n->op() == "AllReduce") << n->name();
     }
-    EXPECT_EQ(SplitAcrossSides(**split).groups, (absl::flat_hash_set<std::string>{""})) << codec;
+    EXPECT_EQ(SplitAcrossSides(**split).groups, (absl::flat_hash_set<std::string>{""}));
   }
 }
 
