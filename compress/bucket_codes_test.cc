@@ -183,13 +183,13 @@ std::vector<float> EncodeEliasAsTheGpu(const codes::QsgdElias& coder, const floa
 std::vector<float> DecodeEliasAverageAsTheGpu(const codes::QsgdElias& coder, const float* codes, int64_t stride,
                                               int64_t floats, int world) {
   const codes::BucketLayout& layout = coder.fixed.layout;
-  const int64_t buckets = coder.Buckets(), words = floats - coder.StreamAt();
+  const int64_t buckets = coder.Buckets(), words = std::max<int64_t>(0, floats - coder.StreamAt());
   std::vector<uint64_t> starts(world * buckets);
   for (int r = world - 1; r >= 0; --r) {
     uint64_t at = 0;
     for (int64_t b = 0; b < buckets; ++b) {
       starts[r * buckets + b] = at;
-      at = coder.Skip(codes + r * stride + coder.StreamAt(), words, at, layout.Values(b));
+      at = coder.Skip(codes + r * stride + std::min(floats, coder.StreamAt()), words, at, layout.Values(b));
     }
   }
   std::vector<float> average(layout.elements, 0.0f);
@@ -198,7 +198,9 @@ std::vector<float> DecodeEliasAverageAsTheGpu(const codes::QsgdElias& coder, con
     float* out = &average[b * layout.bucket];
     for (int r = 0; r < world; ++r) {
       const float* code = codes + r * stride;
-      coder.DecodeAdd(code + coder.StreamAt(), words, starts[r * buckets + b], layout.Values(b), code[1 + b], out);
+      const float norm = 1 + b < floats ? code[1 + b] : 0.0f;  // a code cut short: as the kernel
+      coder.DecodeAdd(code + std::min(floats, coder.StreamAt()), words, starts[r * buckets + b], layout.Values(b), norm,
+                      out);
     }
     for (int64_t i = 0; i < layout.Values(b); ++i) out[i] *= inv;
   }
@@ -281,6 +283,69 @@ TEST(EliasCodesTest, AnyStreamReadsAsTheBitReader) {
       ASSERT_EQ(level, expected) << "trial " << trial << ", word " << i;
       ASSERT_EQ(negative, expected_negative) << "trial " << trial << ", word " << i;
     }
+  }
+}
+
+// The words Write packs are BitWriter's (compress/bit_stream.h) for the same
+// fields, with buckets starting at any bit.
+TEST(EliasCodesTest, WordsAreTheBitWritersWords) {
+  std::mt19937_64 random(7);
+  for (int bits : {2, 4, 8}) {
+    const codes::QsgdElias coder{codes::QsgdBuckets{{1000, 37, 1, bits}}};
+    std::vector<uint8_t> fields(1000);
+    for (uint8_t& f : fields) {
+      // Mostly low levels, as QSGD's, with the top level and both signs.
+      const uint32_t level = random() % 4 == 0 ? static_cast<uint32_t>(random() % (coder.fixed.levels() + 1))
+                                               : static_cast<uint32_t>(random() % 2);
+      f = static_cast<uint8_t>(level | (random() % 2 == 0 ? coder.fixed.sign() : 0u));
+    }
+    std::vector<float> expected(coder.BoundFloats(), 0.0f), words(coder.BoundFloats(), 0.0f);
+    BitWriter writer(absl::MakeSpan(expected));
+    for (uint8_t f : fields) {
+      const uint32_t level = f & (coder.fixed.sign() - 1);
+      if (level == 0) {
+        writer.Put(0, 1);
+      } else {
+        writer.Put(1 | ((f & coder.fixed.sign()) != 0 ? 2u : 0u) | (BitWriter::GammaBits(level) << 2),
+                   2 + BitWriter::GammaCount(level));
+      }
+    }
+    const int64_t used = writer.Finish();
+    uint64_t at = 0;
+    for (int64_t begin = 0; begin < 1000; begin += 37) {
+      const int64_t n = std::min<int64_t>(37, 1000 - begin);
+      const uint64_t end = coder.Write(&fields[begin], n, at, [&](uint64_t k, uint32_t word) {
+        words[k] = codes::BitsFloat(codes::FloatBits(words[k]) | word);
+      });
+      ASSERT_EQ(end - at, coder.Bits(&fields[begin], n));
+      at = end;
+    }
+    EXPECT_EQ(static_cast<int64_t>((at + 31) / 32), used) << "bits " << bits;
+    EXPECT_EQ(Bits(words), Bits(expected)) << "bits " << bits;
+  }
+}
+
+// A code cut short by a bad length word (shorter than its norms) decodes
+// what it holds and reads nothing past it: the host's codec and the GPU's
+// order alike (AddressSanitizer watches the reads in CI).
+TEST(EliasCodesTest, ACodeCutShortReadsNothingPastItsEnd) {
+  auto codec = CodecRegistry::Global().Create("qsgd");
+  ASSERT_TRUE(codec.ok());
+  ASSERT_TRUE((*codec)->Init({1000}, CodecOptions(std::map<std::string, std::string>{{"bucket", "100"}})).ok());
+  auto& gather = static_cast<GatherCodec&>(**codec);
+  const codes::QsgdElias coder{codes::QsgdBuckets{*gather.bucket_layout()}};
+  const std::vector<float> gradient = testing_codec::RandomGradient(1000, 3);
+  std::vector<float> code(gather.PayloadFloats(), 0.0f);
+  CodecStep cs;
+  gather.Encode(cs, 0, gradient, {}, absl::MakeSpan(code));
+  for (int64_t floats : {int64_t{0}, int64_t{1}, int64_t{5}, coder.StreamAt(), coder.StreamAt() + 3}) {
+    SCOPED_TRACE(floats);
+    const std::vector<float> cut(code.begin(), code.begin() + floats);  // its own allocation: past it is out of bounds
+    std::vector<float> host(1000, 0.0f);
+    gather.DecodeAdd(cut, absl::MakeSpan(host));  // a world of one: the average is the decode
+    EXPECT_EQ(Bits(DecodeEliasAverageAsTheGpu(coder, cut.data(), floats, floats, 1)), Bits(host));
+    // Buckets whose norms were cut decode to zeros.
+    for (int64_t i = std::max<int64_t>(0, floats - 1) * 100; i < 1000; ++i) ASSERT_EQ(host[i], 0.0f) << i;
   }
 }
 

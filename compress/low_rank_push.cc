@@ -45,6 +45,11 @@ void SeedZeroColumns(uint64_t seed, int64_t cols, int64_t rank, float* q) {
 
 }  // namespace
 
+void LowRankPush::Mix(absl::Span<const float> x, absl::Span<const float> received, absl::Span<const float> sent,
+                      float consensus, absl::Span<float> y) {
+  for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] + consensus * (received[i] - sent[i]);
+}
+
 std::vector<float> LowRankPush::SeedDraws(uint64_t seed, int64_t cols, int64_t rank) {
   std::mt19937_64 random(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -54,6 +54,11 @@ class LowRankPush {
   // Receiver: the edge's `reference` becomes the decoded value.
   void Decode(absl::Span<const float> message, bool started, absl::Span<float> reference) const;
 
+  // The push's step: y = x + consensus * (received - sent), in the codecs'
+  // library (no fused multiply-add, as the GPU's LowRankPushMix).
+  static void Mix(absl::Span<const float> x, absl::Span<const float> received, absl::Span<const float> sent,
+                  float consensus, absl::Span<float> y);
+
   // The N(0, 1) values a warm start's zero columns take: one per entry of a
   // cols x rank matrix, from a generator seeded with `seed`, in one fixed
   // sequence (segment s of a push is seeded with seed + s). The GPU's

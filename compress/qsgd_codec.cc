@@ -102,13 +102,14 @@ class QsgdCodec : public GatherCodec {
 
   void DecodeAddElias(absl::Span<const float> code, absl::Span<float> out) const {
     const codes::QsgdElias coder = elias();
-    const int64_t words = std::max<int64_t>(0, static_cast<int64_t>(code.size()) - coder.StreamAt());
-    const float* stream = code.data() + coder.StreamAt();
+    // A short (bad) length word cuts the code: what is past it reads as 0.
+    const int64_t size = static_cast<int64_t>(code.size());
+    const int64_t words = std::max<int64_t>(0, size - coder.StreamAt());
+    const float* stream = code.data() + std::min(size, coder.StreamAt());
     uint64_t at = 0;
     for (int64_t b = 0; b < buckets_; ++b) {
       const int64_t begin = b * bucket_, n = std::min(bucket_, elements_ - begin);
-      // A short (bad) length word cuts the code: what is past it reads as 0.
-      const float norm = 1 + b < static_cast<int64_t>(code.size()) ? code[1 + b] : 0.0f;
+      const float norm = 1 + b < size ? code[1 + b] : 0.0f;
       at = coder.DecodeAdd(stream, words, at, n, norm, &out[begin]);
     }
   }

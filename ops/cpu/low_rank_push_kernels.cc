@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compress/low_rank_push.h"
 #include "core/status_macros.h"
 #include "ops/kernel.h"
 #include "ops/low_rank_push_node.h"
@@ -74,8 +75,8 @@ class LowRankPushKernel : public AsyncOpKernel {
     started[edge.slot] = started[slots + edge.slot] = 1.0f;
     // x moved by `consensus` of the decoded difference (1: what arrived plus
     // what this rank's own push did not carry, exact push-sum's y).
-    const float* xs = x.data<float>();
-    for (int64_t i = 0; i < size; ++i) y[i] = xs[i] + node_.consensus * (received[i] - sent[i]);
+    LowRankPush::Mix(absl::MakeConstSpan(x.data<float>(), size), absl::MakeConstSpan(received, size),
+                     absl::MakeConstSpan(sent, size), node_.consensus, absl::MakeSpan(y, size));
     return absl::OkStatus();
   }
 

@@ -275,6 +275,10 @@ struct EliasStream {
   __device__ int64_t words(const codes::QsgdElias& coder) const {
     return floats > coder.StreamAt() ? floats - coder.StreamAt() : 0;
   }
+  // The stream's first word (the code's end where it is cut short).
+  __device__ const float* stream(const codes::QsgdElias& coder) const {
+    return code + (floats < coder.StreamAt() ? floats : coder.StreamAt());
+  }
   __device__ float norm(int64_t b) const { return 1 + b < floats ? code[1 + b] : 0.0f; }
 };
 
@@ -284,7 +288,7 @@ __global__ void EliasStarts(codes::QsgdElias coder, const float* codes, int64_t 
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= world) return;
   const EliasStream s(codes, stride, floats, r);
-  const float* stream = s.code + coder.StreamAt();
+  const float* stream = s.stream(coder);
   uint64_t at = 0;
   for (int64_t b = 0; b < coder.Buckets(); ++b) {
     starts[r * coder.Buckets() + b] = at;
@@ -301,7 +305,7 @@ __global__ void EliasDecodeBuckets(codes::QsgdElias coder, const float* codes, i
   for (int64_t i = 0; i < n; ++i) out[i] = 0.0f;
   for (int r = 0; r < world; ++r) {
     const EliasStream s(codes, stride, floats, r);
-    coder.DecodeAdd(s.code + coder.StreamAt(), s.words(coder), starts[r * coder.Buckets() + b], n, s.norm(b), out);
+    coder.DecodeAdd(s.stream(coder), s.words(coder), starts[r * coder.Buckets() + b], n, s.norm(b), out);
   }
   for (int64_t i = 0; i < n; ++i) out[i] *= inv;
 }

@@ -151,8 +151,8 @@ class GradiveqGpuCodec : public GpuCodec {
 // Top-k with momentum correction: state [u, v] with momentum, [v] without.
 class TopKGpuCodec : public GatherGpuCodec {
  public:
-  TopKGpuCodec(int64_t n, int64_t k, float momentum)
-      : n_(n), k_(k), momentum_(momentum), scratch_(codecs::TopKScratchBytes(n, k)) {}
+  TopKGpuCodec(int64_t n, int64_t k, float momentum, size_t scratch)
+      : n_(n), k_(k), momentum_(momentum), scratch_(scratch) {}
 
  private:
   size_t encode_scratch_bytes() const override { return scratch_; }
@@ -259,8 +259,9 @@ const std::map<std::string, Maker>& Makers() {
       {"topk",
        [](const GradientCodec& host, int64_t elements) -> std::unique_ptr<GpuCodec> {
          const int64_t k = host.PayloadFloats() / 2;
-         if (codecs::TopKScratchBytes(elements, k) == 0) return nullptr;  // past a radix sort's int count
-         return std::make_unique<TopKGpuCodec>(elements, k, static_cast<float>(host.applied_momentum()));
+         const size_t scratch = codecs::TopKScratchBytes(elements, k);
+         if (scratch == 0) return nullptr;  // past a radix sort's int count
+         return std::make_unique<TopKGpuCodec>(elements, k, static_cast<float>(host.applied_momentum()), scratch);
        }},
   };
   return *makers;

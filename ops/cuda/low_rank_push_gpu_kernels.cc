@@ -33,7 +33,7 @@ struct PushBuffers {
   float* received;  // the in-edge's
   float* basis;     // the out-edge's warm starts
   float* started;   // [out-edges..., in-edges...]
-  float* message;
+  float* message;  // MessageCapacity() floats each
   float* arrival;
   char* work;
 };
@@ -56,6 +56,12 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
   }
 
  private:
+  // The most floats a message holds: an edge's first push sends every
+  // value, a later one its codes (more than the values where a segment's
+  // rank is high for its size).
+  int64_t MessageCapacity() const {
+    return std::max(node_.push->MessageFloats(false), node_.push->MessageFloats(true));
+  }
   // [col, basis: doubles][D: floats][normals: floats][zero: bytes]
   size_t d_at() const { return sizeof(double) * col_doubles_; }
   size_t normals_at() const { return d_at() + sizeof(float) * d_floats_; }
@@ -82,8 +88,8 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
       done(absl::OkStatus());
       return absl::OkStatus();
     }
-    const size_t elements = static_cast<size_t>(node_.push->elements());
-    ASSIGN_OR_RETURN(Tensor scratch, cuda::Scratch(ctx, 2 * elements * sizeof(float) + work_bytes()));
+    const size_t message = static_cast<size_t>(MessageCapacity());
+    ASSIGN_OR_RETURN(Tensor scratch, cuda::Scratch(ctx, 2 * message * sizeof(float) + work_bytes()));
     CollectiveOptions options;
     options.tag = static_cast<uint32_t>(node_.bucket);
     options.timeout = queue->timeout();
@@ -100,7 +106,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
                 ") cannot enqueue on a GPU stream: collectives placed on cuda need NCCL"));
           }
           const LowRankPushNode::Edge edge = node_.EdgeAt(step, comm.rank(), comm.world());
-          const int64_t size = node_.push->elements();
+          const int64_t size = node_.push->elements(), capacity = MessageCapacity();
           float* message = scratch.data<float>();
           PushBuffers b{input.data<float>(),
                         out[0].data<float>(),
@@ -109,8 +115,8 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
                         out[3].data<float>() + edge.slot * node_.push->basis_floats(),
                         out[4].data<float>(),
                         message,
-                        message + size,
-                        reinterpret_cast<char*>(message + 2 * size)};
+                        message + capacity,
+                        reinterpret_cast<char*>(message + 2 * capacity)};
           return Run(*on_stream, comm.rank(), edge, b, options, stream);
         },
         [done = std::move(done), group = node_.group](absl::Status s) {
@@ -153,7 +159,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
           Check(cudaMemcpyAsync(flag, &kOne, sizeof(float), cudaMemcpyHostToDevice, stream), "marking the edges"));
     }
     return Check(cuda::codecs::LowRankPushMix(size, b.x, b.received, b.sent, node_.consensus, b.y, stream),
-                 "mixing the push");
+                 "mixing the push");  // LowRankPush::Mix's operations
   }
 
   // The message for x and the out-edge's reference and warm starts, as

@@ -295,6 +295,49 @@ TEST(GpuKernelCoverage, TheCodecsHaveGpuKernelsWithCommDevice) {
   }
 }
 
+// Each codec's GPU kernel run by the executor in a world of one, NCCL's
+// stream beside it: QSGD's Elias coding reads its lengths back and sizes a
+// second round, GradiVeQ reads its basis's state word back each step (exact
+// steps, a first basis, compressed steps, a refresh), PowerSGD keeps P
+// between its rounds. The losses follow the host's (the GPU's convolutions
+// sum in their own order, and stochastic rounding turns that difference
+// into a level now and then, so the bound is looser than the dense run's).
+TEST(CudaTraining, CodecsRunOnTheStreamWithNccl) {
+  if (!testing::HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (const std::string codec : {"qsgd", "gradiveq,warmup=2,refresh=3", "powersgd", "topk,ratio=0.05"}) {
+    SCOPED_TRACE(codec);
+    const std::string passes = absl::StrCat("autodiff,data_parallel(bucket_kb=64),compress(method=", codec,
+                                            "),sgd(lr=0.05)");
+    const std::string on_cuda = passes + ",place(device=cuda,streams=2,comm=device)";
+    auto graph = testing::PlanModel("lenet_fashion", on_cuda);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    int collectives = 0;
+    for (const Node* n : (*graph)->nodes()) collectives += IsCollective(*n) ? 1 : 0;
+    absl::StatusOr<RendezvousSpec> spec = ParseRendezvousSpec(
+        absl::StrCat("file:", ::testing::TempDir(), "/nccl_codec_store_", codec.substr(0, 4)), "gpu_training_test");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    WorkerIdentity identity;
+    identity.plan_fingerprint = "gpu_training_test";
+    identity.world_size = 1;
+    auto comm = ConnectNccl(*spec, /*rank=*/0, /*world=*/1, /*device=*/0, identity, absl::Seconds(60));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    CollectiveEngine engine(comm->get(), collectives, absl::Seconds(60));
+    constexpr int kSteps = 6;
+    std::vector<FeedMap> feeds = testing::FeedsFor("lenet_fashion", kSteps, 16);
+    testing::Trained host = testing::Train("lenet_fashion", passes, feeds);
+    testing::Trained gpu = testing::Train("lenet_fashion", on_cuda, feeds, "", &engine);
+    ASSERT_TRUE(host.status.ok()) << host.status;
+    ASSERT_TRUE(gpu.status.ok()) << gpu.status;
+    ASSERT_EQ(gpu.losses.size(), host.losses.size());
+    for (size_t t = 0; t < host.losses.size(); ++t) {
+      EXPECT_TRUE(Near(host.losses[t], gpu.losses[t], 2e-2f))
+          << "step " << t << ": host " << host.losses[t] << ", gpu " << gpu.losses[t];
+    }
+    ASSERT_NE((*comm)->stream_collectives(), nullptr);
+    EXPECT_TRUE((*comm)->stream_collectives()->DeferredFailure().ok());
+  }
+}
+
 // The buckets through NCCL on the GPU's communication stream, issued by the
 // collective engine in the ranks' order, in a world of one (NCCL takes a GPU
 // per rank, and the GPU script's machine has one): the host's losses, and
