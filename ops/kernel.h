@@ -42,6 +42,10 @@ inline constexpr absl::string_view kGpu = "GPU";
 struct DeviceLaunch {
   Stream* stream = nullptr;
   std::function<absl::StatusOr<Tensor>(DataType, std::vector<int64_t>)> allocate_scratch;
+  // The host waiting inside the launch for the stream's work (a size the
+  // kernel reads back): runs the wait, counted and traced as the
+  // scheduler's own host waits. Null outside the executor.
+  std::function<absl::Status(const std::string& what, const std::function<absl::Status()>& wait)> host_wait;
 };
 
 // Where in training a run happens: the loop timestamp and the phase.

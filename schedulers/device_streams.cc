@@ -224,8 +224,12 @@ absl::Status DeviceStreams::TracedCopy(Stream* stream, const std::string& name,
 }
 
 absl::Status DeviceStreams::HostWait(const std::string& what, Event* event) {
+  return KernelHostWait(what, [&] { return event != nullptr ? event->Synchronize() : device_->Synchronize(); });
+}
+
+absl::Status DeviceStreams::KernelHostWait(const std::string& what, const std::function<absl::Status()>& wait) {
   const absl::Time begin = absl::Now();
-  absl::Status status = event != nullptr ? event->Synchronize() : device_->Synchronize();
+  absl::Status status = wait();
   if (options_.trace != nullptr) options_.trace->Complete(what, "sync", begin, absl::Now());
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.host_waits;

@@ -80,7 +80,7 @@ struct DeviceStreamsOptions {
 struct DeviceStreamsStats {
   int64_t launches = 0;
   int64_t cross_stream_waits = 0;  // Stream::Wait calls on other streams' writes
-  int64_t host_waits = 0;          // the host waiting for device work (copies out, Synchronize)
+  int64_t host_waits = 0;          // the host waiting for device work (copies out, Synchronize, kernels' reads)
   AllocatorStats memory;
   PinnedPoolStats pinned;  // the copies' page-locked staging blocks
 };
@@ -144,6 +144,10 @@ class DeviceStreams {
 
   // The host waits for every stream; the first failure of the device's work.
   absl::Status Synchronize();
+  // A wait a GPU kernel makes for its own stream inside a launch (a size it
+  // must read back before its next call): `wait` runs counted in host_waits
+  // and recorded as a "sync" span named `what`, as the scheduler's own.
+  absl::Status KernelHostWait(const std::string& what, const std::function<absl::Status()>& wait);
   // Synchronize, then each of `values` that is a device tensor replaced by
   // its host copy (fetched values, evaluation results).
   absl::Status SynchronizeAndReadBack(std::vector<Tensor>& values);

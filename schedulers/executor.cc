@@ -894,6 +894,9 @@ absl::StatusOr<std::vector<Tensor>> Executor::LaunchOnDevice(const Node& node, c
     launch->device.allocate_scratch = [this, &node](DataType dtype, std::vector<int64_t> scratch_dims) {
       return streams_->Allocate(node, dtype, std::move(scratch_dims));
     };
+    launch->device.host_wait = [this](const std::string& what, const std::function<absl::Status()>& wait) {
+      return streams_->KernelHostWait(what, wait);
+    };
     launch->ctx->set_device_launch(&launch->device);
   }
   OpKernel* kernel = kernels_[node.id()].get();

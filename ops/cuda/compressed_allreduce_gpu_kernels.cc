@@ -178,7 +178,8 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     // (`combine`, a world of more than one) summed or all-gathered, then
     // absorbed by every gradient.
     using Combine = std::function<absl::Status(float* mine, int64_t floats, float* all)>;
-    auto run = [this, work, buffer, scratch, layout = std::move(layout), stream, world](
+    auto run = [this, work, buffer, scratch, layout = std::move(layout), waiter = cuda::StreamWaiter(ctx), stream,
+                world](
                    int rank, const Combine& combine) -> absl::Status {
       // The queue's thread launches here: the stream's GPU must be current.
       int device = 0;
@@ -203,7 +204,7 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
         RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(words.data(), on_device, sizeof(uint32_t) * words.size(),
                                                          cudaMemcpyDeviceToHost, stream),
                                          name_ + "reading the state words"));
-        RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), name_ + "waiting for the state words"));
+        RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading the codecs' state words"));
       }
       Round r;
       for (int round = 0; round < static_cast<int>(rounds_.size()); ++round) {
@@ -216,7 +217,7 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
           RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(lengths.data(), all, lengths.size() * sizeof(float),
                                                            cudaMemcpyDeviceToHost, stream),
                                            name_ + "reading the codes' lengths"));
-          RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamSynchronize(stream), name_ + "waiting for the codes' lengths"));
+          RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading the codes' lengths"));
           r = SizedByLengths(round, r, lengths, world);
         } else if (sized_by_state()) {
           r = SizedByState(round, *work, words);

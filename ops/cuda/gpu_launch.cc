@@ -96,6 +96,15 @@ absl::StatusOr<Tensor> Scratch(OpKernelContext& ctx, size_t bytes) {
   return launch->allocate_scratch(DT_UINT8, {static_cast<int64_t>(bytes)});
 }
 
+StreamWaiter::StreamWaiter(const OpKernelContext& ctx) {
+  if (const DeviceLaunch* launch = ctx.device_launch(); launch != nullptr) host_wait_ = launch->host_wait;
+}
+
+absl::Status StreamWaiter::Wait(cudaStream_t stream, const std::string& what) const {
+  auto wait = [&] { return CudaStatus(cudaStreamSynchronize(stream), what); };
+  return host_wait_ ? host_wait_(what, wait) : wait();
+}
+
 absl::Status CopyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, absl::string_view what) {
   if (bytes == 0 || dst == src) return absl::OkStatus();
   return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),

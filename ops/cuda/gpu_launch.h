@@ -73,6 +73,20 @@ class IssuingKernel : public AsyncOpKernel {
   virtual absl::Status Start(OpKernelContext& ctx, std::function<void(absl::Status)>& done) = 0;
 };
 
+// The host's wait for a stream inside a launch: the launch's host_wait
+// (DeviceLaunch: counted and traced by the scheduler), or, outside the
+// executor, a plain one.
+class StreamWaiter {
+ public:
+  StreamWaiter() = default;
+  explicit StreamWaiter(const OpKernelContext& ctx);
+  // Returns once the stream's work so far is done; `what` names it.
+  absl::Status Wait(cudaStream_t stream, const std::string& what) const;
+
+ private:
+  std::function<absl::Status(const std::string&, const std::function<absl::Status()>&)> host_wait_;
+};
+
 // dst <- src on the stream (device to device), `bytes` of them.
 absl::Status CopyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream, absl::string_view what);
 

@@ -97,7 +97,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
     queue->Submit(
         step, node_.bucket,
         [this, input = Tensor::ViewOf(x), out = std::move(out), scratch = std::move(scratch), options, step,
-         stream](Communicator& comm) mutable -> absl::Status {
+         waiter = cuda::StreamWaiter(ctx), stream](Communicator& comm) mutable -> absl::Status {
           RETURN_IF_ERROR(node_.CheckWorld(comm.world()));
           StreamCollectives* on_stream = comm.stream_collectives();
           if (on_stream == nullptr) {
@@ -117,7 +117,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
                         message,
                         message + capacity,
                         reinterpret_cast<char*>(message + 2 * capacity)};
-          return Run(*on_stream, comm.rank(), edge, b, options, stream);
+          return Run(*on_stream, comm.rank(), edge, b, options, waiter, stream);
         },
         [done = std::move(done), group = node_.group](absl::Status s) {
           if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat("LowRankPush on group '", group, "': ", s.message())));
@@ -127,7 +127,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
   }
 
   absl::Status Run(StreamCollectives& on_stream, int rank, const LowRankPushNode::Edge& edge, const PushBuffers& b,
-                   const CollectiveOptions& options, cudaStream_t stream) {
+                   const CollectiveOptions& options, const cuda::StreamWaiter& waiter, cudaStream_t stream) {
     // The queue's thread launches here: the stream's GPU must be current.
     int device = 0;
     RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamGetDevice(stream, &device), name_ + "cudaStreamGetDevice"));
@@ -142,7 +142,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
     RETURN_IF_ERROR(Check(cudaMemcpyAsync(&flags[1], b.started + slots + edge.slot, sizeof(float),
                                           cudaMemcpyDeviceToHost, stream),
                           "reading whether the in-edge has started"));
-    RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "waiting for the edges' flags"));
+    RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading whether the edges have started"));
     const bool out_started = flags[0] != 0, in_started = flags[1] != 0;
     RETURN_IF_ERROR(Encode(edge, out_started, b, stream));
     const int64_t going = push.MessageFloats(out_started), coming = push.MessageFloats(in_started);

@@ -453,6 +453,37 @@ TEST(StreamSchedulerTest, MemoryIsReusedAcrossStepsAndTheHostWaitsOnlyWhereItRea
   EXPECT_EQ(count("\"cat\":\"sync\""), (*executor)->device()->stats().host_waits);
 }
 
+// A GPU kernel's own wait for its stream inside a launch (a size it reads
+// back: DeviceLaunch::host_wait) is counted and traced as the scheduler's
+// waits are, and its failure comes back.
+TEST(StreamSchedulerTest, AKernelsOwnHostWaitIsCountedAndTraced) {
+  auto graph = testing::PlanModel("mlp_fashion", Placed("autodiff,sgd(lr=0.1)", 1, 0, 0));
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  TraceRecorder trace;
+  DeviceStreamsOptions options;
+  options.device = "sim:0";
+  options.trace = &trace;
+  auto streams = DeviceStreams::Create(**graph, options);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  const int64_t before = (*streams)->stats().host_waits;
+  bool waited = false;
+  EXPECT_TRUE((*streams)
+                  ->KernelHostWait("reading the codes' lengths",
+                                   [&] {
+                                     waited = true;
+                                     return absl::OkStatus();
+                                   })
+                  .ok());
+  EXPECT_TRUE(waited);
+  const absl::Status failed =
+      (*streams)->KernelHostWait("reading a flag", [] { return absl::InternalError("the stream failed"); });
+  EXPECT_THAT(std::string(failed.message()), HasSubstr("the stream failed"));
+  EXPECT_EQ((*streams)->stats().host_waits - before, 2);
+  const std::string json = trace.ToJson();
+  EXPECT_THAT(json, HasSubstr("\"name\":\"reading the codes' lengths\",\"cat\":\"sync\""));
+  EXPECT_THAT(json, HasSubstr("\"name\":\"reading a flag\",\"cat\":\"sync\""));
+}
+
 // The device memory a vgg11 step takes, against the plan's prediction
 // (ops/live_set.h) of the device-placed values' live set in the executor's
 // order: blocks in use at the peak within 10% of it (1.01x). What the caching
