@@ -117,8 +117,8 @@ class GradiVeqCodec : public GradientCodec {
       return;
     }
     // c = U^T x per slice.
-    const codes::GradiveqSlices& slices = layout_.slices;
-    for (int64_t c = 0; c < slices_ * k_; ++c) out[c] = slices.Coefficient(x.data(), basis.data(), c / k_, c % k_);
+    std::vector<double> acc(k_);
+    layout_.slices.Coefficients(x.data(), basis.data(), out.data(), acc.data());
     if (error_feedback_) {  // residual = x - U c, with this rank's own c
       Decode(basis, out, state[kResidual], /*subtract=*/true);
     }
@@ -167,11 +167,7 @@ class GradiVeqCodec : public GradientCodec {
   // out -= U c (subtract) or out += U c, slice by slice; the padding of the
   // last slice is dropped.
   void Decode(absl::Span<const float> basis, absl::Span<const float> code, absl::Span<float> out, bool subtract) const {
-    const codes::GradiveqSlices& slices = layout_.slices;
-    for (int64_t e = 0; e < elements_; ++e) {
-      const float v = slices.Decoded(basis.data(), code.data(), e / slice_, e % slice_);
-      out[e] = subtract ? out[e] - v : out[e] + v;
-    }
+    layout_.slices.AddDecoded(basis.data(), code.data(), subtract, out.data());
   }
 
   // covariance += sum of x x^T over slices first, first + stride, ... of
@@ -179,10 +175,11 @@ class GradiVeqCodec : public GradientCodec {
   // mirrored.
   void AddSliceCovariance(absl::Span<const float> values, int64_t first, int64_t stride,
                           absl::Span<float> covariance) const {
-    const codes::GradiveqSlices& slices = layout_.slices;
+    std::vector<double> sums(slice_ * slice_, 0.0);
+    layout_.slices.CovarianceSums(values.data(), first, stride, sums.data());
     for (int64_t i = 0; i < slice_; ++i) {
       for (int64_t j = i; j < slice_; ++j) {
-        const float sum = static_cast<float>(slices.CovarianceSum(values.data(), first, stride, i, j));
+        const float sum = static_cast<float>(sums[i * slice_ + j]);
         covariance[i * slice_ + j] += sum;
         if (j != i) covariance[j * slice_ + i] += sum;
       }

@@ -58,6 +58,60 @@ struct GradiveqSlices {
     }
     return sum;
   }
+
+  // The host codec's loops (gradiveq_codec.cc): every output's sum as the
+  // one-output functions above make it, same terms in the same order, but
+  // walked slice by slice so each value is read once, from the cache
+  // (gradiveq_steps_test checks the bits). The GPU runs the ones above, an
+  // output per thread.
+
+  // out[s k + j] = Coefficient(x, basis, s, j) for every slice; `acc`: k doubles.
+  void Coefficients(const float* x, const float* basis, float* out, double* acc) const {
+    const int64_t count = Slices(), kk = k;
+    for (int64_t s = 0; s < count; ++s) {
+      for (int64_t j = 0; j < kk; ++j) acc[j] = 0.0;
+      const float* xs = x + s * slice;
+      const int64_t len = Length(s);
+      for (int64_t i = 0; i < len; ++i) {
+        const double xi = xs[i];
+        const float* u = basis + i * kk;
+        for (int64_t j = 0; j < kk; ++j) acc[j] += xi * static_cast<double>(u[j]);
+      }
+      for (int64_t j = 0; j < kk; ++j) out[s * kk + j] = static_cast<float>(acc[j]);
+    }
+  }
+
+  // out[e] -= Decoded (subtract) or out[e] += Decoded, for every value e.
+  void AddDecoded(const float* basis, const float* code, bool subtract, float* out) const {
+    const int64_t count = Slices();
+    for (int64_t s = 0; s < count; ++s) {
+      float* os = out + s * slice;
+      const float* c = code + s * k;
+      const int64_t len = Length(s);
+      for (int64_t i = 0; i < len; ++i) {
+        const float* u = basis + i * k;
+        double v = 0.0;
+        for (int64_t j = 0; j < k; ++j) v += static_cast<double>(u[j]) * static_cast<double>(c[j]);
+        os[i] = subtract ? os[i] - static_cast<float>(v) : os[i] + static_cast<float>(v);
+      }
+    }
+  }
+
+  // sum[i slice + j] += the terms of CovarianceSum(values, first, stride, i,
+  // j) for every i <= j (the upper triangle; `sum` starts at zero).
+  void CovarianceSums(const float* values, int64_t first, int64_t stride, double* sum) const {
+    const int64_t n = slice, count = Slices();
+    for (int64_t s = first; s < count; s += stride) {
+      const float* x = values + s * n;
+      const int64_t len = Length(s);
+      for (int64_t i = 0; i < len; ++i) {
+        const double xi = x[i];
+        if (xi == 0) continue;
+        double* row = sum + i * n;
+        for (int64_t j = i; j < len; ++j) row[j] += xi * static_cast<double>(x[j]);
+      }
+    }
+  }
 };
 
 // Which steps go exact: the warm-up (and any step while the basis is all
