@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,6 +84,18 @@ TEST(GpuKernelCoverage, EveryComputeNodeOfTheGpuScriptsModelsHasAGpuKernel) {
   }
 }
 
+
+// NCCL in a world of one on GPU 0 (the GPU script's machine has one), its
+// rendezvous a file `store` under the test's temporary directory.
+absl::StatusOr<std::unique_ptr<Communicator>> NcclWorldOfOne(const std::string& store) {
+  absl::StatusOr<RendezvousSpec> spec =
+      ParseRendezvousSpec(absl::StrCat("file:", ::testing::TempDir(), "/", store), "gpu_training_test");
+  if (!spec.ok()) return spec.status();
+  WorkerIdentity identity;
+  identity.plan_fingerprint = "gpu_training_test";
+  identity.world_size = 1;
+  return ConnectNccl(*spec, /*rank=*/0, /*world=*/1, /*device=*/0, identity, absl::Seconds(60));
+}
 
 // |a - b| within `tolerance` of the larger magnitude (at least 1).
 bool Near(float a, float b, float tolerance) {
@@ -315,13 +328,7 @@ TEST(CudaTraining, CodecsRunOnTheStreamWithNccl) {
     ASSERT_TRUE(graph.ok()) << graph.status();
     int collectives = 0;
     for (const Node* n : (*graph)->nodes()) collectives += IsCollective(*n) ? 1 : 0;
-    absl::StatusOr<RendezvousSpec> spec = ParseRendezvousSpec(
-        absl::StrCat("file:", ::testing::TempDir(), "/nccl_codec_store_", codec.substr(0, 4)), "gpu_training_test");
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    WorkerIdentity identity;
-    identity.plan_fingerprint = "gpu_training_test";
-    identity.world_size = 1;
-    auto comm = ConnectNccl(*spec, /*rank=*/0, /*world=*/1, /*device=*/0, identity, absl::Seconds(60));
+    auto comm = NcclWorldOfOne(absl::StrCat("nccl_codec_store_", codec.substr(0, 4)));
     ASSERT_TRUE(comm.ok()) << comm.status();
     CollectiveEngine engine(comm->get(), collectives, absl::Seconds(60));
     constexpr int kSteps = 6;
@@ -351,13 +358,7 @@ TEST(CudaTraining, DataParallelBucketsRunThroughNcclOnTheStream) {
   int buckets = 0;
   for (const Node* n : (*graph)->nodes()) buckets += n->op() == "AllReduce" ? 1 : 0;
   ASSERT_GT(buckets, 1);
-  absl::StatusOr<RendezvousSpec> spec =
-      ParseRendezvousSpec(absl::StrCat("file:", ::testing::TempDir(), "/nccl_store"), "gpu_training_test");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  WorkerIdentity identity;
-  identity.plan_fingerprint = "gpu_training_test";
-  identity.world_size = 1;
-  auto comm = ConnectNccl(*spec, /*rank=*/0, /*world=*/1, /*device=*/0, identity, absl::Seconds(60));
+  auto comm = NcclWorldOfOne("nccl_store");
   ASSERT_TRUE(comm.ok()) << comm.status();
   CollectiveEngine engine(comm->get(), buckets, absl::Seconds(60));
   constexpr int kSteps = 4;
