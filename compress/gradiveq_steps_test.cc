@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "compress/codec.h"
 #include "compress/gradiveq_steps.h"
 #include "gtest/gtest.h"
 
@@ -93,6 +96,60 @@ TEST(GradiveqStepsTest, TheHostsSliceBySliceLoopsGiveTheOneOutputFunctionsBits) 
       }
     }
   }
+}
+
+// The GPU kernel reads the basis's word back only at the steps
+// NeedsBasisWord names, and passes the last word read on at the others: the
+// host codec played step by step (zero gradients until step 5, so the basis
+// stays zero past the warm-up; then a restore to step 2's state) must give
+// every step the kind the true basis gives, with a read at the first steps
+// after the warm-up and none once the basis is non-zero.
+TEST(GradiveqStepsTest, TheBasisWordIsReadOnlyWhereAStepsKindCanDependOnIt) {
+  auto codec = CodecRegistry::Global().Create("gradiveq");
+  ASSERT_TRUE(codec.ok());
+  constexpr int64_t kElements = 37;
+  ASSERT_TRUE((*codec)->Init({kElements}, *CodecOptions::Parse("warmup=3;refresh=4;slice=8;coefficients=2")).ok());
+  const std::optional<codes::GradiveqCode> code = (*codec)->gradiveq_code();
+  ASSERT_TRUE(code.has_value());
+  std::vector<std::vector<float>> state;
+  for (const CodecStateSpec& spec : (*codec)->State()) {
+    int64_t n = 1;
+    for (int64_t d : spec.dims) n *= d;
+    state.emplace_back(n, 0.0f);
+  }
+  std::vector<std::vector<float>> at_step_2;
+  int64_t last_step = -1;
+  bool last_nonzero = false;
+  std::vector<int64_t> reads;
+  const std::vector<int64_t> steps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 2, 3, 4, 5, 6, 7, 8};
+  for (size_t t = 0; t < steps.size(); ++t) {
+    const int64_t step = steps[t];
+    SCOPED_TRACE(::testing::Message() << "step " << step << " (the " << t << "th played)");
+    if (t == 2) at_step_2 = state;
+    if (t == 12) state = at_step_2;  // a restore
+    std::vector<absl::Span<float>> spans;
+    for (auto& s : state) spans.push_back(absl::MakeSpan(s));
+    const bool truly_zero = codes::AllZeroValues(state[1].data(), static_cast<int64_t>(state[1].size()));
+    bool believed_zero = !last_nonzero;
+    if (code->NeedsBasisWord(step, last_step, last_nonzero)) {
+      reads.push_back(step);
+      believed_zero = truly_zero;
+      last_step = step, last_nonzero = !truly_zero;
+    }
+    ASSERT_EQ(code->StepAt(step, believed_zero), code->StepAt(step, truly_zero));
+    std::vector<float> gradient(kElements, 0.0f);
+    if (step >= 5) {
+      for (int64_t i = 0; i < kElements; ++i) gradient[i] = static_cast<float>((i * 7 + step) % 11) - 5.0f;
+    }
+    CodecStep cs;
+    cs.step = step;
+    std::vector<float> part((*codec)->RoundFloats(cs, 0, spans)), average(kElements);
+    (*codec)->Contribute(cs, 0, 0, gradient, spans, absl::MakeSpan(part));
+    (*codec)->Absorb(cs, 0, 1, gradient, spans, part, absl::MakeSpan(average));
+  }
+  // After the warm-up (3): zero at 3, 4 and 5 (its exact average makes the
+  // first basis), non-zero at 6; after the restore, zero again at 3 and on.
+  EXPECT_EQ(reads, (std::vector<int64_t>{3, 4, 5, 6, 3, 4, 5, 6}));
 }
 
 }  // namespace

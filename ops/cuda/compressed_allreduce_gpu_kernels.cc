@@ -11,11 +11,13 @@
 // length (QSGD's Elias coding), whose lengths, all-gathered in the first
 // round, are read back to size the second; and codecs sized by their state
 // (GradiVeQ, exact while its basis is zero), whose state words are read
-// back before the first round.
+// back before the first round of the steps that need them (GradiVeQ's: the
+// first after its warm-up, and on while the basis is zero).
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -187,25 +189,9 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
       RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(device), name_ + "cudaSetDevice"));
       float* mine = buffer->data<float>();
       char* own = static_cast<char*>(scratch->raw());
-      // The codecs' state words, where their sizes depend on them: read back
-      // before the step's first round, a wait on the GPU.
+      // The codecs' state words, where their sizes depend on them.
       std::vector<uint32_t> words(codecs_.size(), 0);
-      if (sized_by_state()) {
-        uint32_t* on_device = reinterpret_cast<uint32_t*>(own + layout.words_at);
-        RETURN_IF_ERROR(cuda::CudaStatus(cudaMemsetAsync(on_device, 0, sizeof(uint32_t) * words.size(), stream),
-                                         name_ + "clearing the state words"));
-        for (size_t g = 0; g < codecs_.size(); ++g) {
-          if (!codecs_[g]->sized_by_state()) continue;
-          const Gradient& w = (*work)[g];
-          RETURN_IF_ERROR(cuda::CudaStatus(
-              static_cast<cudaError_t>(codecs_[g]->WriteStateWord(w.step, w.state, on_device + g, stream)),
-              absl::StrCat(name_, "the state word of gradient ", g)));
-        }
-        RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(words.data(), on_device, sizeof(uint32_t) * words.size(),
-                                                         cudaMemcpyDeviceToHost, stream),
-                                         name_ + "reading the state words"));
-        RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading the codecs' state words"));
-      }
+      if (sized_by_state()) RETURN_IF_ERROR(ReadStateWords(*work, own + layout.words_at, waiter, stream, words));
       Round r;
       for (int round = 0; round < static_cast<int>(rounds_.size()); ++round) {
         std::vector<float> lengths;
@@ -277,6 +263,43 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     return absl::OkStatus();
   }
 
+  // Each state word the step needs (GpuCodec::NeedsStateWord) written and
+  // read back, a wait on the GPU; the others as last read. `words`: one per
+  // gradient; `on_device`, as many.
+  absl::Status ReadStateWords(const std::vector<Gradient>& work, char* on_device_bytes,
+                              const cuda::StreamWaiter& waiter, cudaStream_t stream, std::vector<uint32_t>& words) {
+    std::lock_guard<std::mutex> lock(known_words_mu_);
+    known_words_.resize(codecs_.size());
+    std::vector<size_t> reading;
+    for (size_t g = 0; g < codecs_.size(); ++g) {
+      if (!codecs_[g]->sized_by_state()) continue;
+      if (codecs_[g]->NeedsStateWord(work[g].step, known_words_[g])) {
+        reading.push_back(g);
+      } else {
+        words[g] = known_words_[g].word;
+      }
+    }
+    if (reading.empty()) return absl::OkStatus();
+    uint32_t* on_device = reinterpret_cast<uint32_t*>(on_device_bytes);
+    RETURN_IF_ERROR(cuda::CudaStatus(cudaMemsetAsync(on_device, 0, sizeof(uint32_t) * words.size(), stream),
+                                     name_ + "clearing the state words"));
+    for (size_t g : reading) {
+      RETURN_IF_ERROR(cuda::CudaStatus(
+          static_cast<cudaError_t>(codecs_[g]->WriteStateWord(work[g].step, work[g].state, on_device + g, stream)),
+          absl::StrCat(name_, "the state word of gradient ", g)));
+    }
+    std::vector<uint32_t> read(words.size(), 0);
+    RETURN_IF_ERROR(cuda::CudaStatus(
+        cudaMemcpyAsync(read.data(), on_device, sizeof(uint32_t) * read.size(), cudaMemcpyDeviceToHost, stream),
+        name_ + "reading the state words"));
+    RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading the codecs' state words"));
+    for (size_t g : reading) {
+      words[g] = read[g];
+      known_words_[g] = {work[g].step.step, read[g]};
+    }
+    return absl::OkStatus();
+  }
+
   bool variable_length() const {
     return std::any_of(codecs_.begin(), codecs_.end(), [](const auto& c) { return c->variable_length(); });
   }
@@ -290,6 +313,9 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
   std::vector<Round> rounds_;  // sized by round_floats (a bound where the length or the state decides)
   bool summed_ = false;
   int64_t most_floats_ = 0;  // one rank's fused parts in its largest round
+  // The state words last read back, one per gradient (ReadStateWords).
+  std::mutex known_words_mu_;
+  std::vector<cuda::KnownStateWord> known_words_;
 };
 
 }  // namespace

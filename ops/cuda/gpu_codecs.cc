@@ -105,7 +105,7 @@ class EliasGpuCodec : public GpuCodec {
 
 // GradiVeQ, summed in one round; state [covariance, basis, residual (with
 // error feedback)]. Whether a step goes exact depends on whether the basis
-// is all zero, a word the kernel reads back before the step.
+// is all zero, a word the kernel reads back before the steps that need it.
 class GradiveqGpuCodec : public GpuCodec {
  public:
   explicit GradiveqGpuCodec(codes::GradiveqCode code) : code_(code) {}
@@ -115,6 +115,11 @@ class GradiveqGpuCodec : public GpuCodec {
                      cudaStream_t stream) const override {
     if (state.size() < 2) return cudaErrorInvalidValue;
     return codecs::GradiveqBasisWord(code_, state[1], word, stream);
+  }
+  // Read in the first step after the warm-up, and on until the basis is
+  // non-zero (gradiveq_steps.h): once a run, as a rule.
+  bool NeedsStateWord(const CodecStep& step, const cuda::KnownStateWord& last) const override {
+    return code_.NeedsBasisWord(step.step, last.step, last.word != 0);
   }
   int64_t round_floats(int) const override {
     return std::max(code_.Floats(codes::GradiveqStep::kWarmingUp), code_.Floats(codes::GradiveqStep::kCompressed));

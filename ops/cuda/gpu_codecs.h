@@ -30,6 +30,13 @@ struct GpuRoundSize {
   uint32_t state_word = 0;
 };
 
+// The last state word the kernel read back for a gradient, and the step it
+// read it at (-1: none yet).
+struct KnownStateWord {
+  int64_t step = -1;
+  uint32_t word = 0;
+};
+
 class GpuCodec {
  public:
   virtual ~GpuCodec() = default;
@@ -43,13 +50,17 @@ class GpuCodec {
   virtual bool variable_length() const { return false; }
   // A codec whose step's sizes depend on its device state (GradiVeQ: a
   // step goes exact while its basis is all zero) writes one word of it with
-  // WriteStateWord before the step's first round; the kernel reads every
-  // such word back to the host (one wait on the GPU) and passes it on.
+  // WriteStateWord before the step's first round; the kernel reads the
+  // words its steps need back to the host (one wait on the GPU) and passes
+  // them on.
   virtual bool sized_by_state() const { return false; }
   virtual int WriteStateWord(const CodecStep& step, const std::vector<float*>& state, uint32_t* word,
                              cudaStream_t stream) const {
     return 0;
   }
+  // Whether `step` needs its word read back, given the last one read; where
+  // not, the kernel passes `last.word` on and the step waits for nothing.
+  virtual bool NeedsStateWord(const CodecStep& step, const KnownStateWord& last) const { return sized_by_state(); }
   // One rank's floats in round `round`: the most any step sends (the host
   // codec's RoundFloats; a bound where the length varies or the state
   // decides), and this step's given its state word.

@@ -311,8 +311,8 @@ TEST(GpuKernelCoverage, TheCodecsHaveGpuKernelsWithCommDevice) {
 // Each codec's GPU kernel run by the executor in a world of one, NCCL's
 // stream beside it: QSGD's Elias coding reads its lengths back and sizes a
 // second round, GradiVeQ (slices of 25, a bucket's last one mostly short)
-// reads its basis's state word back each step (exact steps, a first basis,
-// compressed steps, a refresh), PowerSGD keeps P between its rounds. The
+// reads its basis's state word back after its warm-up (exact steps, a first
+// basis, compressed steps, a refresh), PowerSGD keeps P between its rounds. The
 // losses follow the host's (the GPU's convolutions sum in their own order,
 // and stochastic rounding turns that difference into a level now and then,
 // so the bound is looser than the dense run's).
