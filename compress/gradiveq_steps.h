@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "compress/bucket_codes.h"
+#include "compress/sticky_word.h"
 
 namespace nereid::codes {
 
@@ -141,17 +142,12 @@ struct GradiveqCode {
   // Exact steps sample the slices with this stride, its phase moving with
   // the step: enough for a slice x slice covariance, at a bounded cost.
   NEREID_HD int64_t CovarianceStride() const { return (slices.Slices() + kCovarianceSlices - 1) / kCovarianceSlices; }
-  // Whether step `step`'s kind needs the basis read again (the GPU reads
-  // a word of it back, a wait), given the last word read: at `last_step`
-  // (-1: none yet), non-zero or not. Not in the warm-up, exact whatever the
-  // basis; nor once a word read at an earlier step of this run showed it
-  // non-zero, as no step makes it all zero again (it changes only by a
-  // recompute from a covariance not all zero, which gives unit vectors). A
-  // step at or before the last read (a restore) reads again.
-  NEREID_HD bool NeedsBasisWord(int64_t step, int64_t last_step, bool last_nonzero) const {
-    if (step < warmup) return false;
-    return !(last_nonzero && last_step >= 0 && last_step < step);
-  }
+  // Whether step `step`'s kind needs the basis's word (non-zero or not)
+  // read again, given the last read. Not in the warm-up, exact whatever the
+  // basis; after it, as a StickyWord: no step makes a non-zero basis zero
+  // again (it changes only by a recompute from a covariance not all zero,
+  // which gives unit vectors).
+  bool NeedsBasisWord(int64_t step, const StickyWord& last) const { return step >= warmup && last.NeedsRead(step); }
   // Whether an exact step's absorb recomputes the basis (given a covariance
   // not all zero).
   NEREID_HD bool Recomputes(GradiveqStep kind, int64_t step) const {

@@ -118,8 +118,7 @@ TEST(GradiveqStepsTest, TheBasisWordIsReadOnlyWhereAStepsKindCanDependOnIt) {
     state.emplace_back(n, 0.0f);
   }
   std::vector<std::vector<float>> at_step_2;
-  int64_t last_step = -1;
-  bool last_nonzero = false;
+  codes::StickyWord last;
   std::vector<int64_t> reads;
   const std::vector<int64_t> steps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 2, 3, 4, 5, 6, 7, 8};
   for (size_t t = 0; t < steps.size(); ++t) {
@@ -130,11 +129,11 @@ TEST(GradiveqStepsTest, TheBasisWordIsReadOnlyWhereAStepsKindCanDependOnIt) {
     std::vector<absl::Span<float>> spans;
     for (auto& s : state) spans.push_back(absl::MakeSpan(s));
     const bool truly_zero = codes::AllZeroValues(state[1].data(), static_cast<int64_t>(state[1].size()));
-    bool believed_zero = !last_nonzero;
-    if (code->NeedsBasisWord(step, last_step, last_nonzero)) {
+    bool believed_zero = last.word == 0;
+    if (code->NeedsBasisWord(step, last)) {
       reads.push_back(step);
       believed_zero = truly_zero;
-      last_step = step, last_nonzero = !truly_zero;
+      last.Read(step, truly_zero ? 0 : 1);
     }
     ASSERT_EQ(code->StepAt(step, believed_zero), code->StepAt(step, truly_zero));
     std::vector<float> gradient(kElements, 0.0f);

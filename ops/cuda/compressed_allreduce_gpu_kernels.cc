@@ -295,7 +295,7 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
     RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading the codecs' state words"));
     for (size_t g : reading) {
       words[g] = read[g];
-      known_words_[g] = {work[g].step.step, read[g]};
+      known_words_[g].Read(work[g].step.step, read[g]);
     }
     return absl::OkStatus();
   }
@@ -315,7 +315,7 @@ class CompressedAllReduceGpuKernel : public cuda::IssuingKernel {
   int64_t most_floats_ = 0;  // one rank's fused parts in its largest round
   // The state words last read back, one per gradient (ReadStateWords).
   std::mutex known_words_mu_;
-  std::vector<cuda::KnownStateWord> known_words_;
+  std::vector<codes::StickyWord> known_words_;
 };
 
 }  // namespace

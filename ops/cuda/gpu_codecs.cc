@@ -118,8 +118,8 @@ class GradiveqGpuCodec : public GpuCodec {
   }
   // Read in the first step after the warm-up, and on until the basis is
   // non-zero (gradiveq_steps.h): once a run, as a rule.
-  bool NeedsStateWord(const CodecStep& step, const cuda::KnownStateWord& last) const override {
-    return code_.NeedsBasisWord(step.step, last.step, last.word != 0);
+  bool NeedsStateWord(const CodecStep& step, const codes::StickyWord& last) const override {
+    return code_.NeedsBasisWord(step.step, last);
   }
   int64_t round_floats(int) const override {
     return std::max(code_.Floats(codes::GradiveqStep::kWarmingUp), code_.Floats(codes::GradiveqStep::kCompressed));

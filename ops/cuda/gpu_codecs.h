@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "compress/codec.h"
+#include "compress/sticky_word.h"
 
 namespace nereid::cuda {
 
@@ -28,13 +29,6 @@ namespace nereid::cuda {
 struct GpuRoundSize {
   int64_t floats = 0;
   uint32_t state_word = 0;
-};
-
-// The last state word the kernel read back for a gradient, and the step it
-// read it at (-1: none yet).
-struct KnownStateWord {
-  int64_t step = -1;
-  uint32_t word = 0;
 };
 
 class GpuCodec {
@@ -60,7 +54,7 @@ class GpuCodec {
   }
   // Whether `step` needs its word read back, given the last one read; where
   // not, the kernel passes `last.word` on and the step waits for nothing.
-  virtual bool NeedsStateWord(const CodecStep& step, const KnownStateWord& last) const { return sized_by_state(); }
+  virtual bool NeedsStateWord(const CodecStep& step, const codes::StickyWord& last) const { return sized_by_state(); }
   // One rank's floats in round `round`: the most any step sends (the host
   // codec's RoundFloats; a bound where the length varies or the state
   // decides), and this step's given its state word.

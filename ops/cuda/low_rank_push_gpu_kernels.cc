@@ -4,19 +4,22 @@
 // bits) and sent through NCCL on the group's communication stream when the
 // group's collective queue issues the node, in its turn.
 //
-// Two things go through the host each step: whether the step's edges have
-// started (two flags in device memory that size the messages: read back
-// when the queue issues the node, a wait on the stream), and the normal
+// Two things go through the host: whether the step's edges have started
+// (two flags in device memory that size the messages: read back when the
+// queue issues the node, a wait on the stream, until both have; started
+// edges stay so), and, each step, the normal
 // values a warm start's zero columns take (LowRankPush::SeedDraws, drawn on
 // the host for every low-rank segment, since only the device knows which
 // columns are zero).
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "compress/sticky_word.h"
 #include "core/status_macros.h"
 #include "ops/cuda/codec_gpu.h"
 #include "ops/cuda/gpu_launch.h"
@@ -117,7 +120,7 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
                         message,
                         message + capacity,
                         reinterpret_cast<char*>(message + 2 * capacity)};
-          return Run(*on_stream, comm.rank(), edge, b, options, waiter, stream);
+          return Run(*on_stream, comm.rank(), step, edge, b, options, waiter, stream);
         },
         [done = std::move(done), group = node_.group](absl::Status s) {
           if (!s.ok()) return done(absl::Status(s.code(), absl::StrCat("LowRankPush on group '", group, "': ", s.message())));
@@ -126,24 +129,34 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
     return absl::OkStatus();
   }
 
-  absl::Status Run(StreamCollectives& on_stream, int rank, const LowRankPushNode::Edge& edge, const PushBuffers& b,
-                   const CollectiveOptions& options, const cuda::StreamWaiter& waiter, cudaStream_t stream) {
+  absl::Status Run(StreamCollectives& on_stream, int rank, int64_t step, const LowRankPushNode::Edge& edge,
+                   const PushBuffers& b, const CollectiveOptions& options, const cuda::StreamWaiter& waiter,
+                   cudaStream_t stream) {
     // The queue's thread launches here: the stream's GPU must be current.
     int device = 0;
     RETURN_IF_ERROR(cuda::CudaStatus(cudaStreamGetDevice(stream, &device), name_ + "cudaStreamGetDevice"));
     RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(device), name_ + "cudaSetDevice"));
     const LowRankPush& push = *node_.push;
     const int64_t slots = node_.slots(), size = push.elements();
-    // An edge's two ends start on the same step, so each knows the other's size.
-    float flags[2] = {0, 0};
-    RETURN_IF_ERROR(Check(cudaMemcpyAsync(&flags[0], b.started + edge.slot, sizeof(float), cudaMemcpyDeviceToHost,
-                                          stream),
-                          "reading whether the out-edge has started"));
-    RETURN_IF_ERROR(Check(cudaMemcpyAsync(&flags[1], b.started + slots + edge.slot, sizeof(float),
-                                          cudaMemcpyDeviceToHost, stream),
-                          "reading whether the in-edge has started"));
-    RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading whether the edges have started"));
-    const bool out_started = flags[0] != 0, in_started = flags[1] != 0;
+    // An edge's two ends start on the same step, so each knows the other's
+    // size. Whether they have is read back (a wait on the GPU) until both
+    // have: started edges stay so (a StickyWord per slot).
+    bool out_started = true, in_started = true;
+    std::lock_guard<std::mutex> lock(started_mu_);  // Run's steps come one at a time; this orders them for TSan
+    started_.resize(slots);
+    codes::StickyWord& started = started_[edge.slot];
+    if (started.NeedsRead(step)) {
+      float flags[2] = {0, 0};
+      RETURN_IF_ERROR(Check(cudaMemcpyAsync(&flags[0], b.started + edge.slot, sizeof(float), cudaMemcpyDeviceToHost,
+                                            stream),
+                            "reading whether the out-edge has started"));
+      RETURN_IF_ERROR(Check(cudaMemcpyAsync(&flags[1], b.started + slots + edge.slot, sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream),
+                            "reading whether the in-edge has started"));
+      RETURN_IF_ERROR(waiter.Wait(stream, name_ + "reading whether the edges have started"));
+      out_started = flags[0] != 0, in_started = flags[1] != 0;
+      started.Read(step, out_started && in_started ? 1 : 0);
+    }
     RETURN_IF_ERROR(Encode(edge, out_started, b, stream));
     const int64_t going = push.MessageFloats(out_started), coming = push.MessageFloats(in_started);
     if (edge.to == rank) {  // a shift of 0: NCCL does not send to its own rank
@@ -232,6 +245,9 @@ class LowRankPushGpuKernel : public cuda::IssuingKernel {
   LowRankPushNode node_;
   std::string name_;
   int64_t d_floats_ = 0, col_doubles_ = 0, zero_bytes_ = 0, normal_floats_ = 0;
+  // Per slot, whether its edges were last read as started (Run).
+  std::mutex started_mu_;
+  std::vector<codes::StickyWord> started_;
 };
 
 }  // namespace
