@@ -117,8 +117,7 @@ class GradiVeqCodec : public GradientCodec {
       return;
     }
     // c = U^T x per slice.
-    std::vector<double> acc(k_);
-    layout_.slices.Coefficients(x.data(), basis.data(), out.data(), acc.data());
+    layout_.slices.Coefficients(x.data(), basis.data(), out.data());
     if (error_feedback_) {  // residual = x - U c, with this rank's own c
       Decode(basis, out, state[kResidual], /*subtract=*/true);
     }

@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "compress/bucket_codes.h"
 #include "compress/sticky_word.h"
@@ -66,9 +67,10 @@ struct GradiveqSlices {
   // (gradiveq_steps_test checks the bits). The GPU runs the ones above, an
   // output per thread.
 
-  // out[s k + j] = Coefficient(x, basis, s, j) for every slice; `acc`: k doubles.
-  void Coefficients(const float* x, const float* basis, float* out, double* acc) const {
+  // out[s k + j] = Coefficient(x, basis, s, j) for every slice.
+  void Coefficients(const float* x, const float* basis, float* out) const {
     const int64_t count = Slices(), kk = k;
+    std::vector<double> acc(kk);
     for (int64_t s = 0; s < count; ++s) {
       for (int64_t j = 0; j < kk; ++j) acc[j] = 0.0;
       const float* xs = x + s * slice;

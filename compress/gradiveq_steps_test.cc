@@ -7,12 +7,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/casts.h"
+#include "compress/bucket_codes.h"
 #include "compress/codec.h"
 #include "compress/gradiveq_steps.h"
 #include "gtest/gtest.h"
@@ -20,17 +21,8 @@
 namespace nereid {
 namespace {
 
-uint32_t Bits(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-uint64_t Bits(double v) {
-  uint64_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
+uint32_t Bits(float v) { return codes::FloatBits(v); }
+uint64_t Bits(double v) { return absl::bit_cast<uint64_t>(v); }
 
 std::vector<float> Values(int64_t n, int64_t seed) {
   std::vector<float> v(n);
@@ -62,8 +54,7 @@ TEST(GradiveqStepsTest, TheHostsSliceBySliceLoopsGiveTheOneOutputFunctionsBits) 
     }
 
     std::vector<float> coefficients(count * k);
-    std::vector<double> acc(k);
-    slices.Coefficients(x.data(), basis.data(), coefficients.data(), acc.data());
+    slices.Coefficients(x.data(), basis.data(), coefficients.data());
     for (int64_t s = 0; s < count; ++s) {
       for (int64_t j = 0; j < k; ++j) {
         ASSERT_EQ(Bits(coefficients[s * k + j]), Bits(slices.Coefficient(x.data(), basis.data(), s, j)))
